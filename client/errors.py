@@ -1,0 +1,250 @@
+"""The one error hierarchy of raftbus, shared by the broker and the SDK.
+
+Every error has a stable string `code`, a `retriable` flag and one row in `GRPC_STATUS` that says which
+gRPC status code carries it. The broker raises these; the servicers turn them into a status plus the
+code in trailing metadata; the SDK rebuilds the same class from the code (never from message text).
+"""
+from __future__ import annotations
+
+import grpc
+
+# Trailing-metadata keys that carry an error across gRPC.
+CODE_KEY = "raftbus-error-code"
+LEADER_ID_KEY = "raftbus-leader-id"
+LEADER_ADDRESS_KEY = "raftbus-leader-address"
+
+
+class RaftbusError(Exception):
+    """Base of every raftbus error."""
+
+    code = "INTERNAL"
+    retriable = False
+
+    def __init__(self, message: str = "", *, leader_id: int | None = None, leader_address: str | None = None):
+        super().__init__(message or self.code)
+        self.message = message or self.code
+        self.leader_id = leader_id
+        self.leader_address = leader_address
+
+    def __reduce__(self):
+        return (_rebuild, (self.code, self.message, self.leader_id, self.leader_address))
+
+
+def _rebuild(code, message, leader_id, leader_address):
+    return error_from_code(code, message, leader_id=leader_id, leader_address=leader_address)
+
+
+class InternalError(RaftbusError):
+    """A broker bug or an unexpected state; the request had no effect that can be relied upon."""
+
+    code = "INTERNAL"
+
+
+class InvalidArgument(RaftbusError):
+    """A malformed request: a field out of range, a missing field, an unknown option."""
+
+    code = "INVALID_ARGUMENT"
+
+
+class InvalidName(InvalidArgument):
+    """A topic or group name that breaks the naming rules."""
+
+    code = "INVALID_NAME"
+
+
+class RecordTooLarge(InvalidArgument):
+    """A single record is larger than `record_bytes_max`."""
+
+    code = "RECORD_TOO_LARGE"
+
+
+class BatchTooLarge(InvalidArgument):
+    """A produce batch is larger than `batch_bytes_max`."""
+
+    code = "BATCH_TOO_LARGE"
+
+
+class EmptyBatch(InvalidArgument):
+    """A produce request with no records."""
+
+    code = "EMPTY_BATCH"
+
+
+class CorruptBatch(InvalidArgument):
+    """Record bytes that do not decode as a raftbus record batch."""
+
+    code = "CORRUPT_BATCH"
+
+
+class InvalidReplicationFactor(InvalidArgument):
+    """A replication factor below 1 or above the number of brokers."""
+
+    code = "INVALID_REPLICATION_FACTOR"
+
+
+class InvalidPartitions(InvalidArgument):
+    """A partition count below 1, above `partitions_per_topic_max`, or a shrink."""
+
+    code = "INVALID_PARTITIONS"
+
+
+class WrongTopicKind(InvalidArgument):
+    """An operation of one topic kind used on the other (a lease on a stream topic)."""
+
+    code = "WRONG_TOPIC_KIND"
+
+
+class UnknownTopic(RaftbusError):
+    """No topic of that name exists."""
+
+    code = "UNKNOWN_TOPIC"
+
+
+class UnknownPartition(RaftbusError):
+    """The topic exists but has no partition of that number."""
+
+    code = "UNKNOWN_PARTITION"
+
+
+class TopicExists(RaftbusError):
+    """A topic of that name already exists."""
+
+    code = "TOPIC_EXISTS"
+
+
+class OffsetOutOfRange(RaftbusError):
+    """A fetch below the log start (removed by retention) or beyond the high watermark."""
+
+    code = "OFFSET_OUT_OF_RANGE"
+
+
+class OutOfOrderSequence(RaftbusError):
+    """An idempotent producer's batch skipped a sequence number; resend the missing batches first."""
+
+    code = "OUT_OF_ORDER_SEQUENCE"
+    retriable = True
+
+
+class NotLeader(RaftbusError):
+    """This broker does not lead the group; `leader_id`/`leader_address` hint at the one that does."""
+
+    code = "NOT_LEADER"
+    retriable = True
+
+
+class LeaderNotAvailable(RaftbusError):
+    """The group has no leader right now (an election is running)."""
+
+    code = "LEADER_NOT_AVAILABLE"
+    retriable = True
+
+
+class RequestTimedOut(RaftbusError):
+    """The request was not committed within its deadline; its outcome is unknown, so retry idempotently."""
+
+    code = "REQUEST_TIMED_OUT"
+    retriable = True
+
+
+class Unavailable(RaftbusError):
+    """The broker could not be reached or is shutting down."""
+
+    code = "UNAVAILABLE"
+    retriable = True
+
+
+class Overloaded(RaftbusError):
+    """A bounded queue on the broker is full (`raft_commands_queue_max`, `fetch_waiters_max`)."""
+
+    code = "OVERLOADED"
+    retriable = True
+
+
+class Unauthenticated(RaftbusError):
+    """Missing or wrong credentials."""
+
+    code = "UNAUTHENTICATED"
+
+
+# One row per error: the gRPC status code that carries it.
+GRPC_STATUS: dict[type[RaftbusError], grpc.StatusCode] = {
+    InternalError: grpc.StatusCode.INTERNAL,
+    InvalidArgument: grpc.StatusCode.INVALID_ARGUMENT,
+    InvalidName: grpc.StatusCode.INVALID_ARGUMENT,
+    RecordTooLarge: grpc.StatusCode.INVALID_ARGUMENT,
+    BatchTooLarge: grpc.StatusCode.INVALID_ARGUMENT,
+    EmptyBatch: grpc.StatusCode.INVALID_ARGUMENT,
+    CorruptBatch: grpc.StatusCode.INVALID_ARGUMENT,
+    InvalidReplicationFactor: grpc.StatusCode.INVALID_ARGUMENT,
+    InvalidPartitions: grpc.StatusCode.INVALID_ARGUMENT,
+    WrongTopicKind: grpc.StatusCode.FAILED_PRECONDITION,
+    UnknownTopic: grpc.StatusCode.NOT_FOUND,
+    UnknownPartition: grpc.StatusCode.NOT_FOUND,
+    TopicExists: grpc.StatusCode.ALREADY_EXISTS,
+    OffsetOutOfRange: grpc.StatusCode.OUT_OF_RANGE,
+    OutOfOrderSequence: grpc.StatusCode.FAILED_PRECONDITION,
+    NotLeader: grpc.StatusCode.FAILED_PRECONDITION,
+    LeaderNotAvailable: grpc.StatusCode.UNAVAILABLE,
+    RequestTimedOut: grpc.StatusCode.DEADLINE_EXCEEDED,
+    Unavailable: grpc.StatusCode.UNAVAILABLE,
+    Overloaded: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
+}
+
+ERRORS_BY_CODE: dict[str, type[RaftbusError]] = {cls.code: cls for cls in GRPC_STATUS}
+
+
+def all_error_classes() -> list[type[RaftbusError]]:
+    """Every concrete error class defined in this module (the error-table test walks these)."""
+    found, todo = [], [RaftbusError]
+    while todo:
+        cls = todo.pop()
+        for sub in cls.__subclasses__():
+            found.append(sub)
+            todo.append(sub)
+    return found
+
+
+def error_from_code(code: str, message: str = "", **hints) -> RaftbusError:
+    """Rebuild the typed error for a stable code; unknown codes become InternalError."""
+    cls = ERRORS_BY_CODE.get(code, InternalError)
+    return cls(message, **hints)
+
+
+def status_for(error: RaftbusError) -> grpc.StatusCode:
+    return GRPC_STATUS.get(type(error), grpc.StatusCode.INTERNAL)
+
+
+def trailing_metadata(error: RaftbusError) -> tuple[tuple[str, str], ...]:
+    """The metadata pairs that carry `error` across gRPC."""
+    pairs = [(CODE_KEY, error.code)]
+    if error.leader_id is not None:
+        pairs.append((LEADER_ID_KEY, str(error.leader_id)))
+    if error.leader_address:
+        pairs.append((LEADER_ADDRESS_KEY, error.leader_address))
+    return tuple(pairs)
+
+
+def error_from_rpc(exc: grpc.RpcError) -> RaftbusError:
+    """Map a failed call back to its typed error (transport failures become Unavailable/RequestTimedOut)."""
+    metadata = dict(exc.trailing_metadata() or ()) if hasattr(exc, "trailing_metadata") else {}
+    code = metadata.get(CODE_KEY)
+    details = exc.details() if hasattr(exc, "details") else str(exc)
+    if code is None:
+        status = exc.code() if hasattr(exc, "code") else None
+        if status == grpc.StatusCode.DEADLINE_EXCEEDED:
+            return RequestTimedOut(details or "deadline exceeded")
+        if status in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, grpc.StatusCode.UNKNOWN):
+            return Unavailable(details or "broker unavailable")
+        if status == grpc.StatusCode.RESOURCE_EXHAUSTED:
+            return Overloaded(details or "resource exhausted")
+        if status == grpc.StatusCode.INVALID_ARGUMENT:
+            return InvalidArgument(details or "invalid argument")
+        return InternalError(details or "internal error")
+    leader_id = metadata.get(LEADER_ID_KEY)
+    return error_from_code(
+        code,
+        details or code,
+        leader_id=int(leader_id) if leader_id else None,
+        leader_address=metadata.get(LEADER_ADDRESS_KEY),
+    )
