@@ -1,0 +1,64 @@
+"""The storage seam: what a state machine may do to its durable state.
+
+A `Store` holds named tables of sorted byte keys to byte values. State machines touch storage only
+through one write transaction per applied command (`store.write()`) and readers use read transactions
+(`store.read()`), which see a consistent snapshot. Two implementations pass the same contract tests:
+`LmdbStore` (production, one LMDB environment per partition replica) and `MemoryStore` (tests).
+"""
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from typing import Iterator, Protocol
+
+
+class ReadTxn(Protocol):
+    def get(self, table: str, key: bytes) -> bytes | None: ...
+
+    def items(self, table: str, start: bytes | None = None, *, reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
+        """Pairs in key order from the first key >= start (reverse: from the last key <= start, going down)."""
+
+    def first(self, table: str) -> tuple[bytes, bytes] | None: ...
+
+    def last(self, table: str) -> tuple[bytes, bytes] | None: ...
+
+    def floor(self, table: str, key: bytes) -> tuple[bytes, bytes] | None:
+        """The pair with the greatest key <= key."""
+
+    def count(self, table: str) -> int: ...
+
+
+class WriteTxn(ReadTxn, Protocol):
+    def put(self, table: str, key: bytes, value: bytes) -> None: ...
+
+    def delete(self, table: str, key: bytes) -> bool: ...
+
+
+class StoreSnapshot(Protocol):
+    def write_to(self, fileobj) -> None:
+        """Write the pinned view to a binary file object; may run on another thread."""
+
+    def close(self) -> None:
+        """Release the pinned view."""
+
+
+class Store(Protocol):
+    tables: tuple[str, ...]
+
+    def read(self) -> AbstractContextManager[ReadTxn]: ...
+
+    def write(self) -> AbstractContextManager[WriteTxn]:
+        """Commits when the block ends normally, aborts if it raises."""
+
+    def size_bytes(self) -> int: ...
+
+    def sync(self) -> None:
+        """Make every committed write durable (the group commit)."""
+
+    def snapshot(self) -> "StoreSnapshot":
+        """Pin a consistent view of the store as it is now (cheap; call on the thread that applies)."""
+
+    def restore(self, fileobj) -> None:
+        """Replace the whole content with a copy written by `StoreSnapshot.write_to` (read from fileobj's
+        current position to its end)."""
+
+    def close(self) -> None: ...
