@@ -1,0 +1,217 @@
+"""The record batch codec: the opaque bytes the SDK produces and reads back (the broker never parses them).
+
+A record batch is records back to back, each:
+    timestamp_ms >q | key_len >i (-1 = None) | key | value_len >i (-1 = None) | value |
+    header_count >H | per header: name_len >H | utf-8 name | value_len >i (-1 = None) | value
+
+A fetched buffer (FetchResponse.batches) is stored batches back to back, each:
+    base_offset >q | record_count >I | append_time_ms >q | max_timestamp_ms >q | blob_len >I | blob
+where blob is a record batch as above. Record n of a stored batch has offset base_offset + n.
+"""
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from raftbus.client.errors import CorruptBatch
+
+# A header: (name, value); value None is allowed.
+Header = tuple[str, "bytes | None"]
+# A record to encode: (timestamp_ms, key, value, headers); headers is a sequence of Header or None/().
+RecordTuple = tuple[int, "bytes | None", "bytes | None", "tuple[Header, ...] | None"]
+
+_TS_KEYLEN = struct.Struct(">qi")
+_LEN = struct.Struct(">i")
+_LEN_HCOUNT = struct.Struct(">iH")
+_HCOUNT = struct.Struct(">H")
+_HNAME = struct.Struct(">H")
+_BASE_OFFSET = struct.Struct(">q")
+STORED_HEADER = struct.Struct(">IqqI")  # record_count, append_time_ms, max_timestamp_ms, blob_len
+_STORED_PREFIX = struct.Struct(">qIqqI")  # base_offset + STORED_HEADER
+
+RECORD_OVERHEAD_BYTES = _TS_KEYLEN.size + _LEN_HCOUNT.size  # 18 bytes without key, value and headers
+HEADER_OVERHEAD_BYTES = _HNAME.size + _LEN.size
+STORED_BATCH_OVERHEAD_BYTES = _STORED_PREFIX.size
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One record read back from a partition."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...]
+    timestamp_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class RecordMetadata:
+    """Where an acknowledged record landed."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int
+
+
+class StoredBatch(NamedTuple):
+    """One stored batch of a fetched buffer; `blob` is a view of its undecoded record batch."""
+
+    base_offset: int
+    record_count: int
+    append_time_ms: int
+    max_timestamp_ms: int
+    blob: memoryview
+
+
+def record_size(key: bytes | None, value: bytes | None, headers: Iterable[Header] | None = None) -> int:
+    """Encoded size in bytes of one record (what it adds to a batch)."""
+    size = RECORD_OVERHEAD_BYTES + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
+    if headers:
+        for name, hvalue in headers:
+            size += HEADER_OVERHEAD_BYTES + len(name.encode()) + (len(hvalue) if hvalue is not None else 0)
+    return size
+
+
+def _encode_headers(headers) -> bytes:
+    parts = [_HCOUNT.pack(len(headers))]
+    for name, hvalue in headers:
+        raw = name.encode()
+        parts.append(_HNAME.pack(len(raw)))
+        parts.append(raw)
+        if hvalue is None:
+            parts.append(_LEN.pack(-1))
+        else:
+            parts.append(_LEN.pack(len(hvalue)))
+            parts.append(hvalue)
+    return b"".join(parts)
+
+
+def encode_batch(records: Iterable[RecordTuple]) -> tuple[bytes, int, int]:
+    """Encode (timestamp_ms, key, value, headers) tuples; returns (blob, record_count, max_timestamp_ms)."""
+    parts: list[bytes] = []
+    append = parts.append
+    pack_ts_key, pack_len, pack_len_h = _TS_KEYLEN.pack, _LEN.pack, _LEN_HCOUNT.pack
+    count = 0
+    max_ts = -1
+    for ts, key, value, headers in records:
+        count += 1
+        if ts > max_ts:
+            max_ts = ts
+        if key is None:
+            append(pack_ts_key(ts, -1))
+        else:
+            append(pack_ts_key(ts, len(key)))
+            append(key)
+        if headers:
+            if value is None:
+                append(pack_len(-1))
+            else:
+                append(pack_len(len(value)))
+                append(value)
+            append(_encode_headers(headers))
+        elif value is None:
+            append(pack_len_h(-1, 0))
+        else:
+            append(pack_len(len(value)))
+            append(value)
+            append(b"\x00\x00")
+    return b"".join(parts), count, max_ts
+
+
+def decode_batch(blob: bytes | memoryview) -> list[RecordTuple]:
+    """Decode a record batch into (timestamp_ms, key, value, headers) tuples; CorruptBatch on bad input."""
+    return list(_iter_records(blob))
+
+
+def _iter_records(blob: bytes | memoryview) -> Iterator[RecordTuple]:
+    data = bytes(blob)
+    end = len(data)
+    pos = 0
+    unpack_ts_key, unpack_len, unpack_h = _TS_KEYLEN.unpack_from, _LEN.unpack_from, _HCOUNT.unpack_from
+    try:
+        while pos < end:
+            ts, klen = unpack_ts_key(data, pos)
+            pos += 12
+            key, pos = _take(data, pos, klen, end)
+            (vlen,) = unpack_len(data, pos)
+            pos += 4
+            value, pos = _take(data, pos, vlen, end)
+            (hcount,) = unpack_h(data, pos)
+            pos += 2
+            headers: tuple[Header, ...] = ()
+            if hcount:
+                headers, pos = _decode_headers(data, pos, hcount, end)
+            yield ts, key, value, headers
+    except (struct.error, UnicodeDecodeError) as exc:
+        raise CorruptBatch(f"record batch truncated or garbled at byte {pos}: {exc}") from None
+
+
+def _take(data: bytes, pos: int, length: int, end: int) -> tuple[bytes | None, int]:
+    if length == -1:
+        return None, pos
+    if length < 0 or pos + length > end:
+        raise CorruptBatch(f"field length {length} at byte {pos} runs past the batch end {end}")
+    return data[pos : pos + length], pos + length
+
+
+def _decode_headers(data: bytes, pos: int, hcount: int, end: int) -> tuple[tuple[Header, ...], int]:
+    headers = []
+    for _ in range(hcount):
+        (nlen,) = _HNAME.unpack_from(data, pos)
+        pos += 2
+        if pos + nlen > end:
+            raise CorruptBatch(f"header name at byte {pos} runs past the batch end")
+        name = data[pos : pos + nlen].decode()
+        pos += nlen
+        (hlen,) = _LEN.unpack_from(data, pos)
+        pos += 4
+        hvalue, pos = _take(data, pos, hlen, end)
+        headers.append((name, hvalue))
+    return tuple(headers), pos
+
+
+def encode_stored_batch(base_offset: int, record_count: int, append_time_ms: int, max_timestamp_ms: int,
+                        blob: bytes) -> bytes:
+    """One stored batch as it appears in FetchResponse.batches (the broker's side of the format)."""
+    return _STORED_PREFIX.pack(base_offset, record_count, append_time_ms, max_timestamp_ms, len(blob)) + blob
+
+
+def iter_stored_batches(buf: bytes | memoryview) -> Iterator[StoredBatch]:
+    """Walk a fetched buffer batch by batch without decoding records; CorruptBatch on truncation."""
+    view = memoryview(buf)
+    end = len(view)
+    pos = 0
+    prefix = _STORED_PREFIX.size
+    while pos < end:
+        if pos + prefix > end:
+            raise CorruptBatch(f"stored batch header at byte {pos} truncated ({end - pos} of {prefix} bytes)")
+        base, count, append_ms, max_ts, blob_len = _STORED_PREFIX.unpack_from(view, pos)
+        pos += prefix
+        if pos + blob_len > end:
+            raise CorruptBatch(f"stored batch at offset {base} claims {blob_len} bytes, {end - pos} remain")
+        yield StoredBatch(base, count, append_ms, max_ts, view[pos : pos + blob_len])
+        pos += blob_len
+
+
+def decode_fetched(topic: str, partition: int, buf: bytes | memoryview, from_offset: int = 0) -> Iterator[Record]:
+    """Yield the Records of a fetched buffer at or above `from_offset` (earlier ones in a batch are skipped)."""
+    for batch in iter_stored_batches(buf):
+        if batch.base_offset + batch.record_count <= from_offset:
+            continue
+        offset = batch.base_offset
+        seen = 0
+        for ts, key, value, headers in _iter_records(batch.blob):
+            if offset >= from_offset:
+                yield Record(topic, partition, offset, key, value, headers, ts)
+            offset += 1
+            seen += 1
+        if seen != batch.record_count:
+            raise CorruptBatch(
+                f"stored batch at offset {batch.base_offset} holds {seen} records, header says {batch.record_count}"
+            )

@@ -1,0 +1,329 @@
+"""Client-side routing: a cached partition → leader map, pooled gRPC channels, and retries that follow hints.
+
+grpcio has no pluggable name resolver, so the SDK keeps the map itself (from Admin.GetMetadata), sends each
+call to the right broker, follows NOT_LEADER hints at once and refreshes the map on other retriable errors.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import grpc
+
+from raftbus.client import settings
+from raftbus.client.errors import (
+    LeaderNotAvailable,
+    NotLeader,
+    Overloaded,
+    RaftbusError,
+    RequestTimedOut,
+    Unavailable,
+    UnknownPartition,
+    UnknownTopic,
+    error_from_rpc,
+)
+from raftbus.client.wire import raftbus_pb2 as pb
+from raftbus.client.wire import raftbus_pb2_grpc as pb_grpc
+
+T = TypeVar("T")
+
+# Errors the router retries itself; every other error goes straight back to the caller.
+ROUTER_RETRIABLE = (NotLeader, LeaderNotAvailable, Unavailable, RequestTimedOut, Overloaded)
+
+
+@dataclass(slots=True)
+class Connection:
+    """A pooled channel to one broker with its stubs; what `fn` receives in the call_* methods."""
+
+    address: str
+    channel: Any
+    log: Any
+    admin: Any
+
+    def close(self) -> None:
+        self.channel.close()
+
+
+def grpc_connect(address: str) -> Connection:
+    """Open an insecure channel to `address` with raftbus's message-size limits."""
+    options = [
+        ("grpc.max_send_message_length", settings.GRPC_MESSAGE_BYTES_MAX),
+        ("grpc.max_receive_message_length", settings.GRPC_MESSAGE_BYTES_MAX),
+    ]
+    channel = grpc.insecure_channel(address, options=options)
+    return Connection(address, channel, pb_grpc.LogStub(channel), pb_grpc.AdminStub(channel))
+
+
+@dataclass(slots=True)
+class PartitionRoute:
+    leader_id: int
+    replicas: tuple[int, ...]
+
+
+@dataclass(slots=True)
+class ClusterMap:
+    """The cached metadata: brokers id → address, topics → partitions → leader, and the controller."""
+
+    brokers: dict[int, str] = field(default_factory=dict)
+    topics: dict[str, dict[int, PartitionRoute]] = field(default_factory=dict)
+    controller_id: int = 0
+    fetched_at_s: float = float("-inf")
+
+    @classmethod
+    def from_proto(cls, response: pb.MetadataResponse, now_s: float) -> "ClusterMap":
+        brokers = {b.broker_id: b.address for b in response.brokers}
+        topics = {
+            t.name: {p.partition: PartitionRoute(p.leader_id, tuple(p.replicas)) for p in t.partitions}
+            for t in response.topics
+        }
+        return cls(brokers, topics, response.controller_id, now_s)
+
+
+class Router:
+    """Routes calls to partition leaders and the controller over pooled channels; thread-safe."""
+
+    def __init__(
+        self,
+        bootstrap: str | list[str] | None = None,
+        *,
+        request_timeout_ms: int = settings.REQUEST_TIMEOUT_MS,
+        metadata_max_age_ms: int = settings.METADATA_MAX_AGE_MS,
+        retries: int = settings.RETRIES,
+        retry_backoff_ms: int = settings.RETRY_BACKOFF_MS,
+        retry_backoff_max_ms: int = settings.RETRY_BACKOFF_MAX_MS,
+        connect: Callable[[str], Connection] = grpc_connect,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.bootstrap = settings.parse_bootstrap(bootstrap or settings.bootstrap_default())
+        self.request_timeout_s = request_timeout_ms / 1000
+        self.metadata_max_age_s = metadata_max_age_ms / 1000
+        self.retries = retries
+        self.retry_backoff_s = retry_backoff_ms / 1000
+        self.retry_backoff_max_s = retry_backoff_max_ms / 1000
+        self._connect = connect
+        self._sleep = sleep
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._refresh_lock = threading.Lock()
+        self._map = ClusterMap()
+        self._leader_hints: dict[tuple[str, int], str] = {}  # address hints for leaders not in the broker map
+        self._controller_hint: str | None = None
+        self._connections: dict[str, Connection] = {}
+        self._closed = False
+
+    # ------------------------------------------------------------------ connections and metadata
+
+    def connection(self, address: str) -> Connection:
+        """The pooled connection to `address`, opened on first use."""
+        with self._lock:
+            if self._closed:
+                raise Unavailable("router is closed")
+            conn = self._connections.get(address)
+            if conn is None:
+                conn = self._connections[address] = self._connect(address)
+            return conn
+
+    def refresh(self, topics: list[str] | None = None) -> ClusterMap:
+        """Fetch metadata from the bootstrap addresses, then known brokers, until one answers."""
+        with self._refresh_lock:
+            with self._lock:
+                candidates = list(dict.fromkeys([*self.bootstrap, *self._map.brokers.values()]))
+            last: RaftbusError = Unavailable(f"no broker answered among {candidates}")
+            for address in candidates:
+                try:
+                    response = self.connection(address).admin.GetMetadata(
+                        pb.MetadataRequest(), timeout=self.request_timeout_s
+                    )
+                except grpc.RpcError as exc:
+                    last = error_from_rpc(exc)
+                    continue
+                fresh = ClusterMap.from_proto(response, self._clock())
+                with self._lock:
+                    self._map = fresh
+                    self._leader_hints.clear()
+                    self._controller_hint = None
+                return fresh
+            raise last
+
+    def cluster_map(self) -> ClusterMap:
+        """The cached map, refreshed first when older than metadata_max_age_ms."""
+        with self._lock:
+            current = self._map
+        if self._clock() - current.fetched_at_s > self.metadata_max_age_s:
+            return self.refresh()
+        return current
+
+    def partitions_for(self, topic: str) -> int:
+        """How many partitions `topic` has (refreshing once if it is not known yet)."""
+        partitions = self.cluster_map().topics.get(topic)
+        if partitions is None:
+            partitions = self.refresh().topics.get(topic)
+        if partitions is None:
+            raise UnknownTopic(f"topic {topic!r} does not exist")
+        return len(partitions)
+
+    def leader_address(self, topic: str, partition: int) -> str:
+        """The client address of the partition's leader; refreshes the map when the leader is unknown."""
+        with self._lock:
+            hint = self._leader_hints.get((topic, partition))
+        if hint:
+            return hint
+        address = self._lookup_leader(self.cluster_map(), topic, partition)
+        if address is None:
+            cmap = self.refresh()
+            if topic not in cmap.topics:
+                raise UnknownTopic(f"topic {topic!r} does not exist")
+            address = self._lookup_leader(cmap, topic, partition)
+        if address is None:
+            raise LeaderNotAvailable(f"{topic}/{partition} has no leader right now")
+        return address
+
+    @staticmethod
+    def _lookup_leader(cmap: ClusterMap, topic: str, partition: int) -> str | None:
+        partitions = cmap.topics.get(topic)
+        if partitions is None:
+            return None
+        route = partitions.get(partition)
+        if route is None:
+            raise UnknownPartition(f"topic {topic!r} has no partition {partition} (it has {len(partitions)})")
+        return cmap.brokers.get(route.leader_id) if route.leader_id else None
+
+    def controller_address(self) -> str:
+        """The client address of the metadata-group leader (the controller)."""
+        with self._lock:
+            if self._controller_hint:
+                return self._controller_hint
+        cmap = self.cluster_map()
+        address = cmap.brokers.get(cmap.controller_id) if cmap.controller_id else None
+        if address is None:
+            cmap = self.refresh()
+            address = cmap.brokers.get(cmap.controller_id) if cmap.controller_id else None
+        if address is None:
+            raise LeaderNotAvailable("the cluster has no controller right now")
+        return address
+
+    # ------------------------------------------------------------------ failures
+
+    def note_failure(self, err: RaftbusError, attempt: int, *, topic: str | None = None,
+                     partition: int | None = None) -> float | None:
+        """Learn from a failed call; return the delay before retrying, or None when it must not be retried.
+
+        A NOT_LEADER hint updates the cache and retries at once (delay 0); other router-retriable errors
+        forget the cached leader (so the next lookup refreshes) and back off exponentially.
+        `attempt` counts failures so far (1 for the first); past `retries` nothing is retried.
+        """
+        if not isinstance(err, ROUTER_RETRIABLE) or attempt > self.retries:
+            return None
+        if isinstance(err, NotLeader) and self._apply_hint(err, topic, partition):
+            return 0.0
+        self._forget_leader(topic, partition)
+        return min(self.retry_backoff_s * (2 ** (attempt - 1)), self.retry_backoff_max_s)
+
+    def _apply_hint(self, err: NotLeader, topic: str | None, partition: int | None) -> bool:
+        with self._lock:
+            address = err.leader_address or self._map.brokers.get(err.leader_id or 0)
+            if not address:
+                return False
+            if err.leader_id and err.leader_address:
+                self._map.brokers[err.leader_id] = err.leader_address
+            if topic is None:
+                self._controller_hint = address
+                if err.leader_id:
+                    self._map.controller_id = err.leader_id
+                return True
+            route = self._map.topics.get(topic, {}).get(partition)
+            if route is not None and err.leader_id:
+                route.leader_id = err.leader_id
+                self._leader_hints.pop((topic, partition), None)
+            else:
+                self._leader_hints[(topic, partition)] = address
+            return True
+
+    def _forget_leader(self, topic: str | None, partition: int | None) -> None:
+        with self._lock:
+            if topic is None:
+                self._controller_hint = None
+                self._map.controller_id = 0
+                return
+            self._leader_hints.pop((topic, partition), None)
+            route = self._map.topics.get(topic, {}).get(partition)
+            if route is not None:
+                route.leader_id = 0
+
+    # ------------------------------------------------------------------ calls
+
+    def call_partition(self, topic: str, partition: int, fn: Callable[[Connection], T]) -> T:
+        """Run `fn` (one RPC) against the partition's leader, following hints and retrying retriable errors."""
+        return self._call(lambda: self.leader_address(topic, partition), fn, topic=topic, partition=partition)
+
+    def call_controller(self, fn: Callable[[Connection], T]) -> T:
+        """Run `fn` against the controller (the metadata-group leader)."""
+        return self._call(self.controller_address, fn)
+
+    def call_any(self, fn: Callable[[Connection], T]) -> T:
+        """Run `fn` against any broker, moving to the next known one when a broker is unreachable."""
+        rotation = [0]
+
+        def pick() -> str:
+            with self._lock:
+                candidates = list(dict.fromkeys([*self.bootstrap, *self._map.brokers.values()]))
+            address = candidates[rotation[0] % len(candidates)]
+            return address
+
+        def fn_rotating(conn: Connection) -> T:
+            try:
+                return fn(conn)
+            except (grpc.RpcError, Unavailable):
+                rotation[0] += 1
+                raise
+
+        return self._call(pick, fn_rotating, any_broker=True)
+
+    def _call(self, address_of: Callable[[], str], fn: Callable[[Connection], T], *, topic: str | None = None,
+              partition: int | None = None, any_broker: bool = False) -> T:
+        deadline = self._clock() + self.request_timeout_s
+        attempt = 0
+        while True:
+            try:
+                return fn(self.connection(address_of()))
+            except grpc.RpcError as exc:
+                err = error_from_rpc(exc)
+            except RaftbusError as exc:
+                err = exc
+            attempt += 1
+            if any_broker:
+                delay = self._any_broker_delay(err, attempt)
+            else:
+                delay = self.note_failure(err, attempt, topic=topic, partition=partition)
+            if delay is None or self._clock() + delay > deadline:
+                raise err
+            if delay:
+                self._sleep(delay)
+
+    def _any_broker_delay(self, err: RaftbusError, attempt: int) -> float | None:
+        if not isinstance(err, (Unavailable, RequestTimedOut, Overloaded, LeaderNotAvailable)):
+            return None
+        if attempt > self.retries:
+            return None
+        return min(self.retry_backoff_s * (2 ** (attempt - 1)), self.retry_backoff_max_s)
+
+    def close(self) -> None:
+        """Close every pooled channel."""
+        with self._lock:
+            self._closed = True
+            connections, self._connections = list(self._connections.values()), {}
+        for conn in connections:
+            try:
+                conn.close()
+            except Exception:  # closing is best effort
+                pass
+
+    def __enter__(self) -> "Router":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

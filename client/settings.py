@@ -1,0 +1,52 @@
+"""Client-side defaults of the raftbus SDK, as named constants with their units in the name.
+
+Every queue, batch, wait and buffer on the client has a bound here; callers may override each one
+through the constructor argument of the same name.
+"""
+from __future__ import annotations
+
+import os
+
+from raftbus.client.errors import InvalidArgument
+
+# Where to find the cluster when nothing is given: the `--bootstrap` flag, then this variable, then the default.
+BOOTSTRAP_ENV = "RAFTBUS_BOOTSTRAP"
+BOOTSTRAP_DEFAULT = "localhost:7070"
+
+# gRPC channels.
+GRPC_MESSAGE_BYTES_MAX = 64 * 1024 * 1024
+
+# Requests and retries (router).
+REQUEST_TIMEOUT_MS = 30_000
+METADATA_MAX_AGE_MS = 300_000
+RETRIES = 20
+RETRY_BACKOFF_MS = 50
+RETRY_BACKOFF_MAX_MS = 1_000
+
+# Producer.
+LINGER_MS = 5
+BATCH_BYTES_MAX = 1_048_576
+BUFFER_BYTES_MAX = 64 * 1024 * 1024
+DELIVERY_TIMEOUT_MS = 120_000
+MAX_BLOCK_MS = 60_000
+IDEMPOTENT = True
+PRODUCER_ID_BYTES = 16
+
+# Reader.
+FETCH_BYTES_MAX = 1_048_576
+FETCH_WAIT_MS = 500
+POLL_IDLE_SLEEP_MS = 100
+
+
+def bootstrap_default() -> str:
+    """The bootstrap list when the caller gave none: RAFTBUS_BOOTSTRAP, else localhost:7070."""
+    return os.environ.get(BOOTSTRAP_ENV) or BOOTSTRAP_DEFAULT
+
+
+def parse_bootstrap(bootstrap: str | list[str] | tuple[str, ...]) -> list[str]:
+    """Split "h1:p1,h2:p2" (or a list of such strings) into a clean list of addresses."""
+    items = [bootstrap] if isinstance(bootstrap, str) else list(bootstrap)
+    addresses = [part.strip() for item in items for part in item.split(",") if part.strip()]
+    if not addresses:
+        raise InvalidArgument("bootstrap must name at least one host:port")
+    return addresses
