@@ -1,0 +1,159 @@
+"""`python -m raftbus.broker start|dev` — what `raftbus broker start` and `raftbus dev` run."""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from raftbus.client import errors
+
+_RESERVED = set(vars(logging.LogRecord("", 0, "", 0, "", (), None)).keys()) | {"message", "asctime"}
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message and any `extra` fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {"ts": round(record.created, 3), "level": record.levelname, "logger": record.name,
+                 "msg": record.getMessage()}
+        entry.update({k: v for k, v in record.__dict__.items() if k not in _RESERVED})
+        if record.exc_info:
+            entry["exc"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+def setup_logging(level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    logging.getLogger("pysyncobj").setLevel(logging.WARNING)
+
+
+def _start(args) -> int:
+    from .server import Broker
+    from .settings import load_settings
+
+    setup_logging(args.log_level)
+    settings = load_settings(args.config, node_id=args.node_id, data_dir=args.data_dir, listen=args.listen,
+                             raft_listen=args.raft_listen, peers=args.peers,
+                             advertised_listen=args.advertised_listen)
+    broker = Broker(settings).start()
+    print(json.dumps({"event": "ready", "node_id": settings.node_id, "listen": settings.listen,
+                      "grpc_port": broker.grpc_port, "raft_listen": settings.raft_listen}), flush=True)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    stop.wait()
+    broker.stop()
+    return 0
+
+
+def dev_ports(count: int, base_port: int) -> list[tuple[int, int]]:
+    return [(base_port + 2 * i, base_port + 2 * i + 1) for i in range(count)]
+
+
+def _dev(args) -> int:
+    """A local N-broker cluster on loopback, one process per broker; Ctrl-C stops it cleanly."""
+    ports = dev_ports(args.brokers, args.base_port)
+    peers = ",".join(f"{i + 1}@127.0.0.1:{raft}" for i, (_, raft) in enumerate(ports))
+    data_dir = Path(args.data_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    procs = []
+    for i, (grpc_port, raft_port) in enumerate(ports):
+        node = i + 1
+        cmd = [sys.executable, "-m", "raftbus.broker", "start", "--node-id", str(node),
+               "--data-dir", str(data_dir / f"broker-{node}"), "--listen", f"127.0.0.1:{grpc_port}",
+               "--raft-listen", f"127.0.0.1:{raft_port}", "--peers", peers, "--log-level", args.log_level]
+        log_file = open(data_dir / f"broker-{node}.log", "ab")
+        procs.append((subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log_file), log_file))
+    bootstrap = ",".join(f"127.0.0.1:{g}" for g, _ in ports)
+    print(f"raftbus dev: {args.brokers} brokers, bootstrap {bootstrap}, logs in {data_dir}/broker-N.log", flush=True)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        _wait_ready(bootstrap, args.brokers, stop)
+        print("raftbus dev: cluster ready (Ctrl-C stops it)", flush=True)
+        if args.demo and not stop.is_set():
+            from .demo import run_demo
+
+            run_demo(bootstrap)
+        while not stop.wait(0.5):
+            for proc, _ in procs:
+                if proc.poll() is not None:
+                    print(f"raftbus dev: broker pid {proc.pid} exited with {proc.returncode}", flush=True)
+                    stop.set()
+    finally:
+        for proc, _ in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        for proc, log_file in procs:
+            try:
+                proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            log_file.close()
+        print("raftbus dev: stopped", flush=True)
+    return 0
+
+
+def _wait_ready(bootstrap: str, brokers: int, stop: threading.Event, timeout_s: float = 60.0) -> None:
+    from raftbus.client import Admin
+
+    deadline = time.monotonic() + timeout_s
+    last = None
+    while not stop.is_set() and time.monotonic() < deadline:
+        try:
+            with Admin(bootstrap) as admin:
+                status = admin.cluster_status()
+                if status.controller_id and len(status.brokers) >= brokers:
+                    return
+                last = status
+        except errors.RaftbusError as exc:
+            last = exc
+        time.sleep(0.3)
+    if not stop.is_set():
+        raise errors.Unavailable(f"cluster not ready after {timeout_s:.0f} s (last: {last})")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="raftbus broker")
+    sub = parser.add_subparsers(dest="command", required=True)
+    start = sub.add_parser("start", help="run one broker")
+    start.add_argument("--config", help="per-broker TOML settings file")
+    start.add_argument("--node-id", type=int)
+    start.add_argument("--data-dir")
+    start.add_argument("--listen", help="client gRPC address host:port")
+    start.add_argument("--advertised-listen", help="address clients should use, if not --listen")
+    start.add_argument("--raft-listen", help="peer Raft address host:port (private or loopback)")
+    start.add_argument("--peers", help="id@host:port,... Raft addresses of all brokers")
+    start.add_argument("--log-level", default=os.environ.get("RAFTBUS_LOG_LEVEL", "INFO"))
+    dev = sub.add_parser("dev", help="a local N-broker cluster on loopback")
+    dev.add_argument("--brokers", type=int, default=3)
+    dev.add_argument("--data-dir", default="./data")
+    dev.add_argument("--base-port", type=int, default=7070)
+    dev.add_argument("--demo", action="store_true", help="create a topic, produce and consume a few records")
+    dev.add_argument("--log-level", default="INFO")
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return _start(args) if args.command == "start" else _dev(args)
+    except errors.RaftbusError as exc:
+        print(f"error: {exc.code}: {exc.message}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1

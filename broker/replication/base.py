@@ -1,0 +1,29 @@
+"""The replication seam: what services need from a replicated group.
+
+`RaftGroup` (pysyncobj over the broker's one loop and one transport) is the production implementation;
+`InProcessGroup` applies commands at once and serves fast unit and component tests.
+"""
+from __future__ import annotations
+
+from concurrent.futures import Future
+from typing import Protocol
+
+
+class StateMachine(Protocol):
+    def apply(self, index: int, command: bytes) -> object:
+        """Apply one committed command; never raises; returns a result or an error instance."""
+
+
+class Replica(Protocol):
+    group_id: str
+    state_machine: StateMachine
+
+    def submit(self, command: bytes) -> Future:
+        """Propose `command`; the future resolves with the state machine's result once it is committed on a
+        majority and applied here, or fails with a typed, retriable error (NotLeader, RequestTimedOut...)."""
+
+    @property
+    def is_leader(self) -> bool: ...
+
+    @property
+    def leader_id(self) -> int | None: ...

@@ -1,0 +1,205 @@
+"""The broker's one Raft loop: one thread drives every group of the broker over one transport.
+
+Each iteration waits on the transport (sockets plus a wake-up), hands incoming messages to their groups,
+ticks the groups that have work (a message, a submitted command) right away and every group once per
+`tick_interval_ms` for timers (elections, heartbeats), runs queued calls, then flushes outgoing frames.
+Per-group threads and ports caused election storms on 2 cores; this keeps one thread and one connection
+per broker pair however many partitions there are.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from concurrent.futures import Future
+from typing import Callable
+
+log = logging.getLogger(__name__)
+
+CONTROL_CHANNEL = "ctl"
+
+
+class RaftLoop:
+    def __init__(self, *, tick_interval_ms: int = 50, housekeeping_interval_ms: int = 1000):
+        self.hub = None
+        self.groups: dict[str, object] = {}
+        self.tick_interval_s = tick_interval_ms / 1000
+        self.housekeeping_interval_s = housekeeping_interval_ms / 1000
+        self._dirty: set[str] = set()
+        self._lock = threading.Lock()
+        self._calls: deque = deque()
+        self._periodic: list[list] = []  # [interval_s, next_due, fn]
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._thread_id: int | None = None
+        self.on_control: Callable[[int, object], None] = lambda peer, message: None
+        self.applied_listeners: list[Callable[[object], None]] = []
+        self.leadership_listeners: list[Callable[[object], None]] = []
+        self.peer_listeners: list[Callable[[int, bool], None]] = []
+        self.dropped_messages = 0
+
+    # ------------------------------------------------------------------ wiring
+    def attach(self, hub) -> None:
+        self.hub = hub
+
+    def on_message(self, peer_id: int, channel: str, message) -> None:
+        if channel == CONTROL_CHANNEL:
+            self.on_control(peer_id, message)
+            return
+        group = self.groups.get(channel)
+        if group is None:
+            self.dropped_messages += 1  # a group not created here yet (or deleted): the sender retries
+            return
+        group.transport.deliver(peer_id, message)
+        self._dirty.add(channel)
+
+    def on_peer_connected(self, peer_id: int) -> None:
+        for group in self.groups.values():
+            group.transport.peer_connected(peer_id)
+        for listener in self.peer_listeners:
+            listener(peer_id, True)
+
+    def on_peer_disconnected(self, peer_id: int) -> None:
+        for group in self.groups.values():
+            group.transport.peer_disconnected(peer_id)
+        for listener in self.peer_listeners:
+            listener(peer_id, False)
+
+    # ------------------------------------------------------------------ called by groups (loop thread)
+    def on_applied(self, group) -> None:
+        for listener in self.applied_listeners:
+            listener(group)
+
+    def on_leadership_changed(self, group) -> None:
+        for listener in self.leadership_listeners:
+            listener(group)
+
+    # ------------------------------------------------------------------ thread-safe entry points
+    def mark_dirty(self, group_id: str) -> None:
+        with self._lock:
+            self._dirty.add(group_id)
+        if self.hub is not None and threading.get_ident() != self._thread_id:
+            self.hub.wakeup()
+
+    def call_soon(self, fn: Callable[[], object]) -> Future:
+        """Run fn on the loop thread; the future carries its result or exception."""
+        future: Future = Future()
+        with self._lock:
+            self._calls.append((fn, future))
+        if self.hub is not None:
+            self.hub.wakeup()
+        return future
+
+    def call(self, fn: Callable[[], object], timeout_s: float = 30.0):
+        if threading.get_ident() == self._thread_id:
+            return fn()
+        return self.call_soon(fn).result(timeout_s)
+
+    def every(self, interval_ms: int, fn: Callable[[], None]) -> None:
+        self._periodic.append([interval_ms / 1000, 0.0, fn])
+
+    # ------------------------------------------------------------------ groups (loop thread)
+    def add_group(self, group) -> None:
+        self.groups[group.group_id] = group
+        for peer_id in self.hub.connected_peers():
+            group.transport.peer_connected(peer_id)
+        self._dirty.add(group.group_id)
+
+    def remove_group(self, group_id: str):
+        group = self.groups.pop(group_id, None)
+        if group is not None:
+            group.close()
+        return group
+
+    # ------------------------------------------------------------------ running
+    def start(self, name: str = "raftbus-raft-loop") -> None:
+        self._thread = threading.Thread(target=self.run, name=name, daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        self._stopping.set()
+        if self.hub is not None:
+            self.hub.wakeup()
+        if self._thread is not None and threading.get_ident() != self._thread_id:
+            self._thread.join(timeout_s)
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def run(self) -> None:
+        self._thread_id = threading.get_ident()
+        next_tick = 0.0
+        next_housekeeping = 0.0
+        while not self._stopping.is_set():
+            try:
+                next_tick, next_housekeeping = self.run_once(next_tick, next_housekeeping)
+            except Exception:
+                log.exception("raft loop iteration failed")
+                time.sleep(self.tick_interval_s)
+        for group_id in list(self.groups):
+            try:
+                self.remove_group(group_id)
+            except Exception:
+                log.exception("closing group %s failed", group_id)
+
+    def run_once(self, next_tick: float = 0.0, next_housekeeping: float = 0.0, *, wait: bool = True):
+        """One iteration (tests drive the loop by hand with this)."""
+        now = time.monotonic()
+        with self._lock:
+            busy = bool(self._dirty or self._calls)
+        timeout = 0.0 if busy or not wait else max(0.0, min(next_tick - now, self.tick_interval_s))
+        self.hub.poll(timeout)
+        self._run_calls()
+        now = time.monotonic()
+        if now >= next_tick:
+            ticking = list(self.groups.values())
+            with self._lock:
+                self._dirty.clear()
+            next_tick = now + self.tick_interval_s
+        else:
+            with self._lock:
+                dirty, self._dirty = self._dirty, set()
+            ticking = [self.groups[g] for g in dirty if g in self.groups]
+        for group in ticking:
+            try:
+                group.tick()
+            except Exception:
+                log.exception("tick of %s failed", group.group_id)
+        if now >= next_housekeeping:
+            next_housekeeping = now + self.housekeeping_interval_s
+            self._housekeeping()
+        self._run_periodic(now)
+        self.hub.flush()
+        return next_tick, next_housekeeping
+
+    def _run_calls(self) -> None:
+        while True:
+            with self._lock:
+                if not self._calls:
+                    return
+                fn, future = self._calls.popleft()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn())
+            except BaseException as exc:  # handed to the caller
+                future.set_exception(exc)
+
+    def _run_periodic(self, now: float) -> None:
+        for entry in self._periodic:
+            interval, due, fn = entry
+            if now >= due:
+                entry[1] = now + interval
+                try:
+                    fn()
+                except Exception:
+                    log.exception("periodic task %s failed", getattr(fn, "__name__", fn))
+
+    def _housekeeping(self) -> None:
+        for group in list(self.groups.values()):
+            try:
+                group.maybe_compact()
+            except Exception:
+                log.exception("compaction of %s failed", group.group_id)

@@ -1,0 +1,280 @@
+"""A broker process: one gRPC server, one Raft loop and transport, the metadata group and its partition replicas."""
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import time
+from pathlib import Path
+
+from .clock import SystemClock
+from .replication.loop import CONTROL_CHANNEL, RaftLoop
+from .replication.raft import RaftGroup
+from .services.admin import AdminService
+from .services.context import METADATA_GROUP, BrokerContext, PartitionReplica, partition_group_id
+from .services.leaders import LeaderTable
+from .services.log import LogService
+from .state.metadata import MetadataStateMachine
+from .state.partition import PartitionStateMachine
+from .storage.lmdb_store import LmdbStore
+from .transport.grpc_server import build_server
+from .transport.hub import RaftHub
+
+log = logging.getLogger(__name__)
+
+
+class Broker:
+    def __init__(self, settings, clock=None):
+        self.settings = settings
+        self.clock = clock or SystemClock()
+        self.node_id = settings.node_id
+        self.data_dir = Path(settings.data_dir)
+        self._stopping = threading.Event()
+        self._metadata_changed = True
+        self._gossip_due = True
+        self._dirty_stores: set = set()
+        self._dirty_lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self.grpc_port: int | None = None
+
+    # ------------------------------------------------------------------ start
+    def start(self) -> "Broker":
+        s = self.settings
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.loop = RaftLoop(tick_interval_ms=s.raft_tick_interval_ms)
+        peers = {node: addr for node, addr in s.peer_addresses.items() if node != self.node_id}
+        self.hub = RaftHub(
+            self.node_id, s.raft_address, peers, s.raft_secret,
+            on_message=self.loop.on_message,
+            on_peer_connected=self.loop.on_peer_connected,
+            on_peer_disconnected=self.loop.on_peer_disconnected,
+            frame_bytes_max=s.raft_frame_bytes_max,
+            send_buffer_bytes_max=s.raft_send_buffer_bytes_max,
+            connect_retry_ms=s.raft_connect_retry_ms,
+            handshake_timeout_ms=s.raft_handshake_timeout_ms,
+        )
+        self.loop.attach(self.hub)
+        self.hub.start()
+
+        meta_dir = self.data_dir / "metadata"
+        self.metadata_store = LmdbStore(str(meta_dir / "store"), tables=MetadataStateMachine.TABLES,
+                                        map_size_bytes=s.storage_map_size_bytes)
+        self.metadata_sm = MetadataStateMachine(self.metadata_store)
+        self.metadata_group = RaftGroup(
+            METADATA_GROUP, self.metadata_sm, self.metadata_store, hub=self.hub, loop=self.loop,
+            self_id=self.node_id, peer_ids=sorted(peers), data_dir=meta_dir / "raft", settings=s.raft())
+        self.leaders = LeaderTable(stale_after_s=max(3 * s.leader_gossip_interval_ms / 1000, 3.0))
+        self.context = BrokerContext(node_id=self.node_id, settings=s, clock=self.clock,
+                                     metadata_sm=self.metadata_sm, metadata_group=self.metadata_group,
+                                     leaders=self.leaders, alive=lambda: set(self.hub.connected_peers()))
+        self.log_service = LogService(self.context)
+        self.admin_service = AdminService(self.context)
+
+        self.loop.add_group(self.metadata_group)
+        self.loop.on_control = self._on_control
+        self.loop.applied_listeners.append(self._on_applied)
+        self.loop.leadership_listeners.append(lambda group: self._flag_gossip())
+        self.loop.peer_listeners.append(self._on_peer)
+        self.loop.every(50, self._reconcile_if_changed)
+        self.loop.every(s.leader_gossip_interval_ms, self._gossip)
+        self.loop.every(s.retention_check_interval_ms, self._enforce_retention)
+        self.loop.every(s.preferred_leader_check_interval_ms, self._prefer_leaders)
+        self.loop.call_soon(self._reconcile)
+        self.loop.start(name=f"raftbus-raft-{self.node_id}")
+
+        self.server, self.health, self.grpc_port = build_server(
+            s.listen, self.log_service, self.admin_service,
+            workers_max=s.grpc_workers_max, message_bytes_max=s.grpc_message_bytes_max)
+        self.server.start()
+        self._spawn(self._sync_stores, "raftbus-group-commit")
+        self._spawn(self._register, "raftbus-register")
+        from grpc_health.v1 import health_pb2
+
+        self.health.set("", health_pb2.HealthCheckResponse.SERVING)
+        log.info("broker started", extra={"node_id": self.node_id, "listen": s.listen,
+                                          "raft_listen": s.raft_listen})
+        return self
+
+    def _spawn(self, target, name: str) -> None:
+        thread = threading.Thread(target=target, name=f"{name}-{self.node_id}", daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    # ------------------------------------------------------------------ loop-thread callbacks
+    def _on_applied(self, group) -> None:
+        with self._dirty_lock:
+            self._dirty_stores.add(group.store)
+        if group.group_id == METADATA_GROUP:
+            self._metadata_changed = True
+            return
+        replica = self.context.partitions.get(group.group_id)
+        if replica is not None:
+            replica.notify_appended()
+
+    def _on_peer(self, peer_id: int, connected: bool) -> None:
+        if connected:
+            self._gossip_due = True
+        else:
+            self.leaders.forget_broker(peer_id)
+
+    def _flag_gossip(self) -> None:
+        self._gossip_due = True
+
+    def _on_control(self, peer_id: int, message) -> None:
+        if not isinstance(message, dict):
+            return
+        for entry in message.get("leaders", ()):
+            try:
+                group_id, term, isr = entry
+                self.leaders.learn(str(group_id), peer_id, int(term), [int(b) for b in isr])
+            except (TypeError, ValueError):
+                return
+
+    def _gossip(self) -> None:
+        now = time.monotonic()
+        led = [(g.group_id, g.term, g.in_sync_replicas(self.node_id, now))
+               for g in self.loop.groups.values() if g.is_leader]
+        message = {"leaders": led}
+        for peer in self.hub.connected_peers():
+            self.hub.send(peer, CONTROL_CHANNEL, message)
+        self._gossip_due = False
+
+    def _reconcile_if_changed(self) -> None:
+        if self._gossip_due:
+            self._gossip()
+        if self._metadata_changed:
+            self._metadata_changed = False
+            self._reconcile()
+
+    def _reconcile(self) -> None:
+        """Create the partition replicas the metadata places here and drop the ones it no longer does."""
+        desired = {}
+        for topic in self.metadata_sm.topics().values():
+            for placement in topic.partitions:
+                if self.node_id in placement.replicas:
+                    desired[partition_group_id(topic.topic_id, placement.partition)] = (topic, placement)
+        for group_id in [g for g in self.context.partitions if g not in desired]:
+            self._drop_replica(group_id)
+        for group_id, (topic, placement) in desired.items():
+            if group_id not in self.context.partitions:
+                self._create_replica(group_id, topic, placement)
+
+    def _partition_dir(self, group_id: str) -> Path:
+        return self.data_dir / "partitions" / group_id
+
+    def _create_replica(self, group_id: str, topic, placement) -> None:
+        s = self.settings
+        base = self._partition_dir(group_id)
+        store = LmdbStore(str(base / "store"), tables=PartitionStateMachine.TABLES,
+                          map_size_bytes=s.storage_map_size_bytes)
+        sm = PartitionStateMachine(store)
+        peers = sorted(r for r in placement.replicas if r != self.node_id)
+        group = RaftGroup(group_id, sm, store, hub=self.hub, loop=self.loop, self_id=self.node_id,
+                          peer_ids=peers, data_dir=base / "raft", settings=s.raft(),
+                          preferred_leader=placement.replicas[0])
+        self.context.partitions[group_id] = PartitionReplica(topic.name, topic.topic_id, placement.partition,
+                                                             group, sm, store)
+        self.loop.add_group(group)
+        log.info("partition replica created", extra={"group": group_id, "topic": topic.name,
+                                                     "partition": placement.partition})
+
+    def _drop_replica(self, group_id: str) -> None:
+        replica = self.context.partitions.pop(group_id)
+        self.loop.remove_group(group_id)
+        self.leaders.forget_group(group_id)
+        replica.notify_appended()
+        with self._dirty_lock:
+            self._dirty_stores.discard(replica.store)
+        replica.store.close()
+        path = self._partition_dir(group_id)
+        threading.Thread(target=shutil.rmtree, args=(path,), kwargs={"ignore_errors": True}, daemon=True).start()
+        log.info("partition replica removed", extra={"group": group_id})
+
+    def _enforce_retention(self) -> None:
+        topics = {t.topic_id: t for t in self.metadata_sm.topics().values()}
+        for replica in list(self.context.partitions.values()):
+            topic = topics.get(replica.topic_id)
+            if topic is None or not replica.group.is_leader:
+                continue
+            try:
+                self.log_service.trim_if_due(replica, topic.retention_ms, topic.retention_bytes)
+            except Exception:
+                log.exception("retention check failed", extra={"group": replica.group_id})
+
+    def _prefer_leaders(self) -> None:
+        connected = self.hub.connected_peers()
+        for replica in list(self.context.partitions.values()):
+            group = replica.group
+            if group.is_leader and group.preferred_leader in connected:
+                group.maybe_transfer_to_preferred()
+
+    # ------------------------------------------------------------------ background threads
+    def _sync_stores(self) -> None:
+        """Group commit: make applied state durable every storage_sync_interval_ms, off the loop thread."""
+        interval = self.settings.storage_sync_interval_ms / 1000
+        while not self._stopping.wait(interval):
+            with self._dirty_lock:
+                stores, self._dirty_stores = self._dirty_stores, set()
+            for store in stores:
+                try:
+                    store.sync()
+                except Exception:
+                    log.exception("store sync failed")
+
+    def _register(self) -> None:
+        """Record this broker's client address in the metadata group (again whenever it differs)."""
+        s = self.settings
+        raft_address = s.raft_listen
+        while not self._stopping.wait(0.2):
+            known = self.metadata_sm.brokers().get(self.node_id)
+            if known is not None and known.address == s.client_address and known.raft_address == raft_address:
+                if self._stopping.wait(2.0):
+                    return
+                continue
+            if self.metadata_group.leader_id is None:
+                continue
+            try:
+                self.admin_service.register_broker(self.node_id, s.client_address, raft_address)
+            except Exception as exc:
+                log.debug("broker registration will be retried: %s", exc)
+
+    # ------------------------------------------------------------------ stop
+    def stop(self) -> None:
+        if self._stopping.is_set():
+            return
+        self._stopping.set()
+        from grpc_health.v1 import health_pb2
+
+        self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
+        self._hand_off_leadership()
+        self.server.stop(grace=1.0).wait(2.0)
+        self.loop.stop()
+        self.hub.close()
+        for thread in self._threads:
+            thread.join(1.0)
+        for replica in list(self.context.partitions.values()):
+            replica.store.sync()
+            replica.store.close()
+        self.metadata_store.sync()
+        self.metadata_store.close()
+        log.info("broker stopped", extra={"node_id": self.node_id})
+
+    def _hand_off_leadership(self) -> None:
+        """Ask a caught-up follower to take over each group led here, and wait (bounded) for it to do so."""
+        if not self.loop.running:
+            return
+        deadline = time.monotonic() + self.settings.shutdown_timeout_ms / 2000
+
+        def transfer():
+            led = [g for g in self.loop.groups.values() if g.is_leader and g.transport.nodes]
+            for group in led:
+                group.raft.transferLeadership()
+            return len(led)
+
+        while time.monotonic() < deadline:
+            try:
+                if self.loop.call(transfer, timeout_s=1.0) == 0:
+                    return
+            except Exception:
+                return
+            time.sleep(0.1)

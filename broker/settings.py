@@ -1,0 +1,164 @@
+"""Broker settings: defaults in config/defaults.toml, a TOML file per broker, RAFTBUS_* environment variables,
+then command-line flags, in that order of precedence (last wins)."""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from dynaconf import Dynaconf
+
+from raftbus.client import errors
+
+from .replication.raft import RaftSettings
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise errors.InvalidArgument(f"address {text!r} is not host:port")
+    return host, int(port)
+
+
+def parse_peers(text: str) -> dict[int, tuple[str, int]]:
+    """'1@127.0.0.1:7071,2@127.0.0.1:7072' → {1: ('127.0.0.1', 7071), ...}"""
+    peers: dict[int, tuple[str, int]] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        node, sep, address = item.partition("@")
+        if not sep or not node.isdigit() or int(node) < 1:
+            raise errors.InvalidArgument(f"peer {item!r} is not id@host:port with id >= 1")
+        peers[int(node)] = parse_address(address)
+    return peers
+
+
+@dataclass(frozen=True)
+class BrokerSettings:
+    node_id: int = 1
+    data_dir: str = "./data/broker-1"
+    listen: str = "127.0.0.1:7070"
+    advertised_listen: str = ""
+    raft_listen: str = "127.0.0.1:7071"
+    peers: str = ""
+    cluster_secret: str = "raftbus-dev-secret"
+    grpc_workers_max: int = 64
+    grpc_message_bytes_max: int = 64 * 1024 * 1024
+    raft_tick_interval_ms: int = 50
+    raft_election_timeout_min_ms: int = 600
+    raft_election_timeout_max_ms: int = 1200
+    raft_heartbeat_interval_ms: int = 100
+    raft_leader_fallback_timeout_ms: int = 3000
+    raft_command_bytes_max: int = 4_259_840
+    raft_commands_queue_max: int = 100_000
+    raft_log_compaction_bytes: int = 64 * 1024 * 1024
+    raft_log_compaction_entries: int = 20_000
+    raft_frame_bytes_max: int = 64 * 1024 * 1024
+    raft_send_buffer_bytes_max: int = 256 * 1024 * 1024
+    raft_connect_retry_ms: int = 200
+    raft_handshake_timeout_ms: int = 2000
+    isr_lag_time_ms: int = 10_000
+    leader_gossip_interval_ms: int = 1000
+    preferred_leader_check_interval_ms: int = 5000
+    storage_sync_interval_ms: int = 200
+    storage_map_size_bytes: int = 64 * 1024 * 1024
+    batch_bytes_max: int = 4 * 1024 * 1024
+    record_bytes_max: int = 1024 * 1024
+    produce_timeout_ms: int = 10_000
+    fetch_bytes_max: int = 16 * 1024 * 1024
+    fetch_wait_max_ms: int = 30_000
+    fetch_waiters_max: int = 4096
+    default_partitions: int = 3
+    default_replication_factor: int = 3
+    partitions_per_topic_max: int = 10_000
+    default_retention_ms: int = 7 * 24 * 3600 * 1000
+    default_retention_bytes: int = -1
+    retention_check_interval_ms: int = 5000
+    producer_idle_ms: int = 7 * 24 * 3600 * 1000
+    shutdown_timeout_ms: int = 5000
+    extra: dict = field(default_factory=dict, compare=False)
+
+    # ------------------------------------------------------------------ derived
+    @property
+    def listen_address(self) -> tuple[str, int]:
+        return parse_address(self.listen)
+
+    @property
+    def client_address(self) -> str:
+        return self.advertised_listen or self.listen
+
+    @property
+    def raft_address(self) -> tuple[str, int]:
+        return parse_address(self.raft_listen)
+
+    @property
+    def peer_addresses(self) -> dict[int, tuple[str, int]]:
+        peers = parse_peers(self.peers)
+        peers.setdefault(self.node_id, self.raft_address)
+        return peers
+
+    @property
+    def raft_secret(self) -> bytes:
+        """Derived once from the configured string; the transport never sees the string itself."""
+        return hashlib.pbkdf2_hmac("sha256", self.cluster_secret.encode(), b"raftbus-raft-v1", 100_000)
+
+    def raft(self) -> RaftSettings:
+        return RaftSettings(
+            election_timeout_min_ms=self.raft_election_timeout_min_ms,
+            election_timeout_max_ms=self.raft_election_timeout_max_ms,
+            heartbeat_interval_ms=self.raft_heartbeat_interval_ms,
+            leader_fallback_timeout_ms=self.raft_leader_fallback_timeout_ms,
+            command_bytes_max=self.raft_command_bytes_max,
+            commands_queue_max=self.raft_commands_queue_max,
+            log_compaction_bytes=self.raft_log_compaction_bytes,
+            log_compaction_entries=self.raft_log_compaction_entries,
+            isr_lag_time_ms=self.isr_lag_time_ms,
+        )
+
+    def validate(self) -> "BrokerSettings":
+        if self.node_id < 1:
+            raise errors.InvalidArgument("node_id must be >= 1")
+        self.listen_address, self.raft_address  # noqa: B018 - parse errors surface here
+        peers = self.peer_addresses
+        if peers[self.node_id] != self.raft_address:
+            raise errors.InvalidArgument(
+                f"peers lists {peers[self.node_id]} for node {self.node_id} but raft_listen is {self.raft_listen}")
+        if self.batch_bytes_max + 1024 > self.raft_command_bytes_max:
+            raise errors.InvalidArgument("raft_command_bytes_max must exceed batch_bytes_max by at least 1 KiB")
+        if self.raft_election_timeout_min_ms <= 3 * self.raft_heartbeat_interval_ms:
+            raise errors.InvalidArgument("raft_election_timeout_min_ms must exceed 3 × raft_heartbeat_interval_ms")
+        if self.raft_election_timeout_max_ms <= self.raft_election_timeout_min_ms:
+            raise errors.InvalidArgument("raft_election_timeout_max_ms must exceed raft_election_timeout_min_ms")
+        return self
+
+
+_FIELDS = {f.name: f for f in dataclasses.fields(BrokerSettings) if f.name != "extra"}
+
+
+def load_settings(config_file: str | None = None, **overrides) -> BrokerSettings:
+    """Defaults file → per-broker TOML → RAFTBUS_* env → overrides (None values are ignored)."""
+    defaults = resources.files("raftbus.config").joinpath("defaults.toml")
+    files = [str(defaults)]
+    if config_file:
+        if not Path(config_file).is_file():
+            raise errors.InvalidArgument(f"config file {config_file} does not exist")
+        files.append(config_file)
+    conf = Dynaconf(settings_files=files, envvar_prefix="RAFTBUS", environments=True, env="default",
+                    load_dotenv=False)
+    values = {}
+    for name, f in _FIELDS.items():
+        value = conf.get(name, None)
+        if value is not None:
+            values[name] = value
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    unknown = set(values) - set(_FIELDS)
+    if unknown:
+        raise errors.InvalidArgument(f"unknown settings: {sorted(unknown)}")
+    typed = {}
+    for name, value in values.items():
+        kind = type(_FIELDS[name].default)
+        try:
+            typed[name] = kind(value)
+        except (TypeError, ValueError):
+            raise errors.InvalidArgument(f"setting {name}={value!r} is not a {kind.__name__}") from None
+    return BrokerSettings(**typed).validate()
