@@ -11,7 +11,7 @@ from .clock import SystemClock
 from .replication.loop import CONTROL_CHANNEL, RaftLoop
 from .replication.raft import RaftGroup
 from .services.admin import AdminService
-from .services.context import METADATA_GROUP, BrokerContext, PartitionReplica, partition_group_id
+from .services.context import METADATA_GROUP, BrokerContext, PartitionReplica, replica_plan
 from .services.leaders import LeaderTable
 from .services.log import LogService
 from .state.metadata import MetadataStateMachine
@@ -148,16 +148,11 @@ class Broker:
 
     def _reconcile(self) -> None:
         """Create the partition replicas the metadata places here and drop the ones it no longer does."""
-        desired = {}
-        for topic in self.metadata_sm.topics().values():
-            for placement in topic.partitions:
-                if self.node_id in placement.replicas:
-                    desired[partition_group_id(topic.topic_id, placement.partition)] = (topic, placement)
-        for group_id in [g for g in self.context.partitions if g not in desired]:
+        create, drop = replica_plan(self.metadata_sm.topics().values(), self.node_id, set(self.context.partitions))
+        for group_id in drop:
             self._drop_replica(group_id)
-        for group_id, (topic, placement) in desired.items():
-            if group_id not in self.context.partitions:
-                self._create_replica(group_id, topic, placement)
+        for group_id, (topic, placement) in create.items():
+            self._create_replica(group_id, topic, placement)
 
     def _partition_dir(self, group_id: str) -> Path:
         return self.data_dir / "partitions" / group_id

@@ -19,6 +19,18 @@ def partition_group_id(topic_id: int, partition: int) -> str:
     return f"p{topic_id}.{partition}"
 
 
+def replica_plan(topics, node_id: int, hosted) -> tuple[dict, list[str]]:
+    """Which partition replicas to open here ({group_id: (topic, placement)}) and which to drop."""
+    desired = {}
+    for topic in topics:
+        for placement in topic.partitions:
+            if node_id in placement.replicas:
+                desired[partition_group_id(topic.topic_id, placement.partition)] = (topic, placement)
+    create = {g: v for g, v in desired.items() if g not in hosted}
+    drop = [g for g in hosted if g not in desired]
+    return create, drop
+
+
 @dataclass
 class PartitionReplica:
     """One partition replica hosted by this broker: its Raft group, state machine and fetch waiters."""
