@@ -1,0 +1,501 @@
+"""The Producer: accumulates records into per-partition batches and sends them from one background thread.
+
+Batches close at `batch_bytes_max` or after `linger_ms`. Exactly one batch per partition is in flight at a
+time, which keeps order within a partition and makes idempotent retries simple: a batch carries the
+producer's random 16-byte id and `base_sequence` = records already accepted on that partition, and a retried
+batch keeps its sequence, so the broker drops a batch it already applied and returns the original offsets.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future
+from typing import Any, Protocol
+
+import grpc
+
+from raftbus.client import settings
+from raftbus.client.errors import (
+    BatchTooLarge,
+    EmptyBatch,
+    InvalidArgument,
+    OutOfOrderSequence,
+    Overloaded,
+    RaftbusError,
+    RecordTooLarge,
+    RequestTimedOut,
+    Unavailable,
+    UnknownPartition,
+    error_from_rpc,
+)
+from raftbus.client.murmur2 import partition_for_key
+from raftbus.client.records import Header, RecordMetadata, RecordTuple, encode_batch, record_size
+from raftbus.client.router import Router
+from raftbus.client.wire import raftbus_pb2 as pb
+
+ProduceDone = Callable[["pb.ProduceResponse | None", "RaftbusError | None"], None]
+
+
+def reject_queue_options(priority=None, group=None, deliver_at_ms=None, idempotency_key=None) -> None:
+    """Queue-only options are not supported yet; say so clearly (the SDK and the CLI share this message)."""
+    given = [name for name, v in (("priority", priority), ("group", group), ("deliver_at_ms", deliver_at_ms),
+                                  ("idempotency_key", idempotency_key)) if v is not None]
+    if given:
+        raise InvalidArgument(
+            f"{', '.join(given)} apply to queue topics, which this version does not support yet; "
+            "send without them"
+        )
+
+
+def to_bytes(data: Any, what: str) -> bytes | None:
+    """bytes stay, str becomes utf-8, None stays None; anything else is an InvalidArgument."""
+    if data is None or type(data) is bytes:
+        return data
+    if isinstance(data, str):
+        return data.encode()
+    if isinstance(data, (bytearray, memoryview)):
+        return bytes(data)
+    raise InvalidArgument(f"{what} must be bytes or str, not {type(data).__name__}")
+
+
+def normalize_headers(headers: Mapping[str, Any] | Iterable[tuple[str, Any]] | None) -> tuple[Header, ...]:
+    if not headers:
+        return ()
+    pairs = headers.items() if isinstance(headers, Mapping) else headers
+    out = []
+    for pair in pairs:
+        try:
+            name, hvalue = pair
+        except (TypeError, ValueError):
+            raise InvalidArgument("headers must be a mapping or (name, value) pairs") from None
+        if not isinstance(name, str):
+            raise InvalidArgument(f"header name must be str, not {type(name).__name__}")
+        out.append((name, to_bytes(hvalue, f"header {name!r}")))
+    return tuple(out)
+
+
+class ProduceTransport(Protocol):
+    """What the sender needs from the network (a fake one drives the unit tests)."""
+
+    def partitions_for(self, topic: str) -> int: ...
+
+    def send(self, request: pb.ProduceRequest, done: ProduceDone) -> None: ...
+
+    def retry_delay_s(self, err: RaftbusError, attempt: int, topic: str, partition: int) -> float | None: ...
+
+    def close(self) -> None: ...
+
+
+class GrpcProduceTransport:
+    """Sends ProduceRequests as non-blocking unary calls to the partition leader found by the router."""
+
+    def __init__(self, router: Router):
+        self.router = router
+
+    def partitions_for(self, topic: str) -> int:
+        return self.router.partitions_for(topic)
+
+    def send(self, request: pb.ProduceRequest, done: ProduceDone) -> None:
+        try:
+            conn = self.router.connection(self.router.leader_address(request.topic, request.partition))
+            call = conn.log.Produce.future(request, timeout=self.router.request_timeout_s)
+        except grpc.RpcError as exc:
+            done(None, error_from_rpc(exc))
+            return
+        except RaftbusError as err:
+            done(None, err)
+            return
+
+        def on_done(f) -> None:
+            try:
+                response = f.result()
+            except grpc.RpcError as exc:
+                done(None, error_from_rpc(exc))
+            except Exception as exc:  # a cancelled call (channel closed) raises FutureCancelledError
+                done(None, Unavailable(f"produce call ended: {exc!r}"))
+            else:
+                done(response, None)
+
+        call.add_done_callback(on_done)
+
+    def retry_delay_s(self, err: RaftbusError, attempt: int, topic: str, partition: int) -> float | None:
+        if isinstance(err, OutOfOrderSequence):
+            return min(self.router.retry_backoff_s * (2 ** (attempt - 1)), self.router.retry_backoff_max_s)
+        return self.router.note_failure(err, attempt, topic=topic, partition=partition)
+
+    def close(self) -> None:
+        self.router.close()
+
+
+class _Batch:
+    """Records bound for one partition, sent and retried as one ProduceRequest."""
+
+    __slots__ = ("id", "topic", "partition", "records", "futures", "size_bytes", "created_s", "linger_until_s",
+                 "closed", "sequence", "attempts", "retry_at_s", "encoded", "bulk_future")
+
+    def __init__(self, batch_id: int, topic: str, partition: int, now_s: float, linger_s: float):
+        self.id = batch_id
+        self.topic = topic
+        self.partition = partition
+        self.records: list[RecordTuple] = []
+        self.futures: list[Future] = []
+        self.size_bytes = 0
+        self.created_s = now_s
+        self.linger_until_s = now_s + linger_s
+        self.closed = False
+        self.sequence: int | None = None
+        self.attempts = 0
+        self.retry_at_s = 0.0
+        self.encoded: tuple[bytes, int, int] | None = None
+        self.bulk_future: Future | None = None
+
+    def encode(self) -> tuple[bytes, int, int]:
+        if self.encoded is None:
+            self.encoded = encode_batch(self.records)
+        return self.encoded
+
+    def resolve(self, base_offset: int) -> None:
+        if self.bulk_future is not None:
+            ts = self.encoded[2] if self.encoded else -1
+            _settle(self.bulk_future, RecordMetadata(self.topic, self.partition, base_offset, ts))
+            return
+        topic, partition = self.topic, self.partition
+        for i, (future, record) in enumerate(zip(self.futures, self.records)):
+            _settle(future, RecordMetadata(topic, partition, base_offset + i, record[0]))
+
+    def fail(self, err: BaseException) -> None:
+        for future in [self.bulk_future] if self.bulk_future is not None else self.futures:
+            if not future.done():
+                future.set_exception(err)
+
+
+def _settle(future: Future, value: Any) -> None:
+    if not future.done():
+        future.set_result(value)
+
+
+def _accepted_future() -> Future:
+    future: Future = Future()
+    future.set_running_or_notify_cancel()  # accepted records cannot be cancelled
+    return future
+
+
+class Producer:
+    """Sends records to raftbus topics; see the module docstring for batching, ordering and idempotence."""
+
+    def __init__(
+        self,
+        bootstrap: str | list[str] | None = None,
+        *,
+        linger_ms: int = settings.LINGER_MS,
+        batch_bytes_max: int = settings.BATCH_BYTES_MAX,
+        buffer_bytes_max: int = settings.BUFFER_BYTES_MAX,
+        request_timeout_ms: int = settings.REQUEST_TIMEOUT_MS,
+        retries: int = settings.RETRIES,
+        retry_backoff_ms: int = settings.RETRY_BACKOFF_MS,
+        delivery_timeout_ms: int = settings.DELIVERY_TIMEOUT_MS,
+        max_block_ms: int = settings.MAX_BLOCK_MS,
+        metadata_max_age_ms: int = settings.METADATA_MAX_AGE_MS,
+        idempotent: bool = settings.IDEMPOTENT,
+        transport: ProduceTransport | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        if batch_bytes_max <= 0 or buffer_bytes_max < batch_bytes_max:
+            raise InvalidArgument("need 0 < batch_bytes_max <= buffer_bytes_max")
+        if transport is None:
+            transport = GrpcProduceTransport(Router(
+                bootstrap, request_timeout_ms=request_timeout_ms, metadata_max_age_ms=metadata_max_age_ms,
+                retries=retries, retry_backoff_ms=retry_backoff_ms,
+            ))
+        self.linger_s = linger_ms / 1000
+        self.batch_bytes_max = batch_bytes_max
+        self.buffer_bytes_max = buffer_bytes_max
+        self.delivery_timeout_s = delivery_timeout_ms / 1000
+        self.max_block_s = max_block_ms / 1000
+        self.idempotent = idempotent
+        self.producer_id = os.urandom(settings.PRODUCER_ID_BYTES) if idempotent else b""
+        self._transport = transport
+        self._clock = clock
+        self._cond = threading.Condition()
+        self._queues: dict[tuple[str, int], deque[_Batch]] = {}
+        self._open: dict[tuple[str, int], _Batch] = {}
+        self._in_flight: set[tuple[str, int]] = set()
+        self._next_sequence: dict[tuple[str, int], int] = {}
+        self._sticky: dict[str, tuple[int, int]] = {}  # topic -> (sticky partition, partition count)
+        self._incomplete: set[int] = set()
+        self._batch_ids = itertools.count(1)
+        self._request_ids = itertools.count(1)
+        self._buffer_used_bytes = 0
+        self._flushing = 0
+        self._closed = False
+        self._stopping = False
+        self._sender = threading.Thread(target=self._run, name="raftbus-producer-sender", daemon=True)
+        self._sender.start()
+
+    # ------------------------------------------------------------------ public API
+
+    def send(self, topic: str, value: bytes | str | None, key: bytes | str | None = None,
+             headers: Mapping[str, Any] | Iterable[tuple[str, Any]] | None = None, partition: int | None = None,
+             priority: int | None = None, group: str | None = None, deliver_at_ms: int | None = None,
+             idempotency_key: str | None = None) -> Future:
+        """Queue one record; the future resolves to its RecordMetadata once the partition acknowledges it.
+
+        Raises at once: InvalidArgument (bad types, queue-only options), RecordTooLarge, UnknownTopic,
+        UnknownPartition, and Overloaded when the buffer stays full for `max_block_ms`.
+        """
+        reject_queue_options(priority, group, deliver_at_ms, idempotency_key)
+        value_b = to_bytes(value, "value")
+        key_b = to_bytes(key, "key")
+        hdrs = normalize_headers(headers)
+        size = record_size(key_b, value_b, hdrs)
+        if size > self.batch_bytes_max:
+            raise RecordTooLarge(f"record of {size} bytes exceeds batch_bytes_max={self.batch_bytes_max}")
+        count = self._transport.partitions_for(topic)
+        future = _accepted_future()
+        record = (time.time_ns() // 1_000_000, key_b, value_b, hdrs)
+        with self._cond:
+            self._check_open()
+            self._reserve(size)
+            if partition is not None:
+                p = self._check_partition(topic, partition, count)
+            elif key_b is not None:
+                p = partition_for_key(key_b, count)
+            else:
+                p = self._sticky_partition(topic, count)
+            self._append(topic, p, record, future, size)
+        return future
+
+    def send_batch(self, topic: str, partition: int, records: Sequence[Any]) -> Future:
+        """Send pre-built records to one partition as a single batch (bulk path, e.g. for benchmarks).
+
+        `records` are values (bytes/str/None) or (key, value) pairs. They are encoded once, now, and go out
+        as one ProduceRequest after any batch already queued for that partition. The future resolves to the
+        RecordMetadata of the first record; record i got offset `metadata.offset + i`. Raises EmptyBatch,
+        BatchTooLarge (encoded size above batch_bytes_max), UnknownPartition, Overloaded.
+        """
+        if not records:
+            raise EmptyBatch("send_batch needs at least one record")
+        now_ms = time.time_ns() // 1_000_000
+        tuples = []
+        for item in records:
+            if isinstance(item, tuple):
+                key, value = item
+                tuples.append((now_ms, to_bytes(key, "key"), to_bytes(value, "value"), ()))
+            else:
+                tuples.append((now_ms, None, to_bytes(item, "value"), ()))
+        encoded = encode_batch(tuples)
+        size = len(encoded[0])
+        if size > self.batch_bytes_max:
+            raise BatchTooLarge(f"batch of {size} bytes exceeds batch_bytes_max={self.batch_bytes_max}")
+        count = self._transport.partitions_for(topic)
+        future = _accepted_future()
+        with self._cond:
+            self._check_open()
+            self._check_partition(topic, partition, count)
+            self._reserve(size)
+            tp = (topic, partition)
+            self._close_open_batch(tp)
+            batch = self._new_batch(tp)
+            batch.encoded, batch.bulk_future, batch.size_bytes, batch.closed = encoded, future, size, True
+            self._cond.notify_all()
+        return future
+
+    def flush(self, timeout_s: float | None = None) -> None:
+        """Send everything queued so far and wait for it to complete; RequestTimedOut after `timeout_s`."""
+        with self._cond:
+            target = next(self._batch_ids)
+            self._flushing += 1
+            self._cond.notify_all()
+            try:
+                done = self._cond.wait_for(lambda: not self._incomplete or min(self._incomplete) > target,
+                                           timeout_s)
+            finally:
+                self._flushing -= 1
+        if not done:
+            raise RequestTimedOut(f"flush did not complete within {timeout_s} s")
+
+    def close(self, timeout_s: float | None = None) -> None:
+        """Flush, then stop the sender thread; records still unsent after `timeout_s` fail with RequestTimedOut."""
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+        try:
+            self.flush(timeout_s)
+        except RequestTimedOut as err:
+            self._abort(err)
+        finally:
+            with self._cond:
+                self._stopping = True
+                self._cond.notify_all()
+            self._sender.join(timeout=5)
+            self._transport.close()
+
+    def __enter__(self) -> "Producer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ accumulator (caller holds the lock)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise Unavailable("producer is closed")
+
+    @staticmethod
+    def _check_partition(topic: str, partition: int, count: int) -> int:
+        if not isinstance(partition, int) or not 0 <= partition < count:
+            raise UnknownPartition(f"topic {topic!r} has no partition {partition} (it has {count})")
+        return partition
+
+    def _reserve(self, size: int) -> None:
+        deadline = self._clock() + self.max_block_s
+        while self._buffer_used_bytes + size > self.buffer_bytes_max:
+            remaining = deadline - self._clock()
+            if remaining <= 0:
+                raise Overloaded(f"producer buffer full ({self.buffer_bytes_max} bytes) for {self.max_block_s} s")
+            self._cond.wait(remaining)
+            self._check_open()
+        self._buffer_used_bytes += size
+
+    def _sticky_partition(self, topic: str, count: int) -> int:
+        p, known = self._sticky.get(topic, (0, count))
+        if known != count or p >= count:
+            p = p % count
+        self._sticky[topic] = (p, count)
+        return p
+
+    def _append(self, topic: str, partition: int, record: RecordTuple, future: Future, size: int) -> None:
+        tp = (topic, partition)
+        batch = self._open.get(tp)
+        if batch is not None and batch.size_bytes + size > self.batch_bytes_max:
+            self._close_open_batch(tp)
+            batch = None
+        if batch is None:
+            batch = self._new_batch(tp)
+            self._open[tp] = batch
+        batch.records.append(record)
+        batch.futures.append(future)
+        batch.size_bytes += size
+        if batch.size_bytes >= self.batch_bytes_max:
+            self._close_open_batch(tp)
+        if len(batch.records) == 1 or batch.closed:
+            self._cond.notify_all()
+
+    def _new_batch(self, tp: tuple[str, int]) -> _Batch:
+        batch = _Batch(next(self._batch_ids), tp[0], tp[1], self._clock(), self.linger_s)
+        self._queues.setdefault(tp, deque()).append(batch)
+        self._incomplete.add(batch.id)
+        return batch
+
+    def _close_open_batch(self, tp: tuple[str, int]) -> None:
+        batch = self._open.pop(tp, None)
+        if batch is None:
+            return
+        batch.closed = True
+        topic, partition = tp
+        sticky = self._sticky.get(topic)
+        if sticky is not None and sticky[0] == partition:
+            self._sticky[topic] = ((partition + 1) % sticky[1], sticky[1])
+
+    def _take_ready(self, now_s: float) -> tuple[list[_Batch], float | None]:
+        """Pop the head batch of every idle partition that is due; also return how long to wait otherwise."""
+        ready: list[_Batch] = []
+        wait_s: float | None = None
+        for tp, queue in self._queues.items():
+            if not queue or tp in self._in_flight:
+                continue
+            head = queue[0]
+            due_s = head.retry_at_s if head.attempts else head.linger_until_s
+            if head.attempts == 0 and (head.closed or self._flushing or self._stopping or len(queue) > 1):
+                due_s = now_s
+            if due_s > now_s:
+                wait_s = due_s - now_s if wait_s is None else min(wait_s, due_s - now_s)
+                continue
+            queue.popleft()
+            if self._open.get(tp) is head:
+                self._close_open_batch(tp)
+            head.closed = True
+            if head.sequence is None:
+                head.sequence = self._next_sequence.get(tp, 0)
+            self._in_flight.add(tp)
+            ready.append(head)
+        return ready, wait_s
+
+    # ------------------------------------------------------------------ sender thread
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while True:
+                    if self._stopping and not self._incomplete:
+                        return
+                    ready, wait_s = self._take_ready(self._clock())
+                    if ready:
+                        break
+                    if self._stopping and not self._in_flight and not any(self._queues.values()):
+                        return
+                    self._cond.wait(wait_s)
+            for batch in ready:
+                self._dispatch(batch)
+
+    def _dispatch(self, batch: _Batch) -> None:
+        blob, count, max_ts = batch.encode()
+        request = pb.ProduceRequest(
+            request_id=next(self._request_ids), topic=batch.topic, partition=batch.partition,
+            producer_id=self.producer_id, base_sequence=batch.sequence if self.idempotent else 0,
+            record_count=count, max_timestamp_ms=max_ts, records=blob,
+        )
+        batch.attempts += 1
+        try:
+            self._transport.send(request, lambda response, err: self._on_done(batch, count, response, err))
+        except RaftbusError as err:
+            self._on_done(batch, count, None, err)
+        except Exception as exc:  # a transport bug must not kill the sender thread
+            self._on_done(batch, count, None, Unavailable(f"produce failed: {exc!r}"))
+
+    def _on_done(self, batch: _Batch, count: int, response: pb.ProduceResponse | None,
+                 err: RaftbusError | None) -> None:
+        tp = (batch.topic, batch.partition)
+        if err is None:
+            with self._cond:
+                self._next_sequence[tp] = batch.sequence + count
+                self._finish(batch, tp)
+            batch.resolve(response.base_offset)
+            return
+        now_s = self._clock()
+        delay = self._transport.retry_delay_s(err, batch.attempts, batch.topic, batch.partition)
+        with self._cond:
+            if delay is not None and not self._stopping and now_s + delay < batch.created_s + self.delivery_timeout_s:
+                batch.retry_at_s = now_s + delay
+                self._queues[tp].appendleft(batch)
+                self._in_flight.discard(tp)
+                self._cond.notify_all()
+                return
+            self._finish(batch, tp)
+        batch.fail(err)
+
+    def _finish(self, batch: _Batch, tp: tuple[str, int]) -> None:
+        self._in_flight.discard(tp)
+        self._incomplete.discard(batch.id)
+        self._buffer_used_bytes -= batch.size_bytes
+        self._cond.notify_all()
+
+    def _abort(self, err: RaftbusError) -> None:
+        """Fail every batch not yet in flight (close() after its flush timed out)."""
+        with self._cond:
+            dropped = [batch for queue in self._queues.values() for batch in queue]
+            for queue in self._queues.values():
+                queue.clear()
+            self._open.clear()
+            for batch in dropped:
+                self._incomplete.discard(batch.id)
+                self._buffer_used_bytes -= batch.size_bytes
+            self._cond.notify_all()
+        for batch in dropped:
+            batch.fail(RequestTimedOut(f"producer closed before delivery: {err.message}"))

@@ -1,0 +1,290 @@
+"""Goal: the producer batches, partitions, orders, sequences and retries correctly, driven by a fake transport."""
+import threading
+import time
+
+import pytest
+
+from raftbus.client.errors import (
+    BatchTooLarge,
+    InvalidArgument,
+    NotLeader,
+    OutOfOrderSequence,
+    Overloaded,
+    RecordTooLarge,
+    UnknownPartition,
+    UnknownTopic,
+)
+from raftbus.client.murmur2 import partition_for_key
+from raftbus.client.producer import Producer
+from raftbus.client.records import decode_batch
+from raftbus.client.wire import raftbus_pb2 as pb
+
+
+def wait_until(predicate, timeout_s=5.0, what="condition"):
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}; last value {value!r}")
+        time.sleep(0.002)
+
+
+class FakeTransport:
+    """Records every request; the test answers them one by one through `complete`/`fail`."""
+
+    def __init__(self, partitions=None, retriable_delay_s=0.0):
+        self.partitions = partitions or {"t": 3}
+        self.retriable_delay_s = retriable_delay_s
+        self.lock = threading.Lock()
+        self.pending: list[tuple[pb.ProduceRequest, object]] = []
+        self.sent: list[pb.ProduceRequest] = []
+        self.next_offset: dict[tuple[str, int], int] = {}
+
+    def partitions_for(self, topic):
+        if topic not in self.partitions:
+            raise UnknownTopic(topic)
+        return self.partitions[topic]
+
+    def send(self, request, done):
+        with self.lock:
+            self.sent.append(request)
+            self.pending.append((request, done))
+
+    def retry_delay_s(self, err, attempt, topic, partition):
+        return self.retriable_delay_s if err.retriable else None
+
+    def close(self):
+        pass
+
+    def take(self, count=1):
+        wait_until(lambda: len(self.pending) >= count, what=f"{count} pending requests")
+        with self.lock:
+            taken, self.pending = self.pending[:count], self.pending[count:]
+        return taken
+
+    def complete(self, item):
+        request, done = item
+        tp = (request.topic, request.partition)
+        base = self.next_offset.get(tp, 0)
+        self.next_offset[tp] = base + request.record_count
+        done(pb.ProduceResponse(topic=request.topic, partition=request.partition, base_offset=base), None)
+
+    def complete_all(self):
+        while True:
+            with self.lock:
+                items, self.pending = self.pending, []
+            if not items:
+                return
+            for item in items:
+                self.complete(item)
+
+
+def shutdown(producer, transport):
+    """Close the producer while answering whatever it still sends."""
+    closer = threading.Thread(target=producer.close)
+    closer.start()
+    while closer.is_alive():
+        transport.complete_all()
+        closer.join(0.01)
+
+
+@pytest.fixture
+def transport():
+    return FakeTransport()
+
+
+def make_producer(transport, **options):
+    options.setdefault("linger_ms", 0)
+    return Producer(transport=transport, **options)
+
+
+def test_linger_holds_a_small_batch_until_it_expires(transport):
+    producer = make_producer(transport, linger_ms=60_000)
+    future = producer.send("t", b"v", partition=0)
+    time.sleep(0.05)
+    assert transport.sent == []
+    flusher = threading.Thread(target=producer.flush, args=(5,))
+    flusher.start()
+    transport.complete(transport.take()[0])
+    flusher.join()
+    assert future.result(1).offset == 0
+    producer.close()
+
+
+def test_short_linger_sends_without_flush(transport):
+    producer = make_producer(transport, linger_ms=20)
+    started = time.monotonic()
+    producer.send("t", b"v", partition=1)
+    transport.take()
+    assert time.monotonic() - started >= 0.015
+    shutdown(producer, transport)
+
+
+def test_full_batch_is_sent_at_once_despite_linger(transport):
+    producer = make_producer(transport, linger_ms=60_000, batch_bytes_max=200)
+    futures = [producer.send("t", bytes(50), partition=0) for _ in range(5)]
+    (request, _done), = transport.take()
+    assert request.record_count == 2  # 68 bytes per record: a third would pass 200
+    assert futures[0].done() is False
+    shutdown(producer, transport)
+
+
+def test_one_batch_in_flight_per_partition_in_order_with_sequences(transport):
+    producer = make_producer(transport, batch_bytes_max=100)
+    futures = [producer.send("t", bytes(40), partition=2) for _ in range(6)]  # 58 bytes each: one per batch
+    offsets_seen = []
+    for expected_sequence in range(6):
+        (item,) = transport.take()
+        time.sleep(0.01)
+        assert transport.pending == []  # nothing else in flight for this partition
+        assert item[0].base_sequence == expected_sequence
+        assert item[0].producer_id == producer.producer_id and len(producer.producer_id) == 16
+        transport.complete(item)
+        offsets_seen.append(futures[expected_sequence].result(1).offset)
+    assert offsets_seen == list(range(6))
+    producer.close()
+
+
+def test_partitions_are_in_flight_at_the_same_time(transport):
+    producer = make_producer(transport)
+    for p in range(3):
+        producer.send("t", b"x", partition=p)
+    items = transport.take(3)
+    assert sorted(r.partition for r, _ in items) == [0, 1, 2]
+    for item in items:
+        transport.complete(item)
+    producer.close()
+
+
+def test_futures_resolve_to_consecutive_offsets_and_records_round_trip(transport):
+    producer = make_producer(transport, linger_ms=60_000)
+    futures = [producer.send("t", f"v{i}", key=None, partition=0, headers={"h": "x"}) for i in range(3)]
+    flusher = threading.Thread(target=producer.flush)
+    flusher.start()
+    transport.next_offset[("t", 0)] = 40
+    (item,) = transport.take()
+    transport.complete(item)
+    flusher.join()
+    assert [f.result().offset for f in futures] == [40, 41, 42]
+    assert [v for _, _, v, _ in decode_batch(item[0].records)] == [b"v0", b"v1", b"v2"]
+    assert item[0].max_timestamp_ms == max(f.result().timestamp_ms for f in futures)
+    producer.close()
+
+
+@pytest.mark.parametrize("error", [NotLeader("moved", leader_id=2, leader_address="h:2"), OutOfOrderSequence("x")])
+def test_retried_batch_keeps_its_sequence_and_bytes(transport, error):
+    producer = make_producer(transport)
+    first = producer.send("t", b"a", partition=0)
+    transport.complete(transport.take()[0])
+    future = producer.send("t", b"b", partition=0)
+    (request, done), = transport.take()
+    done(None, error)
+    (retry, _), = items = transport.take()
+    assert retry.base_sequence == request.base_sequence == 1
+    assert retry.records == request.records
+    transport.complete(items[0])
+    assert (first.result(1).offset, future.result(1).offset) == (0, 1)
+    producer.close()
+
+
+def test_non_retriable_error_fails_the_batch_and_does_not_advance_the_sequence(transport):
+    producer = make_producer(transport)
+    doomed = producer.send("t", b"a", partition=0)
+    (request, done), = transport.take()
+    done(None, UnknownPartition("gone"))
+    with pytest.raises(UnknownPartition):
+        doomed.result(1)
+    producer.send("t", b"b", partition=0)
+    (next_request, _), = transport.take()
+    assert next_request.base_sequence == request.base_sequence == 0
+    shutdown(producer, transport)
+
+
+def test_delivery_timeout_fails_a_batch_that_keeps_failing(transport):
+    producer = make_producer(transport, delivery_timeout_ms=50)
+    future = producer.send("t", b"a", partition=0)
+    (_, done), = transport.take()
+    time.sleep(0.06)
+    done(None, NotLeader("x"))
+    with pytest.raises(NotLeader):
+        future.result(1)
+    producer.close()
+
+
+def test_keyed_records_go_to_the_murmur2_partition(transport):
+    producer = make_producer(transport)
+    for key in (b"k1", "k2", b"k3"):  # murmur2 spreads these over partitions 2, 0, 1
+        producer.send("t", b"v", key=key)
+    items = transport.take(3)
+    keys = {decode_batch(r.records)[0][1]: r.partition for r, _ in items}
+    assert keys == {k: partition_for_key(k, 3) for k in (b"k1", b"k2", b"k3")}
+    assert sorted(keys.values()) == [0, 1, 2]
+    shutdown(producer, transport)
+
+
+def test_keyless_records_stick_to_a_partition_until_its_batch_closes(transport):
+    producer = make_producer(transport, linger_ms=60_000, batch_bytes_max=100)
+    for _ in range(4):
+        producer.send("t", bytes(40))  # 58 bytes: each record closes the previous batch
+    requests = [r for r, _ in transport.take(3)]
+    assert [r.partition for r in requests] == [0, 1, 2]
+    shutdown(producer, transport)
+
+
+def test_input_errors_raise_from_send(transport):
+    producer = make_producer(transport, batch_bytes_max=100)
+    with pytest.raises(RecordTooLarge):
+        producer.send("t", bytes(200))
+    with pytest.raises(InvalidArgument, match="queue topics"):
+        producer.send("t", b"v", priority=1)
+    with pytest.raises(InvalidArgument, match="queue topics"):
+        producer.send("t", b"v", group="g", deliver_at_ms=5)
+    with pytest.raises(InvalidArgument):
+        producer.send("t", 42)
+    with pytest.raises(InvalidArgument):
+        producer.send("t", b"v", key=3.5)
+    with pytest.raises(UnknownPartition):
+        producer.send("t", b"v", partition=3)
+    with pytest.raises(UnknownTopic):
+        producer.send("nope", b"v")
+    producer.close()
+
+
+def test_full_buffer_blocks_then_raises_overloaded(transport):
+    producer = make_producer(transport, linger_ms=60_000, batch_bytes_max=100, buffer_bytes_max=120,
+                             max_block_ms=50)
+    producer.send("t", bytes(40), partition=0)
+    producer.send("t", bytes(40), partition=0)
+    started = time.monotonic()
+    with pytest.raises(Overloaded):
+        producer.send("t", bytes(40), partition=0)
+    assert time.monotonic() - started >= 0.045
+    shutdown(producer, transport)
+
+
+def test_send_batch_sends_one_request_after_queued_records(transport):
+    producer = make_producer(transport, linger_ms=60_000)
+    single = producer.send("t", b"first", partition=1)
+    bulk = producer.send_batch("t", 1, [b"a", ("k", "b"), None])
+    (first, _), = items = transport.take()
+    transport.complete(items[0])
+    (second, _), = items = transport.take()
+    assert (first.record_count, second.record_count, second.base_sequence) == (1, 3, 1)
+    assert decode_batch(second.records)[1][1:3] == (b"k", b"b")
+    transport.complete(items[0])
+    assert (single.result(1).offset, bulk.result(1).offset) == (0, 1)
+    with pytest.raises(BatchTooLarge):
+        make_producer(transport, batch_bytes_max=50).send_batch("t", 0, [bytes(100)])
+    producer.close()
+
+
+def test_close_flushes_pending_records(transport):
+    producer = make_producer(transport, linger_ms=60_000)
+    future = producer.send("t", b"v", partition=0)
+    closer = threading.Thread(target=producer.close)
+    closer.start()
+    transport.complete(transport.take()[0])
+    closer.join(5)
+    assert future.result(0).offset == 0 and not closer.is_alive()
