@@ -161,6 +161,10 @@ class AdminServicer(pb_grpc.AdminServicer):
         return topic_proto(self.service.describe_topic(request.name))
 
     @unary
+    def AlterPartitions(self, request, context):
+        return topic_proto(self.service.alter_partitions(request.name, request.partitions))
+
+    @unary
     def GetMetadata(self, request, context):
         view = self.service.cluster(tuple(request.topics))
         return pb.MetadataResponse(brokers=cluster_brokers(view), controller_id=view.controller_id or 0,

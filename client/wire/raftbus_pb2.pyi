@@ -204,6 +204,14 @@ class DescribeTopicRequest(_message.Message):
     name: str
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
+class AlterPartitionsRequest(_message.Message):
+    __slots__ = ("name", "partitions")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    partitions: int
+    def __init__(self, name: _Optional[str] = ..., partitions: _Optional[int] = ...) -> None: ...
+
 class MetadataRequest(_message.Message):
     __slots__ = ("topics",)
     TOPICS_FIELD_NUMBER: _ClassVar[int]
