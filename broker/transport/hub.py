@@ -1,0 +1,716 @@
+"""The broker's Raft transport: one authenticated TCP connection per broker pair, shared by every Raft group.
+
+pysyncobj's stock transport zlib-compresses and *unpickles* every frame, so anyone who reaches a Raft port
+can run code on the broker, and compression costs more CPU than the rest of the replication path. `RaftHub`
+replaces it:
+
+- **Authentication before anything else.** Both sides exchange a hello (magic, node id, fresh nonce) and
+  prove knowledge of the cluster secret with HMAC-SHA256 over both nonces and both ids. Unknown ids, a
+  dialer with the higher id, bad magic, a wrong proof or a slow handshake close the connection; no callback
+  ever sees a byte from an unauthenticated connection.
+- **Authenticated frames.** Every frame carries a per-direction sequence number and a keyed BLAKE2b tag under
+  a session key derived from the secret and both nonces: a forged, replayed or reordered frame closes the
+  connection and none of it is decoded. Frames are not encrypted: bind the Raft port to a private address.
+- **No pickle, no zlib.** Messages are `marshal`-encoded plain data; after the tag checks out the decoded
+  value must still consist only of None, bool, int, float, str, bytes, list, tuple and dict (marshal can
+  carry code objects; those are refused).
+- **Bounds.** A frame length above `frame_bytes_max` closes the connection before its body is read; a peer
+  whose send buffer passes `send_buffer_bytes_max` is disconnected rather than buffered without limit;
+  pending handshakes and their duration are bounded.
+
+The broker with the lower id dials the higher one, so each pair has one connection (a newer authenticated
+connection from the same peer replaces the old one: the peer has restarted or given up on it). All work runs
+on the caller's thread (the Raft loop) inside `poll` and `flush`; only `wakeup` may be called from others.
+Messages sent to a peer between two flushes leave as one frame when they fit.
+
+Wire format (integers big-endian):
+    hello   = b"RBRAFT1" + node id (u32) + nonce (32 bytes)                    both sides, on connect
+    proof   = HMAC-SHA256(secret, b"raftbus-hs" + transcript + side)             side b"D" dialer, b"A" acceptor
+    key     = HMAC-SHA256(secret, b"raftbus-key" + transcript + side)            for frames sent by that side
+    transcript = dialer nonce + acceptor nonce + dialer id (u32) + acceptor id (u32)
+    frame   = length (u32, of what follows) + sequence (u64, 1, 2, ...) + payload + tag (16 bytes)
+    tag     = BLAKE2b(key=key, digest_size=16) over sequence + payload
+    payload = records, each length (u32) + marshal.dumps((channel, message))
+"""
+from __future__ import annotations
+
+import errno
+import hashlib
+import hmac
+import logging
+import marshal
+import os
+import selectors
+import socket
+import struct
+import time
+from collections import deque
+from itertools import islice
+from typing import Callable
+
+log = logging.getLogger(__name__)
+
+MAGIC = b"RBRAFT1"
+NONCE_BYTES = 32
+PROOF_BYTES = 32
+TAG_BYTES = 16
+HELLO = struct.Struct(">7sI32s")
+LENGTH = struct.Struct(">I")
+HEADER = struct.Struct(">IQ")  # frame length, sequence number
+FRAME_OVERHEAD = 8 + TAG_BYTES  # sequence + tag, counted in the frame length
+DIALER, ACCEPTOR = b"D", b"A"
+
+RECV_BUFFER_BYTES = 1 << 20
+RECV_BYTES_PER_POLL_MAX = 16 << 20  # per connection, so one busy peer cannot starve the others
+ACCEPTS_PER_POLL_MAX = 64
+HANDSHAKES_PENDING_MAX = 64
+SEND_PARTS_PER_CALL_MAX = 512
+COALESCE_BYTES = 16 << 10  # parts smaller than this are joined before sending
+_PLAIN = frozenset((type(None), bool, int, float, str, bytes))
+
+
+class ProtocolError(Exception):
+    """Bytes from a peer that break the protocol; the connection is closed."""
+
+
+# ---------------------------------------------------------------------------------------------- pure protocol
+def hello_bytes(node_id: int, nonce: bytes) -> bytes:
+    return HELLO.pack(MAGIC, node_id, nonce)
+
+
+def parse_hello(data) -> tuple[int, bytes]:
+    magic, node_id, nonce = HELLO.unpack(data)
+    if magic != MAGIC:
+        raise ProtocolError("not a raftbus Raft hello")
+    return node_id, nonce
+
+
+def transcript(dialer_nonce: bytes, acceptor_nonce: bytes, dialer_id: int, acceptor_id: int) -> bytes:
+    return dialer_nonce + acceptor_nonce + struct.pack(">II", dialer_id, acceptor_id)
+
+
+def handshake_proof(secret: bytes, transcript_bytes: bytes, side: bytes) -> bytes:
+    return hmac.digest(secret, b"raftbus-hs" + transcript_bytes + side, "sha256")
+
+
+def session_mac(secret: bytes, transcript_bytes: bytes, side: bytes):
+    """A keyed BLAKE2b prototype for frames sent by `side`; copy it per frame."""
+    key = hmac.digest(secret, b"raftbus-key" + transcript_bytes + side, "sha256")
+    return hashlib.blake2b(key=key, digest_size=TAG_BYTES)
+
+
+def seal(mac, seq: int, parts) -> tuple[bytes, bytes]:
+    """Header and tag of the frame whose payload is the concatenation of `parts`."""
+    header = HEADER.pack(FRAME_OVERHEAD + sum(map(len, parts)), seq)
+    h = mac.copy()
+    h.update(header[4:])
+    for part in parts:
+        h.update(part)
+    return header, h.digest()
+
+
+def check_plain(value) -> None:
+    """Raise ProtocolError unless value is built only from the plain types a Raft message uses."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind in _PLAIN:
+            continue
+        if kind is list or kind is tuple:
+            stack.extend(item)
+        elif kind is dict:
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        else:
+            raise ProtocolError(f"a message carries a {kind.__name__}")
+
+
+def decode_records(payload) -> list[tuple[str, object]]:
+    """All (channel, message) records of one verified payload, or ProtocolError (nothing is delivered)."""
+    records = []
+    offset, end = 0, len(payload)
+    unpack_from, loads = LENGTH.unpack_from, marshal.loads
+    try:
+        while offset < end:
+            (size,) = unpack_from(payload, offset)
+            offset += 4 + size
+            if offset > end:
+                raise ProtocolError("record longer than its frame")
+            records.append(loads(payload[offset - size:offset]))
+    except ProtocolError:
+        raise
+    except Exception as exc:  # struct and marshal raise several types on bad data
+        raise ProtocolError(f"undecodable record: {exc!r}") from None
+    for record in records:
+        if type(record) is not tuple or len(record) != 2 or type(record[0]) is not str:
+            raise ProtocolError("a record is not (channel, message)")
+    check_plain(records)
+    return records
+
+
+def _coalesce(parts: list) -> list:
+    """Join runs of small parts so the socket sees few, large buffers; large parts are kept as they are."""
+    if len(parts) <= 4:
+        return parts
+    out, run = [], []
+    for part in parts:
+        if len(part) < COALESCE_BYTES:
+            run.append(part)
+            continue
+        if run:
+            out.append(b"".join(run))
+            run = []
+        out.append(part)
+    if run:
+        out.append(b"".join(run))
+    return out
+
+
+def parse_address(address) -> tuple[str, int]:
+    """'host:port', '[v6]:port' or (host, port) → (host, port)."""
+    if isinstance(address, tuple):
+        return str(address[0]), int(address[1])
+    host, sep, port = str(address).rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ValueError(f"address {address!r} is not host:port")
+    return host.strip("[]"), int(port)
+
+
+def _resolve(host: str, port: int, passive: bool = False):
+    flags = socket.AI_PASSIVE if passive else 0
+    family, _, _, _, sockaddr = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM, 0, flags)[0]
+    return family, sockaddr
+
+
+# ---------------------------------------------------------------------------------------------- connection
+class _Connection:
+    """One TCP connection's state and buffers; the hub decides what happens to it."""
+
+    def __init__(self, sock: socket.socket, *, dialer: bool, peer_id: int | None, deadline: float):
+        self.sock = sock
+        self.dialer = dialer
+        self.peer_id = peer_id
+        self.state = "connecting" if dialer else "hello"
+        self.deadline = deadline
+        self.closed = False
+        self.nonce = os.urandom(NONCE_BYTES)
+        self.transcript = b""
+        self.send_mac = self.recv_mac = None
+        self.send_seq = self.recv_seq = 0
+        self.pending: list[bytes] = []  # encoded records not yet framed
+        self.pending_bytes = 0
+        self.out: deque = deque()  # framed bytes not yet written
+        self.out_bytes = 0
+        self.writing = False  # registered for EVENT_WRITE
+        self.rbuf = bytearray(RECV_BUFFER_BYTES)
+        self.rview = memoryview(self.rbuf)
+        self.rstart = self.rend = 0
+        self.need = HELLO.size  # bytes of the unit being read: hello, proof, frame length or frame body
+        self.in_body = False
+        self.large_unit_at = 0  # recv_seq when the buffer last grew
+
+    def queue(self, data: bytes) -> None:
+        self.out.append(data)
+        self.out_bytes += len(data)
+
+    def consume_out(self, sent: int) -> None:
+        self.out_bytes -= sent
+        out = self.out
+        while sent:
+            first = out[0]
+            if sent < len(first):
+                out[0] = memoryview(first)[sent:]
+                return
+            sent -= len(first)
+            out.popleft()
+
+    def take(self) -> memoryview | None:
+        """The next complete unit of `need` bytes, or None until it has arrived."""
+        if self.rend - self.rstart < self.need:
+            return None
+        unit = self.rview[self.rstart:self.rstart + self.need]
+        self.rstart += self.need
+        return unit
+
+    def make_room(self) -> None:
+        """Ensure free space after the buffered bytes and room for the whole unit being read."""
+        size = self.rend - self.rstart
+        capacity = len(self.rbuf)
+        if self.need > capacity:
+            self._replace(self.need, size)
+            self.large_unit_at = self.recv_seq
+        elif size == 0 and capacity > RECV_BUFFER_BYTES and self.recv_seq - self.large_unit_at > 64:
+            self._replace(RECV_BUFFER_BYTES, size)  # large frames stopped: give the memory back
+        elif self.rend == capacity or self.rstart + self.need > capacity:
+            self.rbuf[:size] = self.rbuf[self.rstart:self.rend]  # same length: no resize
+            self.rstart, self.rend = 0, size
+        elif size == 0:
+            self.rstart = self.rend = 0
+
+    def _replace(self, capacity: int, size: int) -> None:
+        buf = bytearray(capacity)
+        buf[:size] = self.rview[self.rstart:self.rend]
+        self.rbuf, self.rview = buf, memoryview(buf)
+        self.rstart, self.rend = 0, size
+
+
+# ---------------------------------------------------------------------------------------------- hub
+class RaftHub:
+    """Raft transport of one broker: see the module docstring. Everything but `wakeup` is loop-thread only."""
+
+    def __init__(self, node_id: int, listen, peers: dict, secret: bytes, *,
+                 on_message: Callable[[int, str, object], None],
+                 on_peer_connected: Callable[[int], None],
+                 on_peer_disconnected: Callable[[int], None],
+                 frame_bytes_max: int, send_buffer_bytes_max: int, connect_retry_ms: int,
+                 handshake_timeout_ms: int):
+        if len(secret) < 16:
+            raise ValueError("the Raft secret must be at least 16 bytes")
+        if frame_bytes_max <= FRAME_OVERHEAD + 64:
+            raise ValueError("frame_bytes_max is too small")
+        self.node_id = int(node_id)
+        self._listen = parse_address(listen)
+        self._peers = self._parse_peers(peers)
+        self._secret = bytes(secret)
+        self._on_message = on_message
+        self._on_peer_connected = on_peer_connected
+        self._on_peer_disconnected = on_peer_disconnected
+        self.frame_bytes_max = frame_bytes_max
+        self.send_buffer_bytes_max = send_buffer_bytes_max
+        self._retry_s = connect_retry_ms / 1000
+        self._handshake_s = handshake_timeout_ms / 1000
+        self._selector = selectors.DefaultSelector()
+        self._server: socket.socket | None = None
+        self._ready: dict[int, _Connection] = {}
+        self._outgoing: dict[int, _Connection] = {}
+        self._handshaking: set[_Connection] = set()
+        self._next_dial: dict[int, float] = {}
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._selector.register(self._wake_r, selectors.EVENT_READ, "wake")
+        self._closed = False
+        self._stats = dict.fromkeys((
+            "bytes_in", "bytes_out", "frames_in", "frames_out", "messages_in", "messages_out",
+            "handshakes_ok", "handshakes_rejected", "frames_rejected", "send_buffer_overflows",
+            "connections_lost", "connect_failures"), 0)
+
+    def _parse_peers(self, peers: dict) -> dict[int, tuple[str, int]]:
+        return {int(p): parse_address(a) for p, a in peers.items() if int(p) != self.node_id}
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        host, port = self._listen
+        family, sockaddr = _resolve(host, port, passive=True)
+        server = socket.socket(family, socket.SOCK_STREAM)
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind(sockaddr)
+        server.listen(128)
+        server.setblocking(False)
+        self._server = server
+        self._selector.register(server, selectors.EVENT_READ, "accept")
+        log.info("raft transport of node %s listening on %s", self.node_id, self.address)
+
+    @property
+    def address(self) -> str:
+        host, port = self._server.getsockname()[:2]
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+    def close(self) -> None:
+        """Close every connection and the listener; no callbacks run (the loop has stopped)."""
+        if self._closed:
+            return
+        self._closed = True
+        for conn in list(self._handshaking) + list(self._ready.values()):
+            self._close_socket(conn)
+        self._ready.clear()
+        self._outgoing.clear()
+        self._handshaking.clear()
+        for sock in (self._server, self._wake_r, self._wake_w):
+            if sock is not None:
+                sock.close()
+        self._selector.close()
+
+    def wakeup(self) -> None:
+        """Make a poll in progress (or the next one) return at once; safe from any thread."""
+        try:
+            self._wake_w.send(b"\0")
+        except OSError:  # full (a wake-up is pending anyway) or closed
+            pass
+
+    # ------------------------------------------------------------------ queries
+    def connected_peers(self) -> set[int]:
+        return set(self._ready)
+
+    def stats(self) -> dict:
+        return dict(self._stats, peers_connected=len(self._ready), handshakes_pending=len(self._handshaking))
+
+    def set_peers(self, peers: dict) -> None:
+        """Replace the peer table: connections to removed peers (or moved dialed ones) close, new ones dial."""
+        new = self._parse_peers(peers)
+        for conn in list(self._ready.values()) + list(self._handshaking):
+            if conn.peer_id is None:
+                continue  # an incoming connection that has not said who it is: its hello is checked later
+            moved = conn.dialer and new.get(conn.peer_id) != self._peers.get(conn.peer_id)
+            if conn.peer_id not in new or moved:
+                self._close(conn, "peer removed from the peer table or moved")
+        self._peers = new
+        for peer_id in list(self._next_dial):
+            if peer_id not in new:
+                del self._next_dial[peer_id]
+
+    # ------------------------------------------------------------------ sending
+    def send(self, peer_id: int, channel: str, message) -> bool:
+        """Queue a message for the next flush; False when the peer is not connected.
+
+        Raises ValueError when the message cannot be encoded or its frame would exceed frame_bytes_max."""
+        record = marshal.dumps((channel, message))
+        if len(record) + LENGTH.size + FRAME_OVERHEAD > self.frame_bytes_max:
+            raise ValueError(f"a message of {len(record)} bytes exceeds frame_bytes_max={self.frame_bytes_max}")
+        conn = self._ready.get(peer_id)
+        if conn is None:
+            return False
+        size = len(record)
+        if size < COALESCE_BYTES:
+            conn.pending.append(LENGTH.pack(size) + record)
+        else:  # large: keep the length apart rather than copy the record
+            conn.pending.append(LENGTH.pack(size))
+            conn.pending.append(record)
+        conn.pending_bytes += size + LENGTH.size
+        if conn.pending_bytes + conn.out_bytes > self.send_buffer_bytes_max:
+            self._stats["send_buffer_overflows"] += 1
+            self._close(conn, f"send buffer above {self.send_buffer_bytes_max} bytes")
+            return False
+        self._stats["messages_out"] += 1
+        return True
+
+    def flush(self) -> None:
+        """Frame everything queued since the last flush and write as much as the sockets take."""
+        for conn in list(self._ready.values()):
+            if conn.pending:
+                self._frame_pending(conn)
+            if conn.out and not conn.closed:
+                self._write(conn)
+
+    def _frame_pending(self, conn: _Connection) -> None:
+        """Cut the queued records into frames of at most frame_bytes_max (one frame unless they do not fit)."""
+        pieces, total, conn.pending, conn.pending_bytes = conn.pending, conn.pending_bytes, [], 0
+        limit = self.frame_bytes_max - FRAME_OVERHEAD
+        if total <= limit:
+            self._queue_frame(conn, pieces)
+            return
+        start, size, i = 0, 0, 0
+        while i < len(pieces):
+            # A large record's length travels as a 4-byte piece of its own (small records are >= 5 bytes
+            # with their length), and stays in the same frame as the record.
+            n = 2 if len(pieces[i]) == LENGTH.size else 1
+            length = sum(map(len, pieces[i:i + n]))
+            if size and size + length > limit:
+                self._queue_frame(conn, pieces[start:i])
+                start, size = i, 0
+            size += length
+            i += n
+        if start < len(pieces):
+            self._queue_frame(conn, pieces[start:])
+
+    def _queue_frame(self, conn: _Connection, parts: list) -> None:
+        parts = _coalesce(parts)
+        conn.send_seq += 1
+        header, tag = seal(conn.send_mac, conn.send_seq, parts)
+        conn.queue(header)
+        for part in parts:
+            conn.queue(part)
+        conn.queue(tag)
+        self._stats["frames_out"] += 1
+
+    def _write(self, conn: _Connection) -> None:
+        try:
+            while conn.out:
+                parts = list(islice(conn.out, SEND_PARTS_PER_CALL_MAX))
+                sent = conn.sock.sendmsg(parts)
+                self._stats["bytes_out"] += sent
+                conn.consume_out(sent)
+                if sent < sum(map(len, parts)):
+                    break
+        except BlockingIOError:
+            pass
+        except OSError as exc:
+            self._lost(conn, f"write failed: {exc}")
+            return
+        self._want_write(conn, bool(conn.out))
+
+    def _want_write(self, conn: _Connection, want: bool) -> None:
+        if conn.writing != want and not conn.closed:
+            conn.writing = want
+            events = selectors.EVENT_READ | (selectors.EVENT_WRITE if want else 0)
+            self._selector.modify(conn.sock, events, conn)
+
+    # ------------------------------------------------------------------ polling
+    def poll(self, timeout_s: float) -> None:
+        """Wait up to timeout_s for socket events and handle them all; dial peers that are due."""
+        if self._closed:
+            return
+        now = time.monotonic()
+        self._dial_due(now)
+        for key, mask in self._selector.select(self._wait_s(timeout_s, now)):
+            self._on_event(key.data, mask)
+        self._expire_handshakes(time.monotonic())
+
+    def _wait_s(self, timeout_s: float, now: float) -> float:
+        due = [conn.deadline for conn in self._handshaking]
+        due.extend(self._next_dial.get(p, now) for p in self._peers if p > self.node_id and p not in self._outgoing)
+        return max(0.0, min([timeout_s, *(d - now for d in due)]))
+
+    def _on_event(self, data, mask: int) -> None:
+        if data == "accept":
+            self._accept()
+        elif data == "wake":
+            self._drain_wakeups()
+        else:
+            if mask & selectors.EVENT_WRITE and not data.closed:
+                self._on_writable(data)
+            if mask & selectors.EVENT_READ and not data.closed:
+                self._on_readable(data)
+
+    def _drain_wakeups(self) -> None:
+        try:
+            while self._wake_r.recv(4096):
+                pass
+        except OSError:
+            pass
+
+    def _expire_handshakes(self, now: float) -> None:
+        for conn in [c for c in self._handshaking if now >= c.deadline]:
+            self._reject(conn, "handshake not finished in time")
+
+    # ------------------------------------------------------------------ connecting
+    def _dial_due(self, now: float) -> None:
+        for peer_id, (host, port) in list(self._peers.items()):
+            if peer_id > self.node_id and peer_id not in self._outgoing and now >= self._next_dial.get(peer_id, 0):
+                self._next_dial[peer_id] = now + self._retry_s
+                self._dial(peer_id, host, port, now)
+
+    def _dial(self, peer_id: int, host: str, port: int, now: float) -> None:
+        try:
+            family, sockaddr = _resolve(host, port)
+            sock = socket.socket(family, socket.SOCK_STREAM)
+        except OSError as exc:
+            self._stats["connect_failures"] += 1
+            log.warning("cannot dial node %s at %s:%s: %s", peer_id, host, port, exc)
+            return
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn = _Connection(sock, dialer=True, peer_id=peer_id, deadline=now + self._handshake_s)
+        self._outgoing[peer_id] = conn
+        self._handshaking.add(conn)
+        conn.writing = True
+        self._selector.register(sock, selectors.EVENT_READ | selectors.EVENT_WRITE, conn)
+        error = sock.connect_ex(sockaddr)
+        if error not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EAGAIN):
+            self._connect_failed(conn, os.strerror(error))
+
+    def _accept(self) -> None:
+        for _ in range(ACCEPTS_PER_POLL_MAX):
+            try:
+                sock, _ = self._server.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                log.warning("accept on the Raft port failed: %s", exc)
+                return
+            self._adopt(sock)
+
+    def _adopt(self, sock: socket.socket) -> None:
+        if sum(1 for c in self._handshaking if not c.dialer) >= HANDSHAKES_PENDING_MAX:
+            self._stats["handshakes_rejected"] += 1
+            sock.close()
+            return
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn = _Connection(sock, dialer=False, peer_id=None, deadline=time.monotonic() + self._handshake_s)
+        self._handshaking.add(conn)
+        self._selector.register(sock, selectors.EVENT_READ, conn)
+        conn.queue(hello_bytes(self.node_id, conn.nonce))
+        self._write(conn)
+
+    def _on_writable(self, conn: _Connection) -> None:
+        if conn.state == "connecting":
+            error = conn.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if error:
+                self._connect_failed(conn, os.strerror(error))
+                return
+            conn.state = "hello"
+            conn.queue(hello_bytes(self.node_id, conn.nonce))
+        self._write(conn)
+
+    def _connect_failed(self, conn: _Connection, reason: str) -> None:
+        self._stats["connect_failures"] += 1
+        log.debug("connecting to node %s failed: %s", conn.peer_id, reason)
+        self._close(conn, None)
+
+    # ------------------------------------------------------------------ reading
+    def _on_readable(self, conn: _Connection) -> None:
+        budget = RECV_BYTES_PER_POLL_MAX
+        while budget > 0 and not conn.closed:
+            conn.make_room()
+            space = len(conn.rbuf) - conn.rend
+            try:
+                received = conn.sock.recv_into(conn.rview[conn.rend:])
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                self._lost(conn, f"read failed: {exc}")
+                return
+            if received == 0:
+                self._lost(conn, "closed by the peer")
+                return
+            conn.rend += received
+            budget -= received
+            self._stats["bytes_in"] += received
+            self._consume(conn)
+            if received < space:
+                return
+
+    def _consume(self, conn: _Connection) -> None:
+        while not conn.closed:
+            if conn.state == "hello" and conn.rend - conn.rstart >= len(MAGIC) and \
+                    conn.rbuf[conn.rstart:conn.rstart + len(MAGIC)] != MAGIC:
+                self._reject(conn, "not a raftbus Raft hello")
+                return
+            unit = conn.take()
+            if unit is None:
+                return
+            if conn.state == "hello":
+                self._on_hello(conn, unit)
+            elif conn.state == "proof":
+                self._on_proof(conn, unit)
+            elif conn.in_body:
+                self._on_frame(conn, unit)
+            else:
+                self._on_length(conn, unit)
+
+    def _on_hello(self, conn: _Connection, unit) -> None:
+        try:
+            peer_id, nonce = parse_hello(unit)
+        except ProtocolError as exc:
+            self._reject(conn, str(exc))
+            return
+        problem = self._hello_problem(conn, peer_id)
+        if problem:
+            self._reject(conn, problem)
+            return
+        conn.peer_id = peer_id
+        if conn.dialer:
+            conn.transcript = transcript(conn.nonce, nonce, self.node_id, peer_id)
+        else:
+            conn.transcript = transcript(nonce, conn.nonce, peer_id, self.node_id)
+        conn.queue(handshake_proof(self._secret, conn.transcript, DIALER if conn.dialer else ACCEPTOR))
+        conn.state, conn.need = "proof", PROOF_BYTES
+        self._write(conn)
+
+    def _hello_problem(self, conn: _Connection, peer_id: int) -> str | None:
+        if conn.dialer:
+            return None if peer_id == conn.peer_id else f"node {conn.peer_id} answered as node {peer_id}"
+        if peer_id not in self._peers:
+            return f"unknown node id {peer_id}"
+        if peer_id >= self.node_id:
+            return f"node {peer_id} dialed node {self.node_id}; the lower id dials"
+        return None
+
+    def _on_proof(self, conn: _Connection, unit) -> None:
+        side, peer_side = (DIALER, ACCEPTOR) if conn.dialer else (ACCEPTOR, DIALER)
+        if not hmac.compare_digest(bytes(unit), handshake_proof(self._secret, conn.transcript, peer_side)):
+            self._reject(conn, "wrong handshake proof (a different cluster secret?)")
+            return
+        conn.send_mac = session_mac(self._secret, conn.transcript, side)
+        conn.recv_mac = session_mac(self._secret, conn.transcript, peer_side)
+        conn.state, conn.need, conn.in_body = "ready", LENGTH.size, False
+        self._handshaking.discard(conn)
+        old = self._ready.get(conn.peer_id)
+        if old is not None:
+            self._close(old, "replaced by a newer authenticated connection")
+        self._ready[conn.peer_id] = conn
+        self._stats["handshakes_ok"] += 1
+        log.info("node %s connected to node %s", self.node_id, conn.peer_id)
+        self._notify(self._on_peer_connected, conn.peer_id)
+
+    def _on_length(self, conn: _Connection, unit) -> None:
+        (length,) = LENGTH.unpack(unit)
+        if length > self.frame_bytes_max or length < FRAME_OVERHEAD:
+            self._reject(conn, f"frame length {length} outside [{FRAME_OVERHEAD}, {self.frame_bytes_max}]")
+            return
+        conn.need, conn.in_body = length, True
+
+    def _on_frame(self, conn: _Connection, body) -> None:
+        conn.need, conn.in_body = LENGTH.size, False
+        signed = body[:-TAG_BYTES]
+        mac = conn.recv_mac.copy()
+        mac.update(signed)
+        if not hmac.compare_digest(mac.digest(), bytes(body[-TAG_BYTES:])):
+            self._reject(conn, "frame with a bad tag")
+            return
+        (seq,) = struct.unpack_from(">Q", signed)
+        if seq != conn.recv_seq + 1:
+            self._reject(conn, f"frame {seq} after frame {conn.recv_seq} (replayed or reordered)")
+            return
+        conn.recv_seq = seq
+        try:
+            records = decode_records(signed[8:])
+        except ProtocolError as exc:
+            self._reject(conn, str(exc))
+            return
+        self._stats["frames_in"] += 1
+        self._stats["messages_in"] += len(records)
+        for channel, message in records:
+            if conn.closed:
+                return
+            self._notify(self._on_message, conn.peer_id, channel, message)
+
+    # ------------------------------------------------------------------ closing
+    def _reject(self, conn: _Connection, reason: str) -> None:
+        counter = "frames_rejected" if conn.state == "ready" else "handshakes_rejected"
+        self._stats[counter] += 1
+        log.warning("node %s closed a Raft connection (peer %s): %s", self.node_id, conn.peer_id, reason)
+        self._close(conn, None)
+
+    def _lost(self, conn: _Connection, reason: str) -> None:
+        if conn.state == "ready":
+            self._stats["connections_lost"] += 1
+            log.info("node %s lost node %s: %s", self.node_id, conn.peer_id, reason)
+            self._close(conn, None)
+        elif conn.dialer:
+            self._connect_failed(conn, reason)
+        else:
+            self._reject(conn, f"handshake cut short: {reason}")
+
+    def _close(self, conn: _Connection, reason: str | None) -> None:
+        """Close a connection; an established one is reported to on_peer_disconnected."""
+        if conn.closed:
+            return
+        if reason:
+            log.warning("node %s closed its connection to node %s: %s", self.node_id, conn.peer_id, reason)
+        self._close_socket(conn)
+        self._handshaking.discard(conn)
+        if self._outgoing.get(conn.peer_id) is conn:
+            del self._outgoing[conn.peer_id]
+        if self._ready.get(conn.peer_id) is conn:
+            del self._ready[conn.peer_id]
+            self._notify(self._on_peer_disconnected, conn.peer_id)
+
+    def _close_socket(self, conn: _Connection) -> None:
+        conn.closed = True
+        conn.out.clear()
+        conn.pending.clear()
+        try:
+            self._selector.unregister(conn.sock)
+        except (KeyError, ValueError):
+            pass
+        conn.sock.close()
+
+    @staticmethod
+    def _notify(callback, *args) -> None:
+        try:
+            callback(*args)
+        except Exception:
+            log.exception("raft transport callback %s failed", getattr(callback, "__name__", callback))
