@@ -1,0 +1,94 @@
+"""Cluster metadata values (brokers, topics, partition placement) and the pure rules that shape them."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from raftbus.client import errors
+
+TOPIC_NAME_BYTES_MAX = 249
+_TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]+")
+
+
+@dataclass(frozen=True)
+class PartitionPlacement:
+    """Where one partition's replicas live; replicas[0] is the preferred leader."""
+
+    partition: int
+    replicas: tuple[int, ...]
+
+    def to_dict(self) -> dict:
+        return {"partition": self.partition, "replicas": list(self.replicas)}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "PartitionPlacement":
+        return cls(partition=int(data["partition"]), replicas=tuple(int(r) for r in data["replicas"]))
+
+
+@dataclass(frozen=True)
+class Topic:
+    name: str
+    topic_id: int
+    kind: str
+    ordering: str
+    retention_ms: int
+    retention_bytes: int
+    created_ms: int
+    partitions: tuple[PartitionPlacement, ...]
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name, "topic_id": self.topic_id, "kind": self.kind, "ordering": self.ordering,
+            "retention_ms": self.retention_ms, "retention_bytes": self.retention_bytes,
+            "created_ms": self.created_ms, "partitions": [p.to_dict() for p in self.partitions],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Topic":
+        return cls(
+            name=data["name"], topic_id=int(data["topic_id"]), kind=data["kind"], ordering=data["ordering"],
+            retention_ms=int(data["retention_ms"]), retention_bytes=int(data["retention_bytes"]),
+            created_ms=int(data["created_ms"]),
+            partitions=tuple(PartitionPlacement.from_dict(p) for p in data["partitions"]),
+        )
+
+
+@dataclass(frozen=True)
+class Broker:
+    broker_id: int
+    address: str
+    raft_address: str
+    registered_ms: int
+
+    def to_dict(self) -> dict:
+        return {"broker_id": self.broker_id, "address": self.address, "raft_address": self.raft_address,
+                "registered_ms": self.registered_ms}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Broker":
+        return cls(broker_id=int(data["broker_id"]), address=data["address"], raft_address=data["raft_address"],
+                   registered_ms=int(data["registered_ms"]))
+
+
+def validate_topic_name(name) -> None:
+    """InvalidName unless name is 1..249 characters of [A-Za-z0-9._-] and not "." or ".."."""
+    if not isinstance(name, str) or not 1 <= len(name) <= TOPIC_NAME_BYTES_MAX:
+        raise errors.InvalidName(f"a topic name has 1 to {TOPIC_NAME_BYTES_MAX} characters")
+    if name in (".", "..") or not _TOPIC_NAME.fullmatch(name):
+        raise errors.InvalidName(f"topic name {name!r} may only use A-Z, a-z, 0-9, '.', '_', '-' "
+                                 "and is not '.' or '..'")
+
+
+def place_partitions(topic_id: int, first_partition: int, count: int, replication_factor: int,
+                     broker_ids) -> tuple[PartitionPlacement, ...]:
+    """Deterministic placement: sorted broker ids rotated by (topic_id + partition), so leaders spread out."""
+    ids = sorted(set(broker_ids))
+    n = len(ids)
+    if not 1 <= replication_factor <= n:
+        raise errors.InvalidReplicationFactor(
+            f"replication factor {replication_factor} needs between 1 and {n} registered brokers")
+    placements = []
+    for partition in range(first_partition, first_partition + count):
+        start = (topic_id + partition) % n
+        placements.append(PartitionPlacement(partition, tuple(ids[(start + i) % n] for i in range(replication_factor))))
+    return tuple(placements)

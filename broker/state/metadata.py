@@ -1,0 +1,200 @@
+"""The metadata state machine: registered brokers, topics and partition placement, replicated by the metadata group.
+
+Pure: time arrives inside commands and storage is reached only through the Store seam. Each command is first
+planned in memory against the published state (a refusal becomes a typed error value and changes nothing),
+then written with the applied Raft index in one store transaction, then published as new immutable mappings.
+
+Tables:
+    meta     b"state" -> applied_index >q | next_topic_id >q | version >q
+    brokers  broker_id >q -> JSON of model.Broker
+    topics   name (utf-8) -> JSON of model.Topic
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import struct
+from types import MappingProxyType
+from typing import Mapping, NamedTuple
+
+from raftbus.client import errors
+
+from .. import commands, model
+
+META, BROKERS, TOPICS = "meta", "brokers", "topics"
+STATE_KEY = b"state"
+TOPIC_KINDS = ("stream", "queue")
+
+_STATE = struct.Struct(">qqq")
+_BROKER_KEY = struct.Struct(">q")
+
+
+class _MetaState(NamedTuple):
+    applied_index: int = 0
+    next_topic_id: int = 1
+    version: int = 0
+
+
+class _Change(NamedTuple):
+    """What one command changes; empty for refusals and no-ops."""
+
+    broker: model.Broker | None = None
+    topic: model.Topic | None = None
+    deleted_topic: str | None = None
+    next_topic_id: int | None = None
+
+    @property
+    def empty(self) -> bool:
+        return self.broker is None and self.topic is None and self.deleted_topic is None
+
+
+def _json(value) -> bytes:
+    return json.dumps(value.to_dict(), separators=(",", ":"), sort_keys=True).encode()
+
+
+class MetadataStateMachine:
+    TABLES = (META, BROKERS, TOPICS)
+
+    def __init__(self, store):
+        self._store = store
+        self._state = _MetaState()
+        self._brokers: Mapping[int, model.Broker] = MappingProxyType({})
+        self._topics: Mapping[str, model.Topic] = MappingProxyType({})
+        self.reload()
+
+    # ------------------------------------------------------------------ apply (the Raft thread)
+    def apply(self, index: int, command: bytes):
+        """Apply one committed command; returns a result or a typed error value, never raises."""
+        if index <= self._state.applied_index:
+            return None
+        try:
+            result, change = self._plan(*commands.decode(command))
+        except errors.RaftbusError as refusal:
+            result, change = refusal, _Change()
+        except Exception as exc:
+            result, change = errors.InternalError(f"metadata command {index} failed: {exc!r}"), _Change()
+        try:
+            state = self._next_state(index, change)
+            with self._store.write() as txn:
+                _write(txn, change, state)
+            self._publish(change, state)
+        except Exception as exc:  # nothing of the command was committed
+            return errors.InternalError(f"metadata command {index} failed: {type(exc).__name__}: {exc}")
+        return result
+
+    def _next_state(self, index: int, change: _Change) -> _MetaState:
+        state = self._state
+        return _MetaState(
+            applied_index=index,
+            next_topic_id=change.next_topic_id or state.next_topic_id,
+            version=state.version if change.empty else index,
+        )
+
+    def _publish(self, change: _Change, state: _MetaState) -> None:
+        if change.broker is not None:
+            self._brokers = MappingProxyType({**self._brokers, change.broker.broker_id: change.broker})
+        if change.topic is not None:
+            self._topics = MappingProxyType({**self._topics, change.topic.name: change.topic})
+        if change.deleted_topic is not None:
+            self._topics = MappingProxyType({n: t for n, t in self._topics.items() if n != change.deleted_topic})
+        self._state = state
+
+    # ------------------------------------------------------------------ planning (pure, may refuse)
+    def _plan(self, kind: str, payload):
+        if kind == commands.INVALID:
+            raise payload
+        planner = {
+            commands.REGISTER_BROKER: self._plan_register_broker,
+            commands.CREATE_TOPIC: self._plan_create_topic,
+            commands.DELETE_TOPIC: self._plan_delete_topic,
+            commands.ALTER_PARTITIONS: self._plan_alter_partitions,
+        }.get(kind)
+        if planner is None:
+            raise errors.InvalidArgument(f"{kind} is not a metadata command")
+        return planner(payload)
+
+    def _plan_register_broker(self, p: dict):
+        if p["broker_id"] < 0:
+            raise errors.InvalidArgument("broker_id must be >= 0")
+        known = self._brokers.get(p["broker_id"])
+        if known is not None and (known.address, known.raft_address) == (p["address"], p["raft_address"]):
+            return None, _Change()
+        broker = model.Broker(p["broker_id"], p["address"], p["raft_address"], p["now_ms"])
+        return None, _Change(broker=broker)
+
+    def _plan_create_topic(self, p: dict):
+        name = p["name"]
+        model.validate_topic_name(name)
+        if name in self._topics:
+            raise errors.TopicExists(f"topic {name!r} already exists")
+        if p["kind"] not in TOPIC_KINDS:
+            raise errors.InvalidArgument(f"kind must be one of {TOPIC_KINDS}, not {p['kind']!r}")
+        if p["partitions"] < 1:
+            raise errors.InvalidPartitions("a topic needs at least one partition")
+        if p["retention_ms"] < -1 or p["retention_bytes"] < -1:
+            raise errors.InvalidArgument("retention_ms and retention_bytes must be >= 0, or -1 for unlimited")
+        topic_id = self._state.next_topic_id
+        placements = model.place_partitions(topic_id, 0, p["partitions"], p["replication_factor"],
+                                          list(self._brokers))
+        topic = model.Topic(name=name, topic_id=topic_id, kind=p["kind"], ordering=p["ordering"],
+                            retention_ms=p["retention_ms"], retention_bytes=p["retention_bytes"],
+                            created_ms=p["now_ms"], partitions=placements)
+        return topic, _Change(topic=topic, next_topic_id=topic_id + 1)
+
+    def _plan_delete_topic(self, p: dict):
+        if p["name"] not in self._topics:
+            raise errors.UnknownTopic(f"topic {p['name']!r} does not exist")
+        return None, _Change(deleted_topic=p["name"])
+
+    def _plan_alter_partitions(self, p: dict):
+        topic = self._topics.get(p["name"])
+        if topic is None:
+            raise errors.UnknownTopic(f"topic {p['name']!r} does not exist")
+        current = len(topic.partitions)
+        if p["partitions"] <= current:
+            raise errors.InvalidPartitions(
+                f"topic {topic.name!r} has {current} partitions; partitions can only grow")
+        replication_factor = len(topic.partitions[0].replicas)
+        added = model.place_partitions(topic.topic_id, current, p["partitions"] - current, replication_factor,
+                                       list(self._brokers))
+        grown = dataclasses.replace(topic, partitions=topic.partitions + added)
+        return grown, _Change(topic=grown)
+
+    # ------------------------------------------------------------------ reads (any thread)
+    def applied_index(self) -> int:
+        return self._state.applied_index
+
+    @property
+    def version(self) -> int:
+        """The index of the last command that changed brokers or topics."""
+        return self._state.version
+
+    def brokers(self) -> Mapping[int, model.Broker]:
+        return self._brokers
+
+    def topics(self) -> Mapping[str, model.Topic]:
+        return self._topics
+
+    def topic(self, name: str) -> model.Topic | None:
+        return self._topics.get(name)
+
+    def reload(self) -> None:
+        """Re-read everything from the store (after a snapshot restore)."""
+        with self._store.read() as txn:
+            raw = txn.get(META, STATE_KEY)
+            state = _MetaState() if raw is None else _MetaState(*_STATE.unpack(raw))
+            brokers = {b.broker_id: b for b in (model.Broker.from_dict(json.loads(v)) for _, v in txn.items(BROKERS))}
+            topics = {t.name: t for t in (model.Topic.from_dict(json.loads(v)) for _, v in txn.items(TOPICS))}
+        self._brokers = MappingProxyType(brokers)
+        self._topics = MappingProxyType(topics)
+        self._state = state
+
+
+def _write(txn, change: _Change, state: _MetaState) -> None:
+    if change.broker is not None:
+        txn.put(BROKERS, _BROKER_KEY.pack(change.broker.broker_id), _json(change.broker))
+    if change.topic is not None:
+        txn.put(TOPICS, change.topic.name.encode(), _json(change.topic))
+    if change.deleted_topic is not None:
+        txn.delete(TOPICS, change.deleted_topic.encode())
+    txn.put(META, STATE_KEY, _STATE.pack(*state))

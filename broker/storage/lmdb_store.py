@@ -1,0 +1,451 @@
+"""The production Store: one LMDB environment per replica, one named database per table."""
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from pathlib import Path
+
+import lmdb
+
+from raftbus.client import errors
+
+READERS_MAX = 512
+MAP_USED_FRACTION_MAX = 0.75
+RESTORE_CHUNK_BYTES = 1 << 20
+
+
+class _SharedLock:
+    """A readers-writer lock that prefers the exclusive side; shared holds may be released on any thread."""
+
+    def __init__(self):
+        self._cond = threading.Condition(threading.Lock())
+        self._shared = 0
+        self._exclusive = False
+        self._exclusive_waiting = 0
+
+    def acquire_shared(self) -> None:
+        with self._cond:
+            while self._exclusive or self._exclusive_waiting:
+                self._cond.wait()
+            self._shared += 1
+
+    def release_shared(self) -> None:
+        with self._cond:
+            self._shared -= 1
+            if self._shared == 0:
+                self._cond.notify_all()
+
+    def acquire_exclusive(self) -> None:
+        with self._cond:
+            self._exclusive_waiting += 1
+            try:
+                while self._exclusive or self._shared:
+                    self._cond.wait()
+            finally:
+                self._exclusive_waiting -= 1
+            self._exclusive = True
+
+    def release_exclusive(self) -> None:
+        with self._cond:
+            self._exclusive = False
+            self._cond.notify_all()
+
+
+def _typed(exc: lmdb.Error) -> errors.RaftbusError:
+    if isinstance(exc, lmdb.BadValsizeError):
+        return errors.InvalidArgument(f"key or value size not storable: {exc}")
+    if isinstance(exc, lmdb.ReadersFullError):
+        return errors.Overloaded(f"too many concurrent readers (max {READERS_MAX})")
+    return errors.InternalError(f"storage failure: {type(exc).__name__}: {exc}")
+
+
+class _LmdbReadTxn:
+    """Reads through one LMDB transaction; values come back as bytes."""
+
+    def __init__(self, dbs: dict, txn: lmdb.Transaction):
+        self._dbs = dbs
+        self._txn = txn
+
+    def get(self, table: str, key: bytes) -> bytes | None:
+        return self._txn.get(key, db=self._dbs[table])
+
+    def items(self, table: str, start: bytes | None = None, *, reverse: bool = False):
+        cursor = self._txn.cursor(db=self._dbs[table])
+        if reverse:
+            return _iter_down(cursor, start)
+        positioned = cursor.first() if start is None else cursor.set_range(start)
+        return cursor.iternext() if positioned else iter(())
+
+    def first(self, table: str) -> tuple[bytes, bytes] | None:
+        cursor = self._txn.cursor(db=self._dbs[table])
+        return cursor.item() if cursor.first() else None
+
+    def last(self, table: str) -> tuple[bytes, bytes] | None:
+        cursor = self._txn.cursor(db=self._dbs[table])
+        return cursor.item() if cursor.last() else None
+
+    def floor(self, table: str, key: bytes) -> tuple[bytes, bytes] | None:
+        cursor = self._txn.cursor(db=self._dbs[table])
+        if not _position_at_floor(cursor, key):
+            return None
+        return cursor.item()
+
+    def count(self, table: str) -> int:
+        return self._txn.stat(self._dbs[table])["entries"]
+
+
+def _position_at_floor(cursor: lmdb.Cursor, key: bytes) -> bool:
+    """Place the cursor on the greatest key <= key; False when there is none."""
+    if not cursor.set_range(key):
+        return cursor.last()
+    if cursor.key() == key:
+        return True
+    return cursor.prev()
+
+
+def _iter_down(cursor: lmdb.Cursor, start: bytes | None):
+    positioned = cursor.last() if start is None else _position_at_floor(cursor, start)
+    return cursor.iterprev() if positioned else iter(())
+
+
+class _LmdbWriteTxn(_LmdbReadTxn):
+    """Writes through one LMDB write transaction; mutations are remembered so a map growth can replay them.
+
+    A growth replaces the underlying transaction, so finish an `items()` iteration before mutating.
+    """
+
+    def __init__(self, store: "LmdbStore", txn: lmdb.Transaction):
+        super().__init__(store._dbs, txn)
+        self._store = store
+        self._mutations: list[tuple[str, bytes, object]] = []
+
+    def put(self, table: str, key: bytes, value: bytes) -> None:
+        self._mutate(table, key, value)
+
+    def delete(self, table: str, key: bytes) -> bool:
+        return self._mutate(table, key, None)
+
+    def _mutate(self, table: str, key: bytes, value) -> bool:
+        db = self._dbs[table]
+        while True:
+            try:
+                done = self._txn.delete(key, db=db) if value is None else self._txn.put(key, value, db=db)
+                break
+            except lmdb.MapFullError:
+                self._grow_and_replay()
+            except lmdb.Error as exc:
+                raise _typed(exc) from None
+        self._mutations.append((table, key, value))
+        return done
+
+    def _grow_and_replay(self) -> None:
+        """Abort, grow the map, and rebuild the same transaction from the mutations made so far."""
+        self._txn.abort()
+        while True:
+            self._store._grow_inside_write()
+            self._txn = self._store._env.begin(write=True)
+            try:
+                self._replay()
+                return
+            except lmdb.MapFullError:
+                self._txn.abort()
+
+    def _replay(self) -> None:
+        dbs = self._dbs
+        for table, key, value in self._mutations:
+            if value is None:
+                self._txn.delete(key, db=dbs[table])
+            else:
+                self._txn.put(key, value, db=dbs[table])
+
+    def commit(self) -> None:
+        while True:
+            try:
+                self._txn.commit()
+                return
+            except lmdb.MapFullError:
+                self._grow_and_replay()
+            except lmdb.Error as exc:
+                raise _typed(exc) from None
+
+    def abort(self) -> None:
+        self._txn.abort()
+
+
+class _ReadScope:
+    def __init__(self, store: "LmdbStore"):
+        self._store = store
+
+    def __enter__(self) -> _LmdbReadTxn:
+        store = self._store
+        store._acquire_shared()
+        try:
+            self._txn = store._env.begin(write=False)
+        except lmdb.Error as exc:
+            store._lock.release_shared()
+            raise _typed(exc) from None
+        return _LmdbReadTxn(store._dbs, self._txn)
+
+    def __exit__(self, *exc_info) -> None:
+        try:
+            self._txn.abort()
+        finally:
+            self._store._lock.release_shared()
+
+
+class _WriteScope:
+    def __init__(self, store: "LmdbStore"):
+        self._store = store
+
+    def __enter__(self) -> _LmdbWriteTxn:
+        store = self._store
+        store._writer.acquire()
+        try:
+            store._grow_if_nearly_full()
+            store._acquire_shared()
+        except BaseException:
+            store._writer.release()
+            raise
+        try:
+            self._txn = _LmdbWriteTxn(store, store._env.begin(write=True))
+        except BaseException:
+            store._lock.release_shared()
+            store._writer.release()
+            raise
+        return self._txn
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        store = self._store
+        try:
+            if exc_type is None:
+                self._txn.commit()
+            else:
+                self._txn.abort()
+        finally:
+            store._lock.release_shared()
+            store._writer.release()
+
+
+class _LmdbSnapshot:
+    """A pinned read transaction; `write_to` copies it (compacted) as a complete data.mdb image."""
+
+    def __init__(self, store: "LmdbStore", txn: lmdb.Transaction):
+        self._store = store
+        self._txn: lmdb.Transaction | None = txn
+
+    def write_to(self, fileobj) -> None:
+        if self._txn is None:
+            raise errors.InternalError("snapshot already closed")
+        fileobj.flush()
+        fd = fileobj.fileno()
+        self._store._env.copyfd(fd, compact=True, txn=self._txn)
+        if fileobj.seekable():
+            fileobj.seek(os.lseek(fd, 0, os.SEEK_CUR))
+
+    def close(self) -> None:
+        txn, self._txn = self._txn, None
+        if txn is None:
+            return
+        try:
+            txn.abort()
+        finally:
+            self._store._unpin()
+
+
+class LmdbStore:
+    """Tables of sorted byte keys in one LMDB environment (directory `path`)."""
+
+    def __init__(self, path: str, tables: tuple[str, ...], map_size_bytes: int):
+        self.path = str(path)
+        self.tables = tuple(tables)
+        self._map_size_bytes = max(int(map_size_bytes), 1 << 16)
+        self._lock = _SharedLock()
+        self._writer = threading.Lock()
+        self._pin_lock = threading.Lock()
+        self._pinned = 0
+        self._closed = False
+        _finish_interrupted_restore(Path(self.path))
+        self._open()
+
+    # ------------------------------------------------------------------ environment
+    def _open(self) -> None:
+        Path(self.path).mkdir(parents=True, exist_ok=True)
+        self._env = lmdb.open(self.path, map_size=self._map_size_bytes, max_dbs=len(self.tables),
+                              max_readers=READERS_MAX, sync=False, metasync=False, readahead=False)
+        self._page_size = self._env.stat()["psize"]
+        self._map_size_bytes = self._env.info()["map_size"]
+        self._dbs = {table: self._env.open_db(table.encode()) for table in self.tables}
+
+    def _acquire_shared(self) -> None:
+        self._lock.acquire_shared()
+        if self._closed:
+            self._lock.release_shared()
+            raise errors.Unavailable(f"store {self.path} is closed")
+
+    def _used_bytes(self) -> int:
+        return (self._env.info()["last_pgno"] + 1) * self._page_size
+
+    def _grow_if_nearly_full(self) -> None:
+        """Double the map before a write once it is more than 3/4 used (skipped while a snapshot is pinned)."""
+        if self._closed or self._pinned:
+            return
+        if self._used_bytes() <= MAP_USED_FRACTION_MAX * self._map_size_bytes:
+            return
+        self._lock.acquire_exclusive()
+        try:
+            if not self._closed:
+                self._set_map_size(self._map_size_bytes * 2)
+        finally:
+            self._lock.release_exclusive()
+
+    def _grow_inside_write(self) -> None:
+        """Called by the write transaction (holding the shared lock) after MapFullError and an abort."""
+        self._lock.release_shared()
+        self._lock.acquire_exclusive()
+        try:
+            self._set_map_size(self._map_size_bytes * 2)
+        finally:
+            self._lock.release_exclusive()
+            self._lock.acquire_shared()
+
+    def _set_map_size(self, map_size_bytes: int) -> None:
+        try:
+            self._env.set_mapsize(map_size_bytes)
+        except lmdb.Error as exc:
+            raise errors.InternalError(f"cannot grow store {self.path} to {map_size_bytes} bytes: {exc}") from None
+        self._map_size_bytes = self._env.info()["map_size"]
+
+    @property
+    def map_size_bytes(self) -> int:
+        return self._map_size_bytes
+
+    # ------------------------------------------------------------------ Store
+    def read(self) -> _ReadScope:
+        return _ReadScope(self)
+
+    def write(self) -> _WriteScope:
+        return _WriteScope(self)
+
+    def size_bytes(self) -> int:
+        with self.read() as view:
+            txn = view._txn
+            pages = _pages(self._env.stat()) + sum(_pages(txn.stat(db)) for db in self._dbs.values())
+        return pages * self._page_size
+
+    def sync(self) -> None:
+        self._lock.acquire_shared()
+        try:
+            if not self._closed:
+                self._env.sync(True)
+        finally:
+            self._lock.release_shared()
+
+    def snapshot(self) -> _LmdbSnapshot:
+        self._acquire_shared()
+        try:
+            txn = self._env.begin(write=False)
+        except lmdb.Error as exc:
+            self._lock.release_shared()
+            raise _typed(exc) from None
+        with self._pin_lock:
+            self._pinned += 1
+        return _LmdbSnapshot(self, txn)
+
+    def _unpin(self) -> None:
+        with self._pin_lock:
+            self._pinned -= 1
+        self._lock.release_shared()
+
+    def restore(self, fileobj) -> None:
+        staging = Path(self.path + ".restore")
+        _write_image(fileobj, staging)
+        _check_image(staging, self.tables)
+        with self._writer:
+            self._lock.acquire_exclusive()
+            try:
+                if self._closed:
+                    raise errors.Unavailable(f"store {self.path} is closed")
+                self._env.close()
+                _swap_in(Path(self.path), staging)
+                image_bytes = (Path(self.path) / "data.mdb").stat().st_size
+                self._map_size_bytes = max(self._map_size_bytes, 2 * image_bytes)
+                self._open()
+            finally:
+                self._lock.release_exclusive()
+
+    def close(self) -> None:
+        with self._writer:
+            self._lock.acquire_exclusive()
+            try:
+                if not self._closed:
+                    self._closed = True
+                    self._env.close()
+            finally:
+                self._lock.release_exclusive()
+
+
+def _pages(stat: dict) -> int:
+    return stat["branch_pages"] + stat["leaf_pages"] + stat["overflow_pages"]
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_image(fileobj, staging: Path) -> None:
+    """Copy fileobj from its position to EOF into staging/data.mdb, durably."""
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    with open(staging / "data.mdb", "wb") as out:
+        while chunk := fileobj.read(RESTORE_CHUNK_BYTES):
+            out.write(chunk)
+        out.flush()
+        os.fsync(out.fileno())
+    _fsync_dir(staging)
+
+
+def _check_image(staging: Path, tables: tuple[str, ...]) -> None:
+    """Open the staged image read-only and find every table, so a bad image never replaces good data."""
+    try:
+        env = lmdb.open(str(staging), readonly=True, lock=False, max_dbs=len(tables), create=False)
+    except lmdb.Error as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise errors.InternalError(f"snapshot image is not an LMDB store: {exc}") from None
+    try:
+        with env.begin() as txn:
+            for table in tables:
+                env.open_db(table.encode(), txn=txn, create=False)
+    except lmdb.Error as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise errors.InternalError(f"snapshot image lacks the store's tables: {exc}") from None
+    finally:
+        env.close()
+    (staging / "lock.mdb").unlink(missing_ok=True)
+
+
+def _swap_in(path: Path, staging: Path) -> None:
+    """Replace directory `path` by `staging`: rename the old one away, rename the new one in, delete the old."""
+    old = path.with_name(path.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    os.rename(path, old)
+    os.rename(staging, path)
+    _fsync_dir(path.parent)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _finish_interrupted_restore(path: Path) -> None:
+    """After a crash inside `_swap_in`, complete it; a staged image not yet swapped in is discarded."""
+    staging = path.with_name(path.name + ".restore")
+    old = path.with_name(path.name + ".old")
+    if not path.exists() and old.exists():
+        if staging.exists():
+            os.rename(staging, path)
+        else:
+            os.rename(old, path)
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.rmtree(old, ignore_errors=True)
