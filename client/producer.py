@@ -265,7 +265,7 @@ class Producer:
             elif key_b is not None:
                 p = partition_for_key(key_b, count)
             else:
-                p = self._sticky_partition(topic, count)
+                p = self._sticky_partition(topic, count, size)
             self._append(topic, p, record, future, size)
         return future
 
@@ -363,11 +363,17 @@ class Producer:
             self._check_open()
         self._buffer_used_bytes += size
 
-    def _sticky_partition(self, topic: str, count: int) -> int:
+    def _sticky_partition(self, topic: str, count: int, size: int) -> int:
+        """The topic's sticky partition; a record that would overflow its open batch closes that batch first
+        and goes to the next partition (as Kafka's sticky partitioner does on a new batch)."""
         p, known = self._sticky.get(topic, (0, count))
         if known != count or p >= count:
             p = p % count
         self._sticky[topic] = (p, count)
+        open_batch = self._open.get((topic, p))
+        if open_batch is not None and open_batch.size_bytes + size > self.batch_bytes_max:
+            self._close_open_batch((topic, p))
+            p = self._sticky[topic][0]
         return p
 
     def _append(self, topic: str, partition: int, record: RecordTuple, future: Future, size: int) -> None:

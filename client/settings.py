@@ -32,10 +32,28 @@ MAX_BLOCK_MS = 60_000
 IDEMPOTENT = True
 PRODUCER_ID_BYTES = 16
 
+# Admin: create_topic/alter_partitions with wait=True poll metadata until every partition has a leader.
+TOPIC_READY_TIMEOUT_MS = 30_000
+TOPIC_READY_POLL_MS = 100
+
 # Reader.
 FETCH_BYTES_MAX = 1_048_576
 FETCH_WAIT_MS = 500
 POLL_IDLE_SLEEP_MS = 100
+# How long a reader waits for a new leader's high watermark to catch up with an offset it already read up to.
+HIGH_WATERMARK_CATCH_UP_MS = 5_000
+
+# CLI: records sent by `raftbus produce` whose acknowledgement is not printed yet.
+CLI_PENDING_SENDS_MAX = 10_000
+
+# Benchmarks (`raftbus bench`).
+BENCH_CLUSTER_READY_TIMEOUT_MS = 120_000
+BENCH_CLUSTER_STOP_TIMEOUT_MS = 20_000
+BENCH_PORT_ATTEMPTS_MAX = 50
+BENCH_LIGHT_LOAD_RATE_PER_S = 1_000
+BENCH_LIGHT_LOAD_DURATION_MS = 3_000
+BENCH_WORKER_READY_TIMEOUT_MS = 60_000
+BENCH_BATCHES_QUEUED_PER_PARTITION = 2
 
 
 def bootstrap_default() -> str:

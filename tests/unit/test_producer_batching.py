@@ -40,6 +40,7 @@ class FakeTransport:
         self.lock = threading.Lock()
         self.pending: list[tuple[pb.ProduceRequest, object]] = []
         self.sent: list[pb.ProduceRequest] = []
+        self.taken: list[tuple[pb.ProduceRequest, object]] = []  # handed to the test, not answered yet
         self.next_offset: dict[tuple[str, int], int] = {}
 
     def partitions_for(self, topic):
@@ -62,19 +63,28 @@ class FakeTransport:
         wait_until(lambda: len(self.pending) >= count, what=f"{count} pending requests")
         with self.lock:
             taken, self.pending = self.pending[:count], self.pending[count:]
+            self.taken.extend(taken)
         return taken
 
     def complete(self, item):
+        with self.lock:
+            if item in self.taken:
+                self.taken.remove(item)
         request, done = item
         tp = (request.topic, request.partition)
         base = self.next_offset.get(tp, 0)
         self.next_offset[tp] = base + request.record_count
         done(pb.ProduceResponse(topic=request.topic, partition=request.partition, base_offset=base), None)
 
+    def fail(self, item, err):
+        with self.lock:
+            self.taken.remove(item)
+        item[1](None, err)
+
     def complete_all(self):
         while True:
             with self.lock:
-                items, self.pending = self.pending, []
+                items, self.pending, self.taken = self.taken + self.pending, [], []
             if not items:
                 return
             for item in items:
@@ -116,9 +126,11 @@ def test_linger_holds_a_small_batch_until_it_expires(transport):
 def test_short_linger_sends_without_flush(transport):
     producer = make_producer(transport, linger_ms=20)
     started = time.monotonic()
-    producer.send("t", b"v", partition=1)
-    transport.take()
+    future = producer.send("t", b"v", partition=1)
+    item, = transport.take()
     assert time.monotonic() - started >= 0.015
+    transport.complete(item)
+    assert future.result(5).offset == 0
     shutdown(producer, transport)
 
 
@@ -179,8 +191,9 @@ def test_retried_batch_keeps_its_sequence_and_bytes(transport, error):
     first = producer.send("t", b"a", partition=0)
     transport.complete(transport.take()[0])
     future = producer.send("t", b"b", partition=0)
-    (request, done), = transport.take()
-    done(None, error)
+    (item,) = transport.take()
+    request = item[0]
+    transport.fail(item, error)
     (retry, _), = items = transport.take()
     assert retry.base_sequence == request.base_sequence == 1
     assert retry.records == request.records
@@ -192,8 +205,9 @@ def test_retried_batch_keeps_its_sequence_and_bytes(transport, error):
 def test_non_retriable_error_fails_the_batch_and_does_not_advance_the_sequence(transport):
     producer = make_producer(transport)
     doomed = producer.send("t", b"a", partition=0)
-    (request, done), = transport.take()
-    done(None, UnknownPartition("gone"))
+    (item,) = transport.take()
+    request = item[0]
+    transport.fail(item, UnknownPartition("gone"))
     with pytest.raises(UnknownPartition):
         doomed.result(1)
     producer.send("t", b"b", partition=0)
@@ -205,9 +219,9 @@ def test_non_retriable_error_fails_the_batch_and_does_not_advance_the_sequence(t
 def test_delivery_timeout_fails_a_batch_that_keeps_failing(transport):
     producer = make_producer(transport, delivery_timeout_ms=50)
     future = producer.send("t", b"a", partition=0)
-    (_, done), = transport.take()
+    (item,) = transport.take()
     time.sleep(0.06)
-    done(None, NotLeader("x"))
+    transport.fail(item, NotLeader("x"))
     with pytest.raises(NotLeader):
         future.result(1)
     producer.close()

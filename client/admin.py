@@ -1,0 +1,222 @@
+"""The Admin client: create, describe, alter and delete topics, and read the cluster's status.
+
+Writes go to the controller (the metadata-group leader) through the router, which follows NOT_LEADER hints;
+reads are answered by any broker from its replicated metadata. `create_topic` and `alter_partitions` wait by
+default until every partition of the topic reports a leader, so a producer can use the topic at once.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+from raftbus.client import settings
+from raftbus.client.errors import LeaderNotAvailable
+from raftbus.client.router import Router
+from raftbus.client.wire import raftbus_pb2 as pb
+
+
+def _unset_as_none(value: int) -> int | None:
+    """The wire uses 0 for "no leader / no controller"; the SDK says None."""
+    return value or None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionDescription:
+    """One partition: its leader (None while an election runs), replicas, in-sync replicas and offsets.
+
+    `log_start_offset` and `high_watermark` are -1 when the answering broker holds no replica of the partition.
+    """
+
+    partition: int
+    leader_id: int | None
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    log_start_offset: int
+    high_watermark: int
+
+    @classmethod
+    def from_proto(cls, info: pb.PartitionInfo) -> "PartitionDescription":
+        return cls(info.partition, _unset_as_none(info.leader_id), tuple(info.replicas), tuple(info.isr),
+                   info.log_start_offset, info.high_watermark)
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "replicas": list(self.replicas), "isr": list(self.isr)}
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDescription:
+    """A topic and its partitions; retention -1 means unlimited, ordering is "" for stream topics."""
+
+    name: str
+    topic_id: int
+    kind: str
+    ordering: str
+    retention_ms: int
+    retention_bytes: int
+    created_ms: int
+    partitions: tuple[PartitionDescription, ...]
+
+    @classmethod
+    def from_proto(cls, info: pb.TopicInfo) -> "TopicDescription":
+        return cls(info.name, info.topic_id, info.kind, info.ordering, info.retention_ms, info.retention_bytes,
+                   info.created_ms, tuple(PartitionDescription.from_proto(p) for p in info.partitions))
+
+    def to_dict(self) -> dict:
+        fields = {name: getattr(self, name) for name in self.__dataclass_fields__ if name != "partitions"}
+        return {**fields, "partitions": [p.to_dict() for p in self.partitions]}
+
+    def leaderless_partitions(self) -> list[int]:
+        return [p.partition for p in self.partitions if p.leader_id is None]
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerDescription:
+    """A registered broker; `alive` is whether the answering broker is connected to it."""
+
+    broker_id: int
+    address: str
+    raft_address: str
+    alive: bool
+
+    @classmethod
+    def from_proto(cls, info: pb.BrokerInfo) -> "BrokerDescription":
+        return cls(info.broker_id, info.address, info.raft_address, info.alive)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterStatus:
+    """Brokers, the controller (None while an election runs) and topics, as one broker sees them."""
+
+    brokers: tuple[BrokerDescription, ...]
+    controller_id: int | None
+    topics: tuple[TopicDescription, ...]
+    answering_broker_id: int
+
+    @classmethod
+    def from_proto(cls, response: pb.ClusterStatusResponse | pb.MetadataResponse) -> "ClusterStatus":
+        return cls(tuple(BrokerDescription.from_proto(b) for b in response.brokers),
+                   _unset_as_none(response.controller_id),
+                   tuple(TopicDescription.from_proto(t) for t in response.topics),
+                   response.answering_broker_id)
+
+    def to_dict(self) -> dict:
+        return {"brokers": [b.to_dict() for b in self.brokers], "controller_id": self.controller_id,
+                "topics": [t.to_dict() for t in self.topics], "answering_broker_id": self.answering_broker_id}
+
+
+def create_topic_request(name: str, partitions: int, replication_factor: int, kind: str, ordering: str | None,
+                         retention_ms: int | None, retention_bytes: int | None) -> pb.CreateTopicRequest:
+    """The CreateTopic request; unset retention fields mean "the broker's default"."""
+    optional = {}
+    if retention_ms is not None:
+        optional["retention_ms"] = retention_ms
+    if retention_bytes is not None:
+        optional["retention_bytes"] = retention_bytes
+    return pb.CreateTopicRequest(name=name, partitions=partitions, replication_factor=replication_factor,
+                                 kind=kind, ordering=ordering or "", **optional)
+
+
+class Admin:
+    """Topic and cluster administration; a context manager that closes its channels."""
+
+    def __init__(
+        self,
+        bootstrap: str | list[str] | None = None,
+        *,
+        request_timeout_ms: int = settings.REQUEST_TIMEOUT_MS,
+        topic_ready_timeout_ms: int = settings.TOPIC_READY_TIMEOUT_MS,
+        topic_ready_poll_ms: int = settings.TOPIC_READY_POLL_MS,
+        router: Router | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.router = router or Router(bootstrap, request_timeout_ms=request_timeout_ms)
+        self.request_timeout_s = request_timeout_ms / 1000
+        self.topic_ready_timeout_s = topic_ready_timeout_ms / 1000
+        self.topic_ready_poll_s = topic_ready_poll_ms / 1000
+        self._sleep = sleep
+        self._clock = clock
+
+    # ------------------------------------------------------------------ topics
+
+    def create_topic(self, name: str, partitions: int = 3, replication_factor: int = 3, kind: str = "stream",
+                     ordering: str | None = None, retention_ms: int | None = None,
+                     retention_bytes: int | None = None, wait: bool = True) -> TopicDescription:
+        """Create a topic on the controller; with `wait`, return once every partition has a leader.
+
+        Raises TopicExists, InvalidName, InvalidPartitions, InvalidReplicationFactor, InvalidArgument, and
+        LeaderNotAvailable when partitions still lack a leader after `topic_ready_timeout_ms`.
+        """
+        request = create_topic_request(name, partitions, replication_factor, kind, ordering, retention_ms,
+                                       retention_bytes)
+        response = self.router.call_controller(
+            lambda conn: conn.admin.CreateTopic(request, timeout=self.request_timeout_s))
+        created = TopicDescription.from_proto(response.topic)
+        return self.wait_for_leaders(name) if wait else created
+
+    def list_topics(self) -> list[TopicDescription]:
+        response = self.router.call_any(
+            lambda conn: conn.admin.ListTopics(pb.ListTopicsRequest(), timeout=self.request_timeout_s))
+        return [TopicDescription.from_proto(t) for t in response.topics]
+
+    def describe_topic(self, name: str) -> TopicDescription:
+        """The topic's settings and partitions; UnknownTopic if it does not exist."""
+        response = self.router.call_any(
+            lambda conn: conn.admin.DescribeTopic(pb.DescribeTopicRequest(name=name), timeout=self.request_timeout_s))
+        return TopicDescription.from_proto(response)
+
+    def delete_topic(self, name: str) -> None:
+        """Delete a topic and all its records; UnknownTopic if it does not exist."""
+        self.router.call_controller(
+            lambda conn: conn.admin.DeleteTopic(pb.DeleteTopicRequest(name=name), timeout=self.request_timeout_s))
+
+    def alter_partitions(self, name: str, partitions: int, wait: bool = True) -> TopicDescription:
+        """Grow a topic to `partitions` in total (InvalidPartitions on a shrink); `wait` as in create_topic."""
+        request = pb.AlterPartitionsRequest(name=name, partitions=partitions)
+        response = self.router.call_controller(
+            lambda conn: conn.admin.AlterPartitions(request, timeout=self.request_timeout_s))
+        altered = TopicDescription.from_proto(response)
+        return self.wait_for_leaders(name) if wait else altered
+
+    def wait_for_leaders(self, name: str) -> TopicDescription:
+        """Poll metadata until every partition of `name` has a leader, bounded by topic_ready_timeout_ms."""
+        deadline = self._clock() + self.topic_ready_timeout_s
+        while True:
+            topics = self.metadata([name]).topics
+            topic = next((t for t in topics if t.name == name), None)
+            missing = topic.leaderless_partitions() if topic is not None else ["all"]
+            if topic is not None and not missing:
+                return topic
+            if self._clock() + self.topic_ready_poll_s > deadline:
+                raise LeaderNotAvailable(
+                    f"topic {name!r}: partitions {missing} have no leader after {self.topic_ready_timeout_s:g} s")
+            self._sleep(self.topic_ready_poll_s)
+
+    # ------------------------------------------------------------------ cluster
+
+    def cluster_status(self) -> ClusterStatus:
+        """Brokers, controller and every topic's partition leaders and in-sync replicas."""
+        response = self.router.call_any(
+            lambda conn: conn.admin.ClusterStatus(pb.ClusterStatusRequest(), timeout=self.request_timeout_s))
+        return ClusterStatus.from_proto(response)
+
+    def metadata(self, topics: list[str] | None = None) -> ClusterStatus:
+        """The routing metadata (brokers, controller, partition leaders) for `topics`, or all topics."""
+        request = pb.MetadataRequest(topics=list(topics or ()))
+        response = self.router.call_any(lambda conn: conn.admin.GetMetadata(request, timeout=self.request_timeout_s))
+        return ClusterStatus.from_proto(response)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def close(self) -> None:
+        self.router.close()
+
+    def __enter__(self) -> "Admin":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,301 @@
+"""The Reader: reads stream-topic partitions by offset, without a consumer group.
+
+Every read goes to the partition's leader through the router. Positions are "earliest" (the log start),
+"latest" (the high watermark) or an offset. Iterators keep the order of records within a partition; with
+`stop_at_end` they end at the high watermark seen when they started, so records produced later are not read.
+
+Falling behind retention: when a read that started at "earliest" (or `from_beginning`) gets OffsetOutOfRange
+because retention removed records below its position, it restarts at the new log start and goes on; the
+removed records are skipped. A read that started at an explicit offset raises OffsetOutOfRange instead.
+A position above the high watermark (a new leader still applying committed entries) is retried for up to
+`high_watermark_catch_up_ms` before OffsetOutOfRange is raised.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import grpc
+
+from raftbus.client import settings
+from raftbus.client.errors import InvalidArgument, OffsetOutOfRange, RaftbusError, error_from_code, error_from_rpc
+from raftbus.client.records import Record, decode_fetched, iter_stored_batches
+from raftbus.client.router import Router
+from raftbus.client.wire import raftbus_pb2 as pb
+
+EARLIEST = "earliest"
+LATEST = "latest"
+# ListOffsets' special timestamps.
+EARLIEST_TIMESTAMP_MS = -2
+LATEST_TIMESTAMP_MS = -1
+
+Position = str | int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResult:
+    """The records of one fetch at or above the requested offset, and where to fetch next."""
+
+    records: list[Record]
+    next_offset: int
+    high_watermark: int
+    log_start_offset: int
+
+
+def end_offset(batches: bytes, offset: int) -> int:
+    """The offset after the last stored batch of a fetch answer (`offset` when the answer is empty)."""
+    end = offset
+    for batch in iter_stored_batches(batches):
+        end = max(end, batch.base_offset + batch.record_count)
+    return end
+
+
+def fetch_result(topic: str, partition: int, offset: int, response: pb.FetchResponse) -> FetchResult:
+    """Decode a FetchResponse, skipping records below `offset` (a batch may start before it)."""
+    records = list(decode_fetched(topic, partition, response.batches, offset))
+    return FetchResult(records, end_offset(response.batches, offset), response.high_watermark,
+                       response.log_start_offset)
+
+
+@dataclass(slots=True)
+class Cursor:
+    """A read position in one partition; `end_offset` is where a stop_at_end read stops (None: never)."""
+
+    partition: int
+    offset: int
+    end_offset: int | None
+    restart_at_log_start: bool
+
+    def done(self) -> bool:
+        return self.end_offset is not None and self.offset >= self.end_offset
+
+    def advance(self, result: FetchResult) -> list[Record]:
+        """Move past `result` and return its records below `end_offset`."""
+        records = result.records
+        if self.end_offset is None:
+            self.offset = max(self.offset, result.next_offset)
+            return records
+        self.offset = max(self.offset, min(result.next_offset, self.end_offset))
+        if records and records[-1].offset >= self.end_offset:
+            records = [r for r in records if r.offset < self.end_offset]
+        return records
+
+
+class Reader:
+    """Reads partitions by offset; a context manager that closes its channels. See the module docstring."""
+
+    def __init__(
+        self,
+        bootstrap: str | list[str] | None = None,
+        *,
+        fetch_bytes_max: int = settings.FETCH_BYTES_MAX,
+        fetch_wait_ms: int = settings.FETCH_WAIT_MS,
+        request_timeout_ms: int = settings.REQUEST_TIMEOUT_MS,
+        poll_idle_sleep_ms: int = settings.POLL_IDLE_SLEEP_MS,
+        high_watermark_catch_up_ms: int = settings.HIGH_WATERMARK_CATCH_UP_MS,
+        router: Router | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        if fetch_bytes_max <= 0 or fetch_wait_ms < 0:
+            raise InvalidArgument("need fetch_bytes_max > 0 and fetch_wait_ms >= 0")
+        self.router = router or Router(bootstrap, request_timeout_ms=request_timeout_ms)
+        self.fetch_bytes_max = fetch_bytes_max
+        self.fetch_wait_ms = fetch_wait_ms
+        self.request_timeout_s = request_timeout_ms / 1000
+        self.poll_idle_sleep_s = poll_idle_sleep_ms / 1000
+        self.high_watermark_catch_up_s = high_watermark_catch_up_ms / 1000
+        self._sleep = sleep
+        self._clock = clock
+
+    # ------------------------------------------------------------------ single calls
+
+    def partitions(self, topic: str) -> int:
+        """How many partitions `topic` has; UnknownTopic if it does not exist."""
+        return self.router.partitions_for(topic)
+
+    def offsets(self, topic: str, partition: int) -> tuple[int, int]:
+        """(log_start_offset, high_watermark) of the partition, from its leader."""
+        response = self._list_offsets(topic, partition, EARLIEST_TIMESTAMP_MS)
+        return response.log_start_offset, response.high_watermark
+
+    def offset_for_time(self, topic: str, partition: int, timestamp_ms: int) -> int:
+        """The first offset whose batch has a timestamp >= timestamp_ms (the high watermark if none)."""
+        if timestamp_ms < 0:
+            raise InvalidArgument("timestamp_ms must be >= 0")
+        return self._list_offsets(topic, partition, timestamp_ms).offset
+
+    def _list_offsets(self, topic: str, partition: int, timestamp_ms: int) -> pb.ListOffsetsResponse:
+        request = pb.ListOffsetsRequest(topic=topic, partition=partition, timestamp_ms=timestamp_ms)
+        return self.router.call_partition(
+            topic, partition, lambda conn: conn.log.ListOffsets(request, timeout=self.request_timeout_s))
+
+    def fetch(self, topic: str, partition: int, offset: int, max_bytes: int | None = None,
+              max_wait_ms: int = 0) -> FetchResult:
+        """One fetch from the leader: records at or above `offset`, long-polling up to max_wait_ms at the end."""
+        request = pb.FetchRequest(topic=topic, partition=partition, offset=offset,
+                                  max_bytes=max_bytes or self.fetch_bytes_max, max_wait_ms=max_wait_ms)
+        timeout_s = self.request_timeout_s + max_wait_ms / 1000
+        response = self.router.call_partition(
+            topic, partition, lambda conn: conn.log.Fetch(request, timeout=timeout_s))
+        return fetch_result(topic, partition, offset, response)
+
+    # ------------------------------------------------------------------ iterators
+
+    def cursor(self, topic: str, partition: int, offset: Position = EARLIEST, stop_at_end: bool = False) -> Cursor:
+        """Resolve "earliest"/"latest"/an offset into a Cursor (one ListOffsets call)."""
+        if offset not in (EARLIEST, LATEST) and (type(offset) is not int or offset < 0):
+            raise InvalidArgument(f"offset must be 'earliest', 'latest' or an offset >= 0, not {offset!r}")
+        log_start, high_watermark = self.offsets(topic, partition)
+        start = log_start if offset == EARLIEST else high_watermark if offset == LATEST else offset
+        return Cursor(partition, start, high_watermark if stop_at_end else None, offset == EARLIEST)
+
+    def iter_partition(self, topic: str, partition: int, offset: Position = EARLIEST, stop_at_end: bool = False,
+                       idle_timeout_ms: int | None = None) -> Iterator[Record]:
+        """Records of one partition in offset order, by long-poll fetches.
+
+        Ends at the high watermark seen at the start with `stop_at_end`, or after `idle_timeout_ms` without a
+        record; otherwise it follows the partition forever.
+        """
+        cursor = self.cursor(topic, partition, offset, stop_at_end)
+        idle = IdleTimer(idle_timeout_ms, self._clock)
+        while not cursor.done() and not idle.expired():
+            wait_ms = idle.wait_ms(self.fetch_wait_ms)
+            records = cursor.advance(self._fetch_at(topic, cursor, wait_ms))
+            if records:
+                idle.reset()
+                yield from records
+            elif wait_ms == 0 and not idle.expired():
+                self._sleep(self.poll_idle_sleep_s)
+
+    def iter_topic(self, topic: str, from_beginning: bool = False, stop_at_end: bool = False,
+                   idle_timeout_ms: int | None = None) -> Iterator[Record]:
+        """Records of every partition, fetching them round-robin; order within each partition is kept.
+
+        Starts at the log start of each partition with `from_beginning`, else at its high watermark; ends
+        as iter_partition does.
+        """
+        start = EARLIEST if from_beginning else LATEST
+        cursors = [self.cursor(topic, p, start, stop_at_end) for p in range(self.partitions(topic))]
+        idle = IdleTimer(idle_timeout_ms, self._clock)
+        while not idle.expired():
+            active = [c for c in cursors if not c.done()]
+            if not active:
+                return
+            wait_ms = idle.wait_ms(self.fetch_wait_ms) if len(active) == 1 else 0
+            found = False
+            for cursor in active:
+                records = cursor.advance(self._fetch_at(topic, cursor, wait_ms))
+                if records:
+                    found = True
+                    yield from records
+            if found:
+                idle.reset()
+            elif len(active) > 1 and not idle.expired():
+                self._sleep(self.poll_idle_sleep_s)
+
+    def stream_partition(self, topic: str, partition: int, offset: Position = EARLIEST,
+                         stop_at_end: bool = False) -> Iterator[Record]:
+        """Like iter_partition, over one server-streaming FetchStream call (fewer round trips when tailing).
+
+        The stream is reopened at the current position after a leader change or a dropped connection.
+        """
+        cursor = self.cursor(topic, partition, offset, stop_at_end)
+        attempt = 0
+        while not cursor.done():
+            try:
+                for result in self._stream_results(topic, cursor):
+                    attempt = 0
+                    yield from cursor.advance(result)
+                    if cursor.done():
+                        return
+            except RaftbusError as err:
+                attempt += 1
+                delay_s = self._retry_delay_s(topic, cursor, err, attempt)
+                if delay_s:
+                    self._sleep(delay_s)
+
+    # ------------------------------------------------------------------ helpers
+
+    def _stream_results(self, topic: str, cursor: Cursor) -> Iterator[FetchResult]:
+        request = pb.FetchRequest(topic=topic, partition=cursor.partition, offset=cursor.offset,
+                                  max_bytes=self.fetch_bytes_max, max_wait_ms=self.fetch_wait_ms)
+        conn = self.router.connection(self.router.leader_address(topic, cursor.partition))
+        call = conn.log.FetchStream(request)
+        try:
+            for response in call:
+                if response.HasField("error"):
+                    e = response.error
+                    raise error_from_code(e.code, e.message, leader_id=e.leader_id or None,
+                                          leader_address=e.leader_address or None)
+                yield fetch_result(topic, cursor.partition, cursor.offset, response)
+        except grpc.RpcError as exc:
+            raise error_from_rpc(exc) from None
+        finally:
+            call.cancel()
+
+    def _fetch_at(self, topic: str, cursor: Cursor, max_wait_ms: int) -> FetchResult:
+        attempt = 0
+        while True:
+            try:
+                return self.fetch(topic, cursor.partition, cursor.offset, max_wait_ms=max_wait_ms)
+            except OffsetOutOfRange as err:
+                attempt += 1
+                delay_s = self._out_of_range_delay_s(topic, cursor, err, attempt)
+                if delay_s:
+                    self._sleep(delay_s)
+
+    def _retry_delay_s(self, topic: str, cursor: Cursor, err: RaftbusError, attempt: int) -> float:
+        """The delay before reading again at the cursor after `err`; raises `err` when it must not be retried."""
+        if isinstance(err, OffsetOutOfRange):
+            return self._out_of_range_delay_s(topic, cursor, err, attempt)
+        delay_s = self.router.note_failure(err, attempt, topic=topic, partition=cursor.partition)
+        if delay_s is None:
+            raise err
+        return delay_s
+
+    def _out_of_range_delay_s(self, topic: str, cursor: Cursor, err: OffsetOutOfRange, attempt: int) -> float:
+        """Restart below the log start (earliest-style reads only) or wait a bounded time for the high watermark."""
+        log_start, _ = self.offsets(topic, cursor.partition)
+        if cursor.offset < log_start:
+            if not cursor.restart_at_log_start:
+                raise err
+            cursor.offset = log_start
+            return 0.0
+        if attempt * self.poll_idle_sleep_s > self.high_watermark_catch_up_s:
+            raise err
+        return self.poll_idle_sleep_s
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def close(self) -> None:
+        self.router.close()
+
+    def __enter__(self) -> "Reader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class IdleTimer:
+    """Tracks time since the last record for `idle_timeout_ms` (None: never expires)."""
+
+    def __init__(self, idle_timeout_ms: int | None, clock: Callable[[], float]):
+        self.idle_timeout_s = None if idle_timeout_ms is None else idle_timeout_ms / 1000
+        self._clock = clock
+        self._last_s = clock()
+
+    def reset(self) -> None:
+        self._last_s = self._clock()
+
+    def expired(self) -> bool:
+        return self.idle_timeout_s is not None and self._clock() - self._last_s >= self.idle_timeout_s
+
+    def wait_ms(self, fetch_wait_ms: int) -> int:
+        """The long-poll wait for the next fetch: fetch_wait_ms, shortened to the idle time left."""
+        if self.idle_timeout_s is None:
+            return fetch_wait_ms
+        left_ms = int((self.idle_timeout_s - (self._clock() - self._last_s)) * 1000)
+        return max(0, min(fetch_wait_ms, left_ms))

@@ -1,0 +1,106 @@
+"""Several brokers' Raft machinery in one process: real pysyncobj groups, real hubs on loopback, manual ticking."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from raftbus.broker import commands
+from raftbus.broker.replication.loop import RaftLoop
+from raftbus.broker.replication.raft import RaftGroup, RaftSettings
+from raftbus.broker.state.partition import PartitionStateMachine
+from raftbus.broker.storage.lmdb_store import LmdbStore
+from raftbus.broker.transport.hub import RaftHub
+from tests.helpers import free_ports
+
+SECRET = b"k" * 32
+PRODUCER = b"p" * 16
+
+
+class Node:
+    """One broker's loop, hub and partition replicas; `step` runs one loop iteration without waiting."""
+
+    def __init__(self, node_id: int, raft_addresses: dict[int, str], root: Path, settings: RaftSettings):
+        self.node_id = node_id
+        self.root = root / f"node-{node_id}"
+        self.settings = settings
+        self.loop = RaftLoop(tick_interval_ms=20, housekeeping_interval_ms=50)
+        peers = {n: a for n, a in raft_addresses.items() if n != node_id}
+        self.hub = RaftHub(node_id, raft_addresses[node_id], peers, SECRET, on_message=self.loop.on_message,
+                           on_peer_connected=self.loop.on_peer_connected,
+                           on_peer_disconnected=self.loop.on_peer_disconnected, frame_bytes_max=64 << 20,
+                           send_buffer_bytes_max=256 << 20, connect_retry_ms=50, handshake_timeout_ms=2000)
+        self.loop.attach(self.hub)
+        self.hub.start()
+        self.groups: dict[str, RaftGroup] = {}
+        self._next = (0.0, 0.0)
+
+    def add_partition(self, group_id: str, replica_ids) -> RaftGroup:
+        base = self.root / group_id
+        store = LmdbStore(str(base / "store"), tables=PartitionStateMachine.TABLES, map_size_bytes=1 << 20)
+        group = RaftGroup(group_id, PartitionStateMachine(store), store, hub=self.hub, loop=self.loop,
+                          self_id=self.node_id, peer_ids=sorted(r for r in replica_ids if r != self.node_id),
+                          data_dir=base / "raft", settings=self.settings)
+        self.groups[group_id] = group
+        self.loop.add_group(group)
+        return group
+
+    def step(self) -> None:
+        self._next = self.loop.run_once(*self._next, wait=False)
+
+    def close(self) -> None:
+        for group_id in list(self.groups):
+            self.loop.remove_group(group_id)
+            self.groups.pop(group_id).store.close()
+        self.hub.close()
+
+
+class RaftCluster:
+    def __init__(self, root: Path, size: int = 3, settings: RaftSettings | None = None):
+        self.root = root
+        self.settings = settings or RaftSettings(election_timeout_min_ms=200, election_timeout_max_ms=400,
+                                                 heartbeat_interval_ms=50, leader_fallback_timeout_ms=1000)
+        self.addresses = {n: f"127.0.0.1:{p}" for n, p in zip(range(1, size + 1), free_ports(size))}
+        self.nodes: dict[int, Node] = {}
+
+    def start(self, node_id: int, groups=("p1.0",)) -> Node:
+        node = Node(node_id, self.addresses, self.root, self.settings)
+        for group_id in groups:
+            node.add_partition(group_id, list(self.addresses))
+        self.nodes[node_id] = node
+        return node
+
+    def stop(self, node_id: int) -> None:
+        self.nodes.pop(node_id).close()
+
+    def run_until(self, predicate, timeout_s: float = 20.0, what: str = "condition"):
+        """Step every running node until predicate() is truthy; fail with the last value seen."""
+        deadline = time.monotonic() + timeout_s
+        last = None
+        while time.monotonic() < deadline:
+            for node in list(self.nodes.values()):
+                node.step()
+            last = predicate()
+            if last:
+                return last
+            time.sleep(0.001)
+        raise AssertionError(f"timed out after {timeout_s} s waiting for {what}; last seen: {last!r}")
+
+    def leader(self, group_id: str = "p1.0"):
+        leaders = [n.groups[group_id] for n in self.nodes.values() if n.groups[group_id].is_leader]
+        return leaders[0] if len(leaders) == 1 else None
+
+    def wait_leader(self, group_id: str = "p1.0"):
+        return self.run_until(lambda: self.leader(group_id), what=f"one leader of {group_id}")
+
+    def produce(self, count: int, group_id: str = "p1.0", first_sequence: int = 0, payload: bytes = b"x" * 100):
+        """Submit `count` single-record batches to the leader and run until all are committed; returns results."""
+        leader = self.wait_leader(group_id)
+        futures = [leader.submit(commands.encode_produce(1_000 + i, PRODUCER, first_sequence + i, 1, 1_000 + i,
+                                                         payload + str(first_sequence + i).encode()))
+                   for i in range(count)]
+        self.run_until(lambda: all(f.done() for f in futures), what=f"{count} produces committed")
+        return [f.result() for f in futures]
+
+    def close(self) -> None:
+        for node_id in list(self.nodes):
+            self.stop(node_id)

@@ -1,0 +1,273 @@
+"""Goal: the router caches partition leaders, follows NOT_LEADER hints, refreshes metadata on transient errors
+and gives up with the typed error once its retry budget or deadline is spent, driven by a fake connection layer."""
+from types import SimpleNamespace
+
+import grpc
+import pytest
+
+from raftbus.client.errors import (
+    CODE_KEY,
+    LEADER_ADDRESS_KEY,
+    LEADER_ID_KEY,
+    LeaderNotAvailable,
+    NotLeader,
+    Unavailable,
+    UnknownPartition,
+    UnknownTopic,
+)
+from raftbus.client.router import Connection, Router
+from raftbus.client.wire import raftbus_pb2 as pb
+
+
+class FakeRpcError(grpc.RpcError):
+    """What a failed grpc call raises: a status, details and trailing metadata."""
+
+    def __init__(self, status=grpc.StatusCode.UNAVAILABLE, details="", metadata=()):
+        super().__init__(details)
+        self._status, self._details, self._metadata = status, details, tuple(metadata)
+
+    def code(self):
+        return self._status
+
+    def details(self):
+        return self._details
+
+    def trailing_metadata(self):
+        return self._metadata
+
+
+def not_leader_rpc(leader_id=None, leader_address=None) -> FakeRpcError:
+    metadata = [(CODE_KEY, "NOT_LEADER")]
+    if leader_id is not None:
+        metadata.append((LEADER_ID_KEY, str(leader_id)))
+    if leader_address is not None:
+        metadata.append((LEADER_ADDRESS_KEY, leader_address))
+    return FakeRpcError(grpc.StatusCode.FAILED_PRECONDITION, "not the leader", metadata)
+
+
+def metadata(leaders: dict[int, int], controller_id: int = 1, brokers: int = 3) -> pb.MetadataResponse:
+    """Metadata for brokers b1..bN and a topic "t" whose partition p is led by leaders[p]."""
+    return pb.MetadataResponse(
+        brokers=[pb.BrokerInfo(broker_id=i, address=f"b{i}") for i in range(1, brokers + 1)],
+        controller_id=controller_id,
+        topics=[pb.TopicInfo(name="t", partitions=[pb.PartitionInfo(partition=p, leader_id=leader, replicas=[1, 2, 3])
+                                                   for p, leader in leaders.items()])],
+    )
+
+
+class FakeCluster:
+    """Brokers by address: GetMetadata answers `self.metadata` (or raises for addresses listed as down)."""
+
+    def __init__(self, answer: pb.MetadataResponse, down=()):
+        self.metadata = answer
+        self.down = set(down)
+        self.metadata_asked: list[str] = []
+
+    def connect(self, address: str) -> Connection:
+        def get_metadata(request, timeout=None):
+            self.metadata_asked.append(address)
+            if address in self.down:
+                raise FakeRpcError(grpc.StatusCode.UNAVAILABLE, "connection refused")
+            return self.metadata
+
+        return Connection(address, SimpleNamespace(close=lambda: None), log=None,
+                          admin=SimpleNamespace(GetMetadata=get_metadata))
+
+
+class FakeClock:
+    """A manual clock; sleeping advances it and is recorded."""
+
+    def __init__(self):
+        self.now_s = 1000.0
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now_s
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now_s += seconds
+
+
+class Script:
+    """An RPC body: records the broker it ran on and plays the next scripted outcome for that broker."""
+
+    def __init__(self, outcomes=None):
+        self.outcomes = {address: list(items) for address, items in (outcomes or {}).items()}
+        self.visited: list[str] = []
+
+    def __call__(self, conn: Connection):
+        self.visited.append(conn.address)
+        pending = self.outcomes.get(conn.address)
+        outcome = pending.pop(0) if pending else f"ok from {conn.address}"
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+
+def make_router(cluster: FakeCluster, clock: FakeClock, bootstrap="b1", **overrides) -> Router:
+    options = {"request_timeout_ms": 30_000, "retries": 5, "retry_backoff_ms": 50, "retry_backoff_max_ms": 1_000}
+    options.update(overrides)
+    return Router(bootstrap, connect=cluster.connect, sleep=clock.sleep, clock=clock, **options)
+
+
+@pytest.fixture
+def clock():
+    return FakeClock()
+
+
+def test_partition_calls_use_the_cached_leader(clock):
+    """Calls go to each partition's leader, and metadata is fetched once for many calls."""
+    cluster = FakeCluster(metadata({0: 1, 1: 2}))
+    router = make_router(cluster, clock)
+    script = Script()
+    answers = [router.call_partition("t", p, script) for p in (0, 1, 0, 1)]
+    assert script.visited == ["b1", "b2", "b1", "b2"]
+    assert answers[1] == "ok from b2"
+    assert cluster.metadata_asked == ["b1"]
+    assert clock.sleeps == []
+
+
+def test_not_leader_hint_with_address_is_followed_at_once_and_cached(clock):
+    """A NOT_LEADER answer naming the leader's address is retried there without delay and remembered."""
+    cluster = FakeCluster(metadata({0: 1}))
+    router = make_router(cluster, clock)
+    script = Script({"b1": [not_leader_rpc(leader_id=7, leader_address="b7")]})
+    assert router.call_partition("t", 0, script) == "ok from b7"
+    assert router.call_partition("t", 0, script) == "ok from b7"
+    assert script.visited == ["b1", "b7", "b7"]
+    assert clock.sleeps == []
+    assert cluster.metadata_asked == ["b1"]
+
+
+def test_not_leader_hint_with_only_an_id_uses_the_broker_map(clock):
+    """A NOT_LEADER answer carrying only the leader's id is resolved through the known broker addresses."""
+    cluster = FakeCluster(metadata({0: 1}))
+    router = make_router(cluster, clock)
+    script = Script({"b1": [NotLeader("moved", leader_id=3)]})
+    assert router.call_partition("t", 0, script) == "ok from b3"
+    assert script.visited == ["b1", "b3"]
+    assert clock.sleeps == []
+
+
+def test_not_leader_without_hint_refreshes_metadata(clock):
+    """A NOT_LEADER answer with no hint forgets the leader, backs off and asks the cluster again."""
+    cluster = FakeCluster(metadata({0: 1}))
+    router = make_router(cluster, clock)
+    script = Script({"b1": [not_leader_rpc()]})
+    cluster_after = metadata({0: 2})
+
+    def moved(conn):
+        cluster.metadata = cluster_after
+        return script(conn)
+
+    assert router.call_partition("t", 0, moved) == "ok from b2"
+    assert script.visited == ["b1", "b2"]
+    assert cluster.metadata_asked == ["b1", "b1"]
+    assert clock.sleeps == [0.05]
+
+
+@pytest.mark.parametrize("error", [
+    FakeRpcError(grpc.StatusCode.UNAVAILABLE, "connection refused"),
+    FakeRpcError(grpc.StatusCode.UNAVAILABLE, "election", [(CODE_KEY, "LEADER_NOT_AVAILABLE")]),
+    Unavailable("broker stopping"),
+    LeaderNotAvailable("election running"),
+], ids=["grpc-unavailable", "grpc-leader-not-available", "typed-unavailable", "typed-leader-not-available"])
+def test_transient_errors_refresh_metadata_and_back_off(clock, error):
+    """UNAVAILABLE and LEADER_NOT_AVAILABLE make the router refresh its map and retry on the new leader."""
+    cluster = FakeCluster(metadata({0: 1}))
+    router = make_router(cluster, clock)
+    router.refresh()
+    cluster.metadata = metadata({0: 3})
+    script = Script({"b1": [error]})
+    assert router.call_partition("t", 0, script) == "ok from b3"
+    assert script.visited == ["b1", "b3"]
+    assert cluster.metadata_asked == ["b1", "b1"]
+    assert clock.sleeps == [0.05]
+
+
+def test_retry_budget_exhausted_raises_the_typed_error(clock):
+    """A leader that stays unreachable is tried retries + 1 times with growing backoff, then Unavailable is raised."""
+    cluster = FakeCluster(metadata({0: 1}))
+    router = make_router(cluster, clock, retries=3)
+    script = Script({"b1": [FakeRpcError(grpc.StatusCode.UNAVAILABLE, "refused")] * 10})
+    with pytest.raises(Unavailable) as caught:
+        router.call_partition("t", 0, script)
+    assert caught.value.code == "UNAVAILABLE"
+    assert script.visited == ["b1"] * 4
+    assert clock.sleeps == [0.05, 0.1, 0.2]
+
+
+def test_deadline_stops_retries_before_the_budget(clock):
+    """Retries stop when the next backoff would pass request_timeout_ms, even with budget left."""
+    cluster = FakeCluster(metadata({0: 1}))
+    router = make_router(cluster, clock, retries=20, request_timeout_ms=120)
+    script = Script({"b1": [Unavailable("refused")] * 10})
+    with pytest.raises(Unavailable):
+        router.call_partition("t", 0, script)
+    assert clock.sleeps == [0.05]
+    assert len(script.visited) == 2
+
+
+def test_non_retriable_errors_are_raised_at_once(clock):
+    """An error the router cannot fix (here UNKNOWN_TOPIC from the broker) is raised without a retry."""
+    cluster = FakeCluster(metadata({0: 1}))
+    router = make_router(cluster, clock)
+    error = FakeRpcError(grpc.StatusCode.NOT_FOUND, "gone", [(CODE_KEY, "UNKNOWN_TOPIC")])
+    script = Script({"b1": [error]})
+    with pytest.raises(UnknownTopic, match="gone"):
+        router.call_partition("t", 0, script)
+    assert script.visited == ["b1"]
+    assert clock.sleeps == []
+
+
+def test_unknown_topic_and_partition(clock):
+    """A topic missing after a refresh is UnknownTopic; a partition number past the end is UnknownPartition."""
+    cluster = FakeCluster(metadata({0: 1}))
+    router = make_router(cluster, clock)
+    with pytest.raises(UnknownTopic):
+        router.call_partition("missing", 0, Script())
+    assert cluster.metadata_asked == ["b1", "b1"]
+    with pytest.raises(UnknownPartition):
+        router.call_partition("t", 5, Script())
+
+
+def test_controller_calls_follow_the_hint(clock):
+    """Controller calls go to the metadata leader and move to the broker a NOT_LEADER answer names."""
+    cluster = FakeCluster(metadata({0: 1}, controller_id=1))
+    router = make_router(cluster, clock)
+    script = Script({"b1": [not_leader_rpc(leader_id=2, leader_address="b2")]})
+    assert router.call_controller(script) == "ok from b2"
+    assert router.call_controller(script) == "ok from b2"
+    assert script.visited == ["b1", "b2", "b2"]
+    assert clock.sleeps == []
+
+
+def test_call_any_moves_to_the_next_broker(clock):
+    """call_any tries the next bootstrap broker when one is unreachable."""
+    cluster = FakeCluster(metadata({0: 1}))
+    router = make_router(cluster, clock, bootstrap="b1,b2")
+    script = Script({"b1": [FakeRpcError(grpc.StatusCode.UNAVAILABLE, "refused")]})
+    assert router.call_any(script) == "ok from b2"
+    assert script.visited == ["b1", "b2"]
+
+
+def test_metadata_comes_from_the_first_bootstrap_broker_that_answers(clock):
+    """A bootstrap broker that is down is skipped when fetching metadata."""
+    cluster = FakeCluster(metadata({0: 2}), down={"down:1"})
+    router = make_router(cluster, clock, bootstrap="down:1,b1")
+    assert router.call_partition("t", 0, Script()) == "ok from b2"
+    assert cluster.metadata_asked == ["down:1", "b1"]
+
+
+def test_stale_metadata_is_refreshed(clock):
+    """The cached map is fetched again once it is older than metadata_max_age_ms."""
+    cluster = FakeCluster(metadata({0: 1}))
+    router = make_router(cluster, clock, metadata_max_age_ms=1_000)
+    script = Script()
+    router.call_partition("t", 0, script)
+    cluster.metadata = metadata({0: 2})
+    clock.now_s += 2.0
+    router.call_partition("t", 0, script)
+    assert script.visited == ["b1", "b2"]
+    assert cluster.metadata_asked == ["b1", "b1"]
