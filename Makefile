@@ -28,17 +28,23 @@ test-fast: $(STAMP)
 bench: $(STAMP)
 	$(VENV)/bin/raftbus bench all --out bench-results.json
 
-# Regenerate the gRPC modules from proto/ (they are committed; proto-check fails when they differ).
+# Regenerate the gRPC modules from every proto/*.proto (they are committed; proto-check fails when they differ).
+# Generated modules import each other relatively, so they live in the client package without sys.path hacks.
+PROTOS := $(sort $(wildcard proto/*.proto))
+PROTOC  = $(PY) -m grpc_tools.protoc -I proto --python_out=$(1) --pyi_out=$(1) --grpc_python_out=$(1) $(PROTOS) && \
+          sed -i -E 's/^import (\w+_pb2) as/from . import \1 as/' $(1)/*_pb2*.py $(1)/*_pb2.pyi
+
 proto: $(STAMP)
-	$(PY) -m grpc_tools.protoc -I proto --python_out=client/wire --pyi_out=client/wire --grpc_python_out=client/wire proto/raftbus.proto
-	sed -i 's/^import raftbus_pb2 as/from . import raftbus_pb2 as/' client/wire/raftbus_pb2_grpc.py
+	$(call PROTOC,client/wire)
 
 proto-check: $(STAMP)
 	@tmp=$$(mktemp -d); \
-	$(PY) -m grpc_tools.protoc -I proto --python_out=$$tmp --pyi_out=$$tmp --grpc_python_out=$$tmp proto/raftbus.proto; \
-	sed -i 's/^import raftbus_pb2 as/from . import raftbus_pb2 as/' $$tmp/raftbus_pb2_grpc.py; \
-	for f in raftbus_pb2.py raftbus_pb2.pyi raftbus_pb2_grpc.py; do \
+	$(call PROTOC,$$tmp) || exit 1; \
+	for f in $$(cd $$tmp && ls); do \
 	  cmp -s $$tmp/$$f client/wire/$$f || { echo "client/wire/$$f is stale: run 'make proto'"; exit 1; }; \
+	done; \
+	for f in $$(cd client/wire && ls *_pb2*); do \
+	  [ -e $$tmp/$$f ] || { echo "client/wire/$$f has no proto source: run 'make proto' and remove it"; exit 1; }; \
 	done; rm -rf $$tmp
 
 clean:

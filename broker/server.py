@@ -17,7 +17,7 @@ from .services.log import LogService
 from .state.metadata import MetadataStateMachine
 from .state.partition import PartitionStateMachine
 from .storage.lmdb_store import LmdbStore
-from .transport.grpc_server import build_server
+from .transport.grpc_server import build_server, core_servicers
 from .transport.hub import RaftHub
 
 log = logging.getLogger(__name__)
@@ -82,9 +82,9 @@ class Broker:
         self.loop.call_soon(self._reconcile)
         self.loop.start(name=f"raftbus-raft-{self.node_id}")
 
+        servicers = core_servicers(self.log_service, self.admin_service)
         self.server, self.health, self.grpc_port = build_server(
-            s.listen, self.log_service, self.admin_service,
-            workers_max=s.grpc_workers_max, message_bytes_max=s.grpc_message_bytes_max)
+            s.listen, servicers, workers_max=s.grpc_workers_max, message_bytes_max=s.grpc_message_bytes_max)
         self.server.start()
         self._spawn(self._sync_stores, "raftbus-group-commit")
         self._spawn(self._register, "raftbus-register")

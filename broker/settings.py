@@ -76,6 +76,10 @@ class BrokerSettings:
     retention_check_interval_ms: int = 5000
     producer_idle_ms: int = 7 * 24 * 3600 * 1000
     shutdown_timeout_ms: int = 5000
+    # consumer groups
+
+    # queue topics
+
     extra: dict = field(default_factory=dict, compare=False)
 
     # ------------------------------------------------------------------ derived

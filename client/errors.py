@@ -166,6 +166,15 @@ class Unauthenticated(RaftbusError):
     code = "UNAUTHENTICATED"
 
 
+# ---------------------------------------------------------------------- consumer groups (stream topics)
+
+
+# ---------------------------------------------------------------------- queue topics
+
+
+# ---------------------------------------------------------------------- the table
+
+
 # One row per error: the gRPC status code that carries it.
 GRPC_STATUS: dict[type[RaftbusError], grpc.StatusCode] = {
     InternalError: grpc.StatusCode.INTERNAL,
@@ -189,6 +198,10 @@ GRPC_STATUS: dict[type[RaftbusError], grpc.StatusCode] = {
     Unavailable: grpc.StatusCode.UNAVAILABLE,
     Overloaded: grpc.StatusCode.RESOURCE_EXHAUSTED,
     Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
+    # consumer groups
+
+    # queue topics
+
 }
 
 ERRORS_BY_CODE: dict[str, type[RaftbusError]] = {cls.code: cls for cls in GRPC_STATUS}

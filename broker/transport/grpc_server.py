@@ -179,16 +179,19 @@ class AdminServicer(pb_grpc.AdminServicer):
                                         answering_broker_id=view.answering_broker_id)
 
 
-def build_server(address: str, log_service, admin_service, *, workers_max: int, message_bytes_max: int):
-    """A gRPC server with the raftbus services and the standard health service; returns (server, health, port)."""
+def build_server(address: str, servicers, *, workers_max: int, message_bytes_max: int):
+    """A gRPC server with the given servicers and the standard health service; returns (server, health, port).
+
+    `servicers` is a list of (add_XServicer_to_server, servicer) pairs, one per raftbus service.
+    """
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=workers_max, thread_name_prefix="raftbus-grpc"),
         options=[("grpc.max_receive_message_length", message_bytes_max),
                  ("grpc.max_send_message_length", message_bytes_max),
                  ("grpc.so_reuseport", 0)],
     )
-    pb_grpc.add_LogServicer_to_server(LogServicer(log_service), server)
-    pb_grpc.add_AdminServicer_to_server(AdminServicer(admin_service), server)
+    for add_to_server, servicer in servicers:
+        add_to_server(servicer, server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     port = server.add_insecure_port(address)
@@ -196,3 +199,9 @@ def build_server(address: str, log_service, admin_service, *, workers_max: int, 
         raise OSError(f"cannot listen on {address}")
     health_servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
     return server, health_servicer, port
+
+
+def core_servicers(log_service, admin_service) -> list:
+    """The Log and Admin services every broker serves."""
+    return [(pb_grpc.add_LogServicer_to_server, LogServicer(log_service)),
+            (pb_grpc.add_AdminServicer_to_server, AdminServicer(admin_service))]
