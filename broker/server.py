@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import threading
 import time
 from pathlib import Path
 
 from .clock import SystemClock
+from .group_commit import GroupCommit
 from .replication.loop import CONTROL_CHANNEL, RaftLoop
 from .replication.raft import RaftGroup
 from .services.admin import AdminService
@@ -21,6 +23,16 @@ from .transport.grpc_server import build_server, core_servicers
 from .transport.hub import RaftHub
 
 log = logging.getLogger(__name__)
+_PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
+
+
+def resident_bytes() -> int:
+    """Resident memory of this process now (Linux /proc), 0 where unknown."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * _PAGE_BYTES
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 class Broker:
@@ -32,8 +44,8 @@ class Broker:
         self._stopping = threading.Event()
         self._metadata_changed = True
         self._gossip_due = True
-        self._dirty_stores: set = set()
-        self._dirty_lock = threading.Lock()
+        self.group_commit = GroupCommit(settings.storage_sync_interval_ms)
+        self.started_monotonic = time.monotonic()
         self._threads: list[threading.Thread] = []
         self.grpc_port: int | None = None
 
@@ -67,6 +79,7 @@ class Broker:
         self.context = BrokerContext(node_id=self.node_id, settings=s, clock=self.clock,
                                      metadata_sm=self.metadata_sm, metadata_group=self.metadata_group,
                                      leaders=self.leaders, alive=lambda: set(self.hub.connected_peers()))
+        self.context.process_stats = self._process_stats
         self.log_service = LogService(self.context)
         self.admin_service = AdminService(self.context)
 
@@ -86,7 +99,7 @@ class Broker:
         self.server, self.health, self.grpc_port = build_server(
             s.listen, servicers, workers_max=s.grpc_workers_max, message_bytes_max=s.grpc_message_bytes_max)
         self.server.start()
-        self._spawn(self._sync_stores, "raftbus-group-commit")
+        self._spawn(lambda: self.group_commit.run(self._stopping), "raftbus-group-commit")
         self._spawn(self._register, "raftbus-register")
         from grpc_health.v1 import health_pb2
 
@@ -102,8 +115,7 @@ class Broker:
 
     # ------------------------------------------------------------------ loop-thread callbacks
     def _on_applied(self, group) -> None:
-        with self._dirty_lock:
-            self._dirty_stores.add(group.store)
+        self.group_commit.mark(group)
         if group.group_id == METADATA_GROUP:
             self._metadata_changed = True
             return
@@ -178,8 +190,7 @@ class Broker:
         self.loop.remove_group(group_id)
         self.leaders.forget_group(group_id)
         replica.notify_appended()
-        with self._dirty_lock:
-            self._dirty_stores.discard(replica.store)
+        self.group_commit.forget(replica.group)
         replica.store.close()
         path = self._partition_dir(group_id)
         threading.Thread(target=shutil.rmtree, args=(path,), kwargs={"ignore_errors": True}, daemon=True).start()
@@ -203,19 +214,23 @@ class Broker:
             if group.is_leader and group.preferred_leader in connected:
                 group.maybe_transfer_to_preferred()
 
-    # ------------------------------------------------------------------ background threads
-    def _sync_stores(self) -> None:
-        """Group commit: make applied state durable every storage_sync_interval_ms, off the loop thread."""
-        interval = self.settings.storage_sync_interval_ms / 1000
-        while not self._stopping.wait(interval):
-            with self._dirty_lock:
-                stores, self._dirty_stores = self._dirty_stores, set()
-            for store in stores:
-                try:
-                    store.sync()
-                except Exception:
-                    log.exception("store sync failed")
+    def _process_stats(self) -> dict:
+        """Resource use of this process and the group-commit window (any thread)."""
+        times = os.times()
+        groups = list(self.loop.groups.values())
+        window = self.group_commit.percentiles()
+        missing = -1.0
+        return {
+            "rss_bytes": resident_bytes(), "cpu_user_s": times.user, "cpu_system_s": times.system,
+            "uptime_s": time.monotonic() - self.started_monotonic, "groups_hosted": len(groups),
+            "groups_led": sum(1 for g in groups if g.is_leader),
+            "durability_window_p50_ms": window["p50_ms"] if window["p50_ms"] is not None else missing,
+            "durability_window_p99_ms": window["p99_ms"] if window["p99_ms"] is not None else missing,
+            "durability_window_max_ms": window["max_ms"] if window["max_ms"] is not None else missing,
+            "group_commit_rounds": self.group_commit.rounds,
+        }
 
+    # ------------------------------------------------------------------ background threads
     def _register(self) -> None:
         """Record this broker's client address in the metadata group (again whenever it differs)."""
         s = self.settings

@@ -4,13 +4,13 @@ The broker imports only `raftbus.client.errors`, `raftbus.client.records` and th
 modules from here (the wire protocol lives with the clients, as in Kafka); the SDK never imports the broker.
 """
 from raftbus.client import errors
-from raftbus.client.admin import Admin, BrokerDescription, ClusterStatus, PartitionDescription, TopicDescription
+from raftbus.client.admin import Admin, BrokerDescription, BrokerStats, ClusterStatus, PartitionDescription, TopicDescription
 from raftbus.client.errors import RaftbusError
 from raftbus.client.producer import Producer
 from raftbus.client.reader import EARLIEST, LATEST, FetchResult, Reader
 from raftbus.client.records import Record, RecordMetadata
 
 __all__ = [
-    "Admin", "BrokerDescription", "ClusterStatus", "EARLIEST", "FetchResult", "LATEST", "PartitionDescription",
+    "Admin", "BrokerDescription", "BrokerStats", "ClusterStatus", "EARLIEST", "FetchResult", "LATEST", "PartitionDescription",
     "Producer", "RaftbusError", "Reader", "Record", "RecordMetadata", "TopicDescription", "errors",
 ]

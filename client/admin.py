@@ -10,6 +10,8 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
+import grpc
+
 from raftbus.client import settings
 from raftbus.client.errors import LeaderNotAvailable
 from raftbus.client.router import Router
@@ -108,6 +110,31 @@ class ClusterStatus:
                 "topics": [t.to_dict() for t in self.topics], "answering_broker_id": self.answering_broker_id}
 
 
+@dataclass(frozen=True, slots=True)
+class BrokerStats:
+    """One broker's own report: resident memory, CPU time, groups, and its group-commit durability window
+    (ms from the first apply of a round to the end of its fsyncs; -1 before the first round)."""
+
+    broker_id: int
+    rss_bytes: int
+    cpu_user_s: float
+    cpu_system_s: float
+    uptime_s: float
+    groups_hosted: int
+    groups_led: int
+    durability_window_p50_ms: float
+    durability_window_p99_ms: float
+    durability_window_max_ms: float
+    group_commit_rounds: int
+
+    @classmethod
+    def from_proto(cls, info: pb.BrokerStatsResponse) -> "BrokerStats":
+        return cls(*(getattr(info, name) for name in cls.__dataclass_fields__))
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
 def create_topic_request(name: str, partitions: int, replication_factor: int, kind: str, ordering: str | None,
                          retention_ms: int | None, retention_bytes: int | None) -> pb.CreateTopicRequest:
     """The CreateTopic request; unset retention fields mean "the broker's default"."""
@@ -203,6 +230,18 @@ class Admin:
         response = self.router.call_any(
             lambda conn: conn.admin.ClusterStatus(pb.ClusterStatusRequest(), timeout=self.request_timeout_s))
         return ClusterStatus.from_proto(response)
+
+    def broker_stats(self) -> list[BrokerStats]:
+        """Every reachable registered broker's own BrokerStats, by broker id (unreachable ones are left out)."""
+        stats = []
+        for broker in self.metadata().brokers:
+            try:
+                response = self.router.connection(broker.address).admin.BrokerStats(
+                    pb.BrokerStatsRequest(), timeout=self.request_timeout_s)
+            except grpc.RpcError:
+                continue
+            stats.append(BrokerStats.from_proto(response))
+        return sorted(stats, key=lambda s: s.broker_id)
 
     def metadata(self, topics: list[str] | None = None) -> ClusterStatus:
         """The routing metadata (brokers, controller, partition leaders) for `topics`, or all topics."""

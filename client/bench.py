@@ -419,7 +419,7 @@ def bench_produce(bootstrap: str, args) -> dict:
     progress(f"light load: {settings.BENCH_LIGHT_LOAD_RATE_PER_S} single-record sends/s "
              f"for {settings.BENCH_LIGHT_LOAD_DURATION_MS} ms")
     latencies_ms = light_load_latencies_ms(bootstrap, latency_topic, args.record_bytes)
-    return {"bench": "produce", "records": records, "record_bytes": args.record_bytes,
+    return {"bench": "produce", **broker_figures(bootstrap), "records": records, "record_bytes": args.record_bytes,
             **rate_figures(records, value_bytes, elapsed_s),
             "latency_p50_ms": rounded_ms(percentile(latencies_ms, 0.50)),
             "latency_p99_ms": rounded_ms(percentile(latencies_ms, 0.99)),
@@ -429,6 +429,18 @@ def bench_produce(bootstrap: str, args) -> dict:
             "brokers": brokers, "partitions": args.partitions, "replication_factor": args.replication_factor,
             "producers": args.producers, "per_record": args.per_record, "linger_ms": args.linger_ms,
             "batch_bytes_max": args.batch_bytes_max, "topic": topic}
+
+
+def broker_figures(bootstrap: str) -> dict:
+    """Largest broker RSS and the brokers' group-commit durability window (how long an acknowledged record
+    lived only in page caches before its fsync), from every broker's BrokerStats after the load."""
+    with Admin(bootstrap) as admin:
+        stats = admin.broker_stats()
+    if not stats:
+        return {}
+    return {"broker_rss_mb_max": round(max(s.rss_bytes for s in stats) / 1e6, 1),
+            "durability_window_p99_ms": max(s.durability_window_p99_ms for s in stats),
+            "durability_window_max_ms": max(s.durability_window_max_ms for s in stats)}
 
 
 def fill_topic(bootstrap: str, topic: str, args) -> int:

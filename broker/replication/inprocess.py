@@ -54,5 +54,9 @@ class InProcessGroup:
     def in_sync_replicas(self, self_id: int, now_monotonic: float) -> list[int]:
         return [self_id] if self.is_leader else []
 
+    def sync(self) -> None:
+        if self.store is not None:
+            self.store.sync()
+
     def close(self) -> None:
         pass

@@ -19,6 +19,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
+import pysyncobj.journal as raft_journal
 import pysyncobj.pickle as raft_pickle
 from pysyncobj import SyncObj, SyncObjConf, replicated
 from pysyncobj.config import FAIL_REASON
@@ -83,6 +84,46 @@ def error_for_fail_reason(reason: int, leader_id: int | None) -> errors.RaftbusE
     if reason == FAIL_REASON.UNKNOWN_OUTCOME:
         return errors.RequestTimedOut("the command's outcome is unknown; retry idempotently")
     return errors.InternalError(f"raft refused the command (reason {reason})")
+
+
+class DurableMetaStorer(raft_journal.MetaStorer):
+    """pysyncobj's journal metadata (term, vote, commit index), written atomically and made durable whenever the
+    term or the vote changes.
+
+    pysyncobj writes the file and renames it without an fsync, so after a power loss a node could forget a vote
+    it granted and vote twice in one term, which Raft forbids. Term and vote change only at elections, so the
+    fsync is rare; the commit index, rewritten every second, is only a hint and is not synced on its own.
+    Installed in place of pysyncobj's `MetaStorer` (its `FileJournal` looks the class up at construction).
+    """
+
+    def __init__(self, path):
+        super().__init__(path)
+        self._durable_vote = object()
+
+    def storeMeta(self, meta):
+        vote = (meta.get("currentTerm"), meta.get("votedForNodeId"))
+        durable = vote != self._durable_vote
+        path = self.getPath()
+        with open(path + ".tmp", "wb") as f:
+            f.write(raft_pickle.dumps(meta))
+            f.flush()
+            if durable:
+                os.fsync(f.fileno())
+        os.replace(path + ".tmp", path)
+        if durable:
+            _fsync_dir(os.path.dirname(path) or ".")
+            self._durable_vote = vote
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+raft_journal.MetaStorer = DurableMetaStorer
 
 
 class GroupTransport(Transport):
@@ -355,6 +396,20 @@ class RaftGroup:
         self._bytes_since_compaction = 0
         self._entries_since_compaction = 0
         snapshot.start(self.store.snapshot(), self.raft.raftLastApplied)
+
+    def sync(self) -> None:
+        """Make everything applied and journaled so far durable: the store first, then the Raft journal (so the
+        durable journal always covers the durable applied index). Called by the group commit thread."""
+        self.store.sync()
+        journal = self.data_dir / "raft.journal"
+        try:
+            fd = os.open(journal, os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            os.fsync(fd)  # also writes back the pages pysyncobj dirtied through its mmap
+        finally:
+            os.close(fd)
 
     def close(self) -> None:
         self.raft.destroy()

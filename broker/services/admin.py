@@ -117,6 +117,10 @@ class AdminService:
             ))
         return TopicView(topic=topic, partitions=tuple(views))
 
+    def broker_stats(self) -> dict:
+        """This broker's resource use and group-commit durability window (see BrokerStatsResponse)."""
+        return {"broker_id": self.context.node_id, **self.context.process_stats()}
+
     def cluster(self, topic_names=()) -> ClusterView:
         alive = self.context.alive_brokers()
         brokers = self.context.metadata_sm.brokers()

@@ -86,6 +86,8 @@ class BrokerContext:
         self.leaders = leaders or LeaderTable()
         self.partitions: dict[str, PartitionReplica] = {}
         self._alive = alive or (lambda: {node_id})
+        # What the broker process reports about itself (BrokerStats); the server replaces it.
+        self.process_stats: Callable[[], dict] = lambda: {}
 
     # ------------------------------------------------------------------ brokers
     def alive_brokers(self) -> set[int]:

@@ -172,11 +172,24 @@ class AdminServicer(pb_grpc.AdminServicer):
                                    answering_broker_id=view.answering_broker_id)
 
     @unary
+    def BrokerStats(self, request, context):
+        return broker_stats_proto(self.service.broker_stats())
+
+    @unary
     def ClusterStatus(self, request, context):
         view = self.service.cluster()
         return pb.ClusterStatusResponse(brokers=cluster_brokers(view), controller_id=view.controller_id or 0,
                                         topics=[topic_proto(t) for t in view.topics],
                                         answering_broker_id=view.answering_broker_id)
+
+
+_STATS_FIELDS = ("broker_id", "rss_bytes", "cpu_user_s", "cpu_system_s", "uptime_s", "groups_hosted", "groups_led",
+                 "durability_window_p50_ms", "durability_window_p99_ms", "durability_window_max_ms",
+                 "group_commit_rounds")
+
+
+def broker_stats_proto(stats: dict) -> pb.BrokerStatsResponse:
+    return pb.BrokerStatsResponse(**{name: stats[name] for name in _STATS_FIELDS if stats.get(name) is not None})
 
 
 def build_server(address: str, servicers, *, workers_max: int, message_bytes_max: int):

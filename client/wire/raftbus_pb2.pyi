@@ -245,3 +245,33 @@ class ClusterStatusResponse(_message.Message):
     topics: _containers.RepeatedCompositeFieldContainer[TopicInfo]
     answering_broker_id: int
     def __init__(self, brokers: _Optional[_Iterable[_Union[BrokerInfo, _Mapping]]] = ..., controller_id: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[TopicInfo, _Mapping]]] = ..., answering_broker_id: _Optional[int] = ...) -> None: ...
+
+class BrokerStatsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class BrokerStatsResponse(_message.Message):
+    __slots__ = ("broker_id", "rss_bytes", "cpu_user_s", "cpu_system_s", "uptime_s", "groups_hosted", "groups_led", "durability_window_p50_ms", "durability_window_p99_ms", "durability_window_max_ms", "group_commit_rounds")
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    RSS_BYTES_FIELD_NUMBER: _ClassVar[int]
+    CPU_USER_S_FIELD_NUMBER: _ClassVar[int]
+    CPU_SYSTEM_S_FIELD_NUMBER: _ClassVar[int]
+    UPTIME_S_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_HOSTED_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_LED_FIELD_NUMBER: _ClassVar[int]
+    DURABILITY_WINDOW_P50_MS_FIELD_NUMBER: _ClassVar[int]
+    DURABILITY_WINDOW_P99_MS_FIELD_NUMBER: _ClassVar[int]
+    DURABILITY_WINDOW_MAX_MS_FIELD_NUMBER: _ClassVar[int]
+    GROUP_COMMIT_ROUNDS_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    rss_bytes: int
+    cpu_user_s: float
+    cpu_system_s: float
+    uptime_s: float
+    groups_hosted: int
+    groups_led: int
+    durability_window_p50_ms: float
+    durability_window_p99_ms: float
+    durability_window_max_ms: float
+    group_commit_rounds: int
+    def __init__(self, broker_id: _Optional[int] = ..., rss_bytes: _Optional[int] = ..., cpu_user_s: _Optional[float] = ..., cpu_system_s: _Optional[float] = ..., uptime_s: _Optional[float] = ..., groups_hosted: _Optional[int] = ..., groups_led: _Optional[int] = ..., durability_window_p50_ms: _Optional[float] = ..., durability_window_p99_ms: _Optional[float] = ..., durability_window_max_ms: _Optional[float] = ..., group_commit_rounds: _Optional[int] = ...) -> None: ...

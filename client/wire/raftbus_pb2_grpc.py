@@ -313,6 +313,11 @@ class AdminStub:
                 request_serializer=raftbus__pb2.ClusterStatusRequest.SerializeToString,
                 response_deserializer=raftbus__pb2.ClusterStatusResponse.FromString,
                 _registered_method=True)
+        self.BrokerStats = channel.unary_unary(
+                '/raftbus.v1.Admin/BrokerStats',
+                request_serializer=raftbus__pb2.BrokerStatsRequest.SerializeToString,
+                response_deserializer=raftbus__pb2.BrokerStatsResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -360,6 +365,12 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def BrokerStats(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -397,6 +408,11 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.ClusterStatus,
                     request_deserializer=raftbus__pb2.ClusterStatusRequest.FromString,
                     response_serializer=raftbus__pb2.ClusterStatusResponse.SerializeToString,
+            ),
+            'BrokerStats': grpc.unary_unary_rpc_method_handler(
+                    servicer.BrokerStats,
+                    request_deserializer=raftbus__pb2.BrokerStatsRequest.FromString,
+                    response_serializer=raftbus__pb2.BrokerStatsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -588,6 +604,33 @@ class Admin:
             '/raftbus.v1.Admin/ClusterStatus',
             raftbus__pb2.ClusterStatusRequest.SerializeToString,
             raftbus__pb2.ClusterStatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BrokerStats(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftbus.v1.Admin/BrokerStats',
+            raftbus__pb2.BrokerStatsRequest.SerializeToString,
+            raftbus__pb2.BrokerStatsResponse.FromString,
             options,
             channel_credentials,
             insecure,
