@@ -81,7 +81,7 @@ def _dev(args) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     try:
-        _wait_ready(bootstrap, args.brokers, stop)
+        _wait_ready(bootstrap, args.brokers, stop, [proc for proc, _ in procs])
         print("raftbus dev: cluster ready (Ctrl-C stops it)", flush=True)
         if args.demo and not stop.is_set():
             from .demo import run_demo
@@ -107,12 +107,18 @@ def _dev(args) -> int:
     return 0
 
 
-def _wait_ready(bootstrap: str, brokers: int, stop: threading.Event, timeout_s: float = 60.0) -> None:
+def _wait_ready(bootstrap: str, brokers: int, stop: threading.Event, procs, timeout_s: float = 60.0) -> None:
+    """Until the cluster answers with every broker and a controller; Unavailable if one of `procs` exits first
+    (a broker that cannot bind its port must not let another cluster on those ports pass for this one)."""
     from raftbus.client import Admin
 
     deadline = time.monotonic() + timeout_s
     last = None
     while not stop.is_set() and time.monotonic() < deadline:
+        exited = [proc for proc in procs if proc.poll() is not None]
+        if exited:
+            raise errors.Unavailable(f"broker pid {exited[0].pid} exited with {exited[0].returncode} before the "
+                                     "cluster was ready (is another cluster using these ports?)")
         try:
             with Admin(bootstrap) as admin:
                 status = admin.cluster_status()
