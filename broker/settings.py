@@ -53,6 +53,9 @@ class BrokerSettings:
     raft_commands_queue_max: int = 100_000
     raft_log_compaction_bytes: int = 64 * 1024 * 1024
     raft_log_compaction_entries: int = 20_000
+    raft_log_bytes_max: int = 256 * 1024 * 1024
+    raft_log_entries_max: int = 200_000
+    raft_snapshot_copy_ratio_max: int = 4
     raft_frame_bytes_max: int = 64 * 1024 * 1024
     raft_send_buffer_bytes_max: int = 256 * 1024 * 1024
     raft_connect_retry_ms: int = 200
@@ -116,6 +119,9 @@ class BrokerSettings:
             commands_queue_max=self.raft_commands_queue_max,
             log_compaction_bytes=self.raft_log_compaction_bytes,
             log_compaction_entries=self.raft_log_compaction_entries,
+            log_bytes_max=self.raft_log_bytes_max,
+            log_entries_max=self.raft_log_entries_max,
+            snapshot_copy_ratio_max=self.raft_snapshot_copy_ratio_max,
             isr_lag_time_ms=self.isr_lag_time_ms,
         )
 

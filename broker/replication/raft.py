@@ -50,6 +50,9 @@ class RaftSettings:
     commands_queue_max: int = 100_000
     log_compaction_bytes: int = 64 * 1024 * 1024
     log_compaction_entries: int = 20_000
+    log_bytes_max: int = 256 * 1024 * 1024
+    log_entries_max: int = 200_000
+    snapshot_copy_ratio_max: int = 4
     isr_lag_time_ms: int = 10_000
 
     def syncobj_conf(self, data_dir: Path, serializer, deserializer, on_state_changed) -> SyncObjConf:
@@ -99,6 +102,20 @@ def _install_pysyncobj_fixes() -> None:
 
 
 _install_pysyncobj_fixes()
+
+
+def compaction_due(settings: RaftSettings, log_bytes: int, entries: int, store_bytes) -> bool:
+    """Whether a group should snapshot now, after `log_bytes` in `entries` applied since its last snapshot.
+
+    A snapshot copies the whole store, so it waits until that log is at least 1/snapshot_copy_ratio_max of the
+    store (`store_bytes()`, asked only then): each written byte is copied at most that many times however large
+    the partition grows. The log held in memory is bounded regardless (log_bytes_max, log_entries_max).
+    """
+    if log_bytes >= settings.log_bytes_max or entries >= settings.log_entries_max:
+        return True
+    if log_bytes < settings.log_compaction_bytes and entries < settings.log_compaction_entries:
+        return False
+    return store_bytes() <= settings.snapshot_copy_ratio_max * log_bytes
 
 
 class GroupTransport(Transport):
@@ -365,8 +382,8 @@ class RaftGroup:
         if snapshot.ready_index is not None:
             self.raft.forceLogCompaction()
             return
-        if (self._bytes_since_compaction < self.settings.log_compaction_bytes
-                and self._entries_since_compaction < self.settings.log_compaction_entries):
+        if not compaction_due(self.settings, self._bytes_since_compaction, self._entries_since_compaction,
+                              self.store.size_bytes):
             return
         self._bytes_since_compaction = 0
         self._entries_since_compaction = 0
