@@ -59,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--replication-factor", type=int, default=3)
     parser.add_argument("--brokers", type=int, default=3, help="brokers of the local cluster")
     parser.add_argument("--producers", type=int, default=2, help="producer processes")
-    parser.add_argument("--readers", type=int, default=1, help="reader processes (consume)")
+    parser.add_argument("--readers", type=int, default=3, help="reader processes (consume), at most one per partition")
     parser.add_argument("--linger-ms", type=int, default=settings.LINGER_MS)
     parser.add_argument("--batch-bytes-max", type=int, default=settings.BATCH_BYTES_MAX)
     parser.add_argument("--per-record", action="store_true", help="Producer.send per record instead of batches")
