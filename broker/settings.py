@@ -68,6 +68,7 @@ class BrokerSettings:
     batch_bytes_max: int = 4 * 1024 * 1024
     record_bytes_max: int = 1024 * 1024
     produce_timeout_ms: int = 10_000
+    produce_stream_in_flight_max: int = 64
     fetch_bytes_max: int = 16 * 1024 * 1024
     fetch_wait_max_ms: int = 30_000
     fetch_waiters_max: int = 4096

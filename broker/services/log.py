@@ -1,6 +1,8 @@
 """Produce, fetch and list offsets on stream topics: the rules, independent of gRPC."""
 from __future__ import annotations
 
+from concurrent.futures import Future
+
 from raftbus.client import errors
 
 from .. import commands
@@ -18,6 +20,15 @@ class LogService:
     def produce(self, topic: str, partition: int, *, producer_id: bytes, base_sequence: int, record_count: int,
                 max_timestamp_ms: int, records: bytes):
         """Append one batch; answers once it is committed on a majority and applied on this leader."""
+        future = self.submit_produce(topic, partition, producer_id=producer_id, base_sequence=base_sequence,
+                                     record_count=record_count, max_timestamp_ms=max_timestamp_ms, records=records)
+        return wait_result(future, self.settings.produce_timeout_ms / 1000)
+
+    def submit_produce(self, topic: str, partition: int, *, producer_id: bytes, base_sequence: int,
+                       record_count: int, max_timestamp_ms: int, records: bytes) -> Future:
+        """Validate and propose one batch without waiting: bad input raises at once; the future resolves to the
+        state machine's result (a ProduceResult or a typed error value) once committed and applied here.
+        Batches submitted one after another are proposed, and so appended, in that order."""
         if not records or record_count < 1:
             raise errors.EmptyBatch("a produce request needs at least one record")
         if len(records) > self.settings.batch_bytes_max:
@@ -30,7 +41,7 @@ class LogService:
         replica = self.context.leader_replica(topic, partition, kind="stream")
         command = commands.encode_produce(self.context.clock.now_ms(), producer_id, base_sequence, record_count,
                                           max_timestamp_ms, records)
-        return wait_result(replica.group.submit(command), self.settings.produce_timeout_ms / 1000)
+        return replica.group.submit(command)
 
     def fetch(self, topic: str, partition: int, offset: int, *, max_bytes: int, max_wait_ms: int):
         """Committed batches from the one holding `offset` on; long-polls up to max_wait_ms at the end of the log."""

@@ -11,6 +11,8 @@ from raftbus.client import errors
 from raftbus.client.wire import raftbus_pb2 as pb
 from raftbus.client.wire import raftbus_pb2_grpc as pb_grpc
 
+from .produce_stream import ProducePipeline
+
 log = logging.getLogger(__name__)
 
 
@@ -77,13 +79,18 @@ class LogServicer(pb_grpc.LogServicer):
     def Produce(self, request, context):
         return self._produce(request)
 
+    def _submit_produce(self, request):
+        return self.service.submit_produce(
+            request.topic, request.partition, producer_id=request.producer_id,
+            base_sequence=request.base_sequence, record_count=request.record_count,
+            max_timestamp_ms=request.max_timestamp_ms, records=request.records)
+
     def ProduceStream(self, request_iterator, context):
-        for request in request_iterator:
-            try:
-                yield self._produce(request)
-            except Exception as exc:
-                yield pb.ProduceResponse(request_id=request.request_id, topic=request.topic,
-                                         partition=request.partition, error=_error_proto(_typed(exc)))
+        """Pipelined: each request is proposed on arrival, in order; answers stream back as batches commit."""
+        settings = self.service.settings
+        pipeline = ProducePipeline(self._submit_produce, in_flight_max=settings.produce_stream_in_flight_max,
+                                   timeout_s=settings.produce_timeout_ms / 1000, typed=_typed)
+        yield from pipeline.run(request_iterator, context.is_active)
 
     def _fetch(self, request, offset: int) -> pb.FetchResponse:
         result = self.service.fetch(request.topic, request.partition, offset, max_bytes=request.max_bytes or 1 << 20,
