@@ -1,9 +1,17 @@
 """The Producer: accumulates records into per-partition batches and sends them from one background thread.
 
-Batches close at `batch_bytes_max` or after `linger_ms`. Exactly one batch per partition is in flight at a
-time, which keeps order within a partition and makes idempotent retries simple: a batch carries the
-producer's random 16-byte id and `base_sequence` = records already accepted on that partition, and a retried
-batch keeps its sequence, so the broker drops a batch it already applied and returns the original offsets.
+Batches close at `batch_bytes_max` or after `linger_ms`. Up to `max_in_flight_per_partition` batches per
+partition are in flight at a time, on one pipelined produce stream per broker (client/produce_stream.py), which
+the broker appends in the order sent. Idempotence keeps that order and exactly-once appends across retries:
+every batch carries the producer's random 16-byte id and `base_sequence` (records sent to that partition
+before it), assigned when the batch is first sent and kept on every retry, so the broker drops a batch it
+already appended and answers with the original offsets, and refuses one that would leave a gap.
+
+When a batch of a partition fails, nothing more is sent to that partition until every batch in flight there
+has answered; then the failed ones go again, in sequence order, ahead of the rest. A batch that fails for
+good (a non-retriable error, or `delivery_timeout_ms` spent) fails its futures, and the partition starts over
+under a fresh producer id with sequences from 0, so later batches neither wait for the missing sequence nor
+collide with a batch whose outcome is unknown.
 """
 from __future__ import annotations
 
@@ -33,6 +41,7 @@ from raftbus.client.errors import (
     error_from_rpc,
 )
 from raftbus.client.murmur2 import partition_for_key
+from raftbus.client.produce_stream import StreamProduceTransport
 from raftbus.client.records import Header, RecordMetadata, RecordTuple, encode_batch, record_size
 from raftbus.client.router import Router
 from raftbus.client.wire import raftbus_pb2 as pb
@@ -90,47 +99,6 @@ class ProduceTransport(Protocol):
     def close(self) -> None: ...
 
 
-class GrpcProduceTransport:
-    """Sends ProduceRequests as non-blocking unary calls to the partition leader found by the router."""
-
-    def __init__(self, router: Router):
-        self.router = router
-
-    def partitions_for(self, topic: str) -> int:
-        return self.router.partitions_for(topic)
-
-    def send(self, request: pb.ProduceRequest, done: ProduceDone) -> None:
-        try:
-            conn = self.router.connection(self.router.leader_address(request.topic, request.partition))
-            call = conn.log.Produce.future(request, timeout=self.router.request_timeout_s)
-        except grpc.RpcError as exc:
-            done(None, error_from_rpc(exc))
-            return
-        except RaftbusError as err:
-            done(None, err)
-            return
-
-        def on_done(f) -> None:
-            try:
-                response = f.result()
-            except grpc.RpcError as exc:
-                done(None, error_from_rpc(exc))
-            except Exception as exc:  # a cancelled call (channel closed) raises FutureCancelledError
-                done(None, Unavailable(f"produce call ended: {exc!r}"))
-            else:
-                done(response, None)
-
-        call.add_done_callback(on_done)
-
-    def retry_delay_s(self, err: RaftbusError, attempt: int, topic: str, partition: int) -> float | None:
-        if isinstance(err, OutOfOrderSequence):
-            return min(self.router.retry_backoff_s * (2 ** (attempt - 1)), self.router.retry_backoff_max_s)
-        return self.router.note_failure(err, attempt, topic=topic, partition=partition)
-
-    def close(self) -> None:
-        self.router.close()
-
-
 class _Batch:
     """Records bound for one partition, sent and retried as one ProduceRequest."""
 
@@ -152,6 +120,9 @@ class _Batch:
         self.retry_at_s = 0.0
         self.encoded: tuple[bytes, int, int] | None = None
         self.bulk_future: Future | None = None
+
+    def record_count(self) -> int:
+        return self.encoded[1] if self.encoded is not None else len(self.records)
 
     def encode(self) -> tuple[bytes, int, int]:
         if self.encoded is None:
@@ -201,13 +172,17 @@ class Producer:
         max_block_ms: int = settings.MAX_BLOCK_MS,
         metadata_max_age_ms: int = settings.METADATA_MAX_AGE_MS,
         idempotent: bool = settings.IDEMPOTENT,
+        max_in_flight_per_partition: int = settings.MAX_IN_FLIGHT_PER_PARTITION,
         transport: ProduceTransport | None = None,
         clock: Callable[[], float] = time.monotonic,
     ):
         if batch_bytes_max <= 0 or buffer_bytes_max < batch_bytes_max:
             raise InvalidArgument("need 0 < batch_bytes_max <= buffer_bytes_max")
+        if not 1 <= max_in_flight_per_partition <= settings.MAX_IN_FLIGHT_PER_PARTITION_MAX:
+            raise InvalidArgument(f"max_in_flight_per_partition must be 1..{settings.MAX_IN_FLIGHT_PER_PARTITION_MAX} "
+                                  "(the broker remembers that many batches per producer for retries)")
         if transport is None:
-            transport = GrpcProduceTransport(Router(
+            transport = StreamProduceTransport(Router(
                 bootstrap, request_timeout_ms=request_timeout_ms, metadata_max_age_ms=metadata_max_age_ms,
                 retries=retries, retry_backoff_ms=retry_backoff_ms,
             ))
@@ -217,14 +192,18 @@ class Producer:
         self.delivery_timeout_s = delivery_timeout_ms / 1000
         self.max_block_s = max_block_ms / 1000
         self.idempotent = idempotent
+        self.max_in_flight_per_partition = max_in_flight_per_partition
         self.producer_id = os.urandom(settings.PRODUCER_ID_BYTES) if idempotent else b""
         self._transport = transport
         self._clock = clock
         self._cond = threading.Condition()
         self._queues: dict[tuple[str, int], deque[_Batch]] = {}
         self._open: dict[tuple[str, int], _Batch] = {}
-        self._in_flight: set[tuple[str, int]] = set()
-        self._next_sequence: dict[tuple[str, int], int] = {}
+        self._in_flight: dict[tuple[str, int], int] = {}  # batches sent and not answered, per partition
+        self._failed: dict[tuple[str, int], list[_Batch]] = {}  # to resend once the partition's in-flight drain
+        self._restart: dict[tuple[str, int], RaftbusError] = {}  # partitions to restart, and why
+        self._next_sequence: dict[tuple[str, int], int] = {}  # sequence of the next batch sent first time
+        self._producer_ids: dict[tuple[str, int], bytes] = {}  # per partition, after a restart
         self._sticky: dict[str, tuple[int, int]] = {}  # topic -> (sticky partition, partition count)
         self._incomplete: set[int] = set()
         self._batch_ids = itertools.count(1)
@@ -410,27 +389,28 @@ class Producer:
             self._sticky[topic] = ((partition + 1) % sticky[1], sticky[1])
 
     def _take_ready(self, now_s: float) -> tuple[list[_Batch], float | None]:
-        """Pop the head batch of every idle partition that is due; also return how long to wait otherwise."""
+        """Pop every batch that is due and may be sent now (in queue order, up to max_in_flight_per_partition
+        per partition, none while a partition recovers from a failure); also return how long to wait otherwise."""
         ready: list[_Batch] = []
         wait_s: float | None = None
         for tp, queue in self._queues.items():
-            if not queue or tp in self._in_flight:
-                continue
-            head = queue[0]
-            due_s = head.retry_at_s if head.attempts else head.linger_until_s
-            if head.attempts == 0 and (head.closed or self._flushing or self._stopping or len(queue) > 1):
-                due_s = now_s
-            if due_s > now_s:
-                wait_s = due_s - now_s if wait_s is None else min(wait_s, due_s - now_s)
-                continue
-            queue.popleft()
-            if self._open.get(tp) is head:
-                self._close_open_batch(tp)
-            head.closed = True
-            if head.sequence is None:
-                head.sequence = self._next_sequence.get(tp, 0)
-            self._in_flight.add(tp)
-            ready.append(head)
+            while queue and self._in_flight.get(tp, 0) < self.max_in_flight_per_partition and not self._failed.get(tp):
+                head = queue[0]
+                due_s = head.retry_at_s if head.attempts else head.linger_until_s
+                if head.attempts == 0 and (head.closed or self._flushing or self._stopping or len(queue) > 1):
+                    due_s = now_s
+                if due_s > now_s:
+                    wait_s = due_s - now_s if wait_s is None else min(wait_s, due_s - now_s)
+                    break
+                queue.popleft()
+                if self._open.get(tp) is head:
+                    self._close_open_batch(tp)
+                head.closed = True
+                if head.sequence is None:
+                    head.sequence = self._next_sequence.get(tp, 0)
+                    self._next_sequence[tp] = head.sequence + head.record_count()
+                self._in_flight[tp] = self._in_flight.get(tp, 0) + 1
+                ready.append(head)
         return ready, wait_s
 
     # ------------------------------------------------------------------ sender thread
@@ -444,7 +424,7 @@ class Producer:
                     ready, wait_s = self._take_ready(self._clock())
                     if ready:
                         break
-                    if self._stopping and not self._in_flight and not any(self._queues.values()):
+                    if self._stopping and not any(self._in_flight.values()) and not any(self._queues.values()):
                         return
                     self._cond.wait(wait_s)
             for batch in ready:
@@ -454,7 +434,8 @@ class Producer:
         blob, count, max_ts = batch.encode()
         request = pb.ProduceRequest(
             request_id=next(self._request_ids), topic=batch.topic, partition=batch.partition,
-            producer_id=self.producer_id, base_sequence=batch.sequence if self.idempotent else 0,
+            producer_id=self._producer_ids.get((batch.topic, batch.partition), self.producer_id),
+            base_sequence=batch.sequence if self.idempotent else 0,
             record_count=count, max_timestamp_ms=max_ts, records=blob,
         )
         batch.attempts += 1
@@ -470,34 +451,68 @@ class Producer:
         tp = (batch.topic, batch.partition)
         if err is None:
             with self._cond:
-                self._next_sequence[tp] = batch.sequence + count
-                self._finish(batch, tp)
+                given_up = self._finish(batch, tp)
             batch.resolve(response.base_offset)
+            for later, why in given_up:
+                later.fail(why)
             return
         now_s = self._clock()
         delay = self._transport.retry_delay_s(err, batch.attempts, batch.topic, batch.partition)
         with self._cond:
+            self._in_flight[tp] -= 1
             if delay is not None and not self._stopping and now_s + delay < batch.created_s + self.delivery_timeout_s:
                 batch.retry_at_s = now_s + delay
-                self._queues[tp].appendleft(batch)
-                self._in_flight.discard(tp)
-                self._cond.notify_all()
-                return
-            self._finish(batch, tp)
-        batch.fail(err)
+                self._failed.setdefault(tp, []).append(batch)
+                failed_for_good = False
+            else:
+                self._drop(batch)
+                self._restart.setdefault(tp, err)
+                failed_for_good = True
+            given_up = self._resend_failed(tp) if not self._in_flight[tp] else []
+            self._cond.notify_all()
+        if failed_for_good:
+            batch.fail(err)
+        for later, why in given_up:
+            later.fail(why)
 
-    def _finish(self, batch: _Batch, tp: tuple[str, int]) -> None:
-        self._in_flight.discard(tp)
+    def _finish(self, batch: _Batch, tp: tuple[str, int]) -> list:
+        """A batch succeeded (caller holds the lock); returns batches to fail outside it (see _resend_failed)."""
+        self._in_flight[tp] -= 1
+        self._drop(batch)
+        given_up = self._resend_failed(tp) if not self._in_flight[tp] else []
+        self._cond.notify_all()
+        return given_up
+
+    def _drop(self, batch: _Batch) -> None:
         self._incomplete.discard(batch.id)
         self._buffer_used_bytes -= batch.size_bytes
-        self._cond.notify_all()
+
+    def _resend_failed(self, tp: tuple[str, int]) -> list:
+        """Every batch sent to `tp` has answered: put the failed ones back at the head of its queue, in sequence
+        order. After a batch failed for good, the failed ones (later in sequence, their outcome possibly unknown)
+        fail too rather than be resent out of order or twice; they are returned with the reason, for the caller
+        to fail outside the lock. The partition then restarts under a fresh producer id, sequences from 0."""
+        failed = sorted(self._failed.pop(tp, []), key=lambda b: b.sequence)
+        reason = self._restart.pop(tp, None)
+        if reason is None:
+            self._queues.setdefault(tp, deque()).extendleft(reversed(failed))
+            return []
+        for batch in failed:
+            self._drop(batch)
+        self._producer_ids[tp] = os.urandom(settings.PRODUCER_ID_BYTES) if self.idempotent else b""
+        self._next_sequence[tp] = 0
+        for batch in self._queues.get(tp, ()):
+            batch.sequence = None
+        return [(batch, reason) for batch in failed]
 
     def _abort(self, err: RaftbusError) -> None:
         """Fail every batch not yet in flight (close() after its flush timed out)."""
         with self._cond:
             dropped = [batch for queue in self._queues.values() for batch in queue]
+            dropped += [batch for failed in self._failed.values() for batch in failed]
             for queue in self._queues.values():
                 queue.clear()
+            self._failed.clear()
             self._open.clear()
             for batch in dropped:
                 self._incomplete.discard(batch.id)

@@ -30,6 +30,9 @@ BUFFER_BYTES_MAX = 64 * 1024 * 1024
 DELIVERY_TIMEOUT_MS = 120_000
 MAX_BLOCK_MS = 60_000
 IDEMPOTENT = True
+# Batches in flight per partition; the broker remembers the last 5 batches of each producer to answer retries.
+MAX_IN_FLIGHT_PER_PARTITION = 5
+MAX_IN_FLIGHT_PER_PARTITION_MAX = 5
 PRODUCER_ID_BYTES = 16
 
 # Admin: create_topic/alter_partitions with wait=True poll metadata until every partition has a leader.

@@ -143,19 +143,59 @@ def test_full_batch_is_sent_at_once_despite_linger(transport):
     shutdown(producer, transport)
 
 
-def test_one_batch_in_flight_per_partition_in_order_with_sequences(transport):
-    producer = make_producer(transport, batch_bytes_max=100)
+def test_at_most_max_in_flight_batches_per_partition_in_order_with_sequences(transport):
+    producer = make_producer(transport, batch_bytes_max=100, max_in_flight_per_partition=2)
     futures = [producer.send("t", bytes(40), partition=2) for _ in range(6)]  # 58 bytes each: one per batch
-    offsets_seen = []
-    for expected_sequence in range(6):
-        (item,) = transport.take()
-        time.sleep(0.01)
-        assert transport.pending == []  # nothing else in flight for this partition
-        assert item[0].base_sequence == expected_sequence
-        assert item[0].producer_id == producer.producer_id and len(producer.producer_id) == 16
+    first, second = transport.take(2)
+    time.sleep(0.02)
+    assert transport.pending == []  # a third waits for an answer
+    assert [first[0].base_sequence, second[0].base_sequence] == [0, 1]
+    assert first[0].producer_id == second[0].producer_id == producer.producer_id and len(producer.producer_id) == 16
+    transport.complete(first)
+    (third,) = transport.take()
+    assert third[0].base_sequence == 2
+    for item in (second, third):
         transport.complete(item)
-        offsets_seen.append(futures[expected_sequence].result(1).offset)
-    assert offsets_seen == list(range(6))
+    for expected_sequence in range(3, 6):
+        (item,) = transport.take()
+        assert item[0].base_sequence == expected_sequence
+        transport.complete(item)
+    assert [f.result(1).offset for f in futures] == list(range(6))
+    producer.close()
+
+
+def test_a_failure_drains_the_partition_then_resends_in_sequence_order(transport):
+    producer = make_producer(transport, batch_bytes_max=100, max_in_flight_per_partition=3)
+    futures = [producer.send("t", bytes(40), partition=0) for _ in range(4)]
+    a, b, c = transport.take(3)
+    transport.fail(b, NotLeader("moved"))
+    time.sleep(0.02)
+    assert transport.pending == []  # nothing new while a and c are unanswered
+    transport.fail(c, OutOfOrderSequence("gap"))
+    transport.complete(a)
+    b2, c2, d = transport.take(3)
+    assert [r.base_sequence for r, _ in (b2, c2, d)] == [1, 2, 3]
+    assert (b2[0].records, c2[0].records) == (b[0].records, c[0].records)
+    for item in (b2, c2, d):
+        transport.complete(item)
+    assert [f.result(1).offset for f in futures] == [0, 1, 2, 3]
+    producer.close()
+
+
+def test_a_batch_failing_for_good_fails_later_failed_ones_and_restarts_the_partition(transport):
+    producer = make_producer(transport, batch_bytes_max=100, max_in_flight_per_partition=2)
+    doomed, later, queued = [producer.send("t", bytes(40), partition=0) for _ in range(3)]
+    a, b = transport.take(2)
+    transport.fail(b, NotLeader("moved"))
+    transport.fail(a, UnknownPartition("gone"))
+    with pytest.raises(UnknownPartition):
+        doomed.result(1)
+    with pytest.raises(UnknownPartition):
+        later.result(1)  # never resent after an earlier batch was lost: order (and exactly-once) would break
+    (restart,) = transport.take()
+    assert restart[0].base_sequence == 0 and restart[0].producer_id != a[0].producer_id
+    transport.complete(restart)
+    assert queued.result(1).offset == 0
     producer.close()
 
 
