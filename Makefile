@@ -4,8 +4,14 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 STAMP  := $(VENV)/.installed
+PEERS_STAMP := $(VENV)/.peers-installed
+# Debian packages (each ships the binary of the same name) and extra flags for `make bench-peers`,
+# e.g. `make bench-peers PEERS_ARGS="--records 100000"`.
+PEERS_SERVERS := nats-server redis-server
+PEERS_ARGS ?=
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test test-fast bench proto proto-check clean
+.PHONY: run test test-fast bench bench-peers peers-servers proto proto-check clean
 
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +34,27 @@ test-fast: $(STAMP)
 bench: $(STAMP)
 	$(VENV)/bin/raftbus bench all --out bench-results.json
 
+# raftbus (`raftbus bench all`), a 3-node NATS JetStream R3 cluster and a Redis server, same records and counts,
+# side by side in one run: JSON lines, bench-peers.json and the Markdown table (also in bench-peers.md).
+bench-peers: $(PEERS_STAMP) peers-servers
+	$(PY) -m raftbus.client.bench_peers --out bench-peers.json --table-out bench-peers.md $(PEERS_ARGS)
+
+$(PEERS_STAMP): $(STAMP)
+	$(PIP) install -q -e '.[test,peers]'
+	touch $(PEERS_STAMP)
+
+# Installs nats-server and redis-server from Debian when missing (refreshing the package lists if needed).
+peers-servers:
+	@missing=""; for bin in $(PEERS_SERVERS); do \
+	  command -v $$bin >/dev/null || [ -x /usr/sbin/$$bin ] || missing="$$missing $$bin"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing$$missing"; \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing || \
+	  { $(SUDO) apt-get update && \
+	    $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; }; \
+	fi
+
 # Regenerate the gRPC modules from every proto/*.proto (they are committed; proto-check fails when they differ).
 # Generated modules import each other relatively, so they live in the client package without sys.path hacks.
 PROTOS := $(sort $(wildcard proto/*.proto))
@@ -48,4 +75,4 @@ proto-check: $(STAMP)
 	done; rm -rf $$tmp
 
 clean:
-	rm -rf $(VENV) data bench-results.json
+	rm -rf $(VENV) data bench-results.json bench-peers.json bench-peers.md
