@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -e '.[test]'
+	$(PIP) install -q -e '.[test,spark]'
 	touch $(STAMP)
 
 install: $(STAMP)
