@@ -7,10 +7,15 @@ life of the worker process and follow leader changes through the router.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from typing import TypeVar
 
 from raftbus.client.admin import Admin
+from raftbus.client.errors import UnknownPartition
 from raftbus.client.reader import Reader
 from raftbus.client.spark.options import SPARK_FETCH_WAIT_MS, SourceOptions
+
+T = TypeVar("T")
 
 _lock = threading.Lock()
 _readers: dict[tuple, Reader] = {}
@@ -41,3 +46,13 @@ def close_all() -> None:
         _readers.clear()
     for reader in readers:
         reader.close()
+
+
+def with_fresh_metadata(reader: Reader, call: Callable[[], T]) -> T:
+    """Run `call`; on UnknownPartition (a partition added since the router last read metadata, e.g. by
+    `topics alter`) refresh the router's map once and run it again."""
+    try:
+        return call()
+    except UnknownPartition:
+        reader.router.refresh()
+        return call()

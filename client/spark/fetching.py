@@ -15,8 +15,9 @@ from collections.abc import Callable, Iterator
 
 import pyarrow as pa
 
-from raftbus.client.errors import OffsetOutOfRange, RaftbusError, UnknownPartition
+from raftbus.client.errors import OffsetOutOfRange, RaftbusError
 from raftbus.client.reader import Reader, end_offset
+from raftbus.client.spark.connections import with_fresh_metadata
 from raftbus.client.spark.columns import BatchPiece, arrow_schema, batch_pieces, to_record_batch, to_rows
 from raftbus.client.spark.options import SPARK_FETCH_ATTEMPTS_MAX, SPARK_FETCH_WAIT_MS, SourceOptions
 from raftbus.client.spark.planning import OffsetRange, report_data_loss
@@ -32,13 +33,8 @@ def leader_fetch(reader: Reader, rng: OffsetRange) -> Fetch:
         request = pb.FetchRequest(topic=rng.topic, partition=rng.partition, offset=offset,
                                   max_bytes=reader.fetch_bytes_max, max_wait_ms=SPARK_FETCH_WAIT_MS)
         timeout_s = reader.request_timeout_s + SPARK_FETCH_WAIT_MS / 1000
-        try:
-            return reader.router.call_partition(
-                rng.topic, rng.partition, lambda conn: conn.log.Fetch(request, timeout=timeout_s))
-        except UnknownPartition:
-            reader.router.refresh()  # a partition added since this worker's router last read metadata
-            return reader.router.call_partition(
-                rng.topic, rng.partition, lambda conn: conn.log.Fetch(request, timeout=timeout_s))
+        return with_fresh_metadata(reader, lambda: reader.router.call_partition(
+            rng.topic, rng.partition, lambda conn: conn.log.Fetch(request, timeout=timeout_s)))
     return fetch
 
 
@@ -46,13 +42,14 @@ class RangeCursor:
     """Walks one OffsetRange fetch by fetch; see the module docstring for the failure rules."""
 
     def __init__(self, rng: OffsetRange, options: SourceOptions, fetch: Fetch, log_start: LogStart,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep):
         self.rng = rng
         self.options = options
         self.offset = rng.from_offset
         self._fetch = fetch
         self._log_start = log_start
         self._clock = clock
+        self._sleep = sleep
 
     def pieces(self) -> Iterator[list[BatchPiece]]:
         """The records of the range in offset order, as the column pieces of one fetch at a time."""
@@ -108,7 +105,7 @@ class RangeCursor:
                     raise OffsetOutOfRange(
                         f"{self.rng.topic}/{self.rng.partition}: offset {self.offset} stayed above the leader's "
                         f"high watermark for {self.options.catch_up_timeout_ms} ms") from None
-                time.sleep(SPARK_FETCH_WAIT_MS / 1000)
+                self._sleep(SPARK_FETCH_WAIT_MS / 1000)
 
     def _check_catch_up(self, stalled_since: float | None, high_watermark: int) -> float:
         """An empty answer below the planned end: the leader's high watermark is behind; wait, bounded."""
@@ -123,7 +120,7 @@ class RangeCursor:
 def read_range(rng: OffsetRange, options: SourceOptions, reader: Reader) -> Iterator[pa.RecordBatch | tuple]:
     """What the source's read() yields for one range: Arrow record batches, or tuples with useArrow=false."""
     cursor = RangeCursor(rng, options, leader_fetch(reader, rng),
-                         lambda: reader.offsets(rng.topic, rng.partition)[0])
+                         lambda: with_fresh_metadata(reader, lambda: reader.offsets(rng.topic, rng.partition))[0])
     if not options.use_arrow:
         for pieces in cursor.pieces():
             yield from to_rows(rng.topic, rng.partition, pieces, options.include_headers)

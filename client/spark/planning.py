@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pyspark.sql.datasource import InputPartition
 
 from raftbus.client.errors import InvalidArgument, OffsetOutOfRange, UnknownPartition, UnknownTopic, WrongTopicKind
-from raftbus.client.spark.connections import shared_admin, shared_reader
+from raftbus.client.spark.connections import shared_admin, shared_reader, with_fresh_metadata
 from raftbus.client.spark.offsets import Offsets
 from raftbus.client.spark.options import (
     EARLIEST_OFFSET,
@@ -88,12 +88,14 @@ class Planner:
 
     def offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, PartitionOffsets]:
         reader = shared_reader(self.options)
-        return {tp: PartitionOffsets(*reader.offsets(*tp)) for tp in tps}
+        return {tp: PartitionOffsets(*with_fresh_metadata(reader, lambda tp=tp: reader.offsets(*tp))) for tp in tps}
 
     def start_of(self, tp: TopicPartition, bound: Bound, offsets: PartitionOffsets) -> int:
         """Where a read of `tp` starts: startingTimestamp if given, else the bound's position."""
         if self.options.starting_timestamp_ms is not None:
-            return shared_reader(self.options).offset_for_time(tp[0], tp[1], self.options.starting_timestamp_ms)
+            reader = shared_reader(self.options)
+            return with_fresh_metadata(
+                reader, lambda: reader.offset_for_time(tp[0], tp[1], self.options.starting_timestamp_ms))
         position = bound.position(tp)
         if position == EARLIEST_OFFSET:
             return offsets.log_start_offset

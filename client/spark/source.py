@@ -73,6 +73,11 @@ class RaftbusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def reportLatestOffset(self) -> dict | None:
         return source_offsets.to_json(self._latest())
 
+    def _latest(self) -> Offsets:
+        """The high watermark of every partition the source reads now."""
+        planner = Planner(self.options)
+        return {tp: o.high_watermark for tp, o in planner.offsets(planner.partitions()).items()}
+
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin = source_offsets.from_json(start)
         planner = Planner(self.options)
