@@ -92,7 +92,7 @@ class RaftbusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for tp, first in firsts.items():
             if targets[tp] < first:
                 report_data_loss(self.options, f"{tp[0]}/{tp[1]}: the high watermark {targets[tp]} is below the "
-                                               f"checkpointed offset {first} (the partition's offsets went back)")
+                                               f"start offset {first} (the partition's offsets went back)")
         if isinstance(limit, ReadMaxRows):
             shares = source_offsets.split_budget({tp: targets[tp] - firsts[tp] for tp in targets}, limit.max_rows)
             targets = {tp: firsts[tp] + shares[tp] if end > firsts[tp] else end for tp, end in targets.items()}

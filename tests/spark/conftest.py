@@ -1,7 +1,8 @@
-"""Fixtures for the Spark tier: ONE local[2] SparkSession and ONE real 3-broker cluster for the whole run.
+"""Fixtures for the Spark tier: ONE local[2] SparkSession for the whole run and ONE real 3-broker cluster.
 
-Both are session-scoped because each costs seconds to start; every test uses its own topics, so tests do
-not see each other's records. Brokers check retention every 200 ms so trimmed topics appear quickly.
+Each costs seconds to start, so the session lives for the run and the cluster for this package (its
+brokers stop before the other tiers go on); every test uses its own topics, so tests do not see each
+other's records. Brokers check retention every 200 ms so trimmed topics appear quickly.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.spark)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def spark_cluster(tmp_path_factory):
     env = {"RAFTBUS_RETENTION_CHECK_INTERVAL_MS": str(RETENTION_CHECK_INTERVAL_MS)}
     cluster = LocalCluster(tmp_path_factory.mktemp("spark-cluster"), brokers=3, env=env)
@@ -45,6 +46,7 @@ def spark():
 
     session = (SparkSession.builder.master("local[2]").appName("raftbus-tests")
                .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
                .config("spark.driver.host", "127.0.0.1")
                .config("spark.driver.bindAddress", "127.0.0.1")
                .config("spark.sql.shuffle.partitions", "2")
