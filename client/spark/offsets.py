@@ -58,3 +58,10 @@ def split_budget(lags: dict[TopicPartition, int], budget: int) -> dict[TopicPart
     for _, tp in sorted(remainders)[:leftover]:
         shares[tp] += 1
     return shares
+
+
+def limit_ends(firsts: Offsets, ends: Offsets, budget: int) -> Offsets:
+    """End offsets moved back so that at most `budget` records are read in all (split_budget's rules);
+    a partition with nothing to read keeps its end."""
+    shares = split_budget({tp: end - firsts[tp] for tp, end in ends.items()}, budget)
+    return {tp: firsts[tp] + shares[tp] if end > firsts[tp] else end for tp, end in ends.items()}

@@ -79,24 +79,32 @@ class RaftbusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {tp: o.high_watermark for tp, o in planner.offsets(planner.partitions()).items()}
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        """Where the next micro-batch ends: every partition's high watermark, capped by the availableNow
+        target and rate-limited by a ReadMaxRows limit; partitions not in `start` are new (from earliest)."""
         begin = source_offsets.from_json(start)
         planner = Planner(self.options)
         tps = planner.partitions()
         offsets = planner.offsets(tps)
         self._report_vanished(begin, tps)
-        targets = {tp: o.high_watermark for tp, o in offsets.items()}
-        if self.available_now_target is not None:
-            targets = {tp: min(end, self.available_now_target[tp])
-                       for tp, end in targets.items() if tp in self.available_now_target}
-        firsts = {tp: begin.get(tp, offsets[tp].log_start_offset) for tp in targets}
-        for tp, first in firsts.items():
-            if targets[tp] < first:
-                report_data_loss(self.options, f"{tp[0]}/{tp[1]}: the high watermark {targets[tp]} is below the "
-                                               f"start offset {first} (the partition's offsets went back)")
+        ends = self._capped({tp: o.high_watermark for tp, o in offsets.items()})
+        firsts = {tp: begin.get(tp, offsets[tp].log_start_offset) for tp in ends}
+        self._report_went_back(firsts, ends)
         if isinstance(limit, ReadMaxRows):
-            shares = source_offsets.split_budget({tp: targets[tp] - firsts[tp] for tp in targets}, limit.max_rows)
-            targets = {tp: firsts[tp] + shares[tp] if end > firsts[tp] else end for tp, end in targets.items()}
-        return source_offsets.to_json(targets)
+            ends = source_offsets.limit_ends(firsts, ends, limit.max_rows)
+        return source_offsets.to_json(ends)
+
+    def _capped(self, ends: Offsets) -> Offsets:
+        """Under Trigger.AvailableNow: no further than the target, and no partition that came after it."""
+        target = self.available_now_target
+        if target is None:
+            return ends
+        return {tp: min(end, target[tp]) for tp, end in ends.items() if tp in target}
+
+    def _report_went_back(self, firsts: Offsets, ends: Offsets) -> None:
+        for tp, first in firsts.items():
+            if ends[tp] < first:
+                report_data_loss(self.options, f"{tp[0]}/{tp[1]}: the high watermark {ends[tp]} is below the "
+                                               f"start offset {first} (the partition's offsets went back)")
 
     def _report_vanished(self, begin: Offsets, tps: list) -> None:
         current = set(tps)

@@ -5,7 +5,7 @@ import random
 import pytest
 
 from raftbus.client.errors import InvalidArgument
-from raftbus.client.spark.offsets import from_json, split_budget, to_json
+from raftbus.client.spark.offsets import from_json, limit_ends, split_budget, to_json
 
 
 def test_offsets_round_trip_through_kafka_json():
@@ -53,3 +53,13 @@ def test_seeded_random_splits_keep_every_rule():
         total = sum(lags.values())
         assert sum(shares.values()) == (total if total <= budget else max(budget, len(lagging)))
         assert split_budget(lags, budget) == shares
+
+
+def test_limited_ends_start_from_each_partitions_first_offset():
+    firsts = {("t", 0): 100, ("t", 1): 0, ("t", 2): 7, ("t", 3): 9}
+    ends = {("t", 0): 1100, ("t", 1): 100, ("t", 2): 7, ("t", 3): 5}  # t/3 went back: its end is kept
+    limited = limit_ends(firsts, ends, 110)
+    assert limited[("t", 2)] == 7 and limited[("t", 3)] == 5
+    assert sum(limited[tp] - firsts[tp] for tp in (("t", 0), ("t", 1))) == 110
+    assert limited[("t", 0)] - 100 > limited[("t", 1)]
+    assert limit_ends(firsts, ends, 10_000) == ends
