@@ -1,10 +1,12 @@
 """Spark tier: batch reads (spark.read.format("raftbus")) against a real 3-broker cluster."""
 from __future__ import annotations
 
+import time
 from datetime import timezone
 
 import pytest
 
+from tests.helpers import wait_until
 from tests.spark.support import assert_exactly_once, create_topic, produce, stored_records
 
 
@@ -49,7 +51,7 @@ def test_batch_read_returns_kafkas_columns_between_starting_and_ending_offsets(s
 
 def test_batch_read_of_assigned_partitions_and_a_pattern(spark, spark_cluster):
     """assign reads only the named partitions; subscribePattern reads every stream topic whose whole name
-    matches."""
+    matches; a topic without records reads as empty."""
     for name in ("pattern-a", "pattern-b", "other-pattern-a"):
         create_topic(spark_cluster, name, partitions=2)
         produce(spark_cluster, name, {0: 4, 1: 3})
@@ -61,3 +63,19 @@ def test_batch_read_of_assigned_partitions_and_a_pattern(spark, spark_cluster):
                .option("subscribePattern", "pattern-.").load())
     assert sorted({r["topic"] for r in matched.collect()}) == ["pattern-a", "pattern-b"]
     assert matched.count() == 14
+    create_topic(spark_cluster, "pattern-empty", partitions=2)
+    assert batch(spark, spark_cluster, "pattern-empty").collect() == []
+
+
+def test_starting_timestamp_starts_each_partition_at_its_first_later_record(spark, spark_cluster):
+    """startingTimestamp reads, in every partition, the records produced at or after that time and none
+    before it."""
+    create_topic(spark_cluster, "by-time", partitions=2)
+    produce(spark_cluster, "by-time", {0: 5, 1: 5})
+    cutoff_ms = int(time.time() * 1000) + 1
+    wait_until(lambda: time.time() * 1000 > cutoff_ms, 5, 0.001, what="the clock to pass the cutoff")
+    later = produce(spark_cluster, "by-time", {0: 3, 1: 4}, first=10)
+    rows = batch(spark, spark_cluster, "by-time", startingTimestamp=cutoff_ms).collect()
+    assert sorted(bytes(r["value"]) for r in rows) == sorted(later)
+    assert sorted((r["partition"], r["offset"]) for r in rows) == [(0, 5), (0, 6), (0, 7)] + \
+        [(1, o) for o in range(5, 9)]
