@@ -1,4 +1,4 @@
-"""`raftbus bench produce|consume|all`: throughput and latency figures, one JSON line per benchmark on stdout.
+"""`raftbus bench produce|consume|all|spark`: throughput and latency figures, one JSON line per benchmark on stdout.
 
 Without --bootstrap the benchmark starts its own cluster (`python -m raftbus.broker dev`) in a temporary data
 dir on free loopback ports and always stops it by pid afterwards (SIGTERM, then SIGKILL of its process
@@ -12,6 +12,7 @@ Producer.send per record with --per-record) by `producers` processes, each writi
                                BENCH_LIGHT_LOAD_DURATION_MS with linger 0, send to acknowledgement
 consume: fills a topic with `records` records (or reuses one already holding them; `all` reuses the produce
 topic) and reads everything from the beginning with `readers` Reader processes.
+spark: records/s through one Spark Structured Streaming micro-batch, Arrow and tuples (client/spark/bench.py).
 MB are 10^6 payload bytes (record values). Progress goes to stderr.
 """
 from __future__ import annotations
@@ -45,7 +46,7 @@ from raftbus.client.producer import Producer
 from raftbus.client.reader import Reader
 from raftbus.client.records import RECORD_OVERHEAD_BYTES
 
-WORKLOADS = ("produce", "consume", "all")
+WORKLOADS = ("produce", "consume", "all", "spark")
 LOOPBACK = "127.0.0.1"
 
 
@@ -474,6 +475,9 @@ def run_workloads(bootstrap: str, args) -> list[dict]:
     if args.workload in ("consume", "all"):
         reuse = results[0]["topic"] if results else None
         results.append(emit(bench_consume(bootstrap, args, reuse)))
+    if args.workload == "spark":  # needs the spark extra (pyspark, pyarrow); see client/spark/bench.py
+        from raftbus.client.spark.bench import bench_spark
+        results.append(emit(bench_spark(bootstrap, args, fill_topic, progress)))
     return results
 
 

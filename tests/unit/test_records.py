@@ -12,6 +12,8 @@ from raftbus.client.records import (
     encode_stored_batch,
     iter_stored_batches,
     record_size,
+    decode_columns,
+    uniform_record_shape,
 )
 
 
@@ -98,3 +100,28 @@ def test_record_count_mismatch_raises_corrupt_batch():
     blob, _, max_ts = encode_batch([(1, None, b"a", ())])
     with pytest.raises(CorruptBatch):
         list(decode_fetched("t", 0, encode_stored_batch(0, 2, 0, max_ts, blob)))
+
+
+def test_columnar_decode_matches_the_tuple_decode():
+    records = [(1, None, None, ()), (2, b"k", b"", ()), (3, b"", b"v", (("h", b"x"), ("none", None))),
+               (4, "clé".encode(), bytes(300), ())]
+    blob, _, _ = encode_batch(records)
+    columns = decode_columns(blob)
+    assert list(zip(columns.timestamps_ms, columns.keys, columns.values, columns.headers)) == decode_batch(blob)
+
+
+def test_columnar_decode_rejects_garbled_input():
+    blob, _, _ = encode_batch([(1, b"key", b"value", ())])
+    with pytest.raises(CorruptBatch):
+        decode_columns(blob[:-3])
+    with pytest.raises(CorruptBatch):
+        decode_columns(blob[:8] + struct.pack(">i", 1000) + blob[12:])
+
+
+def test_uniform_record_shape_is_a_candidate_test_on_the_first_record():
+    same, _, _ = encode_batch([(i, None, b"abc", ()) for i in range(4)])
+    assert uniform_record_shape(same, 4) == (-1, 3)
+    assert uniform_record_shape(same, 3) is None
+    with_headers, _, _ = encode_batch([(i, b"k", b"v", (("h", b"x"),)) for i in range(2)])
+    assert uniform_record_shape(with_headers, 2) is None
+    assert uniform_record_shape(b"", 0) is None
