@@ -68,3 +68,22 @@ def parse_bootstrap(bootstrap: str | list[str] | tuple[str, ...]) -> list[str]:
     if not addresses:
         raise InvalidArgument("bootstrap must name at least one host:port")
     return addresses
+
+# ---------------------------------------------------------------------- consumer groups (Consumer)
+# Membership: what the member asks the broker for (the broker bounds the timeouts and may shorten the
+# heartbeat interval to a third of the session timeout).
+SESSION_TIMEOUT_MS = 45_000
+HEARTBEAT_INTERVAL_MS = 3_000
+REBALANCE_TIMEOUT_MS = 60_000
+# Committing: with auto-commit, positions are committed this often (from poll), before revocation and on close.
+ENABLE_AUTO_COMMIT = True
+AUTO_COMMIT_INTERVAL_MS = 5_000
+# Fetching: one fetch in flight per owned partition, each answer at most CONSUMER_FETCH_BYTES_MAX; no new
+# fetch while CONSUMER_BUFFER_BYTES_MAX of answers wait to be polled.
+CONSUMER_FETCH_BYTES_MAX = 4 * 1024 * 1024
+CONSUMER_BUFFER_BYTES_MAX = 64 * 1024 * 1024
+MAX_POLL_RECORDS = 500
+# How long one step of `for record in consumer` waits in poll.
+POLL_TIMEOUT_MS = 1_000
+# Threads that run per-partition calls (commits, committed-offset reads) in parallel.
+CONSUMER_CALL_THREADS = 4
