@@ -211,7 +211,7 @@ class Consumer:
                 else:
                     self._commit_one(member_id, generation, tp, offset, tp in resets)
             except RaftbusError as err:
-                self._note_membership_error(err)
+                self._note_membership_error(err, member_id)
                 first_error = first_error or err
                 continue
             with self._commit_lock:
@@ -394,29 +394,37 @@ class Consumer:
             self._need_sync = True
             self._wake.notify_all()
 
-    def _flag_rejoin(self) -> None:
+    def _flag_rejoin(self, member_id: str | None = None) -> None:
+        """Join again, unless the news is about an earlier membership (`member_id` given and not current)."""
         with self._wake:
+            if member_id is not None and member_id != self._member[0]:
+                return
             self._need_rejoin = True
             self._wake.notify_all()
 
-    def _note_membership_error(self, err: RaftbusError) -> None:
+    def _note_membership_error(self, err: RaftbusError, member_id: str) -> None:
         if isinstance(err, _REJOIN):
-            self._flag_rejoin()
-        elif isinstance(err, _RESYNC):
+            self._flag_rejoin(member_id)
+        elif isinstance(err, _RESYNC) and member_id == self._member[0]:
             self._flag_sync()
 
     def _call_listener(self, name: str, partitions: set[TopicPartition]) -> None:
+        """Call the listener; a failing callback is logged so the rebalance it is part of still completes."""
         method = getattr(self.listener, name, None)
         if method is None and name == "on_partitions_lost":
             method = getattr(self.listener, "on_partitions_revoked", None)
-        if method is not None:
+        if method is None:
+            return
+        try:
             method(partitions)
+        except Exception:
+            log.exception("rebalance listener %s failed", name)
 
     # ------------------------------------------------------------------ fetch errors
     def _handle_fetch_errors(self, failures) -> None:
         for tp, err in failures:
             if isinstance(err, (_RESYNC + _REJOIN)):
-                self._note_membership_error(err)
+                self._note_membership_error(err, self._member[0])
                 self._fetcher.retry_later(tp, settings.RETRY_BACKOFF_MS / 1000)
             elif isinstance(err, OffsetOutOfRange):
                 self._reset_out_of_range(tp, err)

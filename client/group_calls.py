@@ -76,12 +76,12 @@ class GroupCalls:
         return JoinAnswer(r.member_id, r.generation, r.session_timeout_ms, r.rebalance_timeout_ms,
                           r.heartbeat_interval_ms)
 
-    def heartbeat(self, group: str, member_id: str, generation: int, max_wait_ms: int) -> tuple[int, bool]:
+    def heartbeat_call(self, group: str, member_id: str, generation: int, max_wait_ms: int):
+        """One Heartbeat to the controller as a cancellable gRPC future (no retries: the caller paces them)."""
         request = gpb.HeartbeatRequest(group=group, member_id=member_id, generation=generation,
                                        max_wait_ms=max_wait_ms)
-        timeout_s = self.timeout_s + max_wait_ms / 1000
-        r = self.router.call_controller(lambda conn: self.stub(conn).Heartbeat(request, timeout=timeout_s))
-        return r.generation, r.rebalance
+        conn = self.router.connection(self.router.controller_address())
+        return self.stub(conn).Heartbeat.future(request, timeout=self.timeout_s + max_wait_ms / 1000)
 
     def sync(self, group: str, member_id: str, generation: int, released=()) -> Assignment:
         request = gpb.SyncGroupRequest(group=group, member_id=member_id, generation=generation,

@@ -87,3 +87,10 @@ MAX_POLL_RECORDS = 500
 POLL_TIMEOUT_MS = 1_000
 # Threads that run per-partition calls (commits, committed-offset reads) in parallel.
 CONSUMER_CALL_THREADS = 4
+# `raftbus bench consume --group`: fetch size and poll size of the throughput run, the members' heartbeat
+# interval and session timeout in the rebalance run, and how long a rebalance may take before the run fails.
+BENCH_GROUP_FETCH_BYTES_MAX = BATCH_BYTES_MAX  # about one producer batch per poll, so one commit per batch
+BENCH_GROUP_POLL_RECORDS_MAX = 1_000_000
+BENCH_GROUP_HEARTBEAT_INTERVAL_MS = 500
+BENCH_GROUP_SESSION_TIMEOUT_MS = 6_000
+BENCH_REBALANCE_TIMEOUT_MS = 30_000
