@@ -33,6 +33,8 @@ from raftbus.client.errors import (
     Unavailable,
     UnknownGroup,
     UnknownMember,
+    UnknownPartition,
+    UnknownTopic,
 )
 from raftbus.client.fetcher import ConsumerRecords, Fetcher
 from raftbus.client.group_calls import Assignment, GroupCalls, TopicPartition
@@ -44,8 +46,9 @@ log = logging.getLogger(__name__)
 
 EARLIEST, LATEST = "earliest", "latest"
 _EARLIEST_MS, _LATEST_MS = -2, -1
-# Errors that mean the member's view of its assignment is out of date: sync again.
-_RESYNC = (StaleGeneration, PartitionNotAssigned)
+# Errors that mean the member's view of its assignment is out of date: sync again (a deleted topic's
+# partitions leave the assignment with the next generation).
+_RESYNC = (StaleGeneration, PartitionNotAssigned, UnknownTopic, UnknownPartition)
 _REJOIN = (UnknownMember, UnknownGroup)
 
 

@@ -128,3 +128,13 @@ def test_groups_describe_shows_members_offsets_and_lag(seen, capsys):
     code, out, _ = run(capsys, "--json", "groups", "describe", "billing")
     data = json.loads(out)
     assert data["partitions"][0]["lag_s"] == 2.5 and data["members"][1]["target"] == [["orders", 1]]
+
+
+def test_bench_consume_group_flags(capsys):
+    """`bench consume --group` takes --decode and --session-timeout-ms, checked before any cluster starts."""
+    args = cli.build_parser().parse_args(["bench", "consume", "--group", "--decode", "--session-timeout-ms", "7000"])
+    assert (args.workload, args.group, args.decode, args.session_timeout_ms) == ("consume", True, True, 7000)
+    defaults = cli.build_parser().parse_args(["bench", "consume"])
+    assert (defaults.group, defaults.decode, defaults.session_timeout_ms) == (False, False, 6000)
+    code, _, err = run(capsys, "bench", "consume", "--group", "--session-timeout-ms", "0")
+    assert code == 1 and err == "error: INVALID_ARGUMENT: --session-timeout-ms must be >= 1\n"

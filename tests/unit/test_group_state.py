@@ -278,3 +278,21 @@ def test_overdue_members_by_session_rebalance_timeout_and_grace(meta):
 def test_group_round_trips_through_json(settled):
     group = settled.group
     assert groups.ConsumerGroup.from_dict(group.to_dict()) == group
+
+
+@pytest.mark.parametrize("command", [
+    b'J{"type":"join_group","group":"readers"}',
+    b'J{"type":"leave_group","group":"readers","member_id":7,"now_ms":1}',
+    b'J{"type":"expire_members","group":"readers","member_ids":[1,2],"now_ms":1}',
+    b'J{"type":"release_partitions","group":"readers","member_id":"a","generation":1,"partitions":[["orders"]],'
+    b'"now_ms":1}',
+    b'J{"type":"release_partitions","group":"readers","member_id":"a","generation":1,"partitions":[[1,"x"]],'
+    b'"now_ms":1}',
+    b'J{"type":"join_group","group":"readers","member_id":"b","client_id":"c","topics":[3],'
+    b'"session_timeout_ms":1,"rebalance_timeout_ms":1,"members_max":9,"groups_max":9,"now_ms":1}',
+])
+def test_malformed_group_commands_are_error_values_and_change_nothing(meta, command):
+    meta.join("a")
+    before = meta.group
+    assert isinstance(meta.apply(command), errors.InvalidArgument)
+    assert meta.group == before and meta.sm.applied_index() == meta.index
