@@ -37,6 +37,9 @@ class GroupHistory:
             else:
                 self.processed.append((entry["m"], entry["g"], entry["p"], entry["o"], entry["v"]))
 
+    def member_ids(self) -> set[str]:
+        return {m for m, _ in self.owned}
+
     def values(self) -> set[str]:
         return {v for *_, v in self.processed}
 
