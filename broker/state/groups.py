@@ -71,6 +71,7 @@ class ConsumerGroup:
     empty_since_ms: int  # -1 while it has members
     members: Mapping[str, Member]
     owners: Mapping[TopicPartition, Owner]
+    topics: tuple[str, ...] = ()  # what its members subscribe to; kept when the group empties (for its offsets)
 
     # ------------------------------------------------------------------ views
     def owned_by(self, member_id: str) -> tuple[TopicPartition, ...]:
@@ -93,13 +94,10 @@ class ConsumerGroup:
         settled = all(set(self.owned_by(m)) == set(member.target) for m, member in self.members.items())
         return STABLE if settled else REBALANCING
 
-    def topics(self) -> tuple[str, ...]:
-        return tuple(sorted({t for member in self.members.values() for t in member.topics}))
-
     # ------------------------------------------------------------------ storage
     def to_dict(self) -> dict:
         return {"name": self.name, "generation": self.generation, "created_ms": self.created_ms,
-                "changed_ms": self.changed_ms, "empty_since_ms": self.empty_since_ms,
+                "changed_ms": self.changed_ms, "empty_since_ms": self.empty_since_ms, "topics": list(self.topics),
                 "members": [self.members[m].to_dict() for m in sorted(self.members)],
                 "owners": [[t, p, o.member_id, o.since_generation] for (t, p), o in sorted(self.owners.items())]}
 
@@ -109,7 +107,7 @@ class ConsumerGroup:
         owners = {(t, int(p)): Owner(member_id, int(since)) for t, p, member_id, since in data["owners"]}
         return cls(name=data["name"], generation=int(data["generation"]), created_ms=int(data["created_ms"]),
                    changed_ms=int(data["changed_ms"]), empty_since_ms=int(data["empty_since_ms"]),
-                   members=members, owners=owners)
+                   members=members, owners=owners, topics=tuple(data["topics"]))
 
 
 def new_group(name: str, now_ms: int) -> ConsumerGroup:
@@ -234,12 +232,13 @@ def settle(group: ConsumerGroup, members: dict[str, Member], owners: Mapping[Top
         for tp in tps:
             owners.setdefault(tp, Owner(m, index))
     settled = {m: _with_target(v, targets[m], owners, now_ms) for m, v in members.items()}
-    if settled == dict(group.members) and owners == dict(group.owners):
+    topics = tuple(sorted({t for v in settled.values() for t in v.topics})) if settled else group.topics
+    if settled == dict(group.members) and owners == dict(group.owners) and topics == group.topics:
         return group
     if _assignment_view(settled) == _assignment_view(group.members) and owners == dict(group.owners):
         return dataclasses.replace(group, members=settled)  # e.g. a re-join that changed only timeouts
     return dataclasses.replace(
-        group, generation=index, changed_ms=now_ms, members=settled, owners=owners,
+        group, generation=index, changed_ms=now_ms, members=settled, owners=owners, topics=topics,
         empty_since_ms=-1 if settled else (group.empty_since_ms if group.empty_since_ms >= 0 else now_ms))
 
 

@@ -18,7 +18,7 @@ def group_proto(group) -> gpb.GroupInfo:
                                target=partitions_proto(m.target))
                for _, m in sorted(group.members.items())]
     return gpb.GroupInfo(name=group.name, generation=group.generation, state=group.state, members=members,
-                         topics=group.topics(), created_ms=group.created_ms, changed_ms=group.changed_ms)
+                         topics=group.topics, created_ms=group.created_ms, changed_ms=group.changed_ms)
 
 
 def offset_proto(lag) -> gpb.PartitionOffset:

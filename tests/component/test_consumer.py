@@ -141,10 +141,13 @@ def test_expired_member_loses_its_partitions_and_joins_again(served):
         assert ("lost", {P0, P1}) in events.events and events.events[-1] == ("assigned", {P0, P1})
 
 
-def test_close_leaves_the_group(served):
-    with consumer(served) as c:
+def test_close_commits_and_leaves_and_the_empty_group_keeps_its_offsets(served):
+    with consumer(served, enable_auto_commit=True) as c:
         poll_until(c, 20)
+    served.produce(TOPIC, 1, 4)
     with Admin(served.bootstrap) as admin:
         group = admin.describe_group(GROUP)
-        assert group.state == "empty" and group.members == ()
+        assert group.state == "empty" and group.members == () and group.topics == (TOPIC,)
+        assert [(p.partition, p.owner, p.committed_offset, p.lag_records) for p in group.partitions] == [
+            (0, None, 10, 0), (1, None, 10, 4)]
         assert [g.name for g in admin.list_groups()] == [GROUP]

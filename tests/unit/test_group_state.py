@@ -121,7 +121,7 @@ def test_expiry_removes_listed_members_and_ignores_gone_ones(meta):
     assert sorted(expired.members) == ["b"] and len(expired.owned_by("b")) == 4
     last = meta.expire("b")
     assert last.members == {} and last.owners == {} and last.state == groups.EMPTY
-    assert last.empty_since_ms == 300
+    assert last.empty_since_ms == 300 and last.topics == ("orders",)  # kept: describe still shows its offsets
 
 
 def test_rejoin_with_same_subscription_keeps_the_generation(meta):
