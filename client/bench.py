@@ -13,7 +13,7 @@ Producer.send per record with --per-record) by `producers` processes, each writi
 consume: fills a topic with `records` records (or reuses one already holding them; `all` reuses the produce
 topic) and reads everything from the beginning with `readers` Reader processes; with --group, `readers`
 Consumer processes of one consumer group read it, committing per batch, and rebalance times are measured
-(see client/bench_groups.py for every figure).
+(see client/bench_groups.py for every figure); `all` runs produce, consume and consume --group.
 MB are 10^6 payload bytes (record values). Progress goes to stderr.
 """
 from __future__ import annotations
@@ -480,6 +480,8 @@ def run_workloads(bootstrap: str, args) -> list[dict]:
         reuse = results[0]["topic"] if results else None
         consume = bench_group_consume if args.group else bench_consume
         results.append(emit(consume(bootstrap, args, reuse)))
+    if args.workload == "all" and not args.group:  # consumer groups: `all` covers the group figures too
+        results.append(emit(bench_group_consume(bootstrap, args, results[0]["topic"])))
     return results
 
 

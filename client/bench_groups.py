@@ -91,7 +91,7 @@ def bench_group_consume(bootstrap: str, args, topic: str, brokers: int, run_work
     elapsed_s = max(r["finished_s"] for r in results) - min(r["started_s"] for r in results)
     figures = rate_figures(total, total * args.record_bytes, elapsed_s)
     rebalance = measure_rebalance(bootstrap, topic, args)
-    return {"bench": "consume", "group": True, "records": total, "record_bytes": args.record_bytes, **figures,
+    return {"bench": "consume-group", "records": total, "record_bytes": args.record_bytes, **figures,
             "records_polled": sum(r["records"] for r in results), "commits": commits,
             "records_per_commit": round(total / max(commits, 1)),
             "decode": args.decode, **rebalance, "brokers": brokers, "partitions": args.partitions,

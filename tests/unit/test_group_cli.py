@@ -138,3 +138,22 @@ def test_bench_consume_group_flags(capsys):
     assert (defaults.group, defaults.decode, defaults.session_timeout_ms) == (False, False, 6000)
     code, _, err = run(capsys, "bench", "consume", "--group", "--session-timeout-ms", "0")
     assert code == 1 and err == "error: INVALID_ARGUMENT: --session-timeout-ms must be >= 1\n"
+
+
+def test_bench_all_includes_the_group_consume(monkeypatch, capsys):
+    """`bench all` runs produce, consume and consume-group (on the produce topic); `consume --group` only the last."""
+    from raftbus.client import bench
+
+    ran = []
+    monkeypatch.setattr(bench, "bench_produce", lambda b, a: ran.append("produce") or {"bench": "produce",
+                                                                                      "topic": "t1"})
+    monkeypatch.setattr(bench, "bench_consume", lambda b, a, t: ran.append(("consume", t)) or {"bench": "consume"})
+    monkeypatch.setattr(bench, "bench_group_consume",
+                        lambda b, a, t=None: ran.append(("consume-group", t)) or {"bench": "consume-group"})
+    args = cli.build_parser().parse_args(["bench", "all", "--bootstrap", "h:1"])
+    assert [r["bench"] for r in bench.run_workloads("h:1", args)] == ["produce", "consume", "consume-group"]
+    assert ran == ["produce", ("consume", "t1"), ("consume-group", "t1")]
+    ran.clear()
+    args = cli.build_parser().parse_args(["bench", "consume", "--group", "--bootstrap", "h:1"])
+    assert [r["bench"] for r in bench.run_workloads("h:1", args)] == ["consume-group"]
+    assert ran == [("consume-group", None)]
