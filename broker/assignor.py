@@ -13,6 +13,7 @@ The result depends only on the values given, never on the order of the mappings.
 """
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Mapping
 
 TopicPartition = tuple[str, int]
@@ -75,10 +76,25 @@ def _share_equally(members: list[str], assignment: dict[str, list[TopicPartition
 
 def _place_free(assignment: dict[str, list[TopicPartition]], free: list[TopicPartition],
                 eligible: dict[str, list[str]]) -> None:
-    """Give each free partition to its least-loaded subscriber, most constrained partitions first."""
+    """Give each free partition to its least-loaded subscriber (ties: lowest id), most constrained first.
+
+    One heap of (load, member) per distinct subscriber list; loads only grow here, so a stale entry is simply
+    refreshed when it reaches the top.
+    """
+    load = {m: len(tps) for m, tps in assignment.items()}
+    heaps: dict[tuple[str, ...], list[tuple[int, str]]] = {}
     for tp in sorted(free, key=lambda tp: (len(eligible[tp[0]]), tp)):
-        m = min(eligible[tp[0]], key=lambda m: (len(assignment[m]), m))
-        assignment[m].append(tp)
+        subscribers = tuple(eligible[tp[0]])
+        heap = heaps.get(subscribers)
+        if heap is None:
+            heap = heaps[subscribers] = [(load[m], m) for m in subscribers]
+            heapq.heapify(heap)
+        while heap[0][0] != load[heap[0][1]]:
+            heapq.heapreplace(heap, (load[heap[0][1]], heap[0][1]))
+        member = heap[0][1]
+        assignment[member].append(tp)
+        load[member] += 1
+        heapq.heapreplace(heap, (load[member], member))
 
 
 def _rebalance(members: list[str], assignment: dict[str, list[TopicPartition]],
@@ -87,21 +103,31 @@ def _rebalance(members: list[str], assignment: dict[str, list[TopicPartition]],
 
     Every move lowers the sum of squared loads, so this ends.
     """
+    load = {m: len(assignment[m]) for m in members}
     while True:
-        move = _find_move(members, assignment, eligible)
+        move = _find_move(members, assignment, eligible, load)
         if move is None:
             return
         donor, tp, receiver = move
         assignment[donor].remove(tp)
         assignment[receiver].append(tp)
+        load[donor] -= 1
+        load[receiver] += 1
 
 
-def _find_move(members: list[str], assignment: dict[str, list[TopicPartition]],
-               eligible: dict[str, list[str]]) -> tuple[str, TopicPartition, str] | None:
-    for donor in sorted(members, key=lambda m: (-len(assignment[m]), m)):
-        load = len(assignment[donor])
-        for tp in sorted(assignment[donor], reverse=True):
-            receivers = [m for m in eligible[tp[0]] if len(assignment[m]) <= load - 2]
-            if receivers:
-                return donor, tp, min(receivers, key=lambda m: (len(assignment[m]), m))
+def _find_move(members: list[str], assignment: dict[str, list[TopicPartition]], eligible: dict[str, list[str]],
+               load: dict[str, int]) -> tuple[str, TopicPartition, str] | None:
+    """The most loaded donor (ties: lowest id), its highest partition that its topic's least-loaded subscriber
+    (ties: lowest id) can take with two or more fewer partitions, and that subscriber."""
+    if not members:
+        return None
+    lowest = min(load.values())
+    least = {t: min(subscribers, key=lambda m: (load[m], m)) for t, subscribers in eligible.items()}
+    for donor in sorted(members, key=lambda m: (-load[m], m)):
+        if load[donor] < lowest + 2:
+            return None
+        able = {tp[0] for tp in assignment[donor] if load[least[tp[0]]] <= load[donor] - 2}
+        if able:
+            tp = max(tp for tp in assignment[donor] if tp[0] in able)
+            return donor, tp, least[tp[0]]
     return None

@@ -77,6 +77,11 @@ class ConsumerGroup:
     def owned_by(self, member_id: str) -> tuple[TopicPartition, ...]:
         return tuple(sorted(tp for tp, owner in self.owners.items() if owner.member_id == member_id))
 
+    def owned_by_member(self) -> dict[str, tuple[TopicPartition, ...]]:
+        """Every member's owned partitions, in one pass over the owners."""
+        owned = owned_sets(self.owners)
+        return {m: tuple(sorted(owned.get(m, ()))) for m in self.members}
+
     def revoking(self, member_id: str) -> tuple[TopicPartition, ...]:
         """Partitions the member owns but must give up (not in its target)."""
         target = set(self.members[member_id].target)
@@ -91,7 +96,8 @@ class ConsumerGroup:
     def state(self) -> str:
         if not self.members:
             return EMPTY
-        settled = all(set(self.owned_by(m)) == set(member.target) for m, member in self.members.items())
+        owned = owned_sets(self.owners)
+        settled = all(owned.get(m, set()) == set(member.target) for m, member in self.members.items())
         return STABLE if settled else REBALANCING
 
     # ------------------------------------------------------------------ storage
@@ -108,6 +114,13 @@ class ConsumerGroup:
         return cls(name=data["name"], generation=int(data["generation"]), created_ms=int(data["created_ms"]),
                    changed_ms=int(data["changed_ms"]), empty_since_ms=int(data["empty_since_ms"]),
                    members=members, owners=owners, topics=tuple(data["topics"]))
+
+
+def owned_sets(owners: Mapping[TopicPartition, Owner]) -> dict[str, set[TopicPartition]]:
+    owned: dict[str, set[TopicPartition]] = {}
+    for tp, owner in owners.items():
+        owned.setdefault(owner.member_id, set()).add(tp)
+    return owned
 
 
 def new_group(name: str, now_ms: int) -> ConsumerGroup:
@@ -231,7 +244,8 @@ def settle(group: ConsumerGroup, members: dict[str, Member], owners: Mapping[Top
     for m, tps in targets.items():
         for tp in tps:
             owners.setdefault(tp, Owner(m, index))
-    settled = {m: _with_target(v, targets[m], owners, now_ms) for m, v in members.items()}
+    owned = owned_sets(owners)
+    settled = {m: _with_target(v, targets[m], owned.get(m, set()), now_ms) for m, v in members.items()}
     topics = tuple(sorted({t for v in settled.values() for t in v.topics})) if settled else group.topics
     if settled == dict(group.members) and owners == dict(group.owners) and topics == group.topics:
         return group
@@ -251,10 +265,9 @@ def _exists(tp: TopicPartition, partition_counts: Mapping[str, int]) -> bool:
     return 0 <= tp[1] < partition_counts.get(tp[0], 0)
 
 
-def _with_target(member: Member, target: tuple[TopicPartition, ...], owners: Mapping[TopicPartition, Owner],
+def _with_target(member: Member, target: tuple[TopicPartition, ...], owned: set[TopicPartition],
                  now_ms: int) -> Member:
-    wanted = set(target)
-    revoking = any(o.member_id == member.member_id and tp not in wanted for tp, o in owners.items())
+    revoking = not owned <= set(target)
     since = (member.revoking_since_ms if member.revoking_since_ms >= 0 else now_ms) if revoking else -1
     return dataclasses.replace(member, target=target, revoking_since_ms=since)
 

@@ -12,9 +12,10 @@ def partitions_proto(tps) -> list[gpb.TopicPartition]:
 
 
 def group_proto(group) -> gpb.GroupInfo:
+    owned = group.owned_by_member()
     members = [gpb.GroupMember(member_id=m.member_id, client_id=m.client_id, topics=m.topics,
                                session_timeout_ms=m.session_timeout_ms, rebalance_timeout_ms=m.rebalance_timeout_ms,
-                               joined_ms=m.joined_ms, owned=partitions_proto(group.owned_by(m.member_id)),
+                               joined_ms=m.joined_ms, owned=partitions_proto(owned[m.member_id]),
                                target=partitions_proto(m.target))
                for _, m in sorted(group.members.items())]
     return gpb.GroupInfo(name=group.name, generation=group.generation, state=group.state, members=members,
