@@ -109,6 +109,7 @@ def test_consume_group_refuses_partition_flags(seen, capsys):
 
 
 def test_groups_list_table_and_json(seen, capsys):
+    """`groups list` prints one row per group (state, generation, members, topics), or JSON with --json."""
     code, out, _ = run(capsys, "groups", "list")
     assert code == 0
     assert out.splitlines()[0].split() == ["GROUP", "STATE", "GENERATION", "MEMBERS", "TOPICS"]
@@ -118,6 +119,7 @@ def test_groups_list_table_and_json(seen, capsys):
 
 
 def test_groups_describe_shows_members_offsets_and_lag(seen, capsys):
+    """`groups describe` prints members with owned and pending partitions, then offsets and lag per partition."""
     code, out, _ = run(capsys, "groups", "describe", "billing")
     assert code == 0 and ("describe_group", "billing") in seen
     lines = [line.split() for line in out.splitlines() if line.strip()]
