@@ -167,3 +167,10 @@ def decode(command) -> tuple[str, object]:
         return INVALID, exc
     except Exception as exc:  # any other decoding failure is still just a bad command
         return INVALID, errors.InvalidArgument(f"malformed command: {type(exc).__name__}: {exc}")
+
+
+# ---------------------------------------------------------------------- consumer groups (broker/group_commands.py)
+from . import group_commands as _group_commands  # noqa: E402  (registers its command types here)
+
+_FIELDS.update(_group_commands.METADATA_FIELDS)
+_DECODERS[_group_commands.PARTITION_PREFIX[0]] = _group_commands.decode_partition_command

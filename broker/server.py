@@ -21,6 +21,10 @@ from .state.partition import PartitionStateMachine
 from .storage.lmdb_store import LmdbStore
 from .transport.grpc_server import build_server, core_servicers
 from .transport.hub import RaftHub
+# consumer groups
+from .services.groups import GroupService
+from .services.offsets import OffsetService
+from .transport.groups_servicer import group_servicers
 
 log = logging.getLogger(__name__)
 _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
@@ -93,9 +97,16 @@ class Broker:
         self.loop.every(s.retention_check_interval_ms, self._enforce_retention)
         self.loop.every(s.preferred_leader_check_interval_ms, self._prefer_leaders)
         self.loop.call_soon(self._reconcile)
+        # consumer groups: heartbeats long-poll on metadata changes; the controller expires silent members
+        self.group_service = GroupService(self.context)
+        self.offset_service = OffsetService(self.context)
+        self.loop.applied_listeners.append(self.group_service.on_metadata_event)
+        self.loop.leadership_listeners.append(self.group_service.on_metadata_event)
+        self.loop.every(s.group_expiry_check_interval_ms, self.group_service.expire_due)
         self.loop.start(name=f"raftbus-raft-{self.node_id}")
 
         servicers = core_servicers(self.log_service, self.admin_service)
+        servicers += group_servicers(self.group_service, self.offset_service)  # consumer groups
         self.server, self.health, self.grpc_port = build_server(
             s.listen, servicers, workers_max=s.grpc_workers_max, message_bytes_max=s.grpc_message_bytes_max)
         self.server.start()

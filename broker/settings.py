@@ -81,7 +81,19 @@ class BrokerSettings:
     producer_idle_ms: int = 7 * 24 * 3600 * 1000
     shutdown_timeout_ms: int = 5000
     # consumer groups
-
+    session_timeout_ms: int = 45_000
+    session_timeout_min_ms: int = 6_000
+    session_timeout_max_ms: int = 1_800_000
+    heartbeat_interval_ms: int = 3_000
+    rebalance_timeout_ms: int = 60_000
+    rebalance_timeout_max_ms: int = 1_800_000
+    group_members_max: int = 1_000
+    groups_max: int = 10_000
+    group_topics_per_member_max: int = 100
+    group_expiry_check_interval_ms: int = 500
+    group_empty_retention_ms: int = 7 * 24 * 3600 * 1000
+    group_heartbeat_waiters_max: int = 32
+    offset_metadata_bytes_max: int = 4096
     # queue topics
 
     extra: dict = field(default_factory=dict, compare=False)
@@ -140,7 +152,22 @@ class BrokerSettings:
             raise errors.InvalidArgument("raft_election_timeout_min_ms must exceed 3 × raft_heartbeat_interval_ms")
         if self.raft_election_timeout_max_ms <= self.raft_election_timeout_min_ms:
             raise errors.InvalidArgument("raft_election_timeout_max_ms must exceed raft_election_timeout_min_ms")
+        self._validate_consumer_groups()
         return self
+
+    # ------------------------------------------------------------------ consumer groups
+    def _validate_consumer_groups(self) -> None:
+        if not 0 < self.session_timeout_min_ms <= self.session_timeout_ms <= self.session_timeout_max_ms:
+            raise errors.InvalidArgument(
+                "need 0 < session_timeout_min_ms <= session_timeout_ms <= session_timeout_max_ms")
+        if not 0 < self.heartbeat_interval_ms < self.session_timeout_min_ms:
+            raise errors.InvalidArgument("heartbeat_interval_ms must be > 0 and below session_timeout_min_ms")
+        if not 0 < self.rebalance_timeout_ms <= self.rebalance_timeout_max_ms:
+            raise errors.InvalidArgument("need 0 < rebalance_timeout_ms <= rebalance_timeout_max_ms")
+        for name in ("group_members_max", "groups_max", "group_topics_per_member_max",
+                     "group_expiry_check_interval_ms", "offset_metadata_bytes_max"):
+            if getattr(self, name) < 1:
+                raise errors.InvalidArgument(f"{name} must be >= 1")
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(BrokerSettings) if f.name != "extra"}

@@ -1,4 +1,4 @@
-"""The raftbus SDK: `from raftbus.client import Admin, Producer, Reader`.
+"""The raftbus SDK: `from raftbus.client import Admin, Consumer, Producer, Reader`.
 
 The broker imports only `raftbus.client.errors`, `raftbus.client.records` and the generated `raftbus.client.wire`
 modules from here (the wire protocol lives with the clients, as in Kafka); the SDK never imports the broker.
@@ -9,8 +9,15 @@ from raftbus.client.errors import RaftbusError
 from raftbus.client.producer import Producer
 from raftbus.client.reader import EARLIEST, LATEST, FetchResult, Reader
 from raftbus.client.records import Record, RecordMetadata
+# consumer groups
+from raftbus.client.consumer import Consumer
+from raftbus.client.fetcher import ConsumerRecords
+from raftbus.client.group_admin import GroupDescription, MemberDescription, PartitionLag
+from raftbus.client.group_calls import TopicPartition
 
 __all__ = [
     "Admin", "BrokerDescription", "BrokerStats", "ClusterStatus", "EARLIEST", "FetchResult", "LATEST", "PartitionDescription",
     "Producer", "RaftbusError", "Reader", "Record", "RecordMetadata", "TopicDescription", "errors",
+    # consumer groups
+    "Consumer", "ConsumerRecords", "GroupDescription", "MemberDescription", "PartitionLag", "TopicPartition",
 ]

@@ -12,8 +12,10 @@ from dataclasses import asdict, dataclass
 
 import grpc
 
-from raftbus.client import settings
+from raftbus.client import group_admin, settings
 from raftbus.client.errors import LeaderNotAvailable
+from raftbus.client.group_admin import GroupDescription
+from raftbus.client.group_calls import GroupCalls
 from raftbus.client.router import Router
 from raftbus.client.wire import raftbus_pb2 as pb
 
@@ -248,6 +250,16 @@ class Admin:
         request = pb.MetadataRequest(topics=list(topics or ()))
         response = self.router.call_any(lambda conn: conn.admin.GetMetadata(request, timeout=self.request_timeout_s))
         return ClusterStatus.from_proto(response)
+
+    # ------------------------------------------------------------------ consumer groups
+
+    def list_groups(self) -> list[GroupDescription]:
+        """Every consumer group with its members and assignment (no offsets: see describe_group)."""
+        return group_admin.list_groups(GroupCalls(self.router))
+
+    def describe_group(self, name: str) -> GroupDescription:
+        """Members, assignment, committed offsets and lag (records and seconds) per partition; UnknownGroup."""
+        return group_admin.describe_group(GroupCalls(self.router), name)
 
     # ------------------------------------------------------------------ lifecycle
 

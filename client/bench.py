@@ -11,7 +11,9 @@ Producer.send per record with --per-record) by `producers` processes, each writi
   latency_p50/p99_ms           light load: single-record sends at BENCH_LIGHT_LOAD_RATE_PER_S for
                                BENCH_LIGHT_LOAD_DURATION_MS with linger 0, send to acknowledgement
 consume: fills a topic with `records` records (or reuses one already holding them; `all` reuses the produce
-topic) and reads everything from the beginning with `readers` Reader processes.
+topic) and reads everything from the beginning with `readers` Reader processes; with --group, `readers`
+Consumer processes of one consumer group read it, committing per batch, and rebalance times are measured
+(see client/bench_groups.py for every figure); `all` runs produce, consume and consume --group.
 spark: records/s through one Spark Structured Streaming micro-batch, Arrow and tuples (client/spark/bench.py).
 MB are 10^6 payload bytes (record values). Progress goes to stderr.
 """
@@ -39,7 +41,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from raftbus.client import settings
+from raftbus.client import bench_groups, settings
 from raftbus.client.admin import Admin
 from raftbus.client.errors import InternalError, InvalidArgument, RaftbusError, RequestTimedOut, TopicExists, Unavailable
 from raftbus.client.producer import Producer
@@ -65,6 +67,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-bytes-max", type=int, default=settings.BATCH_BYTES_MAX)
     parser.add_argument("--per-record", action="store_true", help="Producer.send per record instead of batches")
     parser.add_argument("--out", help="also write the results to this JSON file")
+    # consumer groups
+    parser.add_argument("--group", action="store_true",
+                        help="consume: read with a consumer group, committing per batch, and time rebalances")
+    parser.add_argument("--decode", action="store_true", help="consume --group: decode every record too")
+    parser.add_argument("--session-timeout-ms", type=int, default=settings.BENCH_GROUP_SESSION_TIMEOUT_MS,
+                        help="consume --group: session timeout of the rebalance run's members")
     parser.add_argument("--keep-cluster", action="store_true", help="leave the local cluster running")
 
 
@@ -468,13 +476,25 @@ def bench_consume(bootstrap: str, args, topic: str | None = None) -> dict:
             "replication_factor": args.replication_factor, "readers": readers, "topic": topic}
 
 
+def bench_group_consume(bootstrap: str, args, topic: str | None = None) -> dict:
+    """Consumer groups: see client/bench_groups.py."""
+    topic = topic or f"bench-consume-{args.records}x{args.record_bytes}-p{args.partitions}"
+    brokers = fill_topic(bootstrap, topic, args)
+    progress(f"reading {topic} with a consumer group of {max(1, min(args.readers, args.partitions))} process(es), "
+             "committing per batch; then timing rebalances")
+    return bench_groups.bench_group_consume(bootstrap, args, topic, brokers, run_workers, rate_figures)
+
+
 def run_workloads(bootstrap: str, args) -> list[dict]:
     results = []
     if args.workload in ("produce", "all"):
         results.append(emit(bench_produce(bootstrap, args)))
     if args.workload in ("consume", "all"):
         reuse = results[0]["topic"] if results else None
-        results.append(emit(bench_consume(bootstrap, args, reuse)))
+        consume = bench_group_consume if args.group else bench_consume
+        results.append(emit(consume(bootstrap, args, reuse)))
+    if args.workload == "all" and not args.group:  # consumer groups: `all` covers the group figures too
+        results.append(emit(bench_group_consume(bootstrap, args, results[0]["topic"])))
     if args.workload == "spark":  # needs the spark extra (pyspark, pyarrow); see client/spark/bench.py
         from raftbus.client.spark.bench import bench_spark
         results.append(emit(bench_spark(bootstrap, args, fill_topic, progress)))
@@ -488,7 +508,7 @@ def emit(result: dict) -> dict:
 
 def check_args(args) -> None:
     for name in ("records", "record_bytes", "partitions", "replication_factor", "brokers", "producers", "readers",
-                 "batch_bytes_max"):
+                 "batch_bytes_max", "session_timeout_ms"):
         if getattr(args, name) < 1:
             raise InvalidArgument(f"--{name.replace('_', '-')} must be >= 1")
     if args.linger_ms < 0:

@@ -16,9 +16,9 @@ import time
 from collections import deque
 from collections.abc import Iterable, Iterator
 
-from raftbus.client import bench, settings
+from raftbus.client import bench, group_cli, settings
 from raftbus.client.admin import Admin, ClusterStatus, TopicDescription
-from raftbus.client.errors import InvalidArgument, RaftbusError
+from raftbus.client.errors import RaftbusError
 from raftbus.client.producer import Producer, reject_queue_options
 from raftbus.client.reader import EARLIEST, LATEST, Reader
 from raftbus.client.records import Record, RecordMetadata
@@ -122,7 +122,7 @@ def _add_data_commands(sub, common) -> None:
     consume.add_argument("--from-beginning", action="store_true")
     consume.add_argument("--max", type=int, help="stop after this many records")
     consume.add_argument("--timeout-ms", type=int, help="stop after this long without a record")
-    consume.add_argument("--group", help="consumer group (not available in this version)")
+    consume.add_argument("--group", help="consume as a member of this consumer group (commits what it prints)")
     consume.set_defaults(handler=run_consume)
     cluster = sub.add_parser("cluster", help="cluster status").add_subparsers(dest="cluster_command", required=True)
     cluster.add_parser("status", parents=[common], help="brokers, controller, partition leaders and ISR") \
@@ -143,6 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_broker_commands(sub, common)
     _add_topic_commands(sub, common)
     _add_data_commands(sub, common)
+    group_cli.add_group_commands(sub, common, {"list": run_groups_list, "describe": run_groups_describe})
     return parser
 
 
@@ -152,6 +153,7 @@ def check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
         parser.error("consume: --offset needs --partition")
     if args.command == "consume" and args.max is not None and args.max < 0:
         parser.error("consume: --max must be >= 0")
+    group_cli.check_group_usage(parser, args)
 
 
 def bootstrap_of(args: argparse.Namespace) -> str:
@@ -328,12 +330,21 @@ def consumed_records(reader: Reader, args) -> Iterator[Record]:
 
 def run_consume(args) -> int:
     if args.group is not None:
-        raise InvalidArgument("consumer groups are not available in this version; consume without --group "
-                              "(reads the whole topic, or one partition with --partition/--offset)")
+        return group_cli.run_consume_group(args, bootstrap_of(args), record_line)
     with Reader(bootstrap_of(args)) as reader:
         for record in itertools.islice(consumed_records(reader, args), args.max):
             print(record_line(record, args.json), flush=True)
     return 0
+
+
+# ---------------------------------------------------------------------- consumer groups
+
+def run_groups_list(args) -> int:
+    return group_cli.run_groups_list(args, bootstrap_of(args), print_table)
+
+
+def run_groups_describe(args) -> int:
+    return group_cli.run_groups_describe(args, bootstrap_of(args), print_table)
 
 
 # ---------------------------------------------------------------------- entry point

@@ -167,6 +167,54 @@ class Unauthenticated(RaftbusError):
 
 
 # ---------------------------------------------------------------------- consumer groups (stream topics)
+class UnknownGroup(RaftbusError):
+    """No consumer group of that name exists."""
+
+    code = "UNKNOWN_GROUP"
+
+
+class UnknownMember(RaftbusError):
+    """The member is not (or no longer) in the group: it left or its session expired. Join again."""
+
+    code = "UNKNOWN_MEMBER"
+
+
+class StaleGeneration(RaftbusError):
+    """The request comes from a generation older than the member's ownership of the partition (or older than
+    one the partition already saw): fetch the current assignment and go on from there."""
+
+    code = "STALE_GENERATION"
+
+
+class PartitionNotAssigned(RaftbusError):
+    """The member does not own the partition in the group's current assignment."""
+
+    code = "PARTITION_NOT_ASSIGNED"
+
+
+class MetadataBehind(RaftbusError):
+    """This broker's copy of the group metadata has not reached the member's generation yet; retry shortly."""
+
+    code = "METADATA_BEHIND"
+    retriable = True
+
+
+class OffsetRegression(RaftbusError):
+    """A commit below the committed offset; only an explicit seek (reset) may move it back."""
+
+    code = "OFFSET_REGRESSION"
+
+
+class GroupLimitReached(RaftbusError):
+    """`group_members_max` members are in the group, or `groups_max` groups exist."""
+
+    code = "GROUP_LIMIT_REACHED"
+
+
+class InvalidSessionTimeout(InvalidArgument):
+    """A session or rebalance timeout outside the broker's bounds (`group_session_timeout_min_ms`...)."""
+
+    code = "INVALID_SESSION_TIMEOUT"
 
 
 # ---------------------------------------------------------------------- queue topics
@@ -199,7 +247,14 @@ GRPC_STATUS: dict[type[RaftbusError], grpc.StatusCode] = {
     Overloaded: grpc.StatusCode.RESOURCE_EXHAUSTED,
     Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
     # consumer groups
-
+    UnknownGroup: grpc.StatusCode.NOT_FOUND,
+    UnknownMember: grpc.StatusCode.NOT_FOUND,
+    StaleGeneration: grpc.StatusCode.FAILED_PRECONDITION,
+    PartitionNotAssigned: grpc.StatusCode.FAILED_PRECONDITION,
+    MetadataBehind: grpc.StatusCode.UNAVAILABLE,
+    OffsetRegression: grpc.StatusCode.FAILED_PRECONDITION,
+    GroupLimitReached: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    InvalidSessionTimeout: grpc.StatusCode.INVALID_ARGUMENT,
     # queue topics
 
 }

@@ -71,3 +71,29 @@ def parse_bootstrap(bootstrap: str | list[str] | tuple[str, ...]) -> list[str]:
     if not addresses:
         raise InvalidArgument("bootstrap must name at least one host:port")
     return addresses
+
+# ---------------------------------------------------------------------- consumer groups (Consumer)
+# Membership: what the member asks the broker for (the broker bounds the timeouts and may shorten the
+# heartbeat interval to a third of the session timeout).
+SESSION_TIMEOUT_MS = 45_000
+HEARTBEAT_INTERVAL_MS = 3_000
+REBALANCE_TIMEOUT_MS = 60_000
+# Committing: with auto-commit, positions are committed this often (from poll), before revocation and on close.
+ENABLE_AUTO_COMMIT = True
+AUTO_COMMIT_INTERVAL_MS = 5_000
+# Fetching: one fetch in flight per owned partition, each answer at most CONSUMER_FETCH_BYTES_MAX; no new
+# fetch while CONSUMER_BUFFER_BYTES_MAX of answers wait to be polled.
+CONSUMER_FETCH_BYTES_MAX = 4 * 1024 * 1024
+CONSUMER_BUFFER_BYTES_MAX = 64 * 1024 * 1024
+MAX_POLL_RECORDS = 500
+# How long one step of `for record in consumer` waits in poll.
+POLL_TIMEOUT_MS = 1_000
+# Threads that run per-partition calls (commits, committed-offset reads) in parallel.
+CONSUMER_CALL_THREADS = 4
+# `raftbus bench consume --group`: fetch size and poll size of the throughput run, the members' heartbeat
+# interval and session timeout in the rebalance run, and how long a rebalance may take before the run fails.
+BENCH_GROUP_FETCH_BYTES_MAX = BATCH_BYTES_MAX  # about one producer batch per poll, so one commit per batch
+BENCH_GROUP_POLL_RECORDS_MAX = 1_000_000
+BENCH_GROUP_HEARTBEAT_INTERVAL_MS = 500
+BENCH_GROUP_SESSION_TIMEOUT_MS = 6_000
+BENCH_REBALANCE_TIMEOUT_MS = 30_000

@@ -7,6 +7,7 @@ from raftbus.client import errors
 
 from .. import commands
 from .context import BrokerContext, wait_result
+from .offsets import check_member
 
 EARLIEST = -2
 LATEST = -1
@@ -43,9 +44,16 @@ class LogService:
                                           max_timestamp_ms, records)
         return replica.group.submit(command)
 
-    def fetch(self, topic: str, partition: int, offset: int, *, max_bytes: int, max_wait_ms: int):
-        """Committed batches from the one holding `offset` on; long-polls up to max_wait_ms at the end of the log."""
+    def fetch(self, topic: str, partition: int, offset: int, *, max_bytes: int, max_wait_ms: int,
+              member: tuple[str, str, int] | None = None):
+        """Committed batches from the one holding `offset` on; long-polls up to max_wait_ms at the end of the log.
+
+        `member` (group, member_id, generation) makes it a consumer-group fetch, refused unless the member owns
+        the partition at that generation.
+        """
         replica = self.context.leader_replica(topic, partition, kind="stream")
+        if member is not None:
+            check_member(self.context, *member, topic, partition)
         max_bytes = min(max(max_bytes, 1), self.settings.fetch_bytes_max)
         max_wait_ms = min(max(max_wait_ms, 0), self.settings.fetch_wait_max_ms)
         _, high_watermark = replica.state_machine.offsets()

@@ -8,6 +8,7 @@ Tables:
     meta     b"state" -> applied_index >q | next_topic_id >q | version >q
     brokers  broker_id >q -> JSON of model.Broker
     topics   name (utf-8) -> JSON of model.Topic
+    groups   name (utf-8) -> JSON of groups.ConsumerGroup (consumer groups: members, target, owners)
 """
 from __future__ import annotations
 
@@ -19,9 +20,12 @@ from typing import Mapping, NamedTuple
 
 from raftbus.client import errors
 
-from .. import commands, model
+from .. import commands, group_commands, model
+from . import group_planning
+from .groups import ConsumerGroup
 
 META, BROKERS, TOPICS = "meta", "brokers", "topics"
+GROUPS = "groups"
 STATE_KEY = b"state"
 TOPIC_KINDS = ("stream", "queue")
 
@@ -42,6 +46,7 @@ class _Change(NamedTuple):
     topic: model.Topic | None = None
     deleted_topic: str | None = None
     next_topic_id: int | None = None
+    groups: tuple = ()  # consumer groups: (name, new ConsumerGroup or None when deleted) pairs
 
     @property
     def empty(self) -> bool:
@@ -53,13 +58,14 @@ def _json(value) -> bytes:
 
 
 class MetadataStateMachine:
-    TABLES = (META, BROKERS, TOPICS)
+    TABLES = (META, BROKERS, TOPICS, GROUPS)
 
     def __init__(self, store):
         self._store = store
         self._state = _MetaState()
         self._brokers: Mapping[int, model.Broker] = MappingProxyType({})
         self._topics: Mapping[str, model.Topic] = MappingProxyType({})
+        self._groups: Mapping[str, ConsumerGroup] = MappingProxyType({})
         self.reload()
 
     # ------------------------------------------------------------------ apply (the Raft thread)
@@ -68,7 +74,7 @@ class MetadataStateMachine:
         if index <= self._state.applied_index:
             return None
         try:
-            result, change = self._plan(*commands.decode(command))
+            result, change = self._plan(index, *commands.decode(command))
         except errors.RaftbusError as refusal:
             result, change = refusal, _Change()
         except Exception as exc:
@@ -97,12 +103,17 @@ class MetadataStateMachine:
             self._topics = MappingProxyType({**self._topics, change.topic.name: change.topic})
         if change.deleted_topic is not None:
             self._topics = MappingProxyType({n: t for n, t in self._topics.items() if n != change.deleted_topic})
+        if change.groups:
+            self._groups = _groups_after(self._groups, change.groups)
         self._state = state
 
     # ------------------------------------------------------------------ planning (pure, may refuse)
-    def _plan(self, kind: str, payload):
+    def _plan(self, index: int, kind: str, payload):
         if kind == commands.INVALID:
             raise payload
+        if kind in group_commands.METADATA_KINDS:  # consumer groups
+            result, changes = group_planning.plan_group_command(self._groups, self._topics, index, kind, payload)
+            return result, _Change(groups=changes)
         planner = {
             commands.REGISTER_BROKER: self._plan_register_broker,
             commands.CREATE_TOPIC: self._plan_create_topic,
@@ -111,7 +122,19 @@ class MetadataStateMachine:
         }.get(kind)
         if planner is None:
             raise errors.InvalidArgument(f"{kind} is not a metadata command")
-        return planner(payload)
+        result, change = planner(payload)
+        return result, self._resettle_groups(index, payload, change)
+
+    def _resettle_groups(self, index: int, payload: dict, change: _Change) -> _Change:
+        """Consumer groups subscribed to a created, grown or deleted topic get a new assignment."""
+        name = change.topic.name if change.topic is not None else change.deleted_topic
+        if name is None or not self._groups:
+            return change
+        topics = {n: t for n, t in self._topics.items() if n != change.deleted_topic}
+        if change.topic is not None:
+            topics[name] = change.topic
+        changes = group_planning.resettle_after_topic_change(self._groups, topics, name, index, payload["now_ms"])
+        return change._replace(groups=changes)
 
     def _plan_register_broker(self, p: dict):
         if p["broker_id"] < 0:
@@ -178,6 +201,12 @@ class MetadataStateMachine:
     def topic(self, name: str) -> model.Topic | None:
         return self._topics.get(name)
 
+    def groups(self) -> Mapping[str, ConsumerGroup]:
+        return self._groups
+
+    def group(self, name: str) -> ConsumerGroup | None:
+        return self._groups.get(name)
+
     def reload(self) -> None:
         """Re-read everything from the store (after a snapshot restore)."""
         with self._store.read() as txn:
@@ -185,8 +214,10 @@ class MetadataStateMachine:
             state = _MetaState() if raw is None else _MetaState(*_STATE.unpack(raw))
             brokers = {b.broker_id: b for b in (model.Broker.from_dict(json.loads(v)) for _, v in txn.items(BROKERS))}
             topics = {t.name: t for t in (model.Topic.from_dict(json.loads(v)) for _, v in txn.items(TOPICS))}
+            groups = {g.name: g for g in (ConsumerGroup.from_dict(json.loads(v)) for _, v in txn.items(GROUPS))}
         self._brokers = MappingProxyType(brokers)
         self._topics = MappingProxyType(topics)
+        self._groups = MappingProxyType(groups)
         self._state = state
 
 
@@ -197,4 +228,19 @@ def _write(txn, change: _Change, state: _MetaState) -> None:
         txn.put(TOPICS, change.topic.name.encode(), _json(change.topic))
     if change.deleted_topic is not None:
         txn.delete(TOPICS, change.deleted_topic.encode())
+    for name, group in change.groups:
+        if group is None:
+            txn.delete(GROUPS, name.encode())
+        else:
+            txn.put(GROUPS, name.encode(), _json(group))
     txn.put(META, STATE_KEY, _STATE.pack(*state))
+
+
+def _groups_after(groups: Mapping[str, ConsumerGroup], changes) -> Mapping[str, ConsumerGroup]:
+    updated = dict(groups)
+    for name, group in changes:
+        if group is None:
+            updated.pop(name, None)
+        else:
+            updated[name] = group
+    return MappingProxyType(updated)

@@ -10,6 +10,7 @@ Tables:
                 records_len >I, records): key + value is one stored batch of client/records.py
     producers   producer_id -> last_seen_ms >q + up to 5 remembered batches (>qIqq each)
     time_index  running max timestamp (sign-flipped >Q) -> base offset >q of the batch that first reached it
+    offsets     consumer groups' committed offsets (see state/offsets.py)
 """
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from typing import NamedTuple
 
 from raftbus.client import errors
 
-from .. import commands
+from .. import commands, group_commands
+from . import offsets
 
 META, BATCHES, PRODUCERS, TIME_INDEX = "meta", "batches", "producers", "time_index"
 STATE_KEY = b"state"
@@ -84,7 +86,7 @@ def _dump_producer(last_seen_ms: int, batches: tuple[_ProducerBatch, ...]) -> by
 
 
 class PartitionStateMachine:
-    TABLES = (META, BATCHES, PRODUCERS, TIME_INDEX)
+    TABLES = (META, BATCHES, PRODUCERS, TIME_INDEX, offsets.OFFSETS)
 
     def __init__(self, store):
         self._store = store
@@ -114,6 +116,10 @@ class PartitionStateMachine:
             return self._trim(txn, payload)
         if kind == commands.INVALID:
             return payload, self._state
+        if kind == group_commands.COMMIT_OFFSET:  # consumer groups
+            return offsets.commit(txn, self._state.high_watermark, payload), self._state
+        if kind == group_commands.READ_OFFSET:
+            return offsets.load(txn, payload["group"]), self._state
         return errors.InvalidArgument(f"{kind} is not a partition command"), self._state
 
     def _produce(self, txn, produce: commands.ProduceCommand):
@@ -183,6 +189,22 @@ class PartitionStateMachine:
         if found is None:
             return state.high_watermark
         return max(_OFFSET.unpack(found[1])[0], state.log_start_offset)
+
+    # consumer groups
+    def committed(self, group: str) -> offsets.CommittedOffset | None:
+        """The group's committed offset here as applied so far (not a read barrier)."""
+        with self._store.read() as txn:
+            return offsets.load(txn, group)
+
+    def append_time_ms_at(self, offset: int) -> int | None:
+        """When the batch holding `offset` was appended (the oldest batch for an offset below the log start);
+        None at or beyond the high watermark."""
+        with self._store.read() as txn:
+            state = _state_in(txn)
+            if offset >= state.high_watermark:
+                return None
+            found = txn.floor(BATCHES, _offset_key(max(offset, state.log_start_offset)))
+        return None if found is None else commands.stored_header(found[1])[1]
 
     def reload(self) -> None:
         """Re-read the published state from the store (after a snapshot restore)."""

@@ -93,8 +93,9 @@ class LogServicer(pb_grpc.LogServicer):
         yield from pipeline.run(request_iterator, context.is_active)
 
     def _fetch(self, request, offset: int) -> pb.FetchResponse:
+        member = (request.group, request.member_id, request.generation) if request.group else None
         result = self.service.fetch(request.topic, request.partition, offset, max_bytes=request.max_bytes or 1 << 20,
-                                    max_wait_ms=request.max_wait_ms)
+                                    max_wait_ms=request.max_wait_ms, member=member)
         return pb.FetchResponse(topic=request.topic, partition=request.partition,
                                 high_watermark=result.high_watermark, log_start_offset=result.log_start_offset,
                                 batches=result.batches)

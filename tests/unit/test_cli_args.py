@@ -350,14 +350,6 @@ def test_consume_partition_defaults_to_the_end_or_the_beginning(calls, capsys):
     assert starts == ["latest", "earliest"]
 
 
-def test_consume_with_a_group_says_groups_are_not_available(calls, capsys):
-    """--group is refused with a typed error naming the missing feature."""
-    code, _, err = run(capsys, "consume", "orders", "--group", "billing")
-    assert code == 1
-    assert err.startswith("error: INVALID_ARGUMENT: consumer groups are not available in this version")
-    assert calls.items == []
-
-
 # ---------------------------------------------------------------------- broker processes and bench
 
 def test_broker_start_and_dev_pass_flags_through(monkeypatch):

@@ -1,0 +1,63 @@
+"""Committed offsets of consumer groups, kept in each partition's own state machine so they move with the data.
+
+Pure: reached only through the transaction the partition state machine hands in.
+
+Table:
+    offsets   group name (utf-8) -> offset >q | generation >q | commit_time_ms >q | highest_generation >q |
+                                    metadata (utf-8, the rest of the value)
+
+Rules of a commit (each refusal is a typed error value and writes nothing):
+- a generation below the highest this partition has seen for the group is stale (a member that lost the
+  partition cannot overwrite its new owner's progress, even through a broker whose metadata lags);
+- the offset never moves backwards unless the commit is an explicit reset (a seek);
+- the offset is at most the high watermark (the end of what has been appended before the commit).
+"""
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+from raftbus.client import errors
+
+OFFSETS = "offsets"
+_ENTRY = struct.Struct(">qqqq")
+
+
+class CommittedOffset(NamedTuple):
+    offset: int
+    generation: int
+    commit_time_ms: int
+    highest_generation: int
+    metadata: str
+
+
+def _key(group: str) -> bytes:
+    return group.encode()
+
+
+def load(txn, group: str) -> CommittedOffset | None:
+    raw = txn.get(OFFSETS, _key(group))
+    if raw is None:
+        return None
+    offset, generation, commit_time_ms, highest = _ENTRY.unpack_from(raw)
+    return CommittedOffset(offset, generation, commit_time_ms, highest, bytes(raw[_ENTRY.size:]).decode())
+
+
+def commit(txn, high_watermark: int, payload: dict):
+    """Store the group's committed offset; returns the stored CommittedOffset or a typed error value."""
+    group, offset, generation = payload["group"], payload["offset"], payload["generation"]
+    stored = load(txn, group)
+    if offset < 0:
+        return errors.InvalidArgument(f"offset {offset} must be >= 0")
+    if offset > high_watermark:
+        return errors.OffsetOutOfRange(f"offset {offset} is beyond the high watermark {high_watermark}")
+    if stored is not None and generation < stored.highest_generation:
+        return errors.StaleGeneration(f"group {group!r} already committed here at generation "
+                                      f"{stored.highest_generation}; this commit is from generation {generation}")
+    if stored is not None and offset < stored.offset and not payload["reset"]:
+        return errors.OffsetRegression(f"group {group!r} committed {stored.offset}; {offset} would move it back "
+                                       "(seek first to rewind)")
+    highest = generation if stored is None else max(stored.highest_generation, generation)
+    entry = CommittedOffset(offset, generation, payload["now_ms"], highest, payload["metadata"])
+    txn.put(OFFSETS, _key(group), _ENTRY.pack(*entry[:4]) + entry.metadata.encode())
+    return entry
