@@ -1,0 +1,628 @@
+"""The queue partition's state machine: enqueue, lease, ack, nack, extend, delete, reschedule, dead-letter.
+
+Pure and deterministic: time and the topic's policy arrive inside every command (stamped by the leader) and
+storage is reached only through the Store seam. Each command first does the partition's due work (expired
+leases go back to ready after a backoff or are marked dead, due delayed messages become ready, expired
+idempotency keys and idle producers are forgotten), then its own work, and writes all of it with the applied
+Raft index in one transaction. A refused command writes nothing but the applied index and returns a typed
+error value; per-message refusals inside a batch (an ack from a lost lease) are error values in the result list.
+Time never goes backwards: a command stamped earlier than the last one (a new leader's clock) uses the last.
+
+Tables (layouts in queue_records and queue_fair):
+    meta                b"state" -> _QueueState
+    messages            seq -> stored message
+    ready               delivery order -> b"" (priority: priority|seq; fair: group path|priority|seq)
+    ready_seq           seq -> group (ready messages in arrival order: the oldest ready message)
+    delayed, in_flight  time|seq -> b""
+    dead                seq -> b"" (marked dead; the dead-letter mover copies them out, then removes them)
+    groups              b"g" + group -> ready, delayed, in_flight, dead (>IIII)
+    leaves, cursors     fair ordering: groups that can be delivered from now, and rotation cursors
+    idempotency         key -> seq >Q | expires_ms >q;   idempotency_expiry  time|key -> b""
+    producers           producer_id -> expires_ms >q | remembered batches;   producer_expiry  time|producer_id -> b""
+"""
+from __future__ import annotations
+
+import itertools
+import struct
+from typing import NamedTuple
+
+from raftbus.client import errors
+
+from .. import queue_commands as qc
+from .queue_backoff import retry_delay_ms
+from .queue_fair import FairRotation, group_path
+from .queue_records import (
+    DEAD,
+    DELAYED,
+    IN_FLIGHT,
+    READY,
+    StoredMessage,
+    decode_message,
+    encode_message,
+    priority_key,
+    seq_key,
+    seq_of,
+    time_key,
+    time_of,
+)
+
+META, MESSAGES, READY_T, READY_SEQ, DELAYED_T, IN_FLIGHT_T, DEAD_T = (
+    "meta", "messages", "ready", "ready_seq", "delayed", "in_flight", "dead")
+GROUPS, LEAVES, CURSORS = "groups", "leaves", "cursors"
+IDEMPOTENCY, IDEMPOTENCY_EXPIRY, PRODUCERS, PRODUCER_EXPIRY = (
+    "idempotency", "idempotency_expiry", "producers", "producer_expiry")
+STATE_KEY = b"state"
+PRODUCER_BATCHES_MAX = 5
+MOVE_KEY_PREFIX = b"\x01"  # idempotency keys of dead-letter moves and redrives (user keys are printable)
+LEASE_EXPIRED = b"lease expired"
+
+_STATE = struct.Struct(">qqQQQQQ")
+_GROUP = struct.Struct(">IIII")
+_IDEMPOTENCY = struct.Struct(">Qq")
+_TIME = struct.Struct(">Q")
+_EXPIRES = struct.Struct(">q")
+_BATCH = struct.Struct(">qIQI")       # base_sequence, count, first new seq, duplicates
+_DUPLICATE = struct.Struct(">IQ")     # index in the batch, seq it duplicated
+_BLOB_LEN = struct.Struct(">I")
+_INDEX_OF = {READY: READY_T, DELAYED: DELAYED_T, IN_FLIGHT: IN_FLIGHT_T, DEAD: DEAD_T}
+
+
+class _QueueState(NamedTuple):
+    applied_index: int = 0
+    now_ms: int = -(2**62)
+    next_seq: int = 1
+    ready: int = 0
+    delayed: int = 0
+    in_flight: int = 0
+    dead: int = 0
+
+
+class _Due(NamedTuple):
+    next_due_ms: int | None = None   # earliest lease deadline or delayed delivery time
+    deliverable: bool = False        # a lease now would find a message
+
+
+class Enqueued(NamedTuple):
+    seq: int
+    duplicate: bool
+
+
+class EnqueueResult(NamedTuple):
+    enqueued_ms: int
+    messages: tuple[Enqueued, ...]
+
+
+class Leased(NamedTuple):
+    seq: int
+    message: StoredMessage
+
+
+class GroupStats(NamedTuple):
+    group: bytes
+    ready: int
+    delayed: int
+    in_flight: int
+    dead: int
+    oldest_ready_enqueued_ms: int | None
+
+
+class PartitionStats(NamedTuple):
+    ready: int
+    delayed: int
+    in_flight: int
+    dead: int
+    oldest_ready_enqueued_ms: int | None
+    next_due_ms: int | None
+    enqueued_total: int
+    groups: tuple[GroupStats, ...]
+    groups_truncated: bool
+
+
+class _Refused(Exception):
+    def __init__(self, error: errors.RaftbusError):
+        self.error = error
+
+
+def _time8(time_ms: int) -> bytes:
+    return _TIME.pack(time_ms + 2**63)
+
+
+def _time8_of(key: bytes) -> int:
+    return _TIME.unpack_from(key)[0] - 2**63
+
+
+class QueueStateMachine:
+    TABLES = (META, MESSAGES, READY_T, READY_SEQ, DELAYED_T, IN_FLIGHT_T, DEAD_T, GROUPS, LEAVES, CURSORS,
+              IDEMPOTENCY, IDEMPOTENCY_EXPIRY, PRODUCERS, PRODUCER_EXPIRY)
+
+    def __init__(self, store, ordering: str = "priority"):
+        self._store = store
+        self._fair = ordering == "fair"
+        self._state = _QueueState()
+        self._due = _Due()
+        self.reload()
+
+    # ------------------------------------------------------------------ apply (the Raft thread)
+    def apply(self, index: int, command: bytes):
+        """Apply one committed command; returns a result or a typed error value, never raises."""
+        if index <= self._state.applied_index:
+            return None
+        try:
+            try:
+                cmd = qc.decode(command)
+            except errors.RaftbusError as exc:
+                return self._refuse(index, exc)
+            now_ms = max(cmd.now_ms, self._state.now_ms)
+            with self._store.write() as txn:
+                work = _Work(txn, self._state, now_ms, cmd.policy, self._fair)
+                work.advance()
+                result = _HANDLERS[cmd.op](work, cmd.body)
+                if isinstance(result, errors.RaftbusError):
+                    raise _Refused(result)
+                state, due = work.finish(index)
+            self._state, self._due = state, due
+            return result
+        except _Refused as refused:
+            return self._refuse(index, refused.error)
+        except Exception as exc:  # nothing of the command was committed
+            return errors.InternalError(f"queue command {index} failed: {type(exc).__name__}: {exc}")
+
+    def _refuse(self, index: int, error: errors.RaftbusError):
+        """Record only the applied index; the command changes nothing else."""
+        state = self._state._replace(applied_index=index)
+        with self._store.write() as txn:
+            txn.put(META, STATE_KEY, _STATE.pack(*state))
+        self._state = state
+        return error
+
+    # ------------------------------------------------------------------ reads (any thread)
+    def applied_index(self) -> int:
+        return self._state.applied_index
+
+    def counts(self) -> tuple[int, int, int, int]:
+        """(ready, delayed, in_flight, dead) as of the last applied command."""
+        s = self._state
+        return s.ready, s.delayed, s.in_flight, s.dead
+
+    def next_due_ms(self) -> int | None:
+        return self._due.next_due_ms
+
+    def deliverable(self) -> bool:
+        return self._due.deliverable
+
+    def last_now_ms(self) -> int:
+        return self._state.now_ms
+
+    def get(self, seq: int) -> StoredMessage | None:
+        with self._store.read() as txn:
+            raw = txn.get(MESSAGES, seq_key(seq))
+        return None if raw is None else decode_message(raw)
+
+    def leases_held(self, leases) -> set[int]:
+        """The seqs among (seq, delivery_count) pairs whose lease still holds."""
+        held = set()
+        with self._store.read() as txn:
+            for seq, delivery_count in leases:
+                raw = txn.get(MESSAGES, seq_key(seq))
+                if raw is not None:
+                    m = decode_message(raw)
+                    if m.state == IN_FLIGHT and m.delivery_count == delivery_count:
+                        held.add(seq)
+        return held
+
+    def peek(self, state: int, max_messages: int) -> list[tuple[int, StoredMessage]]:
+        """Up to max_messages messages in `state`, in that index's order (delivery order for ready ones)."""
+        table = _INDEX_OF[state]
+        with self._store.read() as txn:
+            keys = [bytes(k) for k, _ in itertools.islice(txn.items(table), max_messages)]
+            found = [(seq_of(k), txn.get(MESSAGES, seq_key(seq_of(k)))) for k in keys]
+        return [(seq, decode_message(raw)) for seq, raw in found if raw is not None]
+
+    def stats(self, groups_max: int, scan_max: int) -> PartitionStats:
+        """Counts, the oldest ready message and per-group counts (the oldest ready message of each group is
+        found by scanning up to scan_max ready messages in arrival order; None beyond that)."""
+        with self._store.read() as txn:
+            s = _state_in(txn)
+            oldest = _oldest_ready(txn)
+            rows = list(itertools.islice(txn.items(GROUPS), groups_max + 1))
+            truncated = len(rows) > groups_max
+            groups = [(bytes(k[1:]), _GROUP.unpack(v)) for k, v in rows[:groups_max]]
+            firsts = _first_ready_per_group(txn, {g for g, c in groups if c[0]}, scan_max)
+        group_stats = tuple(GroupStats(g, *c, firsts.get(g)) for g, c in groups)
+        return PartitionStats(s.ready, s.delayed, s.in_flight, s.dead, oldest, self._due.next_due_ms,
+                              s.next_seq - 1, group_stats, truncated)
+
+    def reload(self) -> None:
+        """Re-read the published state from the store (after a snapshot restore)."""
+        with self._store.read() as txn:
+            state = _state_in(txn)
+            self._due = _due_in(txn, state.ready, self._fair)
+        self._state = state
+
+
+def _state_in(txn) -> _QueueState:
+    raw = txn.get(META, STATE_KEY)
+    return _QueueState() if raw is None else _QueueState(*_STATE.unpack(raw))
+
+
+def _due_in(txn, ready: int, fair: bool) -> _Due:
+    times = [time_of(bytes(found[0])) for found in (txn.first(DELAYED_T), txn.first(IN_FLIGHT_T)) if found]
+    deliverable = txn.first(LEAVES) is not None if fair else ready > 0
+    return _Due(min(times) if times else None, deliverable)
+
+
+def _oldest_ready(txn) -> int | None:
+    first = txn.first(READY_SEQ)
+    if first is None:
+        return None
+    raw = txn.get(MESSAGES, bytes(first[0]))
+    return None if raw is None else decode_message(raw).enqueued_ms
+
+
+def _first_ready_per_group(txn, wanted: set[bytes], scan_max: int) -> dict[bytes, int]:
+    firsts: dict[bytes, bytes] = {}
+    if not wanted:
+        return {}
+    for key, group in itertools.islice(txn.items(READY_SEQ), scan_max):
+        group = bytes(group)
+        if group in wanted and group not in firsts:
+            firsts[group] = bytes(key)
+            if len(firsts) == len(wanted):
+                break
+    return {g: decode_message(txn.get(MESSAGES, key)).enqueued_ms for g, key in firsts.items()}
+
+
+class _Work:
+    """One command's changes over its write transaction: index moves, counters and caches flushed at the end."""
+
+    def __init__(self, txn, state: _QueueState, now_ms: int, policy: qc.QueuePolicy, fair: bool):
+        self.txn = txn
+        self.state = state
+        self.now = now_ms
+        self.policy = policy
+        self.fair = fair
+        self.counts = [0, state.ready, state.delayed, state.in_flight, state.dead]
+        self.next_seq = state.next_seq
+        self._groups: dict[bytes, list[int]] = {}
+        self._leaves: dict[bytes, bool] = {}
+        self.rotation = FairRotation(txn, LEAVES, CURSORS) if fair else None
+
+    # ------------------------------------------------------------------ messages and indexes
+    def message(self, seq: int) -> StoredMessage | None:
+        raw = self.txn.get(MESSAGES, seq_key(seq))
+        return None if raw is None else decode_message(raw)
+
+    def _index_key(self, seq: int, m: StoredMessage) -> bytes:
+        if m.state == READY:
+            key = priority_key(m.priority, seq)
+            return group_path(m.group) + key if self.fair else key
+        if m.state == DELAYED:
+            return time_key(m.available_ms, seq)
+        if m.state == IN_FLIGHT:
+            return time_key(m.deadline_ms, seq)
+        return seq_key(seq)
+
+    def enter(self, seq: int, m: StoredMessage) -> None:
+        """Write the message and index it under its state."""
+        txn = self.txn
+        txn.put(_INDEX_OF[m.state], self._index_key(seq, m), b"")
+        if m.state == READY:
+            txn.put(READY_SEQ, seq_key(seq), m.group)
+        txn.put(MESSAGES, seq_key(seq), encode_message(m))
+        self._count(m.group, m.state, 1)
+
+    def leave(self, seq: int, m: StoredMessage) -> None:
+        """Un-index the message from its state (its row stays)."""
+        self.txn.delete(_INDEX_OF[m.state], self._index_key(seq, m))
+        if m.state == READY:
+            self.txn.delete(READY_SEQ, seq_key(seq))
+        self._count(m.group, m.state, -1)
+
+    def move(self, seq: int, m: StoredMessage, **changes) -> StoredMessage:
+        moved = m._replace(**changes)
+        self.leave(seq, m)
+        self.enter(seq, moved)
+        return moved
+
+    def remove(self, seq: int, m: StoredMessage) -> None:
+        self.leave(seq, m)
+        self.txn.delete(MESSAGES, seq_key(seq))
+
+    def retry(self, seq: int, m: StoredMessage, delay_ms: int, reason: bytes) -> StoredMessage:
+        """Back to ready (after delay_ms, or the backoff) — or dead once the deliveries reached the maximum."""
+        p = self.policy
+        error = reason or m.last_error
+        if p.max_deliveries and m.delivery_count >= p.max_deliveries:
+            return self.move(seq, m, state=DEAD, deadline_ms=0, last_error=error)
+        if delay_ms == qc.BACKOFF:
+            delay_ms = retry_delay_ms(seq, m.delivery_count, p.backoff_base_ms, p.backoff_max_ms)
+        state = DELAYED if delay_ms > 0 else READY
+        return self.move(seq, m, state=state, available_ms=self.now + max(delay_ms, 0), deadline_ms=0,
+                         last_error=error)
+
+    # ------------------------------------------------------------------ counters and fair leaves
+    def _group(self, group: bytes) -> list[int]:
+        counts = self._groups.get(group)
+        if counts is None:
+            raw = self.txn.get(GROUPS, b"g" + group)
+            counts = self._groups[group] = [0, *(_GROUP.unpack(raw) if raw is not None else (0, 0, 0, 0))]
+        return counts
+
+    def _count(self, group: bytes, state: int, delta: int) -> None:
+        self.counts[state] += delta
+        counts = self._group(group)
+        counts[state] += delta
+        if self.fair and state in (READY, IN_FLIGHT):
+            self._sync_leaf(group, counts)
+
+    def _sync_leaf(self, group: bytes, counts: list[int]) -> None:
+        """Keep `leaves` = the groups with ready messages and room under max_in_flight_per_group."""
+        limit = self.policy.max_in_flight_per_group
+        wanted = counts[READY] > 0 and (limit == 0 or counts[IN_FLIGHT] < limit)
+        present = self._leaves.get(group)
+        path = group_path(group)
+        if present is None:
+            present = self.txn.get(LEAVES, path) is not None
+        if wanted and not present:
+            self.txn.put(LEAVES, path, b"")
+        elif present and not wanted:
+            self.txn.delete(LEAVES, path)
+            self.rotation.leaf_removed(path)
+        self._leaves[group] = wanted
+
+    # ------------------------------------------------------------------ due work
+    def _due_keys(self, table: str, time_of_key, budget: int) -> list[bytes]:
+        due = []
+        for key, _ in self.txn.items(table):
+            if len(due) >= budget or time_of_key(key) > self.now:
+                break
+            due.append(bytes(key))
+        return due
+
+    def advance(self) -> None:
+        budget = self.policy.due_per_command_max
+        for key in self._due_keys(IN_FLIGHT_T, time_of, budget):
+            seq = seq_of(key)
+            self.retry(seq, self.message(seq), qc.BACKOFF, LEASE_EXPIRED)
+        for key in self._due_keys(DELAYED_T, time_of, budget):
+            seq = seq_of(key)
+            self.move(seq, self.message(seq), state=READY, available_ms=self.now)
+        for key in self._due_keys(IDEMPOTENCY_EXPIRY, _time8_of, budget):
+            self._expire(IDEMPOTENCY, IDEMPOTENCY_EXPIRY, key, lambda raw: _IDEMPOTENCY.unpack(raw)[1])
+        for key in self._due_keys(PRODUCER_EXPIRY, _time8_of, budget):
+            self._expire(PRODUCERS, PRODUCER_EXPIRY, key, lambda raw: _EXPIRES.unpack_from(raw)[0])
+
+    def _expire(self, table: str, expiry_table: str, expiry_key: bytes, expires_of) -> None:
+        """Forget the entry an expiry key points at, unless it was renewed since."""
+        key = expiry_key[_TIME.size:]
+        raw = self.txn.get(table, key)
+        if raw is not None and expires_of(raw) == _time8_of(expiry_key):
+            self.txn.delete(table, key)
+        self.txn.delete(expiry_table, expiry_key)
+
+    # ------------------------------------------------------------------ commands
+    def enqueue(self, body: qc.Enqueue):
+        remembered = ()
+        if body.producer_id:
+            remembered = _load_batches(self.txn.get(PRODUCERS, body.producer_id))
+            verdict = _check_sequence(remembered, body)
+            if verdict is not None:
+                return verdict if isinstance(verdict, errors.RaftbusError) else EnqueueResult(self.now, verdict)
+        first_seq = self.next_seq
+        results = tuple(self._enqueue_one(item) for item in body.items)
+        if body.producer_id:
+            self._remember(body, remembered, first_seq, results)
+        return EnqueueResult(self.now, results)
+
+    def _enqueue_one(self, item: qc.EnqueueItem) -> Enqueued:
+        now = self.now
+        key = MOVE_KEY_PREFIX + seq_key(item.origin_id) if item.origin_id else item.idempotency_key
+        if key:
+            raw = self.txn.get(IDEMPOTENCY, key)
+            if raw is not None:
+                seq, expires = _IDEMPOTENCY.unpack(raw)
+                if expires > now:
+                    return Enqueued(seq, True)
+        seq = self.next_seq
+        self.next_seq += 1
+        delayed = item.deliver_at_ms > now
+        self.enter(seq, StoredMessage(
+            DELAYED if delayed else READY, item.priority, item.delivery_count, item.enqueued_ms or now,
+            item.deliver_at_ms if delayed else now, 0, item.origin_id, item.group, item.idempotency_key,
+            item.last_error, item.record))
+        window = self.policy.idempotency_window_ms
+        if key and window > 0:
+            expires = now + window
+            self.txn.put(IDEMPOTENCY, key, _IDEMPOTENCY.pack(seq, expires))
+            self.txn.put(IDEMPOTENCY_EXPIRY, _time8(expires) + key, b"")
+        return Enqueued(seq, False)
+
+    def _remember(self, body: qc.Enqueue, remembered, first_seq: int, results) -> None:
+        duplicates = [(i, r.seq) for i, r in enumerate(results) if r.duplicate]
+        batch = _BATCH.pack(body.base_sequence, len(results), first_seq, len(duplicates)) + b"".join(
+            _DUPLICATE.pack(*d) for d in duplicates)
+        kept = (list(remembered) + [batch])[-PRODUCER_BATCHES_MAX:]
+        old = self.txn.get(PRODUCERS, body.producer_id)
+        if old is not None:
+            self.txn.delete(PRODUCER_EXPIRY, _time8(_EXPIRES.unpack_from(old)[0]) + body.producer_id)
+        expires = self.now + self.policy.producer_idle_ms
+        self.txn.put(PRODUCERS, body.producer_id, _EXPIRES.pack(expires) + b"".join(
+            _BLOB_LEN.pack(len(b)) + b for b in kept))
+        self.txn.put(PRODUCER_EXPIRY, _time8(expires) + body.producer_id, b"")
+
+    def lease(self, body: qc.Lease) -> list[Leased]:
+        deadline = self.now + body.visibility_ms
+        leased: list[Leased] = []
+        size = 0
+        for seq in self._next_ready(body.max_messages):
+            m = self.message(seq)
+            if leased and size + len(m.record) > body.max_bytes:
+                break
+            size += len(m.record)
+            leased.append(Leased(seq, self.move(seq, m, state=IN_FLIGHT, delivery_count=m.delivery_count + 1,
+                                               deadline_ms=deadline)))
+        return leased
+
+    def _next_ready(self, max_messages: int):
+        """Seqs in delivery order; the caller leases each before asking for the next (fair picks depend on it)."""
+        if not self.fair:
+            keys = [bytes(k) for k, _ in itertools.islice(self.txn.items(READY_T), max_messages)]
+            yield from (seq_of(k) for k in keys)
+            return
+        for _ in range(max_messages):
+            path = self.rotation.pick()
+            if path is None:
+                return
+            key = bytes(next(self.txn.items(READY_T, path))[0])
+            yield seq_of(key)
+
+    def _check_lease(self, seq: int, m: StoredMessage | None, delivery_count: int):
+        if m is None:
+            return errors.UnknownMessage("no such message (acked, deleted, dead-lettered or never enqueued)")
+        if m.state != IN_FLIGHT or m.delivery_count != delivery_count:
+            return errors.LeaseLost(f"the lease of delivery {delivery_count} no longer holds: the message is "
+                                    f"{m.state_name} at delivery {m.delivery_count}")
+        return None
+
+    def ack(self, leases) -> list:
+        results = []
+        for seq, delivery_count in leases:
+            m = self.message(seq)
+            refusal = self._check_lease(seq, m, delivery_count)
+            if refusal is None:
+                self.remove(seq, m)
+            results.append(refusal)
+        return results
+
+    def nack(self, nacks) -> list:
+        results = []
+        for nack in nacks:
+            m = self.message(nack.seq)
+            refusal = self._check_lease(nack.seq, m, nack.delivery_count)
+            if refusal is None:
+                self.retry(nack.seq, m, nack.delay_ms, nack.reason)
+            results.append(refusal)
+        return results
+
+    def extend(self, extensions) -> list:
+        results = []
+        for seq, delivery_count, visibility_ms in extensions:
+            m = self.message(seq)
+            refusal = self._check_lease(seq, m, delivery_count)
+            if refusal is None:
+                refusal = self.move(seq, m, deadline_ms=self.now + visibility_ms).deadline_ms
+            results.append(refusal)
+        return results
+
+    def delete(self, seqs) -> list:
+        results = []
+        for seq in seqs:
+            m = self.message(seq)
+            if m is None:
+                results.append(errors.UnknownMessage("no such message (acked, deleted, dead-lettered or never "
+                                                     "enqueued)"))
+                continue
+            self.remove(seq, m)
+            results.append(None)
+        return results
+
+    def dead_remove(self, seqs) -> int:
+        removed = 0
+        for seq in seqs:
+            m = self.message(seq)
+            if m is not None and m.state == DEAD:
+                self.remove(seq, m)
+                removed += 1
+        return removed
+
+    def change(self, change: qc.Change):
+        seq = change.seq
+        m = self.message(seq)
+        if m is None:
+            return errors.UnknownMessage("no such message (acked, deleted, dead-lettered or never enqueued)")
+        changes = {} if change.priority is None else {"priority": change.priority}
+        if change.deliver_at_ms is not None:
+            if m.state not in (READY, DELAYED):
+                return errors.MessageNotWaiting(f"the message is {m.state_name}; only a ready or delayed message "
+                                                "can be rescheduled")
+            later = change.deliver_at_ms > self.now
+            changes["state"] = DELAYED if later else READY
+            changes["available_ms"] = change.deliver_at_ms if later else self.now
+        if m.state in (READY, DELAYED):
+            return self.move(seq, m, **changes)
+        changed = m._replace(**changes)  # leased or dead: its index does not depend on the priority
+        self.txn.put(MESSAGES, seq_key(seq), encode_message(changed))
+        return changed
+
+    def tick(self, _body) -> None:
+        return None
+
+    # ------------------------------------------------------------------ end of the command
+    def finish(self, index: int) -> tuple[_QueueState, _Due]:
+        for group, counts in self._groups.items():
+            if any(counts[1:]):
+                self.txn.put(GROUPS, b"g" + group, _GROUP.pack(*counts[1:]))
+            else:
+                self.txn.delete(GROUPS, b"g" + group)
+        if self.rotation is not None:
+            self.rotation.flush()
+        c = self.counts
+        state = _QueueState(index, self.now, self.next_seq, c[READY], c[DELAYED], c[IN_FLIGHT], c[DEAD])
+        self.txn.put(META, STATE_KEY, _STATE.pack(*state))
+        return state, _due_in(self.txn, state.ready, self.fair)
+
+
+_HANDLERS = {
+    qc.ENQUEUE: _Work.enqueue,
+    qc.LEASE: _Work.lease,
+    qc.ACK: _Work.ack,
+    qc.NACK: _Work.nack,
+    qc.EXTEND: _Work.extend,
+    qc.DELETE: _Work.delete,
+    qc.DEAD_REMOVE: _Work.dead_remove,
+    qc.CHANGE: _Work.change,
+    qc.TICK: _Work.tick,
+}
+
+
+# ---------------------------------------------------------------------- producer retries
+def _load_batches(raw) -> list[bytes]:
+    """The remembered batch records of a producer (newest last)."""
+    if raw is None:
+        return []
+    raw = bytes(raw)
+    batches, position = [], _EXPIRES.size
+    while position < len(raw):
+        (length,) = _BLOB_LEN.unpack_from(raw, position)
+        position += _BLOB_LEN.size
+        batches.append(raw[position:position + length])
+        position += length
+    return batches
+
+
+def _check_sequence(remembered: list[bytes], body: qc.Enqueue):
+    """None to enqueue; the original results of a retried batch; OutOfOrderSequence for a gap or an old one."""
+    if not remembered:
+        return None
+    for batch in remembered:
+        base_sequence, count, first_seq, duplicates = _BATCH.unpack_from(batch)
+        if base_sequence == body.base_sequence and count == len(body.items):
+            return _replayed(batch, count, first_seq, duplicates)
+    base_sequence, count, _, _ = _BATCH.unpack_from(remembered[-1])
+    if body.base_sequence == base_sequence + count:
+        return None
+    return errors.OutOfOrderSequence(
+        f"enqueue batch with base_sequence {body.base_sequence} ({len(body.items)} messages) does not follow the "
+        f"last one; expected {base_sequence + count}")
+
+
+def _replayed(batch: bytes, count: int, first_seq: int, duplicates: int) -> tuple[Enqueued, ...]:
+    known = dict(_DUPLICATE.iter_unpack(batch[_BATCH.size:_BATCH.size + duplicates * _DUPLICATE.size]))
+    results, next_new = [], first_seq
+    for i in range(count):
+        if i in known:
+            results.append(Enqueued(known[i], True))
+        else:
+            results.append(Enqueued(next_new, True))
+            next_new += 1
+    return tuple(results)
