@@ -12,13 +12,18 @@ from .replication.loop import CONTROL_CHANNEL, RaftLoop
 from .replication.raft import RaftGroup
 from .services.admin import AdminService
 from .services.context import METADATA_GROUP, BrokerContext, PartitionReplica, replica_plan
+from .services.dead_letters import DeadLetters
 from .services.leaders import LeaderTable
 from .services.log import LogService
+from .services.queues import QueueService
 from .state.metadata import MetadataStateMachine
 from .state.partition import PartitionStateMachine
+from .state.queue import QueueStateMachine
 from .storage.lmdb_store import LmdbStore
 from .transport.grpc_server import build_server, core_servicers
 from .transport.hub import RaftHub
+from .transport.queue_forwarder import QueueForwarder
+from .transport.queues_servicer import queue_servicers
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +74,10 @@ class Broker:
                                      leaders=self.leaders, alive=lambda: set(self.hub.connected_peers()))
         self.log_service = LogService(self.context)
         self.admin_service = AdminService(self.context)
+        # queue topics
+        self.queue_service = QueueService(self.context)
+        self.queue_forwarder = QueueForwarder(self.context, self.queue_service, timeout_ms=s.queue_forward_timeout_ms)
+        self.dead_letters = DeadLetters(self.context, self.queue_service, self.queue_forwarder)
 
         self.loop.add_group(self.metadata_group)
         self.loop.on_control = self._on_control
@@ -79,15 +88,18 @@ class Broker:
         self.loop.every(s.leader_gossip_interval_ms, self._gossip)
         self.loop.every(s.retention_check_interval_ms, self._enforce_retention)
         self.loop.every(s.preferred_leader_check_interval_ms, self._prefer_leaders)
+        self.loop.every(s.queue_tick_interval_ms, self._tick_queues)
         self.loop.call_soon(self._reconcile)
         self.loop.start(name=f"raftbus-raft-{self.node_id}")
 
         servicers = core_servicers(self.log_service, self.admin_service)
+        servicers += queue_servicers(self.queue_service, self.dead_letters)
         self.server, self.health, self.grpc_port = build_server(
             s.listen, servicers, workers_max=s.grpc_workers_max, message_bytes_max=s.grpc_message_bytes_max)
         self.server.start()
         self._spawn(self._sync_stores, "raftbus-group-commit")
         self._spawn(self._register, "raftbus-register")
+        self._spawn(self._move_dead_letters, "raftbus-dead-letters")
         from grpc_health.v1 import health_pb2
 
         self.health.set("", health_pb2.HealthCheckResponse.SERVING)
@@ -160,9 +172,14 @@ class Broker:
     def _create_replica(self, group_id: str, topic, placement) -> None:
         s = self.settings
         base = self._partition_dir(group_id)
-        store = LmdbStore(str(base / "store"), tables=PartitionStateMachine.TABLES,
-                          map_size_bytes=s.storage_map_size_bytes)
-        sm = PartitionStateMachine(store)
+        if topic.kind == "queue":
+            store = LmdbStore(str(base / "store"), tables=QueueStateMachine.TABLES,
+                              map_size_bytes=s.storage_map_size_bytes)
+            sm = QueueStateMachine(store, topic.ordering)
+        else:
+            store = LmdbStore(str(base / "store"), tables=PartitionStateMachine.TABLES,
+                              map_size_bytes=s.storage_map_size_bytes)
+            sm = PartitionStateMachine(store)
         peers = sorted(r for r in placement.replicas if r != self.node_id)
         group = RaftGroup(group_id, sm, store, hub=self.hub, loop=self.loop, self_id=self.node_id,
                           peer_ids=peers, data_dir=base / "raft", settings=s.raft(),
@@ -177,6 +194,7 @@ class Broker:
         replica = self.context.partitions.pop(group_id)
         self.loop.remove_group(group_id)
         self.leaders.forget_group(group_id)
+        self.queue_service.forget(group_id)
         replica.notify_appended()
         with self._dirty_lock:
             self._dirty_stores.discard(replica.store)
@@ -189,7 +207,7 @@ class Broker:
         topics = {t.topic_id: t for t in self.metadata_sm.topics().values()}
         for replica in list(self.context.partitions.values()):
             topic = topics.get(replica.topic_id)
-            if topic is None or not replica.group.is_leader:
+            if topic is None or topic.kind != "stream" or not replica.group.is_leader:
                 continue
             try:
                 self.log_service.trim_if_due(replica, topic.retention_ms, topic.retention_bytes)
@@ -203,7 +221,27 @@ class Broker:
             if group.is_leader and group.preferred_leader in connected:
                 group.maybe_transfer_to_preferred()
 
+    def _tick_queues(self) -> None:
+        """Queue partitions led here with due work (expired leases, due delayed messages) get a tick command."""
+        topics = {t.topic_id: t for t in self.metadata_sm.topics().values()}
+        for replica in list(self.context.partitions.values()):
+            topic = topics.get(replica.topic_id)
+            if topic is not None and topic.kind == "queue" and replica.group.is_leader:
+                try:
+                    self.queue_service.tick_if_due(replica, topic)
+                except Exception:
+                    log.exception("queue tick failed", extra={"group": replica.group_id})
+
     # ------------------------------------------------------------------ background threads
+    def _move_dead_letters(self) -> None:
+        """Copy dead-lettered messages of the queue partitions led here to their dead-letter topics."""
+        interval = self.settings.queue_dead_letter_interval_ms / 1000
+        while not self._stopping.wait(interval):
+            try:
+                self.dead_letters.move_once()
+            except Exception:
+                log.exception("dead-letter move failed")
+
     def _sync_stores(self) -> None:
         """Group commit: make applied state durable every storage_sync_interval_ms, off the loop thread."""
         interval = self.settings.storage_sync_interval_ms / 1000
@@ -243,6 +281,7 @@ class Broker:
         self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
         self._hand_off_leadership()
         self.server.stop(grace=1.0).wait(2.0)
+        self.queue_forwarder.close()
         self.loop.stop()
         self.hub.close()
         for thread in self._threads:
