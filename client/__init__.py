@@ -1,4 +1,4 @@
-"""The raftbus SDK: `from raftbus.client import Admin, Producer, Reader`.
+"""The raftbus SDK: `from raftbus.client import Admin, Producer, Reader, QueueConsumer, Queues`.
 
 The broker imports only `raftbus.client.errors`, `raftbus.client.records` and the generated `raftbus.client.wire`
 modules from here (the wire protocol lives with the clients, as in Kafka); the SDK never imports the broker.
@@ -7,10 +7,15 @@ from raftbus.client import errors
 from raftbus.client.admin import Admin, BrokerDescription, ClusterStatus, PartitionDescription, TopicDescription
 from raftbus.client.errors import RaftbusError
 from raftbus.client.producer import Producer
+from raftbus.client.queue_consumer import QueueConsumer
+from raftbus.client.queue_messages import Message, MessageMetadata, QueueStats
+from raftbus.client.queues import Queues
 from raftbus.client.reader import EARLIEST, LATEST, FetchResult, Reader
 from raftbus.client.records import Record, RecordMetadata
 
 __all__ = [
     "Admin", "BrokerDescription", "ClusterStatus", "EARLIEST", "FetchResult", "LATEST", "PartitionDescription",
     "Producer", "RaftbusError", "Reader", "Record", "RecordMetadata", "TopicDescription", "errors",
+    # queue topics
+    "Message", "MessageMetadata", "QueueConsumer", "QueueStats", "Queues",
 ]
