@@ -7,8 +7,11 @@ then the op's body:
     ENQUEUE  b"E"  producer_id_len >B | producer_id | base_sequence >q | count >I | items
                    item: _ITEM | group | idempotency_key | last_error | record (one record of client/records.py)
     LEASE    b"L"  max_messages >I | max_bytes >I | visibility_ms >q
-    ACK      b"A"  count >I | (seq >Q, delivery_count >I) * count
-    NACK     b"N"  count >I | (seq >Q, delivery_count >I, delay_ms >q (-1: backoff), reason_len >H, reason) * count
+    ACK      b"A"  settler | count >I | (seq >Q, delivery_count >I) * count
+    NACK     b"N"  settler | count >I | (seq >Q, delivery_count >I, delay_ms >q (-1: backoff), reason_len >H,
+                   reason) * count
+                   settler = settler_id_len >B | settler_id | sequence >q: a consumer's id and its batch number
+                   on this partition, so a retried batch answers as the first attempt did
     EXTEND   b"X"  count >I | (seq >Q, delivery_count >I, visibility_ms >q) * count
     DELETE   b"D"  count >I | seq >Q * count
     CHANGE   b"C"  seq >Q | flags >B (1: priority, 2: deliver_at_ms) | priority >i | deliver_at_ms >q
@@ -40,6 +43,7 @@ _ACK = struct.Struct(">QI")
 _NACK = struct.Struct(">QIqH")
 _EXTEND = struct.Struct(">QIq")
 _SEQ = struct.Struct(">Q")
+_SEQUENCE = struct.Struct(">q")
 _CHANGE = struct.Struct(">QBiq")
 _OPS = {b"E": ENQUEUE, b"L": LEASE, b"A": ACK, b"N": NACK, b"X": EXTEND, b"D": DELETE, b"C": CHANGE,
         b"K": TICK, b"R": DEAD_REMOVE}
@@ -80,6 +84,14 @@ class Lease(NamedTuple):
     max_messages: int
     max_bytes: int
     visibility_ms: int
+
+
+class Settle(NamedTuple):
+    """An ack or nack batch; `settler_id` (empty: none) and `sequence` identify it for retries."""
+
+    settler_id: bytes
+    sequence: int
+    items: list
 
 
 class Nack(NamedTuple):
@@ -125,14 +137,21 @@ def encode_lease(now_ms: int, policy: QueuePolicy, max_messages: int, max_bytes:
     return _header(LEASE, now_ms, policy) + _LEASE.pack(max_messages, max_bytes, visibility_ms)
 
 
-def encode_ack(now_ms: int, policy: QueuePolicy, leases) -> bytes:
+def _settler(settler_id: bytes, sequence: int) -> bytes:
+    if len(settler_id) > PRODUCER_ID_BYTES_MAX:
+        raise errors.InvalidArgument(f"settler_id is longer than {PRODUCER_ID_BYTES_MAX} bytes")
+    return bytes((len(settler_id),)) + settler_id + _SEQUENCE.pack(sequence)
+
+
+def encode_ack(now_ms: int, policy: QueuePolicy, leases, *, settler_id: bytes = b"", sequence: int = 0) -> bytes:
     """leases: (seq, delivery_count) pairs."""
-    return b"".join([_header(ACK, now_ms, policy), _COUNT.pack(len(leases)), *(_ACK.pack(*pair) for pair in leases)])
+    return b"".join([_header(ACK, now_ms, policy), _settler(settler_id, sequence), _COUNT.pack(len(leases)),
+                     *(_ACK.pack(*pair) for pair in leases)])
 
 
-def encode_nack(now_ms: int, policy: QueuePolicy, nacks) -> bytes:
+def encode_nack(now_ms: int, policy: QueuePolicy, nacks, *, settler_id: bytes = b"", sequence: int = 0) -> bytes:
     """nacks: Nack tuples (delay_ms BACKOFF for the topic's backoff)."""
-    parts = [_header(NACK, now_ms, policy), _COUNT.pack(len(nacks))]
+    parts = [_header(NACK, now_ms, policy), _settler(settler_id, sequence), _COUNT.pack(len(nacks))]
     for nack in nacks:
         parts += (_NACK.pack(nack.seq, nack.delivery_count, nack.delay_ms, len(nack.reason)), nack.reason)
     return b"".join(parts)
@@ -217,6 +236,12 @@ def _decode_enqueue(body) -> Enqueue:
     return Enqueue(producer_id, base_sequence, tuple(items))
 
 
+def _decode_settle(body, decode_items) -> Settle:
+    id_end = 1 + body[0]
+    (sequence,) = _SEQUENCE.unpack_from(body, id_end)
+    return Settle(bytes(body[1:id_end]), sequence, decode_items(body[id_end + _SEQUENCE.size:]))
+
+
 def _decode_nacks(body) -> list[Nack]:
     (count,) = _COUNT.unpack_from(body)
     position = _COUNT.size
@@ -252,8 +277,8 @@ def _decode_tick(body) -> None:
 _BODIES = {
     ENQUEUE: _decode_enqueue,
     LEASE: _decode_lease,
-    ACK: lambda body: _counted(body, _ACK),
-    NACK: _decode_nacks,
+    ACK: lambda body: _decode_settle(body, lambda items: _counted(items, _ACK)),
+    NACK: lambda body: _decode_settle(body, _decode_nacks),
     EXTEND: lambda body: _counted(body, _EXTEND),
     DELETE: lambda body: [seq for (seq,) in _counted(body, _SEQ)],
     DEAD_REMOVE: lambda body: [seq for (seq,) in _counted(body, _SEQ)],

@@ -311,9 +311,9 @@ class Producer:
             partition = self._check_partition(topic, partition, count)
         else:
             partition = queue_partition(count, group, idempotency_key, key_b)
-        return self._queues().send(topic, partition, count, message)
+        return self._queue_path().send(topic, partition, count, message)
 
-    def _queues(self) -> QueueSender:
+    def _queue_path(self) -> QueueSender:
         with self._cond:
             self._check_open()
             if self._queue_sender is None:

@@ -9,6 +9,8 @@ one request every `ack_linger_ms` (or sooner when QUEUE_BATCH_MESSAGES_MAX are p
 """
 from __future__ import annotations
 
+import itertools
+import os
 import queue
 import threading
 from collections.abc import Iterator
@@ -40,6 +42,8 @@ class _Settlements:
 
     def __init__(self, router: Router, stubs: QueueStubs, linger_s: float, timeout_s: float):
         self.router, self.stubs = router, stubs
+        self.settler_id = os.urandom(16)
+        self._sequences: dict[tuple[str, int], itertools.count] = {}
         self.linger_s, self.timeout_s = linger_s, timeout_s
         self._cond = threading.Condition()
         self._pending: list[tuple[str, Message, object, Future]] = []
@@ -65,7 +69,7 @@ class _Settlements:
             if self._stopping:
                 raise Unavailable("consumer is closed")
             self._pending.append((kind, message, argument, future))
-            if len(self._pending) >= settings.QUEUE_BATCH_MESSAGES_MAX:
+            if len(self._pending) == 1 or len(self._pending) >= settings.QUEUE_BATCH_MESSAGES_MAX:
                 self._cond.notify_all()
         return future
 
@@ -105,6 +109,9 @@ class _Settlements:
 
     def _send(self, kind: str, topic: str, partition: int, entries: list) -> None:
         request = _request(kind, topic, partition, entries)
+        if kind != _EXTEND:  # acks and nacks carry a batch number, so a retry is answered as the first attempt
+            request.settler_id = self.settler_id
+            request.sequence = next(self._sequences.setdefault((topic, partition), itertools.count(1)))
         try:
             response = self.router.call_partition(
                 topic, partition, lambda conn: getattr(self.stubs(conn), kind)(request, timeout=self.timeout_s))

@@ -7,6 +7,8 @@ with None for done or the typed error of that message.
 """
 from __future__ import annotations
 
+import itertools
+import os
 from collections.abc import Iterable
 from concurrent.futures import Future
 
@@ -41,6 +43,8 @@ class Queues:
         self._owns_router = router is None
         self.stubs = QueueStubs(self.router)
         self.timeout_s = request_timeout_ms / 1000
+        self.settler_id = os.urandom(16)
+        self._sequence = itertools.count(1)
 
     def _call(self, topic: str, partition: int, method: str, request):
         return self.router.call_partition(
@@ -75,7 +79,9 @@ class Queues:
         for m in messages:
             groups.setdefault((m.topic, m.partition), []).append(m)
         for (topic, partition), chosen in groups.items():
-            response = self._call(topic, partition, method, build(topic, partition, chosen))
+            request = build(topic, partition, chosen)
+            request.settler_id, request.sequence = self.settler_id, next(self._sequence)
+            response = self._call(topic, partition, method, request)
             for m, error in zip(chosen, item_errors(response)):
                 answers[id(m)] = error
         return [answers[id(m)] for m in messages]

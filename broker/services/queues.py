@@ -222,19 +222,26 @@ class QueueService:
                 answers[i] = _about(ids[i], result)
         return answers
 
-    def ack(self, topic: str, partition: int, leases: list[tuple[int, int]]) -> list:
-        """leases: (message_id, delivery_count). Per lease: None, UnknownMessage or LeaseLost."""
+    def ack(self, topic: str, partition: int, leases: list[tuple[int, int]], *, settler_id: bytes = b"",
+            sequence: int = 0) -> list:
+        """leases: (message_id, delivery_count). Per lease: None, UnknownMessage or LeaseLost.
+
+        settler_id and sequence name the batch: a retry of a consumer's last batch answers as its first attempt.
+        """
         self._bounded(leases, "ack")
+        _check_settler(settler_id)
         ids = [mid for mid, _ in leases]
         pairs = [(mid & SEQ_MASK, count) for mid, count in leases]
-        answers = self._settle(topic, partition, ids,
-                               lambda chosen: qc.encode_ack(self.now_ms(), self.policy(topic), chosen), pairs)
+        answers = self._settle(topic, partition, ids, lambda chosen: qc.encode_ack(
+            self.now_ms(), self.policy(topic), chosen, settler_id=settler_id, sequence=sequence), pairs)
         self._freed(topic, partition, ids, answers)
         return answers
 
-    def nack(self, topic: str, partition: int, nacks: list[tuple[int, int, int | None, str]]) -> list:
-        """nacks: (message_id, delivery_count, delay_ms or None for the backoff, reason)."""
+    def nack(self, topic: str, partition: int, nacks: list[tuple[int, int, int | None, str]], *,
+             settler_id: bytes = b"", sequence: int = 0) -> list:
+        """nacks: (message_id, delivery_count, delay_ms or None for the backoff, reason); settler as for ack."""
         self._bounded(nacks, "nack")
+        _check_settler(settler_id)
         s = self.settings
         items = []
         for mid, count, delay_ms, reason in nacks:
@@ -243,8 +250,8 @@ class QueueService:
             items.append(qc.Nack(mid & SEQ_MASK, count, qc.BACKOFF if delay_ms is None else delay_ms,
                                  _utf8(reason, "reason", s.queue_nack_reason_bytes_max)))
         ids = [n[0] for n in nacks]
-        answers = self._settle(topic, partition, ids,
-                               lambda chosen: qc.encode_nack(self.now_ms(), self.policy(topic), chosen), items)
+        answers = self._settle(topic, partition, ids, lambda chosen: qc.encode_nack(
+            self.now_ms(), self.policy(topic), chosen, settler_id=settler_id, sequence=sequence), items)
         self._freed(topic, partition, ids, answers)
         return answers
 
@@ -346,6 +353,11 @@ class QueueService:
     def forget(self, group_id: str) -> None:
         self._ticks.pop(group_id, None)
 
+
+
+def _check_settler(settler_id: bytes) -> None:
+    if len(settler_id) not in (0, 16):
+        raise errors.InvalidArgument("settler_id must be empty or 16 bytes")
 
 
 def _utf8(text: str, what: str, bytes_max: int) -> bytes:

@@ -19,6 +19,8 @@ Tables (layouts in queue_records and queue_fair):
     leaves, cursors     fair ordering: groups that can be delivered from now, and rotation cursors
     idempotency         key -> seq >Q | expires_ms >q;   idempotency_expiry  time|key -> b""
     producers           producer_id -> expires_ms >q | remembered batches;   producer_expiry  time|producer_id -> b""
+    settlers            settler_id -> expires_ms >q | sequence >q | count >I | failures (index >I, code >B)
+                        (the answer to a consumer's last ack/nack batch, for its retry); settler_expiry likewise
 """
 from __future__ import annotations
 
@@ -51,6 +53,7 @@ META, MESSAGES, READY_T, READY_SEQ, DELAYED_T, IN_FLIGHT_T, DEAD_T = (
 GROUPS, LEAVES, CURSORS = "groups", "leaves", "cursors"
 IDEMPOTENCY, IDEMPOTENCY_EXPIRY, PRODUCERS, PRODUCER_EXPIRY = (
     "idempotency", "idempotency_expiry", "producers", "producer_expiry")
+SETTLERS, SETTLER_EXPIRY = "settlers", "settler_expiry"
 STATE_KEY = b"state"
 PRODUCER_BATCHES_MAX = 5
 MOVE_KEY_PREFIX = b"\x01"  # idempotency keys of dead-letter moves and redrives (user keys are printable)
@@ -64,6 +67,10 @@ _EXPIRES = struct.Struct(">q")
 _BATCH = struct.Struct(">qIQI")       # base_sequence, count, first new seq, duplicates
 _DUPLICATE = struct.Struct(">IQ")     # index in the batch, seq it duplicated
 _BLOB_LEN = struct.Struct(">I")
+_SETTLED = struct.Struct(">qqI")      # expires_ms, sequence, count
+_FAILURE = struct.Struct(">IB")       # index in the batch, refusal code
+_REFUSALS = {1: errors.UnknownMessage, 2: errors.LeaseLost}
+_REFUSAL_CODES = {cls: code for code, cls in _REFUSALS.items()}
 _INDEX_OF = {READY: READY_T, DELAYED: DELAYED_T, IN_FLIGHT: IN_FLIGHT_T, DEAD: DEAD_T}
 
 
@@ -133,7 +140,7 @@ def _time8_of(key: bytes) -> int:
 
 class QueueStateMachine:
     TABLES = (META, MESSAGES, READY_T, READY_SEQ, DELAYED_T, IN_FLIGHT_T, DEAD_T, GROUPS, LEAVES, CURSORS,
-              IDEMPOTENCY, IDEMPOTENCY_EXPIRY, PRODUCERS, PRODUCER_EXPIRY)
+              IDEMPOTENCY, IDEMPOTENCY_EXPIRY, PRODUCERS, PRODUCER_EXPIRY, SETTLERS, SETTLER_EXPIRY)
 
     def __init__(self, store, ordering: str = "priority"):
         self._store = store
@@ -391,6 +398,8 @@ class _Work:
             self._expire(IDEMPOTENCY, IDEMPOTENCY_EXPIRY, key, lambda raw: _IDEMPOTENCY.unpack(raw)[1])
         for key in self._due_keys(PRODUCER_EXPIRY, _time8_of, budget):
             self._expire(PRODUCERS, PRODUCER_EXPIRY, key, lambda raw: _EXPIRES.unpack_from(raw)[0])
+        for key in self._due_keys(SETTLER_EXPIRY, _time8_of, budget):
+            self._expire(SETTLERS, SETTLER_EXPIRY, key, lambda raw: _EXPIRES.unpack_from(raw)[0])
 
     def _expire(self, table: str, expiry_table: str, expiry_key: bytes, expires_of) -> None:
         """Forget the entry an expiry key points at, unless it was renewed since."""
@@ -484,24 +493,42 @@ class _Work:
                                     f"{m.state_name} at delivery {m.delivery_count}")
         return None
 
-    def ack(self, leases) -> list:
-        results = []
-        for seq, delivery_count in leases:
-            m = self.message(seq)
-            refusal = self._check_lease(seq, m, delivery_count)
-            if refusal is None:
-                self.remove(seq, m)
-            results.append(refusal)
-        return results
+    def ack(self, body: qc.Settle) -> list:
+        return self._settle(body, self._ack_one)
 
-    def nack(self, nacks) -> list:
-        results = []
-        for nack in nacks:
-            m = self.message(nack.seq)
-            refusal = self._check_lease(nack.seq, m, nack.delivery_count)
-            if refusal is None:
-                self.retry(nack.seq, m, nack.delay_ms, nack.reason)
-            results.append(refusal)
+    def nack(self, body: qc.Settle) -> list:
+        return self._settle(body, self._nack_one)
+
+    def _ack_one(self, lease):
+        seq, delivery_count = lease
+        m = self.message(seq)
+        refusal = self._check_lease(seq, m, delivery_count)
+        if refusal is None:
+            self.remove(seq, m)
+        return refusal
+
+    def _nack_one(self, nack: qc.Nack):
+        m = self.message(nack.seq)
+        refusal = self._check_lease(nack.seq, m, nack.delivery_count)
+        if refusal is None:
+            self.retry(nack.seq, m, nack.delay_ms, nack.reason)
+        return refusal
+
+    def _settle(self, body: qc.Settle, one) -> list:
+        """Per item: None or a refusal. A retry of the settler's last batch gets that batch's answers again."""
+        old = self.txn.get(SETTLERS, body.settler_id) if body.settler_id else None
+        if old is not None:
+            _, sequence, count = _SETTLED.unpack_from(old)
+            if sequence == body.sequence and count == len(body.items):
+                return _replayed_answers(bytes(old), count)
+        results = [one(item) for item in body.items]
+        if body.settler_id:
+            if old is not None:
+                self.txn.delete(SETTLER_EXPIRY, _time8(_EXPIRES.unpack_from(old)[0]) + body.settler_id)
+            expires = self.now + self.policy.producer_idle_ms
+            failures = b"".join(_FAILURE.pack(i, _REFUSAL_CODES[type(r)]) for i, r in enumerate(results) if r)
+            self.txn.put(SETTLERS, body.settler_id, _SETTLED.pack(expires, body.sequence, len(results)) + failures)
+            self.txn.put(SETTLER_EXPIRY, _time8(expires) + body.settler_id, b"")
         return results
 
     def extend(self, extensions) -> list:
@@ -614,6 +641,13 @@ def _check_sequence(remembered: list[bytes], body: qc.Enqueue):
     return errors.OutOfOrderSequence(
         f"enqueue batch with base_sequence {body.base_sequence} ({len(body.items)} messages) does not follow the "
         f"last one; expected {base_sequence + count}")
+
+
+def _replayed_answers(raw: bytes, count: int) -> list:
+    answers: list = [None] * count
+    for index, code in _FAILURE.iter_unpack(raw[_SETTLED.size:]):
+        answers[index] = _REFUSALS[code]("refused when this batch was first applied (this is a retry)")
+    return answers
 
 
 def _replayed(batch: bytes, count: int, first_seq: int, duplicates: int) -> tuple[Enqueued, ...]:

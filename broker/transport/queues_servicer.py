@@ -81,13 +81,15 @@ class QueueServicer(qpb_grpc.QueueServicer):
     @unary
     def Ack(self, request, context):
         return batch_proto(self.service.ack(request.topic, request.partition,
-                                            [(ref.message_id, ref.delivery_count) for ref in request.leases]))
+                                            [(ref.message_id, ref.delivery_count) for ref in request.leases],
+                                            settler_id=request.settler_id, sequence=request.sequence))
 
     @unary
     def Nack(self, request, context):
         nacks = [(n.message_id, n.delivery_count, n.delay_ms if n.HasField("delay_ms") else None, n.reason)
                  for n in request.nacks]
-        return batch_proto(self.service.nack(request.topic, request.partition, nacks))
+        return batch_proto(self.service.nack(request.topic, request.partition, nacks,
+                                             settler_id=request.settler_id, sequence=request.sequence))
 
     @unary
     def Extend(self, request, context):

@@ -126,14 +126,18 @@ class LeaseRef(_message.Message):
     def __init__(self, message_id: _Optional[int] = ..., delivery_count: _Optional[int] = ...) -> None: ...
 
 class AckRequest(_message.Message):
-    __slots__ = ("topic", "partition", "leases")
+    __slots__ = ("topic", "partition", "leases", "settler_id", "sequence")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     LEASES_FIELD_NUMBER: _ClassVar[int]
+    SETTLER_ID_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     topic: str
     partition: int
     leases: _containers.RepeatedCompositeFieldContainer[LeaseRef]
-    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., leases: _Optional[_Iterable[_Union[LeaseRef, _Mapping]]] = ...) -> None: ...
+    settler_id: bytes
+    sequence: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., leases: _Optional[_Iterable[_Union[LeaseRef, _Mapping]]] = ..., settler_id: _Optional[bytes] = ..., sequence: _Optional[int] = ...) -> None: ...
 
 class NackItem(_message.Message):
     __slots__ = ("message_id", "delivery_count", "delay_ms", "reason")
@@ -148,14 +152,18 @@ class NackItem(_message.Message):
     def __init__(self, message_id: _Optional[int] = ..., delivery_count: _Optional[int] = ..., delay_ms: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class NackRequest(_message.Message):
-    __slots__ = ("topic", "partition", "nacks")
+    __slots__ = ("topic", "partition", "nacks", "settler_id", "sequence")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     NACKS_FIELD_NUMBER: _ClassVar[int]
+    SETTLER_ID_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     topic: str
     partition: int
     nacks: _containers.RepeatedCompositeFieldContainer[NackItem]
-    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., nacks: _Optional[_Iterable[_Union[NackItem, _Mapping]]] = ...) -> None: ...
+    settler_id: bytes
+    sequence: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., nacks: _Optional[_Iterable[_Union[NackItem, _Mapping]]] = ..., settler_id: _Optional[bytes] = ..., sequence: _Optional[int] = ...) -> None: ...
 
 class ExtendItem(_message.Message):
     __slots__ = ("message_id", "delivery_count", "visibility_ms")

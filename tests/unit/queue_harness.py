@@ -53,11 +53,13 @@ class QueueHarness:
     def lease_values(self, max_messages=100, visibility_ms=1_000) -> list[bytes]:
         return [leased.message.record for leased in self.lease(max_messages, visibility_ms)]
 
-    def ack(self, *leases):
-        return self.apply(qc.encode_ack(self.now_ms, self.policy, list(leases)))
+    def ack(self, *leases, settler_id=b"", sequence=0):
+        return self.apply(qc.encode_ack(self.now_ms, self.policy, list(leases), settler_id=settler_id,
+                                        sequence=sequence))
 
-    def nack(self, seq, delivery_count, delay_ms=qc.BACKOFF, reason=b""):
-        return self.apply(qc.encode_nack(self.now_ms, self.policy, [qc.Nack(seq, delivery_count, delay_ms, reason)]))
+    def nack(self, seq, delivery_count, delay_ms=qc.BACKOFF, reason=b"", settler_id=b"", sequence=0):
+        return self.apply(qc.encode_nack(self.now_ms, self.policy, [qc.Nack(seq, delivery_count, delay_ms, reason)],
+                                         settler_id=settler_id, sequence=sequence))
 
     def extend(self, seq, delivery_count, visibility_ms):
         return self.apply(qc.encode_extend(self.now_ms, self.policy, [(seq, delivery_count, visibility_ms)]))

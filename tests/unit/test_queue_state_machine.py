@@ -318,6 +318,36 @@ def test_idle_producers_are_forgotten(queue):
     assert queue.dump()["producers"] == {} and queue.dump()["producer_expiry"] == {}
 
 
+# ---------------------------------------------------------------------- settlement retries
+def test_a_retried_ack_batch_answers_as_its_first_attempt(queue):
+    a, b = queue.put(b"a", b"b")
+    queue.lease()
+    first = queue.ack((a, 1), (b, 9), settler_id=b"c" * 16, sequence=1)
+    before = queue.dump()
+    again = queue.ack((a, 1), (b, 9), settler_id=b"c" * 16, sequence=1)
+    assert [type(r) for r in first] == [type(None), errors.LeaseLost]
+    assert [type(r) for r in again] == [type(None), errors.LeaseLost] and queue.dump() == before
+    fresh = queue.ack((a, 1), (b, 9), settler_id=b"c" * 16, sequence=2)
+    assert [type(r) for r in fresh] == [errors.UnknownMessage, errors.LeaseLost]
+
+
+def test_a_retried_nack_does_not_count_a_delivery_twice(queue):
+    seq, = queue.put(b"a")
+    queue.lease()
+    assert queue.nack(seq, 1, delay_ms=0, settler_id=b"c", sequence=5) == [None]
+    assert queue.nack(seq, 1, delay_ms=0, settler_id=b"c", sequence=5) == [None]
+    assert queue.sm.counts() == (1, 0, 0, 0) and queue.sm.get(seq).delivery_count == 1
+
+
+def test_settlers_are_forgotten_when_idle(queue):
+    seq, = queue.put(b"a")
+    queue.lease()
+    queue.ack((seq, 1), settler_id=b"c", sequence=1)
+    queue.advance(POLICY.producer_idle_ms)
+    queue.tick()
+    assert queue.dump()["settlers"] == {} and queue.dump()["settler_expiry"] == {}
+
+
 # ---------------------------------------------------------------------- per-message operations
 def test_change_priority_of_a_ready_message_reorders_it(queue):
     a, b, c = queue.put(b"a", b"b", b"c", priority=5)
