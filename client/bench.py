@@ -1,4 +1,4 @@
-"""`raftbus bench produce|consume|all`: throughput and latency figures, one JSON line per benchmark on stdout.
+"""`raftbus bench produce|consume|queue|all`: throughput and latency figures, one JSON line per benchmark on stdout.
 
 Without --bootstrap the benchmark starts its own cluster (`python -m raftbus.broker dev`) in a temporary data
 dir on free loopback ports and always stops it by pid afterwards (SIGTERM, then SIGKILL of its process
@@ -12,6 +12,7 @@ Producer.send per record with --per-record) by `producers` processes, each writi
                                BENCH_LIGHT_LOAD_DURATION_MS with linger 0, send to acknowledgement
 consume: fills a topic with `records` records (or reuses one already holding them; `all` reuses the produce
 topic) and reads everything from the beginning with `readers` Reader processes.
+queue: see client/bench_queue.py (lease+ack throughput with priority ordering, delayed-delivery lateness).
 MB are 10^6 payload bytes (record values). Progress goes to stderr.
 """
 from __future__ import annotations
@@ -38,14 +39,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from raftbus.client import settings
+from raftbus.client import bench_queue, settings
 from raftbus.client.admin import Admin
 from raftbus.client.errors import InternalError, InvalidArgument, RaftbusError, RequestTimedOut, TopicExists, Unavailable
 from raftbus.client.producer import Producer
 from raftbus.client.reader import Reader
 from raftbus.client.records import RECORD_OVERHEAD_BYTES
 
-WORKLOADS = ("produce", "consume", "all")
+WORKLOADS = ("produce", "consume", "queue", "all")
 LOOPBACK = "127.0.0.1"
 
 
@@ -65,6 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--per-record", action="store_true", help="Producer.send per record instead of batches")
     parser.add_argument("--out", help="also write the results to this JSON file")
     parser.add_argument("--keep-cluster", action="store_true", help="leave the local cluster running")
+    bench_queue.add_queue_arguments(parser)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -462,6 +464,9 @@ def run_workloads(bootstrap: str, args) -> list[dict]:
     if args.workload in ("consume", "all"):
         reuse = results[0]["topic"] if results else None
         results.append(emit(bench_consume(bootstrap, args, reuse)))
+    if args.workload in ("queue", "all"):
+        results.append(emit(bench_queue.bench_queue(bootstrap, args, run_workers, WorkerSpec, percentile, rounded_ms,
+                                                    progress)))
     return results
 
 
@@ -472,7 +477,7 @@ def emit(result: dict) -> dict:
 
 def check_args(args) -> None:
     for name in ("records", "record_bytes", "partitions", "replication_factor", "brokers", "producers", "readers",
-                 "batch_bytes_max"):
+                 "batch_bytes_max", "messages", "consumers", "lease_batch"):
         if getattr(args, name) < 1:
             raise InvalidArgument(f"--{name.replace('_', '-')} must be >= 1")
     if args.linger_ms < 0:

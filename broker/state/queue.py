@@ -11,9 +11,11 @@ Time never goes backwards: a command stamped earlier than the last one (a new le
 Tables (layouts in queue_records and queue_fair):
     meta                b"state" -> _QueueState
     messages            seq -> stored message
-    ready               delivery order -> b"" (priority: priority|seq; fair: group path|priority|seq)
-    ready_seq           seq -> group (ready messages in arrival order: the oldest ready message)
-    delayed, in_flight  time|seq -> b""
+    ready               delivery order -> enqueued_ms >q | group  (priority: priority|seq; fair: path|priority|seq)
+    delayed             time|seq -> b""
+    in_flight           deadline|first seq -> the seqs leased with that deadline (>Q each). Kept lazily: an ack
+                        or delete does not touch it; an entry is dropped at its deadline, when each seq still in
+                        flight with that deadline expires (one write per lease batch instead of two per message)
     dead                seq -> b"" (marked dead; the dead-letter mover copies them out, then removes them)
     groups              b"g" + group -> ready, delayed, in_flight, dead (>IIII)
     leaves, cursors     fair ordering: groups that can be delivered from now, and rotation cursors
@@ -41,15 +43,19 @@ from .queue_records import (
     StoredMessage,
     decode_message,
     encode_message,
+    leased_copy,
     priority_key,
+    read_head,
+    read_ready_value,
+    ready_value,
     seq_key,
     seq_of,
     time_key,
     time_of,
 )
 
-META, MESSAGES, READY_T, READY_SEQ, DELAYED_T, IN_FLIGHT_T, DEAD_T = (
-    "meta", "messages", "ready", "ready_seq", "delayed", "in_flight", "dead")
+META, MESSAGES, READY_T, DELAYED_T, IN_FLIGHT_T, DEAD_T = (
+    "meta", "messages", "ready", "delayed", "in_flight", "dead")
 GROUPS, LEAVES, CURSORS = "groups", "leaves", "cursors"
 IDEMPOTENCY, IDEMPOTENCY_EXPIRY, PRODUCERS, PRODUCER_EXPIRY = (
     "idempotency", "idempotency_expiry", "producers", "producer_expiry")
@@ -64,6 +70,7 @@ _GROUP = struct.Struct(">IIII")
 _IDEMPOTENCY = struct.Struct(">Qq")
 _TIME = struct.Struct(">Q")
 _EXPIRES = struct.Struct(">q")
+_SEQ = struct.Struct(">Q")
 _BATCH = struct.Struct(">qIQI")       # base_sequence, count, first new seq, duplicates
 _DUPLICATE = struct.Struct(">IQ")     # index in the batch, seq it duplicated
 _BLOB_LEN = struct.Struct(">I")
@@ -100,8 +107,14 @@ class EnqueueResult(NamedTuple):
 
 
 class Leased(NamedTuple):
+    """A leased message as stored (decoded only where it is needed: on the leader that answers)."""
+
     seq: int
-    message: StoredMessage
+    raw: bytes
+
+    @property
+    def message(self) -> StoredMessage:
+        return decode_message(self.raw)
 
 
 class GroupStats(NamedTuple):
@@ -139,7 +152,7 @@ def _time8_of(key: bytes) -> int:
 
 
 class QueueStateMachine:
-    TABLES = (META, MESSAGES, READY_T, READY_SEQ, DELAYED_T, IN_FLIGHT_T, DEAD_T, GROUPS, LEAVES, CURSORS,
+    TABLES = (META, MESSAGES, READY_T, DELAYED_T, IN_FLIGHT_T, DEAD_T, GROUPS, LEAVES, CURSORS,
               IDEMPOTENCY, IDEMPOTENCY_EXPIRY, PRODUCERS, PRODUCER_EXPIRY, SETTLERS, SETTLER_EXPIRY)
 
     def __init__(self, store, ordering: str = "priority"):
@@ -219,22 +232,28 @@ class QueueStateMachine:
 
     def peek(self, state: int, max_messages: int) -> list[tuple[int, StoredMessage]]:
         """Up to max_messages messages in `state`, in that index's order (delivery order for ready ones)."""
-        table = _INDEX_OF[state]
         with self._store.read() as txn:
-            keys = [bytes(k) for k, _ in itertools.islice(txn.items(table), max_messages)]
+            if state == IN_FLIGHT:
+                return _peek_in_flight(txn, max_messages)
+            keys = [bytes(k) for k, _ in itertools.islice(txn.items(_INDEX_OF[state]), max_messages)]
             found = [(seq_of(k), txn.get(MESSAGES, seq_key(seq_of(k)))) for k in keys]
         return [(seq, decode_message(raw)) for seq, raw in found if raw is not None]
 
     def stats(self, groups_max: int, scan_max: int) -> PartitionStats:
-        """Counts, the oldest ready message and per-group counts (the oldest ready message of each group is
-        found by scanning up to scan_max ready messages in arrival order; None beyond that)."""
+        """Counts, the oldest ready message and per-group counts. The oldest ready message is found by visiting
+        the first message of each (group,) priority bucket, at most scan_max of them; a group's oldest in a
+        priority-ordered partition by scanning up to scan_max ready messages (None for groups beyond that)."""
         with self._store.read() as txn:
             s = _state_in(txn)
-            oldest = _oldest_ready(txn)
+            oldest = _oldest_in_buckets(txn, b"", scan_max)
             rows = list(itertools.islice(txn.items(GROUPS), groups_max + 1))
             truncated = len(rows) > groups_max
             groups = [(bytes(k[1:]), _GROUP.unpack(v)) for k, v in rows[:groups_max]]
-            firsts = _first_ready_per_group(txn, {g for g, c in groups if c[0]}, scan_max)
+            wanted = {g for g, c in groups if c[0]}
+            if self._fair:
+                firsts = {g: _oldest_in_buckets(txn, group_path(g), scan_max) for g in wanted}
+            else:
+                firsts = _oldest_per_group(txn, wanted, scan_max)
         group_stats = tuple(GroupStats(g, *c, firsts.get(g)) for g, c in groups)
         return PartitionStats(s.ready, s.delayed, s.in_flight, s.dead, oldest, self._due.next_due_ms,
                               s.next_seq - 1, group_stats, truncated)
@@ -258,25 +277,52 @@ def _due_in(txn, ready: int, fair: bool) -> _Due:
     return _Due(min(times) if times else None, deliverable)
 
 
-def _oldest_ready(txn) -> int | None:
-    first = txn.first(READY_SEQ)
-    if first is None:
-        return None
-    raw = txn.get(MESSAGES, bytes(first[0]))
-    return None if raw is None else decode_message(raw).enqueued_ms
+def _in_flight_entry(txn, key, value) -> list[tuple[int, StoredMessage]]:
+    """The messages of an in-flight index entry that are still in flight under that deadline."""
+    deadline = time_of(key)
+    live = []
+    for (seq,) in _SEQ.iter_unpack(value):
+        raw = txn.get(MESSAGES, seq_key(seq))
+        if raw is not None:
+            m = decode_message(raw)
+            if m.state == IN_FLIGHT and m.deadline_ms == deadline:
+                live.append((seq, m))
+    return live
 
 
-def _first_ready_per_group(txn, wanted: set[bytes], scan_max: int) -> dict[bytes, int]:
-    firsts: dict[bytes, bytes] = {}
+def _peek_in_flight(txn, max_messages: int) -> list[tuple[int, StoredMessage]]:
+    found: list[tuple[int, StoredMessage]] = []
+    for key, value in txn.items(IN_FLIGHT_T):
+        found += _in_flight_entry(txn, bytes(key), bytes(value))
+        if len(found) >= max_messages:
+            break
+    return found[:max_messages]
+
+
+def _oldest_in_buckets(txn, prefix: bytes, buckets_max: int) -> int | None:
+    """The earliest enqueue time among ready messages under `prefix`: within a bucket (same group path and
+    priority) arrival order is seq order, so each bucket's first message is its oldest; jump bucket to bucket."""
+    oldest, start = None, prefix
+    for _ in range(buckets_max):
+        found = next(txn.items(READY_T, start or None), None)
+        if found is None or not bytes(found[0]).startswith(prefix):
+            break
+        key = bytes(found[0])
+        enqueued_ms, _ = read_ready_value(found[1])
+        oldest = enqueued_ms if oldest is None else min(oldest, enqueued_ms)
+        start = key[:-8] + b"\xff" * 9
+    return oldest
+
+
+def _oldest_per_group(txn, wanted: set[bytes], scan_max: int) -> dict[bytes, int]:
+    oldest: dict[bytes, int] = {}
     if not wanted:
-        return {}
-    for key, group in itertools.islice(txn.items(READY_SEQ), scan_max):
-        group = bytes(group)
-        if group in wanted and group not in firsts:
-            firsts[group] = bytes(key)
-            if len(firsts) == len(wanted):
-                break
-    return {g: decode_message(txn.get(MESSAGES, key)).enqueued_ms for g, key in firsts.items()}
+        return oldest
+    for _, value in itertools.islice(txn.items(READY_T), scan_max):
+        enqueued_ms, group = read_ready_value(value)
+        if group in wanted and enqueued_ms < oldest.get(group, enqueued_ms + 1):
+            oldest[group] = enqueued_ms
+    return oldest
 
 
 class _Work:
@@ -312,18 +358,26 @@ class _Work:
     def enter(self, seq: int, m: StoredMessage) -> None:
         """Write the message and index it under its state."""
         txn = self.txn
-        txn.put(_INDEX_OF[m.state], self._index_key(seq, m), b"")
-        if m.state == READY:
-            txn.put(READY_SEQ, seq_key(seq), m.group)
+        if m.state == IN_FLIGHT:
+            self.add_in_flight(m.deadline_ms, [seq])
+        else:
+            value = ready_value(m.enqueued_ms, m.group) if m.state == READY else b""
+            txn.put(_INDEX_OF[m.state], self._index_key(seq, m), value)
         txn.put(MESSAGES, seq_key(seq), encode_message(m))
         self._count(m.group, m.state, 1)
 
     def leave(self, seq: int, m: StoredMessage) -> None:
-        """Un-index the message from its state (its row stays)."""
-        self.txn.delete(_INDEX_OF[m.state], self._index_key(seq, m))
-        if m.state == READY:
-            self.txn.delete(READY_SEQ, seq_key(seq))
+        """Un-index the message from its state (its row stays; the in-flight index is cleaned lazily)."""
+        if m.state != IN_FLIGHT:
+            self.txn.delete(_INDEX_OF[m.state], self._index_key(seq, m))
         self._count(m.group, m.state, -1)
+
+    def add_in_flight(self, deadline_ms: int, seqs: list[int]) -> None:
+        """Index leases ending at deadline_ms under one entry (merged with an entry of the same key)."""
+        key = time_key(deadline_ms, seqs[0])
+        old = self.txn.get(IN_FLIGHT_T, key)
+        packed = b"".join(_SEQ.pack(seq) for seq in seqs)
+        self.txn.put(IN_FLIGHT_T, key, packed if old is None else bytes(old) + packed)
 
     def move(self, seq: int, m: StoredMessage, **changes) -> StoredMessage:
         moved = m._replace(**changes)
@@ -388,9 +442,15 @@ class _Work:
 
     def advance(self) -> None:
         budget = self.policy.due_per_command_max
+        expired = 0
         for key in self._due_keys(IN_FLIGHT_T, time_of, budget):
-            seq = seq_of(key)
-            self.retry(seq, self.message(seq), qc.BACKOFF, LEASE_EXPIRED)
+            if expired >= budget:
+                break
+            entry = _in_flight_entry(self.txn, key, bytes(self.txn.get(IN_FLIGHT_T, key)))
+            self.txn.delete(IN_FLIGHT_T, key)
+            for seq, m in entry:
+                self.retry(seq, m, qc.BACKOFF, LEASE_EXPIRED)
+            expired += len(entry)
         for key in self._due_keys(DELAYED_T, time_of, budget):
             seq = seq_of(key)
             self.move(seq, self.message(seq), state=READY, available_ms=self.now)
@@ -460,30 +520,40 @@ class _Work:
         self.txn.put(PRODUCER_EXPIRY, _time8(expires) + body.producer_id, b"")
 
     def lease(self, body: qc.Lease) -> list[Leased]:
+        """The hot path: the ready index key is known, the message header is patched in place."""
+        txn = self.txn
         deadline = self.now + body.visibility_ms
         leased: list[Leased] = []
         size = 0
-        for seq in self._next_ready(body.max_messages):
-            m = self.message(seq)
-            if leased and size + len(m.record) > body.max_bytes:
+        for key in self._next_ready(body.max_messages):
+            seq = seq_of(key)
+            message_key = seq_key(seq)
+            raw = txn.get(MESSAGES, message_key)
+            head = read_head(raw)
+            if leased and size + head.record_bytes > body.max_bytes:
                 break
-            size += len(m.record)
-            leased.append(Leased(seq, self.move(seq, m, state=IN_FLIGHT, delivery_count=m.delivery_count + 1,
-                                               deadline_ms=deadline)))
+            size += head.record_bytes
+            copy = leased_copy(raw, head, deadline)
+            txn.delete(READY_T, key)
+            txn.put(MESSAGES, message_key, copy)
+            self._count(head.group, READY, -1)
+            self._count(head.group, IN_FLIGHT, 1)
+            leased.append(Leased(seq, copy))
+        if leased:
+            self.add_in_flight(deadline, [one.seq for one in leased])
         return leased
 
     def _next_ready(self, max_messages: int):
-        """Seqs in delivery order; the caller leases each before asking for the next (fair picks depend on it)."""
+        """Ready index keys in delivery order; the caller leases each before asking for the next (fair picks
+        depend on it)."""
         if not self.fair:
-            keys = [bytes(k) for k, _ in itertools.islice(self.txn.items(READY_T), max_messages)]
-            yield from (seq_of(k) for k in keys)
+            yield from [bytes(k) for k, _ in itertools.islice(self.txn.items(READY_T), max_messages)]
             return
         for _ in range(max_messages):
             path = self.rotation.pick()
             if path is None:
                 return
-            key = bytes(next(self.txn.items(READY_T, path))[0])
-            yield seq_of(key)
+            yield bytes(next(self.txn.items(READY_T, path))[0])
 
     def _check_lease(self, seq: int, m: StoredMessage | None, delivery_count: int):
         if m is None:
@@ -500,12 +570,18 @@ class _Work:
         return self._settle(body, self._nack_one)
 
     def _ack_one(self, lease):
+        """The hot path: only the message header is read."""
         seq, delivery_count = lease
-        m = self.message(seq)
-        refusal = self._check_lease(seq, m, delivery_count)
-        if refusal is None:
-            self.remove(seq, m)
-        return refusal
+        message_key = seq_key(seq)
+        raw = self.txn.get(MESSAGES, message_key)
+        if raw is None:
+            return self._check_lease(seq, None, delivery_count)
+        head = read_head(raw)
+        if head.state != IN_FLIGHT or head.delivery_count != delivery_count:
+            return self._check_lease(seq, decode_message(raw), delivery_count)
+        self.txn.delete(MESSAGES, message_key)
+        self._count(head.group, IN_FLIGHT, -1)
+        return None
 
     def _nack_one(self, nack: qc.Nack):
         m = self.message(nack.seq)

@@ -7,6 +7,7 @@ A message (table `messages`, key seq >Q):
 Index keys sort so that LMDB order is delivery order:
     ready (priority ordering)  priority (sign-flipped >I) | seq >Q      lower priority first, then arrival
     ready (fair ordering)      group path (queue_fair) | priority | seq
+    (ready values: enqueued_ms >q | group, for statistics without reading messages)
     delayed, in flight         time (sign-flipped >Q) | seq >Q           earliest first
 """
 from __future__ import annotations
@@ -18,6 +19,8 @@ READY, DELAYED, IN_FLIGHT, DEAD = 1, 2, 3, 4
 STATE_NAMES = {READY: "ready", DELAYED: "delayed", IN_FLIGHT: "in_flight", DEAD: "dead"}
 
 _MESSAGE = struct.Struct(">BiIqqqQHHH")
+_LEASE_HEAD = struct.Struct(">BiIqqq")   # the leading fields a lease rewrites in place
+_READY_VALUE = struct.Struct(">q")       # a ready index value: enqueued_ms, then the group
 _SEQ = struct.Struct(">Q")
 _TIME_SEQ = struct.Struct(">QQ")
 _PRIORITY_SEQ = struct.Struct(">IQ")
@@ -61,6 +64,43 @@ def decode_message(raw) -> StoredMessage:
     error = raw[position:position + error_len]
     return StoredMessage(state, priority, delivery_count, enqueued_ms, available_ms, deadline_ms, origin_id, group,
                          key, error, raw[position + error_len:])
+
+
+class Head(NamedTuple):
+    """The fields the hot paths (lease, ack) need, read without copying the record."""
+
+    state: int
+    priority: int
+    delivery_count: int
+    enqueued_ms: int
+    available_ms: int
+    deadline_ms: int
+    group: bytes
+    record_bytes: int
+
+
+def read_head(raw) -> Head:
+    state, priority, count, enqueued, available, deadline, _, group_len, key_len, error_len = _MESSAGE.unpack_from(raw)
+    group = bytes(raw[_MESSAGE.size:_MESSAGE.size + group_len])
+    return Head(state, priority, count, enqueued, available, deadline, group,
+                len(raw) - _MESSAGE.size - group_len - key_len - error_len)
+
+
+def leased_copy(raw, head: Head, deadline_ms: int) -> bytes:
+    """The stored message with state IN_FLIGHT, one more delivery and the new deadline (header patched in place)."""
+    copy = bytearray(raw)
+    _LEASE_HEAD.pack_into(copy, 0, IN_FLIGHT, head.priority, head.delivery_count + 1, head.enqueued_ms,
+                          head.available_ms, deadline_ms)
+    return bytes(copy)
+
+
+def ready_value(enqueued_ms: int, group: bytes) -> bytes:
+    return _READY_VALUE.pack(enqueued_ms) + group
+
+
+def read_ready_value(value) -> tuple[int, bytes]:
+    """(enqueued_ms, group) of a ready index value."""
+    return _READY_VALUE.unpack_from(value)[0], bytes(value[_READY_VALUE.size:])
 
 
 def seq_key(seq: int) -> bytes:

@@ -2,11 +2,21 @@
 from __future__ import annotations
 
 import itertools
+import struct
 
 from raftbus.broker import queue_commands as qc
 from raftbus.broker.state import queue as q
 from raftbus.broker.state.queue_fair import group_path
-from raftbus.broker.state.queue_records import DEAD, DELAYED, IN_FLIGHT, READY, decode_message, seq_of, time_of
+from raftbus.broker.state.queue_records import (
+    DEAD,
+    DELAYED,
+    IN_FLIGHT,
+    READY,
+    decode_message,
+    read_ready_value,
+    seq_of,
+    time_of,
+)
 
 POLICY = qc.QueuePolicy(max_deliveries=5, backoff_base_ms=0, backoff_max_ms=0, max_in_flight_per_group=0,
                         idempotency_window_ms=10_000, producer_idle_ms=100_000, due_per_command_max=1000)
@@ -88,8 +98,7 @@ class QueueHarness:
         tables = self.dump()
         messages = {seq_of(k): decode_message(v) for k, v in tables[q.MESSAGES].items()}
         indexed = {}
-        for state, table in ((READY, q.READY_T), (DELAYED, q.DELAYED_T), (IN_FLIGHT, q.IN_FLIGHT_T),
-                             (DEAD, q.DEAD_T)):
+        for state, table in ((READY, q.READY_T), (DELAYED, q.DELAYED_T), (DEAD, q.DEAD_T)):
             for key in tables[table]:
                 seq = seq_of(key)
                 assert seq not in indexed, f"seq {seq} indexed twice"
@@ -98,10 +107,18 @@ class QueueHarness:
                 assert m.state == state, (seq, m.state, state)
                 if state == DELAYED:
                     assert time_of(key) == m.available_ms
-                if state == IN_FLIGHT:
-                    assert time_of(key) == m.deadline_ms
+        # The in-flight index is lazy: each leased message is listed under its deadline, stale seqs may remain.
+        listed = {(seq, time_of(key)) for key, value in tables[q.IN_FLIGHT_T].items()
+                  for (seq,) in struct.iter_unpack(">Q", value)}
+        for seq, m in messages.items():
+            if m.state == IN_FLIGHT:
+                assert (seq, m.deadline_ms) in listed, f"leased seq {seq} missing from the in-flight index"
+                assert seq not in indexed
+                indexed[seq] = IN_FLIGHT
         assert set(indexed) == set(messages)
-        assert {seq_of(k) for k in tables[q.READY_SEQ]} == {s for s, m in messages.items() if m.state == READY}
+        for key, value in tables[q.READY_T].items():
+            m = messages[seq_of(key)]
+            assert read_ready_value(value) == (m.enqueued_ms, m.group)
         counts = self.sm.counts()
         assert counts == tuple(sum(1 for m in messages.values() if m.state == s)
                                for s in (READY, DELAYED, IN_FLIGHT, DEAD)), counts

@@ -226,7 +226,6 @@ def test_bootstrap_defaults_to_the_environment(calls, capsys, monkeypatch):
     ["consume", "t", "--offset", "5"],
     ["consume", "t", "--partition", "0", "--offset", "-3"],
     ["consume", "t", "--max", "-1"],
-    ["bench", "queue"],
     ["cluster"],
     ["nonsense"],
 ])

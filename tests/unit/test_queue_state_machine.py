@@ -483,6 +483,21 @@ def test_stats_count_per_partition_and_group_with_the_oldest_ready(queue):
     assert queue.sm.stats(groups_max=1, scan_max=100).groups_truncated
 
 
+@pytest.mark.parametrize("ordering", ["priority", "fair"])
+def test_oldest_ready_is_found_across_priorities_and_groups(ordering):
+    queue = memory_queue(ordering)
+    queue.put(b"old-low", priority=9, group=b"a.x")
+    queue.advance(100)
+    queue.put(b"new-high", priority=1, group=b"a.x")
+    queue.put(b"new-other", priority=0, group=b"b")
+    queue.advance(100)
+    queue.put(b"newest", priority=5, group=b"b")
+    stats = queue.sm.stats(groups_max=10, scan_max=100)
+    assert stats.oldest_ready_enqueued_ms == 1_000
+    assert {g.group: g.oldest_ready_enqueued_ms for g in stats.groups} == {b"a.x": 1_000, b"b": 1_100}
+    assert queue.sm.stats(groups_max=10, scan_max=1).oldest_ready_enqueued_ms is not None
+
+
 # ---------------------------------------------------------------------- a seeded random run
 @pytest.mark.parametrize("ordering", ["priority", "fair"])
 @pytest.mark.parametrize("seed", [1, 2, 3])
