@@ -97,6 +97,7 @@ class BrokerSettings:
     queue_lease_bytes_max: int = 4 * 1024 * 1024
     queue_lease_wait_max_ms: int = 30_000
     queue_lease_waiters_max: int = 4096
+    queue_waiting_calls_max: int = 32
     queue_stream_in_flight_max: int = 10_000
     queue_stream_wait_slice_ms: int = 1000
     queue_group_bytes_max: int = 255

@@ -2,9 +2,10 @@
 
 1. enqueue `--messages` messages of `--record-bytes` bytes with random priorities 0-9 (Producer, per-message
    send, batched by partition) — enqueue_per_s;
-2. `--consumers` processes lease and ack them all, each partition in its own thread, with batched calls
-   (Lease of `--lease-batch` messages, then one Ack of the batch) — lease_ack_per_s from the first lease to the
-   last ack; priority_order_violations counts leases that came out of priority order (0 when it holds);
+2. `--consumers` processes lease and ack them all, BENCH_QUEUE_CALLERS_PER_PARTITION threads per partition, with
+   batched calls (Lease of `--lease-batch` messages, then one Ack of the batch) — lease_ack_per_s from the first
+   lease to the last ack; priority_order_violations counts leases that came out of priority order within a
+   caller (0 when it holds);
 3. `--delayed-messages` messages due 0.5-3 s ahead are streamed to a QueueConsumer, which notes when each one
    arrives — lateness_p50/p99_ms is arrival minus deliver_at_ms (by this machine's clock, as the brokers').
 """
@@ -56,8 +57,10 @@ def enqueue_load(spec, ready) -> dict:
             "finished_s": finished_s}
 
 
-def _drain_partition(stubs: QueueStubs, router: Router, topic: str, partition: int, batch: int, out: dict) -> None:
-    """Lease and ack until a lease comes back empty; count messages and priority inversions."""
+def _drain_partition(stubs: QueueStubs, router: Router, topic: str, partition: int, batch: int, out: dict,
+                     caller: int) -> None:
+    """Lease and ack until a lease comes back empty; count messages and priority inversions (one caller's
+    leases come out in priority order; callers on one partition interleave)."""
     done = inversions = 0
     last_priority = -1
     while True:
@@ -74,7 +77,7 @@ def _drain_partition(stubs: QueueStubs, router: Router, topic: str, partition: i
         ack = qpb.AckRequest(topic=topic, partition=partition, leases=refs)
         answers = router.call_partition(topic, partition, lambda conn: stubs(conn).Ack(ack, timeout=30)).results
         done += sum(1 for a in answers if not a.HasField("error"))
-    out[partition] = (done, inversions)
+    out[(partition, caller)] = (done, inversions)
 
 
 def lease_ack_load(spec, ready) -> dict:
@@ -84,9 +87,9 @@ def lease_ack_load(spec, ready) -> dict:
         for partition in spec.partitions:
             router.leader_address(spec.topic, partition)
         ready()
-        out: dict[int, tuple[int, int]] = {}
-        threads = [threading.Thread(target=_drain_partition, args=(stubs, router, spec.topic, p, spec.records, out))
-                   for p in spec.partitions]
+        out: dict[tuple[int, int], tuple[int, int]] = {}
+        threads = [threading.Thread(target=_drain_partition, args=(stubs, router, spec.topic, p, spec.records, out, i))
+                   for p in spec.partitions for i in range(settings.BENCH_QUEUE_CALLERS_PER_PARTITION)]
         started_s = time.monotonic()
         for thread in threads:
             thread.start()

@@ -65,6 +65,7 @@ BENCH_LIGHT_LOAD_RATE_PER_S = 1_000
 BENCH_LIGHT_LOAD_DURATION_MS = 3_000
 BENCH_WORKER_READY_TIMEOUT_MS = 60_000
 BENCH_BATCHES_QUEUED_PER_PARTITION = 2
+BENCH_QUEUE_CALLERS_PER_PARTITION = 2   # lease+ack loops per partition (one leases while another acks)
 
 
 def bootstrap_default() -> str:

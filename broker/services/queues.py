@@ -7,9 +7,11 @@ expiry. Batch calls answer per message: a list holding None (done), a value, or 
 """
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
 
 from raftbus.client import errors
 from raftbus.client.queue_ids import SEQ_MASK, message_id, split_message_id
@@ -30,6 +32,8 @@ class QueueService:
         self.settings = context.settings
         self.streams = StreamRegistry()
         self._ticks: dict[str, Future] = {}
+        self._waiting_lock = threading.Lock()
+        self._waiting_calls = 0
 
     # ------------------------------------------------------------------ plumbing
     def replica(self, topic: str, partition: int) -> PartitionReplica:
@@ -123,7 +127,13 @@ class QueueService:
         """Lease up to max_messages; with max_wait_ms, wait (bounded) for one to be due when none is."""
         max_messages, visibility_ms = self._lease_bounds(max_messages, visibility_ms)
         wait_s = min(max(max_wait_ms, 0), self.settings.queue_lease_wait_max_ms) / 1000
-        deadline = time.monotonic() + wait_s
+        if wait_s <= 0:
+            return self._lease_waiting(topic, partition, max_messages, visibility_ms, time.monotonic())
+        with self._waiting_call():
+            return self._lease_waiting(topic, partition, max_messages, visibility_ms, time.monotonic() + wait_s)
+
+    def _lease_waiting(self, topic: str, partition: int, max_messages: int, visibility_ms: int,
+                       deadline: float) -> list[MessageView]:
         while True:
             replica = self.replica(topic, partition)
             tried = self._due_now(replica)
@@ -147,6 +157,10 @@ class QueueService:
         max_messages, visibility_ms = self._lease_bounds(max_messages, visibility_ms)
         limit = min(max_in_flight or max_messages, self.settings.queue_stream_in_flight_max)
         window = self.streams.open(self.replica(topic, partition).group_id, max(limit, 1))
+        with self._waiting_call():
+            yield from self._stream(topic, partition, max_messages, visibility_ms, window, is_active)
+
+    def _stream(self, topic, partition, max_messages, visibility_ms, window, is_active):
         try:
             while is_active():
                 replica = self.replica(topic, partition)
@@ -163,6 +177,21 @@ class QueueService:
                            None if tried else (lambda r=replica: self._stream_can_go(r, window)))
         finally:
             self.streams.close(window)
+
+    @contextmanager
+    def _waiting_call(self):
+        """Bound the lease streams and long-polls open at once: each holds a gRPC worker thread."""
+        limit = self.settings.queue_waiting_calls_max
+        with self._waiting_lock:
+            if self._waiting_calls >= limit:
+                raise errors.Overloaded(f"too many lease streams and long-polled leases on this broker "
+                                        f"(queue_waiting_calls_max={limit})")
+            self._waiting_calls += 1
+        try:
+            yield
+        finally:
+            with self._waiting_lock:
+                self._waiting_calls -= 1
 
     def _stream_can_go(self, replica: PartitionReplica, window) -> bool:
         return self.streams.room(window, self.now_ms()) > 0 and self._due_now(replica)

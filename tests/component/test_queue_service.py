@@ -285,3 +285,18 @@ def test_idempotency_keys_through_the_service(broker):
     broker.clock.advance(24 * 3600 * 1000)
     _, results = broker.queues.enqueue("jobs", 0, [message(b"a", idempotency_key="order-7")])
     assert results[0][1] is False and results[0][0] != first
+
+
+def test_waiting_calls_per_broker_are_bounded():
+    broker = QueueBroker(queue_waiting_calls_max=1)
+    broker.create("jobs")
+    broker.put("jobs", b"a")
+    first = broker.queues.lease_stream("jobs", 0, max_messages=1)
+    next(first)
+    with pytest.raises(errors.Overloaded):
+        next(broker.queues.lease_stream("jobs", 0, max_messages=1))
+    with pytest.raises(errors.Overloaded):
+        broker.queues.lease("jobs", 0, max_messages=1, max_wait_ms=10)
+    assert broker.queues.lease("jobs", 0, max_messages=1) == []  # without waiting: no bound
+    first.close()
+    assert broker.queues.lease("jobs", 0, max_messages=1, max_wait_ms=10) == []
