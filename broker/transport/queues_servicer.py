@@ -4,7 +4,6 @@ from __future__ import annotations
 from raftbus.client import errors
 from raftbus.client.wire import queues_pb2 as qpb
 from raftbus.client.wire import queues_pb2_grpc as qpb_grpc
-from raftbus.client.wire import raftbus_pb2 as pb
 
 from ..services.queue_types import MessageView, NewMessage
 from .grpc_server import _error_proto, _typed, unary

@@ -5,7 +5,8 @@ import itertools
 import struct
 
 from raftbus.broker import queue_commands as qc
-from raftbus.broker.state import queue as q
+from raftbus.broker.state import queue_tables as q
+from raftbus.broker.state.queue import QueueStateMachine
 from raftbus.broker.state.queue_fair import group_path
 from raftbus.broker.state.queue_records import (
     DEAD,
@@ -35,7 +36,7 @@ class QueueHarness:
     def __init__(self, store, ordering="priority", policy=POLICY, now_ms=1_000):
         self.store = store
         self.ordering = ordering
-        self.sm = q.QueueStateMachine(store, ordering)
+        self.sm = QueueStateMachine(store, ordering)
         self.index = self.sm.applied_index()
         self.now_ms = now_ms
         self.policy = policy
@@ -90,7 +91,7 @@ class QueueHarness:
     def dump(self) -> dict:
         """Every table but meta, as plain dicts (to prove a refusal changed nothing)."""
         with self.store.read() as txn:
-            return {t: {bytes(k): bytes(v) for k, v in txn.items(t)} for t in q.QueueStateMachine.TABLES
+            return {t: {bytes(k): bytes(v) for k, v in txn.items(t)} for t in QueueStateMachine.TABLES
                     if t != q.META}
 
     def check_invariants(self) -> None:
@@ -125,7 +126,7 @@ class QueueHarness:
         per_group = {}
         for m in messages.values():
             per_group.setdefault(m.group, [0, 0, 0, 0])[m.state - 1] += 1
-        stored = {k[1:]: list(q._GROUP.unpack(v)) for k, v in tables[q.GROUPS].items()}
+        stored = {k[1:]: list(q.GROUP.unpack(v)) for k, v in tables[q.GROUPS].items()}
         assert stored == per_group
         if self.ordering == "fair":
             limit = self.policy.max_in_flight_per_group
