@@ -68,6 +68,11 @@ class Message:
                    m.available_ms, m.lease_deadline_ms, m.origin_id, m.idempotency_key, m.last_error, key, value,
                    tuple(headers or ()), timestamp_ms, settler)
 
+    @property
+    def id(self) -> int:
+        """The message id (same as message_id)."""
+        return self.message_id
+
     def _settler(self) -> Settler:
         if self.settler is None:
             from raftbus.client.errors import InvalidArgument

@@ -105,7 +105,7 @@ def test_message_decodes_its_record_and_refuses_to_settle_without_a_lease():
     m = Message.from_proto("jobs", leased(message_id(1, 2), priority=3, group="acme", last_error="x"))
     assert (m.partition, m.key, m.value, m.headers, m.timestamp_ms, m.priority, m.group) == \
            (1, b"k", b"v", (("h", b"1"),), 7, 3, "acme")
-    assert m.to_dict()["value"] == "v" and "settler" not in m.to_dict()
+    assert m.to_dict()["value"] == "v" and "settler" not in m.to_dict() and m.id == m.message_id
     with pytest.raises(errors.InvalidArgument):
         m.ack()
 
