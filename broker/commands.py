@@ -118,10 +118,12 @@ def encode_register_broker(*, broker_id: int, address: str, raft_address: str, n
 
 
 def encode_create_topic(*, name: str, kind: str, ordering: str, partitions: int, replication_factor: int,
-                        retention_ms: int, retention_bytes: int, now_ms: int) -> bytes:
+                        retention_ms: int, retention_bytes: int, now_ms: int, queue: dict | None = None) -> bytes:
+    """`queue`: the QueueConfig fields of a queue topic (see model.QueueConfig)."""
+    extra = {"queue": queue} if queue is not None else {}
     return _encode_json(CREATE_TOPIC, name=name, kind=kind, ordering=ordering, partitions=partitions,
                         replication_factor=replication_factor, retention_ms=retention_ms,
-                        retention_bytes=retention_bytes, now_ms=now_ms)
+                        retention_bytes=retention_bytes, now_ms=now_ms, **extra)
 
 
 def encode_delete_topic(*, name: str, now_ms: int) -> bytes:

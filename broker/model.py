@@ -25,6 +25,49 @@ class PartitionPlacement:
         return cls(partition=int(data["partition"]), replicas=tuple(int(r) for r in data["replicas"]))
 
 
+# ---------------------------------------------------------------------- queue topics
+DEAD_LETTER_SUFFIX = ".dlq"
+
+
+@dataclass(frozen=True)
+class QueueConfig:
+    """The per-topic rules of a queue topic, fixed when it is created (see docs/queues.md).
+
+    A source queue topic names its dead-letter topic; the dead-letter topic names its source and never
+    dead-letters itself (max_deliveries 0 = unlimited).
+    """
+
+    max_deliveries: int               # deliveries before a message is dead-lettered; 0 = never
+    backoff_base_ms: int              # first retry delay after a nack or an expired lease
+    backoff_max_ms: int               # cap of the exponential retry delay
+    max_in_flight_per_group: int      # fair ordering: leased messages per group at once; 0 = unlimited
+    idempotency_window_ms: int        # how long an idempotency key is remembered
+    dead_letter_topic: str = ""
+    dead_letter_of: str = ""
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "QueueConfig":
+        return cls(**{name: data[name] for name in cls.__dataclass_fields__ if name in data})
+
+    def validate(self) -> "QueueConfig":
+        """InvalidArgument unless every value is in range."""
+        for name in ("max_deliveries", "backoff_base_ms", "backoff_max_ms", "max_in_flight_per_group",
+                     "idempotency_window_ms"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise errors.InvalidArgument(f"queue option {name} must be an integer >= 0, not {value!r}")
+        if self.backoff_max_ms < self.backoff_base_ms:
+            raise errors.InvalidArgument("backoff_max_ms must be >= backoff_base_ms")
+        return self
+
+
+def dead_letter_name(topic: str) -> str:
+    return topic + DEAD_LETTER_SUFFIX
+
+
 @dataclass(frozen=True)
 class Topic:
     name: str
@@ -35,13 +78,17 @@ class Topic:
     retention_bytes: int
     created_ms: int
     partitions: tuple[PartitionPlacement, ...]
+    queue: QueueConfig | None = None  # queue topics only
 
     def to_dict(self) -> dict:
-        return {
+        data = {
             "name": self.name, "topic_id": self.topic_id, "kind": self.kind, "ordering": self.ordering,
             "retention_ms": self.retention_ms, "retention_bytes": self.retention_bytes,
             "created_ms": self.created_ms, "partitions": [p.to_dict() for p in self.partitions],
         }
+        if self.queue is not None:
+            data["queue"] = self.queue.to_dict()
+        return data
 
     @classmethod
     def from_dict(cls, data: dict) -> "Topic":
@@ -50,6 +97,7 @@ class Topic:
             retention_ms=int(data["retention_ms"]), retention_bytes=int(data["retention_bytes"]),
             created_ms=int(data["created_ms"]),
             partitions=tuple(PartitionPlacement.from_dict(p) for p in data["partitions"]),
+            queue=QueueConfig.from_dict(data["queue"]) if data.get("queue") else None,
         )
 
 

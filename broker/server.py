@@ -14,10 +14,13 @@ from .replication.loop import CONTROL_CHANNEL, RaftLoop
 from .replication.raft import RaftGroup
 from .services.admin import AdminService
 from .services.context import METADATA_GROUP, BrokerContext, PartitionReplica, replica_plan
+from .services.dead_letters import DeadLetters
 from .services.leaders import LeaderTable
 from .services.log import LogService
+from .services.queues import QueueService
 from .state.metadata import MetadataStateMachine
 from .state.partition import PartitionStateMachine
+from .state.queue import QueueStateMachine
 from .storage.lmdb_store import LmdbStore
 from .transport.grpc_server import build_server, core_servicers
 from .transport.hub import RaftHub
@@ -25,6 +28,8 @@ from .transport.hub import RaftHub
 from .services.groups import GroupService
 from .services.offsets import OffsetService
 from .transport.groups_servicer import group_servicers
+from .transport.queue_forwarder import QueueForwarder
+from .transport.queues_servicer import queue_servicers
 
 log = logging.getLogger(__name__)
 _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
@@ -86,6 +91,10 @@ class Broker:
         self.context.process_stats = self._process_stats
         self.log_service = LogService(self.context)
         self.admin_service = AdminService(self.context)
+        # queue topics
+        self.queue_service = QueueService(self.context)
+        self.queue_forwarder = QueueForwarder(self.context, self.queue_service, timeout_ms=s.queue_forward_timeout_ms)
+        self.dead_letters = DeadLetters(self.context, self.queue_service, self.queue_forwarder)
 
         self.loop.add_group(self.metadata_group)
         self.loop.on_control = self._on_control
@@ -96,6 +105,7 @@ class Broker:
         self.loop.every(s.leader_gossip_interval_ms, self._gossip)
         self.loop.every(s.retention_check_interval_ms, self._enforce_retention)
         self.loop.every(s.preferred_leader_check_interval_ms, self._prefer_leaders)
+        self.loop.every(s.queue_tick_interval_ms, self._tick_queues)
         self.loop.call_soon(self._reconcile)
         # consumer groups: heartbeats long-poll on metadata changes; the controller expires silent members
         self.group_service = GroupService(self.context)
@@ -107,11 +117,13 @@ class Broker:
 
         servicers = core_servicers(self.log_service, self.admin_service)
         servicers += group_servicers(self.group_service, self.offset_service)  # consumer groups
+        servicers += queue_servicers(self.queue_service, self.dead_letters)
         self.server, self.health, self.grpc_port = build_server(
             s.listen, servicers, workers_max=s.grpc_workers_max, message_bytes_max=s.grpc_message_bytes_max)
         self.server.start()
         self._spawn(lambda: self.group_commit.run(self._stopping), "raftbus-group-commit")
         self._spawn(self._register, "raftbus-register")
+        self._spawn(self._move_dead_letters, "raftbus-dead-letters")
         from grpc_health.v1 import health_pb2
 
         self.health.set("", health_pb2.HealthCheckResponse.SERVING)
@@ -183,9 +195,14 @@ class Broker:
     def _create_replica(self, group_id: str, topic, placement) -> None:
         s = self.settings
         base = self._partition_dir(group_id)
-        store = LmdbStore(str(base / "store"), tables=PartitionStateMachine.TABLES,
-                          map_size_bytes=s.storage_map_size_bytes)
-        sm = PartitionStateMachine(store)
+        if topic.kind == "queue":
+            store = LmdbStore(str(base / "store"), tables=QueueStateMachine.TABLES,
+                              map_size_bytes=s.storage_map_size_bytes)
+            sm = QueueStateMachine(store, topic.ordering)
+        else:
+            store = LmdbStore(str(base / "store"), tables=PartitionStateMachine.TABLES,
+                              map_size_bytes=s.storage_map_size_bytes)
+            sm = PartitionStateMachine(store)
         peers = sorted(r for r in placement.replicas if r != self.node_id)
         group = RaftGroup(group_id, sm, store, hub=self.hub, loop=self.loop, self_id=self.node_id,
                           peer_ids=peers, data_dir=base / "raft", settings=s.raft(),
@@ -200,6 +217,7 @@ class Broker:
         replica = self.context.partitions.pop(group_id)
         self.loop.remove_group(group_id)
         self.leaders.forget_group(group_id)
+        self.queue_service.forget(group_id)
         replica.notify_appended()
         self.group_commit.forget(replica.group)
         replica.store.close()
@@ -211,7 +229,7 @@ class Broker:
         topics = {t.topic_id: t for t in self.metadata_sm.topics().values()}
         for replica in list(self.context.partitions.values()):
             topic = topics.get(replica.topic_id)
-            if topic is None or not replica.group.is_leader:
+            if topic is None or topic.kind != "stream" or not replica.group.is_leader:
                 continue
             try:
                 self.log_service.trim_if_due(replica, topic.retention_ms, topic.retention_bytes)
@@ -241,7 +259,27 @@ class Broker:
             "group_commit_rounds": self.group_commit.rounds,
         }
 
+    def _tick_queues(self) -> None:
+        """Queue partitions led here with due work (expired leases, due delayed messages) get a tick command."""
+        topics = {t.topic_id: t for t in self.metadata_sm.topics().values()}
+        for replica in list(self.context.partitions.values()):
+            topic = topics.get(replica.topic_id)
+            if topic is not None and topic.kind == "queue" and replica.group.is_leader:
+                try:
+                    self.queue_service.tick_if_due(replica, topic)
+                except Exception:
+                    log.exception("queue tick failed", extra={"group": replica.group_id})
+
     # ------------------------------------------------------------------ background threads
+    def _move_dead_letters(self) -> None:
+        """Copy dead-lettered messages of the queue partitions led here to their dead-letter topics."""
+        interval = self.settings.queue_dead_letter_interval_ms / 1000
+        while not self._stopping.wait(interval):
+            try:
+                self.dead_letters.move_once()
+            except Exception:
+                log.exception("dead-letter move failed")
+
     def _register(self) -> None:
         """Record this broker's client address in the metadata group (again whenever it differs)."""
         s = self.settings
@@ -269,6 +307,7 @@ class Broker:
         self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
         self._hand_off_leadership()
         self.server.stop(grace=1.0).wait(2.0)
+        self.queue_forwarder.close()
         self.loop.stop()
         self.hub.close()
         for thread in self._threads:

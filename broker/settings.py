@@ -95,6 +95,39 @@ class BrokerSettings:
     group_heartbeat_waiters_max: int = 32
     offset_metadata_bytes_max: int = 4096
     # queue topics
+    queue_default_max_deliveries: int = 5
+    queue_default_backoff_base_ms: int = 1000
+    queue_default_backoff_max_ms: int = 300_000
+    queue_default_max_in_flight_per_group: int = 0
+    queue_default_idempotency_window_ms: int = 24 * 3600 * 1000
+    queue_default_visibility_ms: int = 30_000
+    queue_max_deliveries_max: int = 1000
+    queue_backoff_ceiling_ms: int = 24 * 3600 * 1000
+    queue_idempotency_window_min_ms: int = 60_000
+    queue_idempotency_window_max_ms: int = 7 * 24 * 3600 * 1000
+    queue_visibility_min_ms: int = 100
+    queue_visibility_max_ms: int = 12 * 3600 * 1000
+    queue_delay_max_ms: int = 90 * 24 * 3600 * 1000
+    queue_batch_messages_max: int = 10_000
+    queue_lease_messages_max: int = 1000
+    queue_lease_bytes_max: int = 4 * 1024 * 1024
+    queue_lease_wait_max_ms: int = 30_000
+    queue_lease_waiters_max: int = 4096
+    queue_waiting_calls_max: int = 32
+    queue_stream_in_flight_max: int = 10_000
+    queue_stream_wait_slice_ms: int = 1000
+    queue_group_bytes_max: int = 255
+    queue_idempotency_key_bytes_max: int = 255
+    queue_nack_reason_bytes_max: int = 1024
+    queue_due_per_command_max: int = 10_000
+    queue_tick_interval_ms: int = 100
+    queue_dead_letter_interval_ms: int = 500
+    queue_dead_letter_batch_max: int = 500
+    queue_redrive_batch_max: int = 1000
+    queue_forward_timeout_ms: int = 10_000
+    queue_peek_messages_max: int = 1000
+    queue_stats_groups_max: int = 1000
+    queue_stats_scan_max: int = 100_000
 
     extra: dict = field(default_factory=dict, compare=False)
 

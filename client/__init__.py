@@ -1,4 +1,4 @@
-"""The raftbus SDK: `from raftbus.client import Admin, Consumer, Producer, Reader`.
+"""The raftbus SDK: `from raftbus.client import Admin, Consumer, Producer, Reader, QueueConsumer, Queues`.
 
 The broker imports only `raftbus.client.errors`, `raftbus.client.records` and the generated `raftbus.client.wire`
 modules from here (the wire protocol lives with the clients, as in Kafka); the SDK never imports the broker.
@@ -7,6 +7,9 @@ from raftbus.client import errors
 from raftbus.client.admin import Admin, BrokerDescription, BrokerStats, ClusterStatus, PartitionDescription, TopicDescription
 from raftbus.client.errors import RaftbusError
 from raftbus.client.producer import Producer
+from raftbus.client.queue_consumer import QueueConsumer
+from raftbus.client.queue_messages import Message, MessageMetadata, QueueStats
+from raftbus.client.queues import Queues
 from raftbus.client.reader import EARLIEST, LATEST, FetchResult, Reader
 from raftbus.client.records import Record, RecordMetadata
 # consumer groups
@@ -20,4 +23,6 @@ __all__ = [
     "Producer", "RaftbusError", "Reader", "Record", "RecordMetadata", "TopicDescription", "errors",
     # consumer groups
     "Consumer", "ConsumerRecords", "GroupDescription", "MemberDescription", "PartitionLag", "TopicPartition",
+    # queue topics
+    "Message", "MessageMetadata", "QueueConsumer", "QueueStats", "Queues",
 ]

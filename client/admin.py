@@ -60,11 +60,15 @@ class TopicDescription:
     retention_bytes: int
     created_ms: int
     partitions: tuple[PartitionDescription, ...]
+    queue: dict | None = None  # queue topics: max_deliveries, backoff_base_ms, ..., dead_letter_topic
 
     @classmethod
     def from_proto(cls, info: pb.TopicInfo) -> "TopicDescription":
+        queue = None
+        if info.HasField("queue"):
+            queue = {f.name: getattr(info.queue, f.name) for f in info.queue.DESCRIPTOR.fields}
         return cls(info.name, info.topic_id, info.kind, info.ordering, info.retention_ms, info.retention_bytes,
-                   info.created_ms, tuple(PartitionDescription.from_proto(p) for p in info.partitions))
+                   info.created_ms, tuple(PartitionDescription.from_proto(p) for p in info.partitions), queue)
 
     def to_dict(self) -> dict:
         fields = {name: getattr(self, name) for name in self.__dataclass_fields__ if name != "partitions"}
@@ -138,9 +142,10 @@ class BrokerStats:
 
 
 def create_topic_request(name: str, partitions: int, replication_factor: int, kind: str, ordering: str | None,
-                         retention_ms: int | None, retention_bytes: int | None) -> pb.CreateTopicRequest:
-    """The CreateTopic request; unset retention fields mean "the broker's default"."""
-    optional = {}
+                         retention_ms: int | None, retention_bytes: int | None,
+                         **queue_options: int | None) -> pb.CreateTopicRequest:
+    """The CreateTopic request; unset retention and queue fields mean "the broker's default"."""
+    optional = {name: value for name, value in queue_options.items() if value is not None}
     if retention_ms is not None:
         optional["retention_ms"] = retention_ms
     if retention_bytes is not None:
@@ -174,18 +179,30 @@ class Admin:
 
     def create_topic(self, name: str, partitions: int = 3, replication_factor: int = 3, kind: str = "stream",
                      ordering: str | None = None, retention_ms: int | None = None,
-                     retention_bytes: int | None = None, wait: bool = True) -> TopicDescription:
+                     retention_bytes: int | None = None, wait: bool = True, *, max_deliveries: int | None = None,
+                     backoff_base_ms: int | None = None, backoff_max_ms: int | None = None,
+                     max_in_flight_per_group: int | None = None,
+                     idempotency_window_ms: int | None = None) -> TopicDescription:
         """Create a topic on the controller; with `wait`, return once every partition has a leader.
 
+        A queue topic (kind="queue", ordering "priority" or "fair") takes the queue options (None: the broker's
+        default) and comes with its dead-letter topic `<name>.dlq`, which `wait` also waits for.
         Raises TopicExists, InvalidName, InvalidPartitions, InvalidReplicationFactor, InvalidArgument, and
         LeaderNotAvailable when partitions still lack a leader after `topic_ready_timeout_ms`.
         """
         request = create_topic_request(name, partitions, replication_factor, kind, ordering, retention_ms,
-                                       retention_bytes)
+                                       retention_bytes, max_deliveries=max_deliveries,
+                                       backoff_base_ms=backoff_base_ms, backoff_max_ms=backoff_max_ms,
+                                       max_in_flight_per_group=max_in_flight_per_group,
+                                       idempotency_window_ms=idempotency_window_ms)
         response = self.router.call_controller(
             lambda conn: conn.admin.CreateTopic(request, timeout=self.request_timeout_s))
         created = TopicDescription.from_proto(response.topic)
-        return self.wait_for_leaders(name) if wait else created
+        if not wait:
+            return created
+        if created.queue and created.queue.get("dead_letter_topic"):
+            self.wait_for_leaders(created.queue["dead_letter_topic"])
+        return self.wait_for_leaders(name)
 
     def list_topics(self) -> list[TopicDescription]:
         response = self.router.call_any(

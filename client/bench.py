@@ -1,4 +1,4 @@
-"""`raftbus bench produce|consume|all|spark`: throughput and latency figures, one JSON line per benchmark on stdout.
+"""`raftbus bench produce|consume|queue|all|spark`: throughput and latency figures, one JSON line per benchmark on stdout.
 
 Without --bootstrap the benchmark starts its own cluster (`python -m raftbus.broker dev`) in a temporary data
 dir on free loopback ports and always stops it by pid afterwards (SIGTERM, then SIGKILL of its process
@@ -15,6 +15,7 @@ topic) and reads everything from the beginning with `readers` Reader processes; 
 Consumer processes of one consumer group read it, committing per batch, and rebalance times are measured
 (see client/bench_groups.py for every figure); `all` runs produce, consume and consume --group.
 spark: records/s through one Spark Structured Streaming micro-batch, Arrow and tuples (client/spark/bench.py).
+queue: see client/bench_queue.py (lease+ack throughput with priority ordering, delayed-delivery lateness).
 MB are 10^6 payload bytes (record values). Progress goes to stderr.
 """
 from __future__ import annotations
@@ -41,14 +42,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from raftbus.client import bench_groups, settings
+from raftbus.client import bench_groups, bench_queue, settings
 from raftbus.client.admin import Admin
 from raftbus.client.errors import InternalError, InvalidArgument, RaftbusError, RequestTimedOut, TopicExists, Unavailable
 from raftbus.client.producer import Producer
 from raftbus.client.reader import Reader
 from raftbus.client.records import RECORD_OVERHEAD_BYTES
 
-WORKLOADS = ("produce", "consume", "all", "spark")
+WORKLOADS = ("produce", "consume", "queue", "all", "spark")
 LOOPBACK = "127.0.0.1"
 
 
@@ -74,6 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--session-timeout-ms", type=int, default=settings.BENCH_GROUP_SESSION_TIMEOUT_MS,
                         help="consume --group: session timeout of the rebalance run's members")
     parser.add_argument("--keep-cluster", action="store_true", help="leave the local cluster running")
+    bench_queue.add_queue_arguments(parser)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -495,6 +497,9 @@ def run_workloads(bootstrap: str, args) -> list[dict]:
         results.append(emit(consume(bootstrap, args, reuse)))
     if args.workload == "all" and not args.group:  # consumer groups: `all` covers the group figures too
         results.append(emit(bench_group_consume(bootstrap, args, results[0]["topic"])))
+    if args.workload in ("queue", "all"):
+        results.append(emit(bench_queue.bench_queue(bootstrap, args, run_workers, WorkerSpec, percentile, rounded_ms,
+                                                    progress)))
     if args.workload == "spark":  # needs the spark extra (pyspark, pyarrow); see client/spark/bench.py
         from raftbus.client.spark.bench import bench_spark
         results.append(emit(bench_spark(bootstrap, args, fill_topic, progress)))
@@ -508,7 +513,7 @@ def emit(result: dict) -> dict:
 
 def check_args(args) -> None:
     for name in ("records", "record_bytes", "partitions", "replication_factor", "brokers", "producers", "readers",
-                 "batch_bytes_max", "session_timeout_ms"):
+                 "batch_bytes_max", "session_timeout_ms", "messages", "consumers", "lease_batch"):
         if getattr(args, name) < 1:
             raise InvalidArgument(f"--{name.replace('_', '-')} must be >= 1")
     if args.linger_ms < 0:

@@ -16,10 +16,11 @@ import time
 from collections import deque
 from collections.abc import Iterable, Iterator
 
-from raftbus.client import bench, group_cli, settings
+from raftbus.client import bench, cli_queues, group_cli, settings
 from raftbus.client.admin import Admin, ClusterStatus, TopicDescription
-from raftbus.client.errors import RaftbusError
-from raftbus.client.producer import Producer, reject_queue_options
+from raftbus.client.errors import InvalidArgument, RaftbusError
+from raftbus.client.producer import Producer
+from raftbus.client.queue_messages import MessageMetadata
 from raftbus.client.reader import EARLIEST, LATEST, Reader
 from raftbus.client.records import Record, RecordMetadata
 
@@ -90,6 +91,7 @@ def _add_topic_commands(sub, common) -> None:
     create.add_argument("--ordering", choices=("priority", "fair"))
     create.add_argument("--retention-ms", type=int)
     create.add_argument("--retention-bytes", type=int)
+    cli_queues.add_topic_queue_options(create)
     create.set_defaults(handler=run_topics_create)
     actions.add_parser("list", parents=[common], help="list topics").set_defaults(handler=run_topics_list)
     for action, handler, text in (("describe", run_topics_describe, "describe a topic"),
@@ -123,6 +125,7 @@ def _add_data_commands(sub, common) -> None:
     consume.add_argument("--max", type=int, help="stop after this many records")
     consume.add_argument("--timeout-ms", type=int, help="stop after this long without a record")
     consume.add_argument("--group", help="consume as a member of this consumer group (commits what it prints)")
+    cli_queues.add_consume_queue_options(consume)
     consume.set_defaults(handler=run_consume)
     cluster = sub.add_parser("cluster", help="cluster status").add_subparsers(dest="cluster_command", required=True)
     cluster.add_parser("status", parents=[common], help="brokers, controller, partition leaders and ISR") \
@@ -144,6 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_topic_commands(sub, common)
     _add_data_commands(sub, common)
     group_cli.add_group_commands(sub, common, {"list": run_groups_list, "describe": run_groups_describe})
+    cli_queues.add_queue_commands(sub, common, bootstrap_of)
     return parser
 
 
@@ -240,7 +244,9 @@ def record_line(record: Record, as_json: bool) -> str:
     return f"{record.topic}/{record.partition}@{record.offset}\t{_text(record.key) or ''}\t{_text(record.value) or ''}"
 
 
-def ack_line(meta: RecordMetadata, as_json: bool) -> str:
+def ack_line(meta: RecordMetadata | MessageMetadata, as_json: bool) -> str:
+    if isinstance(meta, MessageMetadata):
+        return cli_queues.metadata_line(meta, as_json)
     if as_json:
         return json.dumps({"topic": meta.topic, "partition": meta.partition, "offset": meta.offset,
                            "timestamp_ms": meta.timestamp_ms})
@@ -253,7 +259,7 @@ def run_topics_create(args) -> int:
     with Admin(bootstrap_of(args)) as admin:
         topic = admin.create_topic(args.name, partitions=args.partitions, replication_factor=args.replication_factor,
                                    kind=args.kind, ordering=args.ordering, retention_ms=args.retention_ms,
-                                   retention_bytes=args.retention_bytes)
+                                   retention_bytes=args.retention_bytes, **cli_queues.topic_queue_options(args))
     print_topic(topic, args.json)
     return 0
 
@@ -306,13 +312,15 @@ def stdin_values() -> Iterator[str]:
 
 def run_produce(args) -> int:
     deliver_at_ms = None if args.delay_ms is None else time.time_ns() // 1_000_000 + args.delay_ms
-    reject_queue_options(args.priority, args.group, deliver_at_ms, args.idempotency_key)
+    queue_fields = {name: value for name, value in (("priority", args.priority), ("group", args.group),
+                                                    ("deliver_at_ms", deliver_at_ms),
+                                                    ("idempotency_key", args.idempotency_key)) if value is not None}
     values = [args.value] if args.value is not None else stdin_values()
     pending = deque()
     with Producer(bootstrap_of(args)) as producer:
         for value in values:
             pending.append(producer.send(args.topic, value, key=args.key, headers=args.header,
-                                         partition=args.partition))
+                                         partition=args.partition, **queue_fields))
             if len(pending) >= settings.CLI_PENDING_SENDS_MAX:
                 print(ack_line(pending.popleft().result(), args.json))
         producer.flush()
@@ -329,6 +337,13 @@ def consumed_records(reader: Reader, args) -> Iterator[Record]:
 
 
 def run_consume(args) -> int:
+    with Admin(bootstrap_of(args)) as admin:
+        kind = admin.describe_topic(args.topic).kind
+    if kind == "queue":
+        if args.group is not None:
+            raise InvalidArgument("--group reads stream topics; a queue topic hands each message to one consumer "
+                                  "anyway (consume it without --group)")
+        return cli_queues.run_consume_queue(args, bootstrap_of(args))
     if args.group is not None:
         return group_cli.run_consume_group(args, bootstrap_of(args), record_line)
     with Reader(bootstrap_of(args)) as reader:

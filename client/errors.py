@@ -218,6 +218,22 @@ class InvalidSessionTimeout(InvalidArgument):
 
 
 # ---------------------------------------------------------------------- queue topics
+class UnknownMessage(RaftbusError):
+    """No queue message with that id: never enqueued, or already acked, deleted or moved to the dead-letter queue."""
+
+    code = "UNKNOWN_MESSAGE"
+
+
+class LeaseLost(RaftbusError):
+    """An ack, nack or extend from a lease that no longer holds (it expired, or the message was leased again)."""
+
+    code = "LEASE_LOST"
+
+
+class MessageNotWaiting(RaftbusError):
+    """Only a ready or delayed message can be rescheduled; this one is leased or being dead-lettered."""
+
+    code = "MESSAGE_NOT_WAITING"
 
 
 # ---------------------------------------------------------------------- the table
@@ -256,7 +272,9 @@ GRPC_STATUS: dict[type[RaftbusError], grpc.StatusCode] = {
     GroupLimitReached: grpc.StatusCode.RESOURCE_EXHAUSTED,
     InvalidSessionTimeout: grpc.StatusCode.INVALID_ARGUMENT,
     # queue topics
-
+    UnknownMessage: grpc.StatusCode.NOT_FOUND,
+    LeaseLost: grpc.StatusCode.FAILED_PRECONDITION,
+    MessageNotWaiting: grpc.StatusCode.FAILED_PRECONDITION,
 }
 
 ERRORS_BY_CODE: dict[str, type[RaftbusError]] = {cls.code: cls for cls in GRPC_STATUS}

@@ -38,10 +38,13 @@ from raftbus.client.errors import (
     RequestTimedOut,
     Unavailable,
     UnknownPartition,
+    WrongTopicKind,
     error_from_rpc,
 )
 from raftbus.client.murmur2 import partition_for_key
 from raftbus.client.produce_stream import StreamProduceTransport
+from raftbus.client.queue_producer import QueueSender, queue_partition
+from raftbus.client.wire import queues_pb2 as qpb
 from raftbus.client.records import Header, RecordMetadata, RecordTuple, encode_batch, record_size
 from raftbus.client.router import Router
 from raftbus.client.wire import raftbus_pb2 as pb
@@ -49,15 +52,27 @@ from raftbus.client.wire import raftbus_pb2 as pb
 ProduceDone = Callable[["pb.ProduceResponse | None", "RaftbusError | None"], None]
 
 
-def reject_queue_options(priority=None, group=None, deliver_at_ms=None, idempotency_key=None) -> None:
-    """Queue-only options are not supported yet; say so clearly (the SDK and the CLI share this message)."""
+def reject_queue_options(priority=None, group=None, deliver_at_ms=None, idempotency_key=None, *,
+                         topic: str | None = None) -> None:
+    """Queue-only options on a stream topic are a WrongTopicKind (the SDK and the CLI share this message)."""
     given = [name for name, v in (("priority", priority), ("group", group), ("deliver_at_ms", deliver_at_ms),
                                   ("idempotency_key", idempotency_key)) if v is not None]
     if given:
-        raise InvalidArgument(
-            f"{', '.join(given)} apply to queue topics, which this version does not support yet; "
-            "send without them"
-        )
+        where = f"{topic!r} is a stream topic" if topic else "this is a stream topic"
+        raise WrongTopicKind(f"{', '.join(given)} apply to queue topics only; {where}; send without them")
+
+
+def queue_message(record: bytes, priority, group, deliver_at_ms, idempotency_key) -> qpb.EnqueueMessage:
+    """The Enqueue form of one message; InvalidArgument for fields of the wrong type or range."""
+    if priority is not None and (not isinstance(priority, int) or not -2**31 <= priority < 2**31):
+        raise InvalidArgument("priority must be an int32")
+    if deliver_at_ms is not None and (not isinstance(deliver_at_ms, int) or deliver_at_ms < 0):
+        raise InvalidArgument("deliver_at_ms must be a time in ms (an int >= 0)")
+    for name, text in (("group", group), ("idempotency_key", idempotency_key)):
+        if text is not None and not isinstance(text, str):
+            raise InvalidArgument(f"{name} must be a str")
+    return qpb.EnqueueMessage(record=record, priority=priority or 0, group=group or "",
+                              deliver_at_ms=deliver_at_ms or 0, idempotency_key=idempotency_key or "")
 
 
 def to_bytes(data: Any, what: str) -> bytes | None:
@@ -88,7 +103,10 @@ def normalize_headers(headers: Mapping[str, Any] | Iterable[tuple[str, Any]] | N
 
 
 class ProduceTransport(Protocol):
-    """What the sender needs from the network (a fake one drives the unit tests)."""
+    """What the sender needs from the network (a fake one drives the unit tests).
+
+    A transport with a `router` (StreamProduceTransport) also serves queue topics; one without serves streams only.
+    """
 
     def partitions_for(self, topic: str) -> int: ...
 
@@ -214,6 +232,11 @@ class Producer:
         self._stopping = False
         self._sender = threading.Thread(target=self._run, name="raftbus-producer-sender", daemon=True)
         self._sender.start()
+        # queue topics: a sender of their own, started on the first queue message
+        self._queue_options = dict(linger_ms=linger_ms, batch_bytes_max=batch_bytes_max,
+                                   buffer_bytes_max=buffer_bytes_max, delivery_timeout_ms=delivery_timeout_ms,
+                                   max_block_ms=max_block_ms)
+        self._queue_sender: QueueSender | None = None
 
     # ------------------------------------------------------------------ public API
 
@@ -223,10 +246,16 @@ class Producer:
              idempotency_key: str | None = None) -> Future:
         """Queue one record; the future resolves to its RecordMetadata once the partition acknowledges it.
 
-        Raises at once: InvalidArgument (bad types, queue-only options), RecordTooLarge, UnknownTopic,
-        UnknownPartition, and Overloaded when the buffer stays full for `max_block_ms`.
+        On a queue topic the future resolves to MessageMetadata (the message id) and priority, group,
+        deliver_at_ms and idempotency_key apply; on a stream topic they are refused (WrongTopicKind).
+        Raises at once: InvalidArgument (bad types), RecordTooLarge, UnknownTopic, UnknownPartition, and
+        Overloaded when the buffer stays full for `max_block_ms`.
         """
-        reject_queue_options(priority, group, deliver_at_ms, idempotency_key)
+        router = getattr(self._transport, "router", None)
+        if router is not None and router.topic_kind(topic) == "queue":
+            return self._send_queue(topic, value, key, headers, partition,
+                                    (priority, group, deliver_at_ms, idempotency_key))
+        reject_queue_options(priority, group, deliver_at_ms, idempotency_key, topic=topic)
         value_b = to_bytes(value, "value")
         key_b = to_bytes(key, "key")
         hdrs = normalize_headers(headers)
@@ -247,6 +276,28 @@ class Producer:
                 p = self._sticky_partition(topic, count, size)
             self._append(topic, p, record, future, size)
         return future
+
+    def _send_queue(self, topic: str, value, key, headers, partition: int | None, queue_fields: tuple) -> Future:
+        priority, group, deliver_at_ms, idempotency_key = queue_fields
+        value_b, key_b, hdrs = to_bytes(value, "value"), to_bytes(key, "key"), normalize_headers(headers)
+        size = record_size(key_b, value_b, hdrs)
+        if size > self.batch_bytes_max:
+            raise RecordTooLarge(f"record of {size} bytes exceeds batch_bytes_max={self.batch_bytes_max}")
+        record = encode_batch([(time.time_ns() // 1_000_000, key_b, value_b, hdrs)])[0]
+        message = queue_message(record, priority, group, deliver_at_ms, idempotency_key)
+        count = self._transport.partitions_for(topic)
+        if partition is not None:
+            partition = self._check_partition(topic, partition, count)
+        else:
+            partition = queue_partition(count, group, idempotency_key, key_b)
+        return self._queue_path().send(topic, partition, count, message)
+
+    def _queue_path(self) -> QueueSender:
+        with self._cond:
+            self._check_open()
+            if self._queue_sender is None:
+                self._queue_sender = QueueSender(self._transport.router, self.producer_id, **self._queue_options)
+            return self._queue_sender
 
     def send_batch(self, topic: str, partition: int, records: Sequence[Any]) -> Future:
         """Send pre-built records to one partition as a single batch (bulk path, e.g. for benchmarks).
@@ -294,7 +345,7 @@ class Producer:
                                            timeout_s)
             finally:
                 self._flushing -= 1
-        if not done:
+        if not done or (self._queue_sender is not None and not self._queue_sender.flush(timeout_s)):
             raise RequestTimedOut(f"flush did not complete within {timeout_s} s")
 
     def close(self, timeout_s: float | None = None) -> None:
@@ -312,6 +363,8 @@ class Producer:
                 self._stopping = True
                 self._cond.notify_all()
             self._sender.join(timeout=5)
+            if self._queue_sender is not None:
+                self._queue_sender.close(timeout_s)
             self._transport.close()
 
     def __enter__(self) -> "Producer":

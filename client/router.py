@@ -71,6 +71,7 @@ class ClusterMap:
     topics: dict[str, dict[int, PartitionRoute]] = field(default_factory=dict)
     controller_id: int = 0
     fetched_at_s: float = float("-inf")
+    kinds: dict[str, str] = field(default_factory=dict)  # topic -> "stream" or "queue"
 
     @classmethod
     def from_proto(cls, response: pb.MetadataResponse, now_s: float) -> "ClusterMap":
@@ -79,7 +80,8 @@ class ClusterMap:
             t.name: {p.partition: PartitionRoute(p.leader_id, tuple(p.replicas)) for p in t.partitions}
             for t in response.topics
         }
-        return cls(brokers, topics, response.controller_id, now_s)
+        kinds = {t.name: t.kind for t in response.topics}
+        return cls(brokers, topics, response.controller_id, now_s, kinds)
 
 
 class Router:
@@ -165,6 +167,15 @@ class Router:
         if partitions is None:
             raise UnknownTopic(f"topic {topic!r} does not exist")
         return len(partitions)
+
+    def topic_kind(self, topic: str) -> str:
+        """"stream" or "queue" (refreshing once if the topic is not known yet); UnknownTopic if none."""
+        kind = self.cluster_map().kinds.get(topic)
+        if kind is None:
+            kind = self.refresh().kinds.get(topic)
+        if kind is None:
+            raise UnknownTopic(f"topic {topic!r} does not exist")
+        return kind
 
     def leader_address(self, topic: str, partition: int) -> str:
         """The client address of the partition's leader; refreshes the map when the leader is unknown."""

@@ -46,6 +46,17 @@ POLL_IDLE_SLEEP_MS = 100
 # How long a reader waits for a new leader's high watermark to catch up with an offset it already read up to.
 HIGH_WATERMARK_CATCH_UP_MS = 5_000
 
+# Queue topics: the Producer's queue path, QueueConsumer and Queues.
+QUEUE_BATCH_MESSAGES_MAX = 5_000       # messages per Enqueue, Ack, Nack or Extend request (brokers allow 10,000)
+QUEUE_VISIBILITY_MS = 30_000           # lease length a consumer asks for
+QUEUE_PREFETCH_MESSAGES = 200          # unsettled leases a consumer holds per partition (the stream's max_in_flight)
+QUEUE_LEASE_BATCH_MESSAGES = 100       # messages per LeaseStream answer
+QUEUE_POLL_MESSAGES_MAX = 500          # messages one QueueConsumer.poll returns at most
+QUEUE_ACK_LINGER_MS = 2                # acks, nacks and extends wait this long to share a request
+QUEUE_STREAM_RETRY_BACKOFF_MS = 100    # first wait before a consumer reopens a failed lease stream
+QUEUE_STREAM_RETRY_BACKOFF_MAX_MS = 2_000
+QUEUE_REDRIVE_BATCH_MESSAGES = 1_000   # messages per Redrive request
+
 # CLI: records sent by `raftbus produce` whose acknowledgement is not printed yet.
 CLI_PENDING_SENDS_MAX = 10_000
 
@@ -57,6 +68,7 @@ BENCH_LIGHT_LOAD_RATE_PER_S = 1_000
 BENCH_LIGHT_LOAD_DURATION_MS = 3_000
 BENCH_WORKER_READY_TIMEOUT_MS = 60_000
 BENCH_BATCHES_QUEUED_PER_PARTITION = 5
+BENCH_QUEUE_CALLERS_PER_PARTITION = 2   # lease+ack loops per partition (one leases while another acks)
 
 
 def bootstrap_default() -> str:

@@ -7,6 +7,7 @@ from raftbus.client import errors
 
 from .. import commands, model
 from .context import BrokerContext, partition_group_id, wait_result
+from .queue_config import resolve_queue_options
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,9 @@ class AdminService:
 
     # ------------------------------------------------------------------ writes (controller only)
     def create_topic(self, name: str, *, partitions: int = 0, replication_factor: int = 0, kind: str = "",
-                     ordering: str = "", retention_ms: int | None = None, retention_bytes: int | None = None):
+                     ordering: str = "", retention_ms: int | None = None, retention_bytes: int | None = None,
+                     **queue_options):
+        """Create a topic; a queue topic takes `queue_options` (see queue_config.OPTIONS) and gets `<name>.dlq`."""
         s = self.settings
         partitions = partitions or s.default_partitions
         replication_factor = replication_factor or s.default_replication_factor
@@ -64,10 +67,12 @@ class AdminService:
         if not 1 <= replication_factor <= max(brokers, 1):
             raise errors.InvalidReplicationFactor(
                 f"replication factor {replication_factor} needs between 1 and {brokers} brokers")
+        queue = resolve_queue_options(s, kind, **queue_options)
         self.context.require_controller()
         command = commands.encode_create_topic(
             name=name, kind=kind, ordering=ordering, partitions=partitions, replication_factor=replication_factor,
-            retention_ms=retention_ms, retention_bytes=retention_bytes, now_ms=self.context.clock.now_ms())
+            retention_ms=retention_ms, retention_bytes=retention_bytes, now_ms=self.context.clock.now_ms(),
+            queue=queue)
         topic = wait_result(self.context.metadata_group.submit(command), s.produce_timeout_ms / 1000)
         return self.describe_topic(topic.name, topic=topic)
 
@@ -105,7 +110,7 @@ class AdminService:
             group_id = partition_group_id(topic.topic_id, placement.partition)
             log_start = high_watermark = -1
             replica = self.context.partitions.get(group_id)
-            if replica is not None:
+            if replica is not None and topic.kind == "stream":
                 log_start, high_watermark = replica.state_machine.offsets()
             views.append(PartitionView(
                 partition=placement.partition,

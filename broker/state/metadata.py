@@ -28,6 +28,7 @@ META, BROKERS, TOPICS = "meta", "brokers", "topics"
 GROUPS = "groups"
 STATE_KEY = b"state"
 TOPIC_KINDS = ("stream", "queue")
+QUEUE_ORDERINGS = ("priority", "fair")
 
 _STATE = struct.Struct(">qqq")
 _BROKER_KEY = struct.Struct(">q")
@@ -47,6 +48,9 @@ class _Change(NamedTuple):
     deleted_topic: str | None = None
     next_topic_id: int | None = None
     groups: tuple = ()  # consumer groups: (name, new ConsumerGroup or None when deleted) pairs
+    # queue topics: the dead-letter topic created or deleted with its source, in the same command
+    companion: model.Topic | None = None
+    deleted_companion: str | None = None
 
     @property
     def empty(self) -> bool:
@@ -105,6 +109,11 @@ class MetadataStateMachine:
             self._topics = MappingProxyType({n: t for n, t in self._topics.items() if n != change.deleted_topic})
         if change.groups:
             self._groups = _groups_after(self._groups, change.groups)
+        if change.companion is not None:
+            self._topics = MappingProxyType({**self._topics, change.companion.name: change.companion})
+        if change.deleted_companion is not None:
+            self._topics = MappingProxyType({n: t for n, t in self._topics.items()
+                                             if n != change.deleted_companion})
         self._state = state
 
     # ------------------------------------------------------------------ planning (pure, may refuse)
@@ -162,12 +171,38 @@ class MetadataStateMachine:
         topic = model.Topic(name=name, topic_id=topic_id, kind=p["kind"], ordering=p["ordering"],
                             retention_ms=p["retention_ms"], retention_bytes=p["retention_bytes"],
                             created_ms=p["now_ms"], partitions=placements)
+        if p["kind"] == "queue":
+            return self._plan_queue_topic(topic, p)
         return topic, _Change(topic=topic, next_topic_id=topic_id + 1)
 
+    def _plan_queue_topic(self, topic: model.Topic, p: dict):
+        """A queue topic and its dead-letter topic `<name>.dlq` (same partitions; it never dead-letters)."""
+        config = _queue_config(p.get("queue"))
+        if topic.ordering not in QUEUE_ORDERINGS:
+            raise errors.InvalidArgument(f"ordering must be one of {QUEUE_ORDERINGS}, not {topic.ordering!r}")
+        dlq_name = model.dead_letter_name(topic.name)
+        model.validate_topic_name(dlq_name)
+        if dlq_name in self._topics:
+            raise errors.TopicExists(f"topic {dlq_name!r} (the dead-letter topic of {topic.name!r}) already exists")
+        dlq_id = topic.topic_id + 1
+        placements = model.place_partitions(dlq_id, 0, len(topic.partitions), len(topic.partitions[0].replicas),
+                                            list(self._brokers))
+        dlq_config = dataclasses.replace(config, max_deliveries=0, max_in_flight_per_group=0, dead_letter_of=topic.name)
+        dlq = dataclasses.replace(topic, name=dlq_name, topic_id=dlq_id, ordering="priority", partitions=placements,
+                                  queue=dlq_config)
+        source = dataclasses.replace(topic, queue=dataclasses.replace(config, dead_letter_topic=dlq_name))
+        return source, _Change(topic=source, companion=dlq, next_topic_id=dlq_id + 1)
+
     def _plan_delete_topic(self, p: dict):
-        if p["name"] not in self._topics:
+        topic = self._topics.get(p["name"])
+        if topic is None:
             raise errors.UnknownTopic(f"topic {p['name']!r} does not exist")
-        return None, _Change(deleted_topic=p["name"])
+        queue = topic.queue
+        if queue is not None and queue.dead_letter_of in self._topics:
+            raise errors.InvalidArgument(f"{topic.name!r} is the dead-letter topic of {queue.dead_letter_of!r}; "
+                                         "delete that topic (its dead-letter topic goes with it)")
+        companion = queue.dead_letter_topic if queue is not None and queue.dead_letter_topic in self._topics else None
+        return None, _Change(deleted_topic=p["name"], deleted_companion=companion)
 
     def _plan_alter_partitions(self, p: dict):
         topic = self._topics.get(p["name"])
@@ -233,6 +268,10 @@ def _write(txn, change: _Change, state: _MetaState) -> None:
             txn.delete(GROUPS, name.encode())
         else:
             txn.put(GROUPS, name.encode(), _json(group))
+    if change.companion is not None:
+        txn.put(TOPICS, change.companion.name.encode(), _json(change.companion))
+    if change.deleted_companion is not None:
+        txn.delete(TOPICS, change.deleted_companion.encode())
     txn.put(META, STATE_KEY, _STATE.pack(*state))
 
 
@@ -244,3 +283,14 @@ def _groups_after(groups: Mapping[str, ConsumerGroup], changes) -> Mapping[str, 
         else:
             updated[name] = group
     return MappingProxyType(updated)
+
+
+def _queue_config(raw) -> model.QueueConfig:
+    """The queue options of a create_topic command; InvalidArgument when missing or out of range."""
+    if not isinstance(raw, dict):
+        raise errors.InvalidArgument("a queue topic needs its queue options")
+    try:
+        config = model.QueueConfig.from_dict(raw)
+    except TypeError as exc:
+        raise errors.InvalidArgument(f"queue options are incomplete: {exc}") from None
+    return dataclasses.replace(config, dead_letter_topic="", dead_letter_of="").validate()

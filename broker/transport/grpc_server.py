@@ -12,6 +12,7 @@ from raftbus.client.wire import raftbus_pb2 as pb
 from raftbus.client.wire import raftbus_pb2_grpc as pb_grpc
 
 from .produce_stream import ProducePipeline
+from .queue_options import queue_options_of, queue_options_proto
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,7 @@ def topic_proto(view) -> pb.TopicInfo:
         partitions=[pb.PartitionInfo(partition=p.partition, leader_id=p.leader_id or 0, replicas=p.replicas,
                                      isr=p.isr, log_start_offset=p.log_start_offset,
                                      high_watermark=p.high_watermark) for p in view.partitions],
+        queue=queue_options_proto(topic.queue),
     )
 
 
@@ -152,7 +154,8 @@ class AdminServicer(pb_grpc.AdminServicer):
             request.name, partitions=request.partitions, replication_factor=request.replication_factor,
             kind=request.kind, ordering=request.ordering,
             retention_ms=request.retention_ms if request.HasField("retention_ms") else None,
-            retention_bytes=request.retention_bytes if request.HasField("retention_bytes") else None)
+            retention_bytes=request.retention_bytes if request.HasField("retention_bytes") else None,
+            **queue_options_of(request))
         return pb.CreateTopicResponse(topic=topic_proto(view))
 
     @unary

@@ -47,7 +47,7 @@ class PartitionInfo(_message.Message):
     def __init__(self, partition: _Optional[int] = ..., leader_id: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ..., log_start_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ...) -> None: ...
 
 class TopicInfo(_message.Message):
-    __slots__ = ("name", "topic_id", "kind", "ordering", "retention_ms", "retention_bytes", "partitions", "created_ms")
+    __slots__ = ("name", "topic_id", "kind", "ordering", "retention_ms", "retention_bytes", "partitions", "created_ms", "queue")
     NAME_FIELD_NUMBER: _ClassVar[int]
     TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -56,6 +56,7 @@ class TopicInfo(_message.Message):
     RETENTION_BYTES_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
     CREATED_MS_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
     name: str
     topic_id: int
     kind: str
@@ -64,7 +65,26 @@ class TopicInfo(_message.Message):
     retention_bytes: int
     partitions: _containers.RepeatedCompositeFieldContainer[PartitionInfo]
     created_ms: int
-    def __init__(self, name: _Optional[str] = ..., topic_id: _Optional[int] = ..., kind: _Optional[str] = ..., ordering: _Optional[str] = ..., retention_ms: _Optional[int] = ..., retention_bytes: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[PartitionInfo, _Mapping]]] = ..., created_ms: _Optional[int] = ...) -> None: ...
+    queue: QueueOptions
+    def __init__(self, name: _Optional[str] = ..., topic_id: _Optional[int] = ..., kind: _Optional[str] = ..., ordering: _Optional[str] = ..., retention_ms: _Optional[int] = ..., retention_bytes: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[PartitionInfo, _Mapping]]] = ..., created_ms: _Optional[int] = ..., queue: _Optional[_Union[QueueOptions, _Mapping]] = ...) -> None: ...
+
+class QueueOptions(_message.Message):
+    __slots__ = ("max_deliveries", "backoff_base_ms", "backoff_max_ms", "max_in_flight_per_group", "idempotency_window_ms", "dead_letter_topic", "dead_letter_of")
+    MAX_DELIVERIES_FIELD_NUMBER: _ClassVar[int]
+    BACKOFF_BASE_MS_FIELD_NUMBER: _ClassVar[int]
+    BACKOFF_MAX_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_IN_FLIGHT_PER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_WINDOW_MS_FIELD_NUMBER: _ClassVar[int]
+    DEAD_LETTER_TOPIC_FIELD_NUMBER: _ClassVar[int]
+    DEAD_LETTER_OF_FIELD_NUMBER: _ClassVar[int]
+    max_deliveries: int
+    backoff_base_ms: int
+    backoff_max_ms: int
+    max_in_flight_per_group: int
+    idempotency_window_ms: int
+    dead_letter_topic: str
+    dead_letter_of: str
+    def __init__(self, max_deliveries: _Optional[int] = ..., backoff_base_ms: _Optional[int] = ..., backoff_max_ms: _Optional[int] = ..., max_in_flight_per_group: _Optional[int] = ..., idempotency_window_ms: _Optional[int] = ..., dead_letter_topic: _Optional[str] = ..., dead_letter_of: _Optional[str] = ...) -> None: ...
 
 class ProduceRequest(_message.Message):
     __slots__ = ("request_id", "topic", "partition", "producer_id", "base_sequence", "record_count", "max_timestamp_ms", "records")
@@ -161,7 +181,7 @@ class ListOffsetsResponse(_message.Message):
     def __init__(self, offset: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ...) -> None: ...
 
 class CreateTopicRequest(_message.Message):
-    __slots__ = ("name", "partitions", "replication_factor", "kind", "ordering", "retention_ms", "retention_bytes")
+    __slots__ = ("name", "partitions", "replication_factor", "kind", "ordering", "retention_ms", "retention_bytes", "max_deliveries", "backoff_base_ms", "backoff_max_ms", "max_in_flight_per_group", "idempotency_window_ms")
     NAME_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
     REPLICATION_FACTOR_FIELD_NUMBER: _ClassVar[int]
@@ -169,6 +189,11 @@ class CreateTopicRequest(_message.Message):
     ORDERING_FIELD_NUMBER: _ClassVar[int]
     RETENTION_MS_FIELD_NUMBER: _ClassVar[int]
     RETENTION_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MAX_DELIVERIES_FIELD_NUMBER: _ClassVar[int]
+    BACKOFF_BASE_MS_FIELD_NUMBER: _ClassVar[int]
+    BACKOFF_MAX_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_IN_FLIGHT_PER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_WINDOW_MS_FIELD_NUMBER: _ClassVar[int]
     name: str
     partitions: int
     replication_factor: int
@@ -176,7 +201,12 @@ class CreateTopicRequest(_message.Message):
     ordering: str
     retention_ms: int
     retention_bytes: int
-    def __init__(self, name: _Optional[str] = ..., partitions: _Optional[int] = ..., replication_factor: _Optional[int] = ..., kind: _Optional[str] = ..., ordering: _Optional[str] = ..., retention_ms: _Optional[int] = ..., retention_bytes: _Optional[int] = ...) -> None: ...
+    max_deliveries: int
+    backoff_base_ms: int
+    backoff_max_ms: int
+    max_in_flight_per_group: int
+    idempotency_window_ms: int
+    def __init__(self, name: _Optional[str] = ..., partitions: _Optional[int] = ..., replication_factor: _Optional[int] = ..., kind: _Optional[str] = ..., ordering: _Optional[str] = ..., retention_ms: _Optional[int] = ..., retention_bytes: _Optional[int] = ..., max_deliveries: _Optional[int] = ..., backoff_base_ms: _Optional[int] = ..., backoff_max_ms: _Optional[int] = ..., max_in_flight_per_group: _Optional[int] = ..., idempotency_window_ms: _Optional[int] = ...) -> None: ...
 
 class CreateTopicResponse(_message.Message):
     __slots__ = ("topic",)

@@ -4,6 +4,7 @@ subcommand), passes them to the SDK and the broker entry point unchanged, and re
 import argparse
 import io
 import json
+import time
 from concurrent.futures import Future
 
 import pytest
@@ -92,8 +93,8 @@ def calls(monkeypatch):
         def __exit__(self, *exc):
             pass
 
-        def send(self, topic, value, key=None, headers=None, partition=None):
-            calls.record("send", topic, value, key, tuple(headers or ()), partition)
+        def send(self, topic, value, key=None, headers=None, partition=None, **queue_fields):
+            calls.record("send", topic, value, key, tuple(headers or ()), partition, *sorted(queue_fields.items()))
             future = Future()
             future.set_result(RecordMetadata(topic, partition or 0, self.offset, 123))
             self.offset += 1
@@ -225,7 +226,6 @@ def test_bootstrap_defaults_to_the_environment(calls, capsys, monkeypatch):
     ["consume", "t", "--offset", "5"],
     ["consume", "t", "--partition", "0", "--offset", "-3"],
     ["consume", "t", "--max", "-1"],
-    ["bench", "queue"],
     ["cluster"],
     ["nonsense"],
 ])
@@ -308,14 +308,22 @@ def test_produce_value_to_a_partition_as_json(calls, capsys):
     assert json.loads(out) == {"topic": "orders", "partition": 2, "offset": 0, "timestamp_ms": 123}
 
 
-@pytest.mark.parametrize("flag", [["--priority", "1"], ["--group", "g"], ["--delay-ms", "10"],
-                                  ["--idempotency-key", "x"]])
-def test_produce_queue_options_are_refused_before_connecting(calls, capsys, flag):
-    """Queue-only options give a clear INVALID_ARGUMENT error and no producer is created."""
-    code, _, err = run(capsys, "produce", "orders", "--value", "v", *flag)
-    assert code == 1
-    assert err.startswith("error: INVALID_ARGUMENT: ") and "queue topics" in err
-    assert calls.items == []
+@pytest.mark.parametrize("flag, field", [(["--priority", "1"], ("priority", 1)), (["--group", "g"], ("group", "g")),
+                                         (["--idempotency-key", "x"], ("idempotency_key", "x"))])
+def test_produce_queue_options_reach_the_producer(calls, capsys, flag, field):
+    """Queue options go to Producer.send (which refuses them on stream topics)."""
+    code, _, _ = run(capsys, "produce", "orders", "--value", "v", *flag)
+    assert code == 0
+    assert [c for c in calls.items if c[0] == "send"] == [("send", "orders", "v", None, (), None, field)]
+
+
+def test_produce_delay_becomes_a_delivery_time(calls, capsys):
+    """--delay-ms D sends deliver_at_ms = now + D."""
+    before = time.time_ns() // 1_000_000
+    run(capsys, "produce", "orders", "--value", "v", "--delay-ms", "5000")
+    (send,) = [c for c in calls.items if c[0] == "send"]
+    name, deliver_at_ms = send[-1]
+    assert name == "deliver_at_ms" and before + 5000 <= deliver_at_ms <= time.time_ns() // 1_000_000 + 5000
 
 
 def test_produce_failure_is_reported(calls, capsys):

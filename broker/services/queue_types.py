@@ -1,0 +1,77 @@
+"""The values the queue service takes and gives (no gRPC): messages to enqueue, message views, statistics."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from raftbus.client.queue_ids import message_id
+
+from ..state.queue_records import StoredMessage
+
+
+@dataclass(frozen=True, slots=True)
+class NewMessage:
+    """A message to enqueue; `record` is one record of client/records.py (timestamp, key, value, headers).
+
+    origin_id, delivery_count, enqueued_ms and last_error are history, carried by dead-letter moves and redrives.
+    """
+
+    record: bytes
+    priority: int = 0
+    group: str = ""
+    deliver_at_ms: int = 0
+    idempotency_key: str = ""
+    origin_id: int = 0
+    delivery_count: int = 0
+    enqueued_ms: int = 0
+    last_error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class MessageView:
+    message_id: int
+    partition: int
+    state: str                 # ready, delayed, in_flight, dead
+    priority: int
+    group: str
+    delivery_count: int
+    enqueued_ms: int
+    available_ms: int          # delayed: when it becomes ready; ready: since when
+    lease_deadline_ms: int     # in flight: when the lease expires, else 0
+    origin_id: int
+    idempotency_key: str
+    last_error: str
+    record: bytes
+
+    @classmethod
+    def of(cls, partition: int, seq: int, m: StoredMessage) -> "MessageView":
+        return cls(message_id(partition, seq), partition, m.state_name, m.priority, _text(m.group), m.delivery_count,
+                   m.enqueued_ms, m.available_ms, m.deadline_ms, m.origin_id, _text(m.idempotency_key),
+                   _text(m.last_error), m.record)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupStatsView:
+    group: str
+    ready: int
+    delayed: int
+    in_flight: int
+    dead: int
+    oldest_ready_age_ms: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionStatsView:
+    partition: int
+    ready: int
+    delayed: int
+    in_flight: int
+    dead: int                  # dead-lettered, not yet moved to the dead-letter topic
+    oldest_ready_age_ms: int | None
+    next_due_ms: int | None
+    enqueued_total: int
+    groups: tuple[GroupStatsView, ...]
+    groups_truncated: bool
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="replace")

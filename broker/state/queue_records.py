@@ -1,0 +1,130 @@
+"""How a queue partition stores a message and orders its indexes (pure byte layouts, no storage access).
+
+A message (table `messages`, key seq >Q):
+    state >B | priority >i | delivery_count >I | enqueued_ms >q | available_ms >q | deadline_ms >q | origin_id >Q |
+    group_len >H | idempotency_key_len >H | last_error_len >H | group | idempotency_key | last_error | record
+`record` is one record of client/records.py (timestamp, key, value, headers), opaque to the broker.
+Index keys sort so that LMDB order is delivery order:
+    ready (priority ordering)  priority (sign-flipped >I) | seq >Q      lower priority first, then arrival
+    ready (fair ordering)      group path (queue_fair) | priority | seq
+    (ready values: enqueued_ms >q | group, for statistics without reading messages)
+    delayed, in flight         time (sign-flipped >Q) | seq >Q           earliest first
+"""
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+READY, DELAYED, IN_FLIGHT, DEAD = 1, 2, 3, 4
+STATE_NAMES = {READY: "ready", DELAYED: "delayed", IN_FLIGHT: "in_flight", DEAD: "dead"}
+
+_MESSAGE = struct.Struct(">BiIqqqQHHH")
+_LEASE_HEAD = struct.Struct(">BiIqqq")   # the leading fields a lease rewrites in place
+_READY_VALUE = struct.Struct(">q")       # a ready index value: enqueued_ms, then the group
+_SEQ = struct.Struct(">Q")
+_TIME_SEQ = struct.Struct(">QQ")
+_PRIORITY_SEQ = struct.Struct(">IQ")
+SEQ_MAX = 2**64 - 1
+
+
+class StoredMessage(NamedTuple):
+    state: int
+    priority: int
+    delivery_count: int
+    enqueued_ms: int
+    available_ms: int        # delayed: when it becomes ready; ready: since when
+    deadline_ms: int         # in flight: when the lease expires
+    origin_id: int           # 0, or the message id it was moved from (dead-letter move, redrive)
+    group: bytes
+    idempotency_key: bytes
+    last_error: bytes
+    record: bytes
+
+    @property
+    def state_name(self) -> str:
+        return STATE_NAMES[self.state]
+
+
+def encode_message(m: StoredMessage) -> bytes:
+    return b"".join((
+        _MESSAGE.pack(m.state, m.priority, m.delivery_count, m.enqueued_ms, m.available_ms, m.deadline_ms, m.origin_id,
+                      len(m.group), len(m.idempotency_key), len(m.last_error)),
+        m.group, m.idempotency_key, m.last_error, m.record))
+
+
+def decode_message(raw) -> StoredMessage:
+    raw = bytes(raw)
+    (state, priority, delivery_count, enqueued_ms, available_ms, deadline_ms, origin_id, group_len, key_len,
+     error_len) = _MESSAGE.unpack_from(raw)
+    position = _MESSAGE.size
+    group = raw[position:position + group_len]
+    position += group_len
+    key = raw[position:position + key_len]
+    position += key_len
+    error = raw[position:position + error_len]
+    return StoredMessage(state, priority, delivery_count, enqueued_ms, available_ms, deadline_ms, origin_id, group,
+                         key, error, raw[position + error_len:])
+
+
+class Head(NamedTuple):
+    """The fields the hot paths (lease, ack) need, read without copying the record."""
+
+    state: int
+    priority: int
+    delivery_count: int
+    enqueued_ms: int
+    available_ms: int
+    deadline_ms: int
+    group: bytes
+    record_bytes: int
+
+
+def read_head(raw) -> Head:
+    state, priority, count, enqueued, available, deadline, _, group_len, key_len, error_len = _MESSAGE.unpack_from(raw)
+    group = bytes(raw[_MESSAGE.size:_MESSAGE.size + group_len])
+    return Head(state, priority, count, enqueued, available, deadline, group,
+                len(raw) - _MESSAGE.size - group_len - key_len - error_len)
+
+
+def leased_copy(raw, head: Head, deadline_ms: int) -> bytes:
+    """The stored message with state IN_FLIGHT, one more delivery and the new deadline (header patched in place)."""
+    copy = bytearray(raw)
+    _LEASE_HEAD.pack_into(copy, 0, IN_FLIGHT, head.priority, head.delivery_count + 1, head.enqueued_ms,
+                          head.available_ms, deadline_ms)
+    return bytes(copy)
+
+
+def ready_value(enqueued_ms: int, group: bytes) -> bytes:
+    return _READY_VALUE.pack(enqueued_ms) + group
+
+
+def read_ready_value(value) -> tuple[int, bytes]:
+    """(enqueued_ms, group) of a ready index value."""
+    return _READY_VALUE.unpack_from(value)[0], bytes(value[_READY_VALUE.size:])
+
+
+def seq_key(seq: int) -> bytes:
+    return _SEQ.pack(seq)
+
+
+def seq_of(key: bytes) -> int:
+    """The seq at the end of any index key."""
+    return _SEQ.unpack_from(key, len(key) - _SEQ.size)[0]
+
+
+def time_key(time_ms: int, seq: int = 0) -> bytes:
+    """Sign-flipped so negative times sort first."""
+    return _TIME_SEQ.pack(time_ms + 2**63, seq)
+
+
+def time_of(key: bytes) -> int:
+    return _TIME_SEQ.unpack_from(key)[0] - 2**63
+
+
+def due_bound(now_ms: int) -> bytes:
+    """Keys <= this bound have a time <= now_ms."""
+    return time_key(now_ms, SEQ_MAX)
+
+
+def priority_key(priority: int, seq: int) -> bytes:
+    return _PRIORITY_SEQ.pack(priority + 2**31, seq)

@@ -1,0 +1,223 @@
+"""What each queue command does, on top of MessageMoves (see queue.py for the rules every command follows)."""
+from __future__ import annotations
+
+import itertools
+
+from raftbus.client import errors
+
+from .. import queue_commands as qc
+from .queue_moves import IDEMPOTENCY_VALUE, MessageMoves
+from .queue_records import (
+    DEAD,
+    DELAYED,
+    IN_FLIGHT,
+    READY,
+    StoredMessage,
+    decode_message,
+    encode_message,
+    leased_copy,
+    read_head,
+    seq_key,
+    seq_of,
+)
+from .queue_retries import check_sequence, producer_batches, remember_batch, remember_settled, settled_before
+from .queue_tables import (
+    IDEMPOTENCY,
+    IDEMPOTENCY_EXPIRY,
+    MESSAGES,
+    READY_T,
+    Enqueued,
+    EnqueueResult,
+    Leased,
+    time8,
+)
+
+MOVE_KEY_PREFIX = b"\x01"  # idempotency keys of dead-letter moves and redrives (user keys are printable)
+
+
+class QueueWork(MessageMoves):
+    """The handlers of a queue command: each returns its result, per-message refusals as error values in a
+    list, or one typed error that refuses the whole command (the state machine then writes nothing of it)."""
+
+    def enqueue(self, body: qc.Enqueue):
+        remembered: list[bytes] = []
+        if body.producer_id:
+            remembered = producer_batches(self.txn, body.producer_id)
+            verdict = check_sequence(remembered, body)
+            if verdict is not None:
+                return verdict if isinstance(verdict, errors.RaftbusError) else EnqueueResult(self.now, verdict)
+        first_seq = self.next_seq
+        results = tuple(self._enqueue_one(item) for item in body.items)
+        if body.producer_id:
+            remember_batch(self.txn, body, remembered, first_seq, results, self.now + self.policy.producer_idle_ms)
+        return EnqueueResult(self.now, results)
+
+    def _enqueue_one(self, item: qc.EnqueueItem) -> Enqueued:
+        now = self.now
+        key = MOVE_KEY_PREFIX + seq_key(item.origin_id) if item.origin_id else item.idempotency_key
+        if key:
+            raw = self.txn.get(IDEMPOTENCY, key)
+            if raw is not None:
+                seq, expires = IDEMPOTENCY_VALUE.unpack(raw)
+                if expires > now:
+                    return Enqueued(seq, True)
+        seq = self.next_seq
+        self.next_seq += 1
+        delayed = item.deliver_at_ms > now
+        self.enter(seq, StoredMessage(
+            DELAYED if delayed else READY, item.priority, item.delivery_count, item.enqueued_ms or now,
+            item.deliver_at_ms if delayed else now, 0, item.origin_id, item.group, item.idempotency_key,
+            item.last_error, item.record))
+        window = self.policy.idempotency_window_ms
+        if key and window > 0:
+            expires = now + window
+            self.txn.put(IDEMPOTENCY, key, IDEMPOTENCY_VALUE.pack(seq, expires))
+            self.txn.put(IDEMPOTENCY_EXPIRY, time8(expires) + key, b"")
+        return Enqueued(seq, False)
+
+    def lease(self, body: qc.Lease) -> list[Leased]:
+        """The hot path: the ready index key is known, the message header is patched in place."""
+        txn = self.txn
+        deadline = self.now + body.visibility_ms
+        leased: list[Leased] = []
+        size = 0
+        for key in self._next_ready(body.max_messages):
+            seq = seq_of(key)
+            message_key = seq_key(seq)
+            raw = txn.get(MESSAGES, message_key)
+            head = read_head(raw)
+            if leased and size + head.record_bytes > body.max_bytes:
+                break
+            size += head.record_bytes
+            copy = leased_copy(raw, head, deadline)
+            txn.delete(READY_T, key)
+            txn.put(MESSAGES, message_key, copy)
+            self._count(head.group, READY, -1)
+            self._count(head.group, IN_FLIGHT, 1)
+            leased.append(Leased(seq, copy))
+        if leased:
+            self.add_in_flight(deadline, [one.seq for one in leased])
+        return leased
+
+    def _next_ready(self, max_messages: int):
+        """Ready index keys in delivery order; the caller leases each before asking for the next (fair picks
+        depend on it)."""
+        if not self.fair:
+            yield from [bytes(k) for k, _ in itertools.islice(self.txn.items(READY_T), max_messages)]
+            return
+        for _ in range(max_messages):
+            path = self.rotation.pick()
+            if path is None:
+                return
+            yield bytes(next(self.txn.items(READY_T, path))[0])
+
+    def _check_lease(self, seq: int, m: StoredMessage | None, delivery_count: int):
+        if m is None:
+            return errors.UnknownMessage("no such message (acked, deleted, dead-lettered or never enqueued)")
+        if m.state != IN_FLIGHT or m.delivery_count != delivery_count:
+            return errors.LeaseLost(f"the lease of delivery {delivery_count} no longer holds: the message is "
+                                    f"{m.state_name} at delivery {m.delivery_count}")
+        return None
+
+    def ack(self, body: qc.Settle) -> list:
+        return self._settle(body, self._ack_one)
+
+    def nack(self, body: qc.Settle) -> list:
+        return self._settle(body, self._nack_one)
+
+    def _ack_one(self, lease):
+        """The hot path: only the message header is read."""
+        seq, delivery_count = lease
+        message_key = seq_key(seq)
+        raw = self.txn.get(MESSAGES, message_key)
+        if raw is None:
+            return self._check_lease(seq, None, delivery_count)
+        head = read_head(raw)
+        if head.state != IN_FLIGHT or head.delivery_count != delivery_count:
+            return self._check_lease(seq, decode_message(raw), delivery_count)
+        self.txn.delete(MESSAGES, message_key)
+        self._count(head.group, IN_FLIGHT, -1)
+        return None
+
+    def _nack_one(self, nack: qc.Nack):
+        m = self.message(nack.seq)
+        refusal = self._check_lease(nack.seq, m, nack.delivery_count)
+        if refusal is None:
+            self.retry(nack.seq, m, nack.delay_ms, nack.reason)
+        return refusal
+
+    def _settle(self, body: qc.Settle, one) -> list:
+        """Per item: None or a refusal. A retry of the settler's last batch gets that batch's answers again."""
+        answers = settled_before(self.txn, body)
+        if answers is not None:
+            return answers
+        results = [one(item) for item in body.items]
+        remember_settled(self.txn, body, results, self.now + self.policy.producer_idle_ms)
+        return results
+
+    def extend(self, extensions) -> list:
+        results = []
+        for seq, delivery_count, visibility_ms in extensions:
+            m = self.message(seq)
+            refusal = self._check_lease(seq, m, delivery_count)
+            if refusal is None:
+                refusal = self.move(seq, m, deadline_ms=self.now + visibility_ms).deadline_ms
+            results.append(refusal)
+        return results
+
+    def delete(self, seqs) -> list:
+        results = []
+        for seq in seqs:
+            m = self.message(seq)
+            if m is None:
+                results.append(errors.UnknownMessage("no such message (acked, deleted, dead-lettered or never "
+                                                     "enqueued)"))
+                continue
+            self.remove(seq, m)
+            results.append(None)
+        return results
+
+    def dead_remove(self, seqs) -> int:
+        removed = 0
+        for seq in seqs:
+            m = self.message(seq)
+            if m is not None and m.state == DEAD:
+                self.remove(seq, m)
+                removed += 1
+        return removed
+
+    def change(self, change: qc.Change):
+        seq = change.seq
+        m = self.message(seq)
+        if m is None:
+            return errors.UnknownMessage("no such message (acked, deleted, dead-lettered or never enqueued)")
+        changes = {} if change.priority is None else {"priority": change.priority}
+        if change.deliver_at_ms is not None:
+            if m.state not in (READY, DELAYED):
+                return errors.MessageNotWaiting(f"the message is {m.state_name}; only a ready or delayed message "
+                                                "can be rescheduled")
+            later = change.deliver_at_ms > self.now
+            changes["state"] = DELAYED if later else READY
+            changes["available_ms"] = change.deliver_at_ms if later else self.now
+        if m.state in (READY, DELAYED):
+            return self.move(seq, m, **changes)
+        changed = m._replace(**changes)  # leased or dead: its index does not depend on the priority
+        self.txn.put(MESSAGES, seq_key(seq), encode_message(changed))
+        return changed
+
+    def tick(self, _body) -> None:
+        return None
+
+
+
+HANDLERS = {
+    qc.ENQUEUE: QueueWork.enqueue,
+    qc.LEASE: QueueWork.lease,
+    qc.ACK: QueueWork.ack,
+    qc.NACK: QueueWork.nack,
+    qc.EXTEND: QueueWork.extend,
+    qc.DELETE: QueueWork.delete,
+    qc.DEAD_REMOVE: QueueWork.dead_remove,
+    qc.CHANGE: QueueWork.change,
+    qc.TICK: QueueWork.tick,
+}
