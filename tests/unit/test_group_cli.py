@@ -1,6 +1,7 @@
 """Goal: `raftbus consume --group` prints records as a group member and commits exactly what it printed, and
 `raftbus groups list|describe` print members, assignment, committed offsets and lag (as tables or --json)."""
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -71,8 +72,12 @@ def seen(monkeypatch):
             seen.append(("describe_group", name))
             return GROUP
 
+        def describe_topic(self, name):
+            return SimpleNamespace(name=name, kind="stream")
+
     monkeypatch.setattr(group_cli, "Consumer", FakeConsumer)
     monkeypatch.setattr(group_cli, "Admin", FakeAdmin)
+    monkeypatch.setattr(cli, "Admin", FakeAdmin)  # consume asks the topic's kind first
     return seen
 
 
@@ -143,7 +148,8 @@ def test_bench_consume_group_flags(capsys):
 
 
 def test_bench_all_includes_the_group_consume(monkeypatch, capsys):
-    """`bench all` runs produce, consume and consume-group (on the produce topic); `consume --group` only the last."""
+    """`bench all` runs produce, consume and consume-group (on the produce topic) and queue; `consume --group` only
+    the group figures."""
     from raftbus.client import bench
 
     ran = []
@@ -152,9 +158,10 @@ def test_bench_all_includes_the_group_consume(monkeypatch, capsys):
     monkeypatch.setattr(bench, "bench_consume", lambda b, a, t: ran.append(("consume", t)) or {"bench": "consume"})
     monkeypatch.setattr(bench, "bench_group_consume",
                         lambda b, a, t=None: ran.append(("consume-group", t)) or {"bench": "consume-group"})
+    monkeypatch.setattr(bench.bench_queue, "bench_queue", lambda *a: ran.append("queue") or {"bench": "queue"})
     args = cli.build_parser().parse_args(["bench", "all", "--bootstrap", "h:1"])
-    assert [r["bench"] for r in bench.run_workloads("h:1", args)] == ["produce", "consume", "consume-group"]
-    assert ran == ["produce", ("consume", "t1"), ("consume-group", "t1")]
+    assert [r["bench"] for r in bench.run_workloads("h:1", args)] == ["produce", "consume", "consume-group", "queue"]
+    assert ran == ["produce", ("consume", "t1"), ("consume-group", "t1"), "queue"]
     ran.clear()
     args = cli.build_parser().parse_args(["bench", "consume", "--group", "--bootstrap", "h:1"])
     assert [r["bench"] for r in bench.run_workloads("h:1", args)] == ["consume-group"]
