@@ -501,13 +501,14 @@ class Producer:
 
     def _on_done(self, batch: _Batch, count: int, response: pb.ProduceResponse | None,
                  err: RaftbusError | None) -> None:
+        """A batch was answered. Its futures settle before it stops counting as incomplete, so `flush()` returns
+        only once every future it waited for is done (and its callbacks have run)."""
         tp = (batch.topic, batch.partition)
         if err is None:
             with self._cond:
                 given_up = self._finish(batch, tp)
             batch.resolve(response.base_offset)
-            for later, why in given_up:
-                later.fail(why)
+            self._settle_failed(given_up, [batch])
             return
         now_s = self._clock()
         delay = self._transport.retry_delay_s(err, batch.attempts, batch.topic, batch.partition)
@@ -518,27 +519,36 @@ class Producer:
                 self._failed.setdefault(tp, []).append(batch)
                 failed_for_good = False
             else:
-                self._drop(batch)
+                self._release(batch)
                 self._restart.setdefault(tp, err)
                 failed_for_good = True
             given_up = self._resend_failed(tp) if not self._in_flight[tp] else []
             self._cond.notify_all()
         if failed_for_good:
             batch.fail(err)
-        for later, why in given_up:
-            later.fail(why)
+        self._settle_failed(given_up, [batch] if failed_for_good else [])
 
     def _finish(self, batch: _Batch, tp: tuple[str, int]) -> list:
         """A batch succeeded (caller holds the lock); returns batches to fail outside it (see _resend_failed)."""
         self._in_flight[tp] -= 1
-        self._drop(batch)
-        given_up = self._resend_failed(tp) if not self._in_flight[tp] else []
-        self._cond.notify_all()
-        return given_up
+        self._release(batch)
+        return self._resend_failed(tp) if not self._in_flight[tp] else []
 
-    def _drop(self, batch: _Batch) -> None:
-        self._incomplete.discard(batch.id)
+    def _release(self, batch: _Batch) -> None:
+        """Give the batch's bytes back to the buffer (caller holds the lock)."""
         self._buffer_used_bytes -= batch.size_bytes
+        self._cond.notify_all()
+
+    def _settle_failed(self, given_up: list, done: list) -> None:
+        """Fail the given-up batches, then mark them and `done` (already settled) complete for flush()."""
+        for later, why in given_up:
+            later.fail(why)
+        with self._cond:
+            for batch in done:
+                self._incomplete.discard(batch.id)
+            for later, _ in given_up:
+                self._incomplete.discard(later.id)
+            self._cond.notify_all()
 
     def _resend_failed(self, tp: tuple[str, int]) -> list:
         """Every batch sent to `tp` has answered: put the failed ones back at the head of its queue, in sequence
@@ -551,7 +561,7 @@ class Producer:
             self._queues.setdefault(tp, deque()).extendleft(reversed(failed))
             return []
         for batch in failed:
-            self._drop(batch)
+            self._release(batch)
         self._producer_ids[tp] = os.urandom(settings.PRODUCER_ID_BYTES) if self.idempotent else b""
         self._next_sequence[tp] = 0
         for batch in self._queues.get(tp, ()):
@@ -568,8 +578,7 @@ class Producer:
             self._failed.clear()
             self._open.clear()
             for batch in dropped:
-                self._incomplete.discard(batch.id)
                 self._buffer_used_bytes -= batch.size_bytes
-            self._cond.notify_all()
         for batch in dropped:
             batch.fail(RequestTimedOut(f"producer closed before delivery: {err.message}"))
+        self._settle_failed([], dropped)

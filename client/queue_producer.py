@@ -238,6 +238,7 @@ class QueueSender:
             for future, result in zip(batch.futures, response.results):
                 future.set_result(MessageMetadata(batch.topic, batch.partition, result.message_id, result.duplicate,
                                                   response.enqueued_ms))
+            self._settled(batch)
             return
         now_s = self._clock()
         if isinstance(err, OutOfOrderSequence):
@@ -253,12 +254,18 @@ class QueueSender:
                 return
             self._finish(batch, tp)
         _fail(batch, err)
+        self._settled(batch)
 
     def _finish(self, batch: _QueueBatch, tp: tuple[str, int]) -> None:
         self._in_flight.discard(tp)
         self._buffered_bytes -= batch.size_bytes
-        self._pending -= len(batch.messages)
         self._cond.notify_all()
+
+    def _settled(self, batch: _QueueBatch) -> None:
+        """The batch's futures are done: only now may flush() stop waiting for it."""
+        with self._cond:
+            self._pending -= len(batch.messages)
+            self._cond.notify_all()
 
 
 def _fail(batch: _QueueBatch, err: BaseException) -> None:

@@ -342,3 +342,18 @@ def test_close_flushes_pending_records(transport):
     transport.complete(transport.take()[0])
     closer.join(5)
     assert future.result(0).offset == 0 and not closer.is_alive()
+
+
+def test_flush_returns_only_after_every_future_and_its_callbacks_are_done(transport):
+    """Goal: after flush() every future it covered is done and its callbacks have run (histories rely on it)."""
+    producer = make_producer(transport, linger_ms=60_000)
+    seen = []
+    futures = [producer.send("t", b"v", partition=0) for _ in range(3)]
+    for future in futures:
+        future.add_done_callback(lambda f: (time.sleep(0.05), seen.append(f.result().offset)))
+    answering = threading.Thread(target=lambda: transport.complete(transport.take()[0]))
+    answering.start()
+    producer.flush(5)
+    assert sorted(seen) == [0, 1, 2]
+    answering.join(5)
+    producer.close()
