@@ -256,7 +256,7 @@ class Broker:
             "durability_window_p50_ms": window["p50_ms"] if window["p50_ms"] is not None else missing,
             "durability_window_p99_ms": window["p99_ms"] if window["p99_ms"] is not None else missing,
             "durability_window_max_ms": window["max_ms"] if window["max_ms"] is not None else missing,
-            "group_commit_rounds": self.group_commit.rounds,
+            "group_commit_rounds": self.group_commit.rounds, "pid": os.getpid(),
         }
 
     def _tick_queues(self) -> None:

@@ -44,10 +44,10 @@ class BrokerSettings:
     cluster_secret: str = "raftbus-dev-secret"
     grpc_workers_max: int = 64
     grpc_message_bytes_max: int = 64 * 1024 * 1024
-    raft_tick_interval_ms: int = 50
+    raft_tick_interval_ms: int = 100
     raft_election_timeout_min_ms: int = 600
     raft_election_timeout_max_ms: int = 1200
-    raft_heartbeat_interval_ms: int = 100
+    raft_heartbeat_interval_ms: int = 150
     raft_leader_fallback_timeout_ms: int = 3000
     raft_command_bytes_max: int = 4_259_840
     raft_commands_queue_max: int = 100_000

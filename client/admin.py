@@ -132,6 +132,7 @@ class BrokerStats:
     durability_window_p99_ms: float
     durability_window_max_ms: float
     group_commit_rounds: int
+    pid: int
 
     @classmethod
     def from_proto(cls, info: pb.BrokerStatsResponse) -> "BrokerStats":

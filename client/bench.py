@@ -1,4 +1,4 @@
-"""`raftbus bench produce|consume|queue|all|spark`: throughput and latency figures, one JSON line per benchmark on stdout.
+"""`raftbus bench produce|consume|queue|failover|idle|all|spark`: figures, one JSON line per benchmark on stdout.
 
 Without --bootstrap the benchmark starts its own cluster (`python -m raftbus.broker dev`) in a temporary data
 dir on free loopback ports and always stops it by pid afterwards (SIGTERM, then SIGKILL of its process
@@ -8,14 +8,17 @@ produce: `records` records of `record_bytes` random bytes, sent as whole batches
 Producer.send per record with --per-record) by `producers` processes, each writing every partition.
   records_per_s, mb_per_s      payload over the time from the first send to the last acknowledgement
   batch_latency_p50/p99_ms     per batch, from send to acknowledgement, under that full load
-  latency_p50/p99_ms           light load: single-record sends at BENCH_LIGHT_LOAD_RATE_PER_S for
-                               BENCH_LIGHT_LOAD_DURATION_MS with linger 0, send to acknowledgement
+  latency_p50/p99_ms           light load, measured first on the quiet cluster: single-record sends at
+                               BENCH_LIGHT_LOAD_RATE_PER_S for BENCH_LIGHT_LOAD_DURATION_MS with linger 0,
+                               send to acknowledgement
 consume: fills a topic with `records` records (or reuses one already holding them; `all` reuses the produce
 topic) and reads everything from the beginning with `readers` Reader processes; with --group, `readers`
 Consumer processes of one consumer group read it, committing per batch, and rebalance times are measured
-(see client/bench_groups.py for every figure); `all` runs produce, consume and consume --group.
+(see client/bench_groups.py for every figure).
 spark: records/s through one Spark Structured Streaming micro-batch, Arrow and tuples (client/spark/bench.py).
 queue: see client/bench_queue.py (lease+ack throughput with priority ordering, delayed-delivery lateness).
+failover, idle: on fresh clusters of their own, see client/bench_ops.py (kill -9 of a leader to the next
+acknowledged produce; broker CPU with 100 idle partitions). `all` runs every workload but spark.
 MB are 10^6 payload bytes (record values). Progress goes to stderr.
 """
 from __future__ import annotations
@@ -42,14 +45,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from raftbus.client import bench_groups, bench_queue, settings
+from raftbus.client import bench_groups, bench_ops, bench_queue, settings
 from raftbus.client.admin import Admin
 from raftbus.client.errors import InternalError, InvalidArgument, RaftbusError, RequestTimedOut, TopicExists, Unavailable
 from raftbus.client.producer import Producer
 from raftbus.client.reader import Reader
 from raftbus.client.records import RECORD_OVERHEAD_BYTES
 
-WORKLOADS = ("produce", "consume", "queue", "all", "spark")
+WORKLOADS = ("produce", "consume", "queue", "failover", "idle", "all", "spark")
 LOOPBACK = "127.0.0.1"
 
 
@@ -76,6 +79,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="consume --group: session timeout of the rebalance run's members")
     parser.add_argument("--keep-cluster", action="store_true", help="leave the local cluster running")
     bench_queue.add_queue_arguments(parser)
+    bench_ops.add_ops_arguments(parser)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -419,17 +423,17 @@ def light_load_latencies_ms(bootstrap: str, topic: str, record_bytes: int) -> li
 
 def bench_produce(bootstrap: str, args) -> dict:
     topic = f"bench-produce-{time.time_ns() // 1_000_000}"
+    latency_topic = f"{topic}-latency"
+    ensure_topic(bootstrap, latency_topic, args)
+    progress(f"light load: {settings.BENCH_LIGHT_LOAD_RATE_PER_S} single-record sends/s "
+             f"for {settings.BENCH_LIGHT_LOAD_DURATION_MS} ms")
+    latencies_ms = light_load_latencies_ms(bootstrap, latency_topic, args.record_bytes)
     brokers = ensure_topic(bootstrap, topic, args)
     progress(f"producing {args.records} records of {args.record_bytes} bytes to {topic} "
              f"with {args.producers} producer process(es)")
     results = run_workers(produce_load, load_specs(bootstrap, topic, args.records, args))
     records, value_bytes, elapsed_s = combined(results)
     batch_latencies_ms = [ms for r in results for ms in r["latencies_ms"]]
-    latency_topic = f"{topic}-latency"
-    ensure_topic(bootstrap, latency_topic, args)
-    progress(f"light load: {settings.BENCH_LIGHT_LOAD_RATE_PER_S} single-record sends/s "
-             f"for {settings.BENCH_LIGHT_LOAD_DURATION_MS} ms")
-    latencies_ms = light_load_latencies_ms(bootstrap, latency_topic, args.record_bytes)
     return {"bench": "produce", **broker_figures(bootstrap), "records": records, "record_bytes": args.record_bytes,
             **rate_figures(records, value_bytes, elapsed_s),
             "latency_p50_ms": rounded_ms(percentile(latencies_ms, 0.50)),
@@ -500,6 +504,10 @@ def run_workloads(bootstrap: str, args) -> list[dict]:
     if args.workload in ("queue", "all"):
         results.append(emit(bench_queue.bench_queue(bootstrap, args, run_workers, WorkerSpec, percentile, rounded_ms,
                                                     progress)))
+    if args.workload in ("failover", "all"):  # on a fresh cluster of its own (it kills brokers)
+        results.append(emit(bench_ops.bench_failover(args, free_base_port, percentile, progress)))
+    if args.workload in ("idle", "all"):  # on a fresh, quiet cluster of its own
+        results.append(emit(bench_ops.bench_idle(args, free_base_port, progress)))
     if args.workload == "spark":  # needs the spark extra (pyspark, pyarrow); see client/spark/bench.py
         from raftbus.client.spark.bench import bench_spark
         results.append(emit(bench_spark(bootstrap, args, fill_topic, progress)))
@@ -518,6 +526,8 @@ def check_args(args) -> None:
             raise InvalidArgument(f"--{name.replace('_', '-')} must be >= 1")
     if args.linger_ms < 0:
         raise InvalidArgument("--linger-ms must be >= 0")
+    if args.failover_rounds < 1 or args.idle_partitions < 1 or args.idle_seconds <= 0:
+        raise InvalidArgument("--failover-rounds and --idle-partitions must be >= 1, --idle-seconds > 0")
 
 
 def main(args: argparse.Namespace | list[str] | None = None) -> int:

@@ -68,6 +68,10 @@ BENCH_LIGHT_LOAD_RATE_PER_S = 1_000
 BENCH_LIGHT_LOAD_DURATION_MS = 3_000
 BENCH_WORKER_READY_TIMEOUT_MS = 60_000
 BENCH_BATCHES_QUEUED_PER_PARTITION = 5
+BENCH_FAILOVER_ROUNDS = 3               # leader kills in `raftbus bench failover`
+BENCH_IDLE_PARTITIONS = 100             # partitions of the idle topic in `raftbus bench idle`
+BENCH_IDLE_SECONDS = 10.0               # how long idle CPU is measured
+BENCH_IDLE_SETTLE_MS = 8_000            # wait after creating the idle topic (leader hand-offs) before measuring
 BENCH_QUEUE_CALLERS_PER_PARTITION = 2   # lease+ack loops per partition (one leases while another acks)
 
 

@@ -1,0 +1,282 @@
+"""`raftbus bench failover|idle`: what a leader's kill -9 costs producers, and what idle partitions cost brokers.
+
+Both start their own fresh local cluster of `brokers` broker processes (on free loopback ports, stopped by pid
+at the end), because failover kills and restarts brokers and idle cost is only meaningful on a quiet cluster.
+
+failover: a producer sends single records (linger 0) to partition 0 of a one-partition topic at
+BENCH_LIGHT_LOAD_RATE_PER_S; each round kills -9 the partition's leader, measures, restarts the broker on its
+data dir and waits until it is back in sync. At the end every acknowledged record is read back.
+  failover_ms (p50, max)   from the kill to the acknowledgement of the first record sent after it
+  unavailable_ms (max)     the longest time without any acknowledgement between the kill and that first one
+                           (records already in flight at the kill may still be acknowledged meanwhile)
+  acked_lost               acknowledged records missing when read back from the last leader (must be 0)
+idle: a topic of `idle_partitions` partitions, replication factor 3, nothing produced; after the leaders
+settle, each broker's CPU time over `idle_seconds` (from its own BrokerStats).
+  idle_cpu_percent_max     the busiest broker's CPU, in % of one core; idle_cpu_percent per broker
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from raftbus.client import settings
+from raftbus.client.admin import Admin
+from raftbus.client.errors import RaftbusError, Unavailable
+from raftbus.client.producer import Producer
+from raftbus.client.reader import Reader
+
+LOOPBACK = "127.0.0.1"
+
+
+def add_ops_arguments(parser) -> None:
+    parser.add_argument("--failover-rounds", type=int, default=settings.BENCH_FAILOVER_ROUNDS,
+                        help="failover: leader kills")
+    parser.add_argument("--idle-partitions", type=int, default=settings.BENCH_IDLE_PARTITIONS,
+                        help="idle: partitions of the idle topic")
+    parser.add_argument("--idle-seconds", type=float, default=settings.BENCH_IDLE_SECONDS,
+                        help="idle: how long CPU is measured")
+
+
+class BrokerSet:
+    """`count` broker processes started and stopped (by pid) one by one, each on its own data dir."""
+
+    def __init__(self, count: int, root: Path, base_port: int):
+        self.root = root
+        self.ports = [(base_port + 2 * i, base_port + 2 * i + 1) for i in range(count)]
+        self.peers = ",".join(f"{i + 1}@{LOOPBACK}:{raft}" for i, (_, raft) in enumerate(self.ports))
+        self.procs: dict[int, subprocess.Popen] = {}
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"{LOOPBACK}:{grpc}" for grpc, _ in self.ports)
+
+    def start(self, node_id: int) -> None:
+        grpc_port, raft_port = self.ports[node_id - 1]
+        log = open(self.root / f"broker-{node_id}.log", "ab")
+        cmd = [sys.executable, "-m", "raftbus.broker", "start", "--node-id", str(node_id),
+               "--data-dir", str(self.root / f"broker-{node_id}"), "--listen", f"{LOOPBACK}:{grpc_port}",
+               "--raft-listen", f"{LOOPBACK}:{raft_port}", "--peers", self.peers, "--log-level", "WARNING"]
+        self.procs[node_id] = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, stdin=subprocess.DEVNULL)
+        log.close()
+
+    def kill(self, node_id: int) -> None:
+        proc = self.procs.pop(node_id)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + settings.BENCH_CLUSTER_STOP_TIMEOUT_MS / 1000
+        for proc in self.procs.values():
+            try:
+                proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.procs.clear()
+
+
+def wait_for(predicate, timeout_s: float, what: str):
+    """Poll until predicate() is truthy (RaftbusErrors count as not yet); Unavailable after timeout_s."""
+    deadline = time.monotonic() + timeout_s
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+            if value:
+                return value
+            last = value
+        except RaftbusError as err:
+            last = err
+        time.sleep(0.05)
+    raise Unavailable(f"{what} not reached within {timeout_s:g} s (last: {last})")
+
+
+class fresh_cluster:
+    """Context manager: a new local cluster, ready (every broker registered, a controller), stopped at exit."""
+
+    def __init__(self, brokers: int, free_base_port, progress):
+        self.brokers = brokers
+        self.free_base_port = free_base_port
+        self.progress = progress
+
+    def __enter__(self) -> BrokerSet:
+        self.root = Path(tempfile.mkdtemp(prefix="raftbus-bench-ops-"))
+        self.cluster = BrokerSet(self.brokers, self.root, self.free_base_port(2 * self.brokers))
+        self.progress(f"starting {self.brokers} fresh brokers in {self.root}")
+        for node_id in range(1, self.brokers + 1):
+            self.cluster.start(node_id)
+
+        def ready():
+            with Admin(self.cluster.bootstrap) as admin:
+                status = admin.cluster_status()
+                return status.controller_id and sum(b.alive for b in status.brokers) == self.brokers
+
+        wait_for(ready, settings.BENCH_CLUSTER_READY_TIMEOUT_MS / 1000, "cluster ready")
+        return self.cluster
+
+    def __exit__(self, *exc) -> None:
+        self.cluster.stop()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------- failover
+
+class AckLog:
+    """When each record was sent and acknowledged (monotonic seconds), and at which offset; thread-safe."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._times: list[tuple[float, float]] = []  # (sent, acknowledged)
+        self.acked: dict[bytes, int] = {}  # value -> offset
+        self.failed = 0
+
+    def record(self, value: bytes, sent_s: float, acked_s: float, offset: int | None) -> None:
+        with self._lock:
+            if offset is None:
+                self.failed += 1
+                return
+            self._times.append((sent_s, acked_s))
+            self.acked[value] = offset
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._times)
+
+    def first_ack_of_a_send_after(self, t: float) -> float | None:
+        with self._lock:
+            later = [acked for sent, acked in self._times if sent >= t]
+        return min(later) if later else None
+
+    def longest_gap_between(self, start: float, end: float) -> float:
+        """The longest time without an acknowledgement within [start, end]."""
+        with self._lock:
+            times = sorted(acked for _, acked in self._times if start <= acked <= end)
+        marks = [start, *times, end]
+        return max(b - a for a, b in zip(marks, marks[1:]))
+
+
+class SteadySender:
+    """Single-record sends to partition 0 at a fixed rate from a thread; every outcome goes to `log`."""
+
+    def __init__(self, bootstrap: str, topic: str, rate_per_s: int):
+        self.topic = topic
+        self.interval_s = 1 / rate_per_s
+        self.producer = Producer(bootstrap, linger_ms=0)
+        self.log = AckLog()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> "SteadySender":
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        sent = 0
+        next_s = time.monotonic()
+        while not self._stop.is_set():
+            value = f"failover-{sent}".encode()
+            sent_s = time.monotonic()
+            future = self.producer.send(self.topic, value, partition=0)
+            future.add_done_callback(lambda f, v=value, s=sent_s: self.log.record(
+                v, s, time.monotonic(), None if f.exception() else f.result().offset))
+            sent += 1
+            next_s += self.interval_s
+            self._stop.wait(max(0.0, next_s - time.monotonic()))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self.producer.flush(settings.BENCH_CLUSTER_READY_TIMEOUT_MS / 1000)
+        self.producer.close()
+
+
+def leader_of(bootstrap: str, topic: str) -> int | None:
+    with Admin(bootstrap) as admin:
+        return admin.describe_topic(topic).partitions[0].leader_id
+
+
+def in_sync(bootstrap: str, topic: str, replicas: int) -> bool:
+    with Admin(bootstrap) as admin:
+        partition = admin.describe_topic(topic).partitions[0]
+    return bool(partition.leader_id) and len(partition.isr) == replicas
+
+
+def kill_leader_round(cluster: BrokerSet, log: AckLog, topic: str, brokers: int) -> dict:
+    """Kill -9 the leader, measure until a record sent afterwards is acknowledged, restart it, wait for sync."""
+    victim = leader_of(cluster.bootstrap, topic)
+    killed_s = time.monotonic()
+    cluster.kill(victim)
+    acked_s = wait_for(lambda: log.first_ack_of_a_send_after(killed_s), 30, "an acknowledgement after the kill")
+    gap_s = log.longest_gap_between(killed_s, acked_s)
+    cluster.start(victim)
+    wait_for(lambda: in_sync(cluster.bootstrap, topic, brokers), 60, "the restarted broker back in sync")
+    return {"victim": victim, "failover_ms": round((acked_s - killed_s) * 1000, 1),
+            "unavailable_ms": round(gap_s * 1000, 1)}
+
+
+def acked_lost(bootstrap: str, topic: str, acked: dict[bytes, int]) -> int:
+    """How many acknowledged records are missing, or not at their acknowledged offset, when read back."""
+    with Reader(bootstrap) as reader:
+        found = {r.value: r.offset for r in reader.iter_partition(topic, 0, stop_at_end=True)}
+    return sum(1 for value, offset in acked.items() if found.get(value) != offset)
+
+
+def bench_failover(args, free_base_port, percentile, progress) -> dict:
+    topic = "bench-failover"
+    with fresh_cluster(args.brokers, free_base_port, progress) as cluster:
+        with Admin(cluster.bootstrap) as admin:
+            admin.create_topic(topic, partitions=1, replication_factor=args.replication_factor)
+        sender = SteadySender(cluster.bootstrap, topic, settings.BENCH_LIGHT_LOAD_RATE_PER_S).start()
+        try:
+            wait_for(lambda: len(sender.log) >= settings.BENCH_LIGHT_LOAD_RATE_PER_S, 30, "steady produce")
+            rounds = []
+            for round_number in range(1, args.failover_rounds + 1):
+                progress(f"failover round {round_number}: kill -9 of the leader of {topic}/0")
+                rounds.append(kill_leader_round(cluster, sender.log, topic, args.replication_factor))
+                progress(f"  {rounds[-1]}")
+        finally:
+            sender.stop()
+        lost = acked_lost(cluster.bootstrap, topic, dict(sender.log.acked))
+    failovers = [r["failover_ms"] for r in rounds]
+    return {"bench": "failover", "failover_p50_ms": percentile(failovers, 0.5), "failover_max_ms": max(failovers),
+            "unavailable_max_ms": max(r["unavailable_ms"] for r in rounds), "rounds": len(rounds),
+            "acked": len(sender.log.acked), "acked_lost": lost, "send_failures": sender.log.failed,
+            "rate_per_s": settings.BENCH_LIGHT_LOAD_RATE_PER_S, "brokers": args.brokers,
+            "replication_factor": args.replication_factor, "per_round": rounds}
+
+
+# ---------------------------------------------------------------------- idle
+
+def cpu_seconds(admin: Admin) -> dict[int, float]:
+    return {s.broker_id: s.cpu_user_s + s.cpu_system_s for s in admin.broker_stats()}
+
+
+def bench_idle(args, free_base_port, progress) -> dict:
+    topic = "bench-idle"
+    with fresh_cluster(args.brokers, free_base_port, progress) as cluster:
+        with Admin(cluster.bootstrap) as admin:
+            progress(f"creating {topic} with {args.idle_partitions} partitions, replication factor "
+                     f"{args.replication_factor}")
+            admin.create_topic(topic, partitions=args.idle_partitions, replication_factor=args.replication_factor)
+            time.sleep(settings.BENCH_IDLE_SETTLE_MS / 1000)  # preferred-leader hand-offs, first snapshots
+            before, started = cpu_seconds(admin), time.monotonic()
+            progress(f"measuring broker CPU for {args.idle_seconds:g} s")
+            time.sleep(args.idle_seconds)
+            after, elapsed = cpu_seconds(admin), time.monotonic() - started
+            stats = admin.broker_stats()
+    percent = {b: round(100 * (after[b] - before[b]) / elapsed, 2) for b in sorted(after) if b in before}
+    return {"bench": "idle", "idle_cpu_percent_max": max(percent.values()),
+            "idle_cpu_percent": {str(b): p for b, p in percent.items()},
+            "partitions": args.idle_partitions, "replicas_per_broker": max(s.groups_hosted - 1 for s in stats),
+            "broker_rss_mb_max": round(max(s.rss_bytes for s in stats) / 1e6, 1),
+            "seconds": args.idle_seconds, "brokers": args.brokers, "replication_factor": args.replication_factor}
