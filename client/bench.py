@@ -74,7 +74,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     # consumer groups
     parser.add_argument("--group", action="store_true",
                         help="consume: read with a consumer group, committing per batch, and time rebalances")
-    parser.add_argument("--decode", action="store_true", help="consume --group: decode every record too")
+    parser.add_argument("--no-decode", dest="decode", action="store_false",
+                        help="consume --group: count records from batch headers without decoding them into Records")
     parser.add_argument("--session-timeout-ms", type=int, default=settings.BENCH_GROUP_SESSION_TIMEOUT_MS,
                         help="consume --group: session timeout of the rebalance run's members")
     parser.add_argument("--keep-cluster", action="store_true", help="leave the local cluster running")

@@ -2,7 +2,8 @@
 
 Throughput: `readers` Consumer processes of one new group read a topic holding `records` records from the
 beginning; each poll's batch is committed (commit_async) right after it is counted. Records are counted from
-batch headers (ConsumerRecords is lazy); with --decode every record is decoded into a Record as well.
+batch headers (ConsumerRecords is lazy); by default every record is also decoded into a Record, as an
+application reading them would (--no-decode leaves that out, to show what the fetch path alone costs).
   records_per_s, mb_per_s     records of the topic over the time from the first poll to the last commit
   records_polled              records handed out, including any read twice around the start-up rebalances
   commits, records_per_commit commit calls (one per poll; a poll fetches about one producer batch per partition)
@@ -35,7 +36,7 @@ class GroupLoad:
     topic: str
     group: str
     end_offsets: tuple[int, ...]
-    decode: bool = False
+    decode: bool = True
     fetch_bytes_max: int = settings.BENCH_GROUP_FETCH_BYTES_MAX
 
 

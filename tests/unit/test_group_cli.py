@@ -138,11 +138,11 @@ def test_groups_describe_shows_members_offsets_and_lag(seen, capsys):
 
 
 def test_bench_consume_group_flags(capsys):
-    """`bench consume --group` takes --decode and --session-timeout-ms, checked before any cluster starts."""
-    args = cli.build_parser().parse_args(["bench", "consume", "--group", "--decode", "--session-timeout-ms", "7000"])
-    assert (args.workload, args.group, args.decode, args.session_timeout_ms) == ("consume", True, True, 7000)
+    """`bench consume --group` takes --no-decode and --session-timeout-ms, checked before any cluster starts."""
+    args = cli.build_parser().parse_args(["bench", "consume", "--group", "--no-decode", "--session-timeout-ms", "7000"])
+    assert (args.workload, args.group, args.decode, args.session_timeout_ms) == ("consume", True, False, 7000)
     defaults = cli.build_parser().parse_args(["bench", "consume"])
-    assert (defaults.group, defaults.decode, defaults.session_timeout_ms) == (False, False, 6000)
+    assert (defaults.group, defaults.decode, defaults.session_timeout_ms) == (False, True, 6000)
     code, _, err = run(capsys, "bench", "consume", "--group", "--session-timeout-ms", "0")
     assert code == 1 and err == "error: INVALID_ARGUMENT: --session-timeout-ms must be >= 1\n"
 
