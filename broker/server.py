@@ -62,7 +62,7 @@ class Broker:
     def start(self) -> "Broker":
         s = self.settings
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.loop = RaftLoop(tick_interval_ms=s.raft_tick_interval_ms)
+        self.loop = RaftLoop(tick_interval_ms=s.raft_tick_interval_ms, log_bytes_max=s.raft_log_bytes_broker_max)
         peers = {node: addr for node, addr in s.peer_addresses.items() if node != self.node_id}
         self.hub = RaftHub(
             self.node_id, s.raft_address, peers, s.raft_secret,

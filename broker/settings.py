@@ -54,6 +54,7 @@ class BrokerSettings:
     raft_log_compaction_bytes: int = 64 * 1024 * 1024
     raft_log_compaction_entries: int = 20_000
     raft_log_bytes_max: int = 256 * 1024 * 1024
+    raft_log_bytes_broker_max: int = 512 * 1024 * 1024
     raft_log_entries_max: int = 200_000
     raft_snapshot_copy_ratio_max: int = 4
     raft_frame_bytes_max: int = 64 * 1024 * 1024

@@ -172,6 +172,11 @@ class AppendJournal(raft_journal.Journal):
     def __len__(self):
         return len(self._entries)
 
+    @property
+    def size_bytes(self) -> int:
+        """Bytes of the entries held (in memory and in the file, with their record headers)."""
+        return self._end
+
     def flush(self):
         os.fsync(self._fd)
 

@@ -21,11 +21,13 @@ CONTROL_CHANNEL = "ctl"
 
 
 class RaftLoop:
-    def __init__(self, *, tick_interval_ms: int = 50, housekeeping_interval_ms: int = 1000):
+    def __init__(self, *, tick_interval_ms: int = 50, housekeeping_interval_ms: int = 1000,
+                 log_bytes_max: int | None = None):
         self.hub = None
         self.groups: dict[str, object] = {}
         self.tick_interval_s = tick_interval_ms / 1000
         self.housekeeping_interval_s = housekeeping_interval_ms / 1000
+        self.log_bytes_max = log_bytes_max  # the Raft logs of all groups together, in memory
         self._dirty: set[str] = set()
         self._lock = threading.Lock()
         self._calls: deque = deque()
@@ -198,8 +200,24 @@ class RaftLoop:
                     log.exception("periodic task %s failed", getattr(fn, "__name__", fn))
 
     def _housekeeping(self) -> None:
-        for group in list(self.groups.values()):
+        groups = list(self.groups.values())
+        for group in groups:
             try:
                 group.maybe_compact()
             except Exception:
                 log.exception("compaction of %s failed", group.group_id)
+        self._bound_log_memory(groups)
+
+    def _bound_log_memory(self, groups) -> None:
+        """Over the broker's log memory budget, snapshot the group holding the most log first (whatever the copy
+        costs), one more each housekeeping round until the logs fit again."""
+        if self.log_bytes_max is None:
+            return
+        sizes = [(group.log_bytes, group) for group in groups if hasattr(group, "log_bytes")]
+        if sum(size for size, _ in sizes) <= self.log_bytes_max or not sizes:
+            return
+        _, largest = max(sizes, key=lambda pair: pair[0])
+        try:
+            largest.maybe_compact(force=True)
+        except Exception:
+            log.exception("compaction of %s failed", largest.group_id)

@@ -404,16 +404,23 @@ class RaftGroup:
             return
         self.raft.transferLeadership(self.transport.nodes[target])
 
-    def maybe_compact(self) -> None:
-        """Start a snapshot copy once enough log has accumulated; hand it to pysyncobj once complete."""
+    @property
+    def log_bytes(self) -> int:
+        """Bytes of Raft log this group holds in memory (its journal's entries)."""
+        journal = self.raft._SyncObj__raftLog
+        return getattr(journal, "size_bytes", 0)
+
+    def maybe_compact(self, force: bool = False) -> None:
+        """Start a snapshot copy once enough log has accumulated (or at once with `force`, when the broker's
+        logs together pass their memory budget); hand it to pysyncobj once complete."""
         snapshot = self._snapshot
         if snapshot.busy:
             return
         if snapshot.ready_index is not None:
             self.raft.forceLogCompaction()
             return
-        if not compaction_due(self.settings, self._bytes_since_compaction, self._entries_since_compaction,
-                              self.store.size_bytes):
+        if not force and not compaction_due(self.settings, self._bytes_since_compaction,
+                                            self._entries_since_compaction, self.store.size_bytes):
             return
         self._bytes_since_compaction = 0
         self._entries_since_compaction = 0
