@@ -32,7 +32,7 @@ test-fast: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider tests/unit tests/component
 
 bench: $(STAMP)
-	$(VENV)/bin/raftbus bench all --out bench-results.json
+	$(VENV)/bin/raftbus bench all --out bench-results.json --table-out bench-results.md
 
 # raftbus (`raftbus bench all`), a 3-node NATS JetStream R3 cluster and a Redis server, same records and counts,
 # side by side in one run: JSON lines, bench-peers.json and the Markdown table (also in bench-peers.md).
@@ -75,4 +75,4 @@ proto-check: $(STAMP)
 	done; rm -rf $$tmp
 
 clean:
-	rm -rf $(VENV) data bench-results.json bench-peers.json bench-peers.md
+	rm -rf $(VENV) data bench-results.json bench-results.md bench-peers.json bench-peers.md

@@ -45,7 +45,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from raftbus.client import bench_groups, bench_ops, bench_queue, settings
+from raftbus.client import bench_groups, bench_ops, bench_queue, bench_table, settings
 from raftbus.client.admin import Admin
 from raftbus.client.errors import InternalError, InvalidArgument, RaftbusError, RequestTimedOut, TopicExists, Unavailable
 from raftbus.client.producer import Producer
@@ -71,6 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-bytes-max", type=int, default=settings.BATCH_BYTES_MAX)
     parser.add_argument("--per-record", action="store_true", help="Producer.send per record instead of batches")
     parser.add_argument("--out", help="also write the results to this JSON file")
+    parser.add_argument("--table-out", help="also write the figures beside their targets to this Markdown file")
     # consumer groups
     parser.add_argument("--group", action="store_true",
                         help="consume: read with a consumer group, committing per batch, and time rebalances")
@@ -538,7 +539,23 @@ def main(args: argparse.Namespace | list[str] | None = None) -> int:
     check_args(args)
     with cluster_for(args) as bootstrap:
         results = run_workloads(bootstrap, args)
+    by_bench = {r["bench"]: r for r in results}
     if args.out:
-        Path(args.out).write_text(json.dumps({r["bench"]: r for r in results}, indent=2) + "\n")
+        Path(args.out).write_text(json.dumps(by_bench, indent=2) + "\n")
         progress(f"results written to {args.out}")
+    if args.table_out:
+        command = "raftbus bench " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["bench"] else [args.workload])
+        table = bench_table.markdown(by_bench, machine_description(), command)
+        Path(args.table_out).write_text(table)
+        print(table, file=sys.stderr, flush=True)
+        progress(f"table written to {args.table_out}")
     return 0
+
+
+def machine_description() -> str:
+    """Cores, CPU model, Python and the load average when the figures were taken."""
+    from raftbus.client.bench_peers.report import machine_figures
+
+    m = machine_figures()
+    return (f"{m['cores']} cores ({m['cpu_model']}), Python {m['python']}, {m['os']}, "
+            f"1-minute load average {m['load_average_1m_at_start']} at the end")

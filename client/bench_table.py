@@ -1,0 +1,81 @@
+"""The table `make bench` writes: every figure `raftbus bench all` measured, beside its target (PRODUCT §6).
+
+Pure: results in, Markdown out (the machine description is passed in), so it is unit-tested.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MISSING = "—"
+
+
+@dataclass(frozen=True)
+class Figure:
+    label: str
+    bench: str
+    field: str
+    target: float | None = None  # None: reported, no target
+    at_most: bool = False  # the target is a maximum (latencies, times, CPU)
+    unit: str = ""
+
+
+FIGURES = (
+    Figure("produce, 100-byte records, acked after majority commit", "produce", "records_per_s", 500_000,
+           unit="records/s"),
+    Figure("consume with a consumer group, committing per batch", "consume-group", "records_per_s", 1_000_000,
+           unit="records/s"),
+    Figure("consume by offset (Reader), decoding every record", "consume", "records_per_s", unit="records/s"),
+    Figure("queue, lease + ack per message, priority ordering", "queue", "lease_ack_per_s", 50_000,
+           unit="messages/s"),
+    Figure("light-load produce latency p50 (1,000 sends/s)", "produce", "latency_p50_ms", 2, at_most=True,
+           unit="ms"),
+    Figure("light-load produce latency p99", "produce", "latency_p99_ms", 10, at_most=True, unit="ms"),
+    Figure("leader kill -9 to next acknowledged produce, p50", "failover", "failover_p50_ms", 2_000, at_most=True,
+           unit="ms"),
+    Figure("leader kill -9 to next acknowledged produce, max", "failover", "failover_max_ms", 2_000, at_most=True,
+           unit="ms"),
+    Figure("acknowledged records lost over the kills", "failover", "acked_lost", 0, at_most=True),
+    Figure("idle: 100 partitions on 3 brokers, CPU of the busiest broker", "idle", "idle_cpu_percent_max", 5,
+           at_most=True, unit="% of a core"),
+    Figure("group rebalance when a member joins", "consume-group", "rebalance_join_ms", unit="ms"),
+    Figure("delayed delivery lateness p99", "queue", "lateness_p99_ms", unit="ms"),
+    Figure("durability window p99 (ack to fsync, group commit)", "produce", "durability_window_p99_ms", unit="ms"),
+    Figure("broker RSS after the produce load, max", "produce", "broker_rss_mb_max", unit="MB"),
+)
+
+
+def value_of(results: dict[str, dict], figure: Figure) -> float | None:
+    value = results.get(figure.bench, {}).get(figure.field)
+    return None if value is None else float(value)
+
+
+def verdict(figure: Figure, value: float | None) -> str:
+    if figure.target is None or value is None:
+        return ""
+    met = value <= figure.target if figure.at_most else value >= figure.target
+    return "met" if met else "missed"
+
+
+def fmt(value: float | None) -> str:
+    if value is None:
+        return MISSING
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.3g}"
+
+
+def target_text(figure: Figure) -> str:
+    if figure.target is None:
+        return ""
+    return f"{'≤' if figure.at_most else '≥'} {fmt(figure.target)}"
+
+
+def markdown(results: dict[str, dict], machine: str, command: str) -> str:
+    """The table, with the machine and the command that produced it."""
+    lines = [f"Machine: {machine}. Command: `{command}`.", "",
+             "| figure | measured | unit | target | |", "|---|---:|---|---|---|"]
+    for figure in FIGURES:
+        value = value_of(results, figure)
+        lines.append(f"| {figure.label} | {fmt(value)} | {figure.unit} | {target_text(figure)} | "
+                     f"{verdict(figure, value)} |")
+    return "\n".join(lines) + "\n"
