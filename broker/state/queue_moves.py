@@ -7,6 +7,7 @@ by `finish`, with the applied Raft index.
 from __future__ import annotations
 
 import struct
+from collections import Counter
 
 from .. import queue_commands as qc
 from .queue_backoff import retry_delay_ms
@@ -105,9 +106,13 @@ class MessageMoves:
 
     def add_in_flight(self, deadline_ms: int, seqs: list[int]) -> None:
         """Index leases ending at deadline_ms under one entry (merged with an entry of the same key)."""
-        key = time_key(deadline_ms, seqs[0])
+        self.add_in_flight_keys(deadline_ms, [SEQ.pack(seq) for seq in seqs])
+
+    def add_in_flight_keys(self, deadline_ms: int, seq_keys: list[bytes]) -> None:
+        """add_in_flight by seq keys (an entry's value is the seq keys back to back)."""
+        key = time_key(deadline_ms, seq_of(seq_keys[0]))
         old = self.txn.get(IN_FLIGHT_T, key)
-        packed = b"".join(SEQ.pack(seq) for seq in seqs)
+        packed = b"".join(seq_keys)
         self.txn.put(IN_FLIGHT_T, key, packed if old is None else bytes(old) + packed)
 
     def move(self, seq: int, m: StoredMessage, **changes) -> StoredMessage:
@@ -139,6 +144,23 @@ class MessageMoves:
             raw = self.txn.get(GROUPS, b"g" + group)
             counts = self._groups[group] = [0, *(GROUP.unpack(raw) if raw is not None else (0, 0, 0, 0))]
         return counts
+
+    def count_moves(self, groups: list[bytes], old_state: int, new_state: int | None) -> None:
+        """Count messages of `groups` (one entry per message) leaving old_state for new_state (None: gone)."""
+        moved = len(groups)
+        if not moved:
+            return
+        counts = self.counts
+        counts[old_state] -= moved
+        if new_state is not None:
+            counts[new_state] += moved
+        for group, n in Counter(groups).items():
+            group_counts = self._group(group)
+            group_counts[old_state] -= n
+            if new_state is not None:
+                group_counts[new_state] += n
+            if self.fair and (old_state in (READY, IN_FLIGHT) or new_state in (READY, IN_FLIGHT)):
+                self._sync_leaf(group, group_counts)
 
     def _count(self, group: bytes, state: int, delta: int) -> None:
         self.counts[state] += delta

@@ -66,32 +66,37 @@ def decode_message(raw) -> StoredMessage:
                          key, error, raw[position + error_len:])
 
 
-class Head(NamedTuple):
-    """The fields the hot paths (lease, ack) need, read without copying the record."""
+def leased_rows(raws, deadline_ms: int, max_bytes: int) -> tuple[list[bytearray], list[bytes]]:
+    """The lease hot path, without decoding: the first stored messages of `raws` whose records fit in max_bytes
+    (at least one), each patched in place to IN_FLIGHT with one more delivery and the deadline; and their groups."""
+    rows: list[bytearray] = []
+    groups: list[bytes] = []
+    unpack, pack_into, header = _MESSAGE.unpack_from, _LEASE_HEAD.pack_into, _MESSAGE.size
+    size = 0
+    for raw in raws:
+        _, priority, count, enqueued, available, _, _, group_len, key_len, error_len = unpack(raw)
+        size += len(raw) - header - group_len - key_len - error_len
+        if rows and size > max_bytes:
+            break
+        row = bytearray(raw)
+        pack_into(row, 0, IN_FLIGHT, priority, count + 1, enqueued, available, deadline_ms)
+        rows.append(row)
+        groups.append(raw[header:header + group_len])
+    return rows, groups
 
-    state: int
-    priority: int
-    delivery_count: int
-    enqueued_ms: int
-    available_ms: int
-    deadline_ms: int
-    group: bytes
-    record_bytes: int
+
+def record_bytes(raw) -> int:
+    """The size of a stored message's record."""
+    _, _, _, _, _, _, _, group_len, key_len, error_len = _MESSAGE.unpack_from(raw)
+    return len(raw) - _MESSAGE.size - group_len - key_len - error_len
 
 
-def read_head(raw) -> Head:
-    state, priority, count, enqueued, available, deadline, _, group_len, key_len, error_len = _MESSAGE.unpack_from(raw)
-    group = bytes(raw[_MESSAGE.size:_MESSAGE.size + group_len])
-    return Head(state, priority, count, enqueued, available, deadline, group,
-                len(raw) - _MESSAGE.size - group_len - key_len - error_len)
-
-
-def leased_copy(raw, head: Head, deadline_ms: int) -> bytes:
-    """The stored message with state IN_FLIGHT, one more delivery and the new deadline (header patched in place)."""
-    copy = bytearray(raw)
-    _LEASE_HEAD.pack_into(copy, 0, IN_FLIGHT, head.priority, head.delivery_count + 1, head.enqueued_ms,
-                          head.available_ms, deadline_ms)
-    return bytes(copy)
+def leased_group(raw, delivery_count: int) -> bytes | None:
+    """The ack hot path: the message's group when it is in flight at that delivery, else None."""
+    state, _, count, _, _, _, _, group_len, _, _ = _MESSAGE.unpack_from(raw)
+    if state != IN_FLIGHT or count != delivery_count:
+        return None
+    return raw[_MESSAGE.size:_MESSAGE.size + group_len]
 
 
 def ready_value(enqueued_ms: int, group: bytes) -> bytes:

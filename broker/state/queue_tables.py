@@ -19,6 +19,7 @@ Tables (key layouts in queue_records and queue_fair):
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from .queue_records import DEAD, DELAYED, IN_FLIGHT, READY, StoredMessage, decode_message
@@ -84,6 +85,30 @@ class Leased(NamedTuple):
     @property
     def message(self) -> StoredMessage:
         return decode_message(self.raw)
+
+
+class LeasedBatch(Sequence):
+    """The messages one lease took, as their seq keys and stored rows (no object per message: every replica
+    builds it, only the leader reads it). Indexing gives `Leased` values."""
+
+    __slots__ = ("seq_keys", "rows")
+
+    def __init__(self, seq_keys: list[bytes], rows: list):
+        self.seq_keys = seq_keys
+        self.rows = rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        return Leased(SEQ.unpack(self.seq_keys[index])[0], bytes(self.rows[index]))
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, (list, tuple, LeasedBatch)) and list(self) == list(other)
+
+    __hash__ = None
 
 
 class GroupStats(NamedTuple):

@@ -15,10 +15,10 @@ from .queue_records import (
     StoredMessage,
     decode_message,
     encode_message,
-    leased_copy,
-    read_head,
+    leased_group,
+    leased_rows,
+    record_bytes,
     seq_key,
-    seq_of,
 )
 from .queue_retries import check_sequence, producer_batches, remember_batch, remember_settled, settled_before
 from .queue_tables import (
@@ -26,9 +26,10 @@ from .queue_tables import (
     IDEMPOTENCY_EXPIRY,
     MESSAGES,
     READY_T,
+    SEQ,
     Enqueued,
     EnqueueResult,
-    Leased,
+    LeasedBatch,
     time8,
 )
 
@@ -75,41 +76,50 @@ class QueueWork(MessageMoves):
             self.txn.put(IDEMPOTENCY_EXPIRY, time8(expires) + key, b"")
         return Enqueued(seq, False)
 
-    def lease(self, body: qc.Lease) -> list[Leased]:
-        """The hot path: the ready index key is known, the message header is patched in place."""
+    def lease(self, body: qc.Lease) -> LeasedBatch:
+        """The hot path: the first ready keys give the seqs, each stored row is patched in place, and each table
+        is written once for the batch."""
+        if self.fair:
+            return self._lease_fair(body)
         txn = self.txn
         deadline = self.now + body.visibility_ms
-        leased: list[Leased] = []
-        size = 0
-        for key in self._next_ready(body.max_messages):
-            seq = seq_of(key)
-            message_key = seq_key(seq)
-            raw = txn.get(MESSAGES, message_key)
-            head = read_head(raw)
-            if leased and size + head.record_bytes > body.max_bytes:
-                break
-            size += head.record_bytes
-            copy = leased_copy(raw, head, deadline)
-            txn.delete(READY_T, key)
-            txn.put(MESSAGES, message_key, copy)
-            self._count(head.group, READY, -1)
-            self._count(head.group, IN_FLIGHT, 1)
-            leased.append(Leased(seq, copy))
-        if leased:
-            self.add_in_flight(deadline, [one.seq for one in leased])
-        return leased
+        ready_keys = [key for key, _ in itertools.islice(txn.items(READY_T), body.max_messages)]
+        seq_keys = [key[-8:] for key in ready_keys]
+        rows, groups = leased_rows(txn.get_many(MESSAGES, seq_keys), deadline, body.max_bytes)
+        if not rows:
+            return LeasedBatch([], [])
+        del ready_keys[len(rows):], seq_keys[len(rows):]
+        txn.delete_many(READY_T, ready_keys)
+        txn.put_many(MESSAGES, zip(seq_keys, rows))
+        self.count_moves(groups, READY, IN_FLIGHT)
+        self.add_in_flight_keys(deadline, seq_keys)
+        return LeasedBatch(seq_keys, rows)
 
-    def _next_ready(self, max_messages: int):
-        """Ready index keys in delivery order; the caller leases each before asking for the next (fair picks
-        depend on it)."""
-        if not self.fair:
-            yield from [bytes(k) for k, _ in itertools.islice(self.txn.items(READY_T), max_messages)]
-            return
-        for _ in range(max_messages):
+    def _lease_fair(self, body: qc.Lease) -> LeasedBatch:
+        """One rotation pick at a time: each message leaves the ready index (and is counted) before the next
+        pick, which depends on it."""
+        txn = self.txn
+        deadline = self.now + body.visibility_ms
+        seq_keys, rows, size = [], [], 0
+        for _ in range(body.max_messages):
             path = self.rotation.pick()
             if path is None:
-                return
-            yield bytes(next(self.txn.items(READY_T, path))[0])
+                break
+            ready_key = next(txn.items(READY_T, path))[0]
+            seq_key_ = ready_key[-8:]
+            raw = txn.get(MESSAGES, seq_key_)
+            size += record_bytes(raw)
+            if rows and size > body.max_bytes:
+                break
+            leased, groups = leased_rows([raw], deadline, body.max_bytes)
+            txn.delete(READY_T, ready_key)
+            txn.put(MESSAGES, seq_key_, leased[0])
+            self.count_moves(groups, READY, IN_FLIGHT)
+            seq_keys.append(seq_key_)
+            rows.append(leased[0])
+        if rows:
+            self.add_in_flight_keys(deadline, seq_keys)
+        return LeasedBatch(seq_keys, rows)
 
     def _check_lease(self, seq: int, m: StoredMessage | None, delivery_count: int):
         if m is None:
@@ -120,23 +130,37 @@ class QueueWork(MessageMoves):
         return None
 
     def ack(self, body: qc.Settle) -> list:
-        return self._settle(body, self._ack_one)
+        return self._settle(body, self._ack_many)
 
     def nack(self, body: qc.Settle) -> list:
-        return self._settle(body, self._nack_one)
+        return self._settle(body, lambda nacks: [self._nack_one(nack) for nack in nacks])
+
+    def _ack_many(self, leases) -> list:
+        """The hot path: each message is read once (its header decides), acked ones are deleted together."""
+        keys = [SEQ.pack(seq) for seq, _ in leases]
+        if len(set(keys)) < len(keys):  # a message named twice: the second ack must see the first
+            return [self._ack_one(lease) for lease in leases]
+        answers: list = [None] * len(keys)
+        acked, groups = [], []
+        for i, raw in enumerate(self.txn.get_many(MESSAGES, keys)):
+            group = None if raw is None else leased_group(raw, leases[i][1])
+            if group is None:
+                answers[i] = self._check_lease(leases[i][0], raw and decode_message(raw), leases[i][1])
+            else:
+                acked.append(keys[i])
+                groups.append(group)
+        self.txn.delete_many(MESSAGES, acked)
+        self.count_moves(groups, IN_FLIGHT, None)
+        return answers
 
     def _ack_one(self, lease):
-        """The hot path: only the message header is read."""
         seq, delivery_count = lease
-        message_key = seq_key(seq)
-        raw = self.txn.get(MESSAGES, message_key)
-        if raw is None:
-            return self._check_lease(seq, None, delivery_count)
-        head = read_head(raw)
-        if head.state != IN_FLIGHT or head.delivery_count != delivery_count:
-            return self._check_lease(seq, decode_message(raw), delivery_count)
-        self.txn.delete(MESSAGES, message_key)
-        self._count(head.group, IN_FLIGHT, -1)
+        raw = self.txn.get(MESSAGES, seq_key(seq))
+        group = None if raw is None else leased_group(raw, delivery_count)
+        if group is None:
+            return self._check_lease(seq, raw and decode_message(raw), delivery_count)
+        self.txn.delete(MESSAGES, seq_key(seq))
+        self.count_moves([group], IN_FLIGHT, None)
         return None
 
     def _nack_one(self, nack: qc.Nack):
@@ -146,12 +170,12 @@ class QueueWork(MessageMoves):
             self.retry(nack.seq, m, nack.delay_ms, nack.reason)
         return refusal
 
-    def _settle(self, body: qc.Settle, one) -> list:
+    def _settle(self, body: qc.Settle, settle_items) -> list:
         """Per item: None or a refusal. A retry of the settler's last batch gets that batch's answers again."""
         answers = settled_before(self.txn, body)
         if answers is not None:
             return answers
-        results = [one(item) for item in body.items]
+        results = settle_items(body.items)
         remember_settled(self.txn, body, results, self.now + self.policy.producer_idle_ms)
         return results
 
