@@ -145,8 +145,17 @@ def _settler(settler_id: bytes, sequence: int) -> bytes:
 
 def encode_ack(now_ms: int, policy: QueuePolicy, leases, *, settler_id: bytes = b"", sequence: int = 0) -> bytes:
     """leases: (seq, delivery_count) pairs."""
-    return b"".join([_header(ACK, now_ms, policy), _settler(settler_id, sequence), _COUNT.pack(len(leases)),
-                     *(_ACK.pack(*pair) for pair in leases)])
+    return encode_ack_packed(now_ms, policy, b"".join([_ACK.pack(*pair) for pair in leases]), settler_id=settler_id,
+                             sequence=sequence)
+
+
+def encode_ack_packed(now_ms: int, policy: QueuePolicy, packed_leases: bytes, *, settler_id: bytes = b"",
+                      sequence: int = 0) -> bytes:
+    """packed_leases: (seq >Q, delivery_count >I) per lease, the body's own layout (copied, not re-encoded)."""
+    if len(packed_leases) % _ACK.size:
+        raise errors.InvalidArgument(f"packed leases of {len(packed_leases)} bytes are not whole")
+    return b"".join([_header(ACK, now_ms, policy), _settler(settler_id, sequence),
+                     _COUNT.pack(len(packed_leases) // _ACK.size), packed_leases])
 
 
 def encode_nack(now_ms: int, policy: QueuePolicy, nacks, *, settler_id: bytes = b"", sequence: int = 0) -> bytes:

@@ -11,6 +11,8 @@
 """
 from __future__ import annotations
 
+import itertools
+import os
 import random
 import threading
 import time
@@ -21,6 +23,7 @@ from raftbus.client.errors import RequestTimedOut
 from raftbus.client.producer import Producer
 from raftbus.client.queue_consumer import QueueConsumer
 from raftbus.client.queue_producer import QueueStubs
+from raftbus.client.queue_wire import LEASE_REF, delivery_count_of, iter_messages, priority_of
 from raftbus.client.router import Router
 from raftbus.client.wire import queues_pb2 as qpb
 
@@ -60,23 +63,28 @@ def enqueue_load(spec, ready) -> dict:
 def _drain_partition(stubs: QueueStubs, router: Router, topic: str, partition: int, batch: int, out: dict,
                      caller: int) -> None:
     """Lease and ack until a lease comes back empty; count messages and priority inversions (one caller's
-    leases come out in priority order; callers on one partition interleave)."""
+    leases come out in priority order; callers on one partition interleave). Packed answers and acks, as the
+    SDK sends them; each caller is a settler of its own, so a retried ack would be answered as first applied."""
     done = inversions = 0
     last_priority = -1
-    while True:
-        request = qpb.LeaseRequest(topic=topic, partition=partition, max_messages=batch,
-                                   visibility_ms=LEASE_VISIBILITY_MS)
-        leased = router.call_partition(topic, partition, lambda conn: stubs(conn).Lease(request, timeout=30)).messages
-        if not leased:
+    settler_id = os.urandom(16)
+    request = qpb.LeaseRequest(topic=topic, partition=partition, max_messages=batch,
+                               visibility_ms=LEASE_VISIBILITY_MS, packed=True)
+    for sequence in itertools.count(1):
+        packed = router.call_partition(topic, partition,
+                                       lambda conn: stubs(conn).Lease(request, timeout=30)).packed_messages
+        if not packed:
             break
         refs = []
-        for m in leased:
-            inversions += m.priority < last_priority
-            last_priority = m.priority
-            refs.append(qpb.LeaseRef(message_id=m.message_id, delivery_count=m.delivery_count))
-        ack = qpb.AckRequest(topic=topic, partition=partition, leases=refs)
-        answers = router.call_partition(topic, partition, lambda conn: stubs(conn).Ack(ack, timeout=30)).results
-        done += sum(1 for a in answers if not a.HasField("error"))
+        for mid, message in iter_messages(packed):
+            priority = priority_of(message)
+            inversions += priority < last_priority
+            last_priority = priority
+            refs.append(LEASE_REF.pack(mid, delivery_count_of(message)))
+        ack = qpb.AckRequest(topic=topic, partition=partition, packed_leases=b"".join(refs), settler_id=settler_id,
+                             sequence=sequence)
+        answer = router.call_partition(topic, partition, lambda conn: stubs(conn).Ack(ack, timeout=30))
+        done += len(refs) - len(answer.failures)
     out[(partition, caller)] = (done, inversions)
 
 

@@ -3,7 +3,8 @@
 A message (table `messages`, key seq >Q):
     state >B | priority >i | delivery_count >I | enqueued_ms >q | available_ms >q | deadline_ms >q | origin_id >Q |
     group_len >H | idempotency_key_len >H | last_error_len >H | group | idempotency_key | last_error | record
-`record` is one record of client/records.py (timestamp, key, value, headers), opaque to the broker.
+`record` is one record of client/records.py (timestamp, key, value, headers), opaque to the broker. This is
+also the wire layout of a packed message (client/queue_wire.py), so a lease is answered with the stored rows.
 Index keys sort so that LMDB order is delivery order:
     ready (priority ordering)  priority (sign-flipped >I) | seq >Q      lower priority first, then arrival
     ready (fair ordering)      group path (queue_fair) | priority | seq
@@ -15,10 +16,12 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
+from raftbus.client.queue_wire import MESSAGE_HEADER
+
 READY, DELAYED, IN_FLIGHT, DEAD = 1, 2, 3, 4
 STATE_NAMES = {READY: "ready", DELAYED: "delayed", IN_FLIGHT: "in_flight", DEAD: "dead"}
 
-_MESSAGE = struct.Struct(">BiIqqqQHHH")
+_MESSAGE = MESSAGE_HEADER
 _LEASE_HEAD = struct.Struct(">BiIqqq")   # the leading fields a lease rewrites in place
 _READY_VALUE = struct.Struct(">q")       # a ready index value: enqueued_ms, then the group
 _SEQ = struct.Struct(">Q")
