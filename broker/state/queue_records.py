@@ -8,6 +8,7 @@ also the wire layout of a packed message (client/queue_wire.py), so a lease is a
 Index keys sort so that LMDB order is delivery order:
     ready (priority ordering)  priority (sign-flipped >I) | seq >Q      lower priority first, then arrival
     ready (fair ordering)      group path (queue_fair) | priority | seq
+    (a message's row key in `messages` is its ready key, in every state: see row_key)
     (ready values: enqueued_ms >q | group, for statistics without reading messages)
     delayed, in flight         time (sign-flipped >Q) | seq >Q           earliest first
 """
@@ -23,6 +24,9 @@ STATE_NAMES = {READY: "ready", DELAYED: "delayed", IN_FLIGHT: "in_flight", DEAD:
 
 _MESSAGE = MESSAGE_HEADER
 _LEASE_HEAD = struct.Struct(">BiIqqq")   # the leading fields a lease rewrites in place
+_STATE_COUNT = struct.Struct(">B4xI")    # state and delivery_count
+_GROUP_LEN = struct.Struct(">H")
+_GROUP_LEN_AT = struct.calcsize(">BiIqqqQ")  # group_len follows the fixed fields
 _READY_VALUE = struct.Struct(">q")       # a ready index value: enqueued_ms, then the group
 _SEQ = struct.Struct(">Q")
 _TIME_SEQ = struct.Struct(">QQ")
@@ -53,6 +57,15 @@ def encode_message(m: StoredMessage) -> bytes:
         _MESSAGE.pack(m.state, m.priority, m.delivery_count, m.enqueued_ms, m.available_ms, m.deadline_ms, m.origin_id,
                       len(m.group), len(m.idempotency_key), len(m.last_error)),
         m.group, m.idempotency_key, m.last_error, m.record))
+
+
+def new_row(state: int, priority: int, delivery_count: int, enqueued_ms: int, available_ms: int, origin_id: int,
+            group: bytes, idempotency_key: bytes, last_error: bytes, record: bytes) -> bytes:
+    """encode_message of a message not in flight, from its fields (the enqueue hot path)."""
+    return b"".join((
+        _MESSAGE.pack(state, priority, delivery_count, enqueued_ms, available_ms, 0, origin_id, len(group),
+                      len(idempotency_key), len(last_error)),
+        group, idempotency_key, last_error, record))
 
 
 def decode_message(raw) -> StoredMessage:
@@ -96,10 +109,10 @@ def record_bytes(raw) -> int:
 
 def leased_group(raw, delivery_count: int) -> bytes | None:
     """The ack hot path: the message's group when it is in flight at that delivery, else None."""
-    state, _, count, _, _, _, _, group_len, _, _ = _MESSAGE.unpack_from(raw)
-    if state != IN_FLIGHT or count != delivery_count:
+    if _STATE_COUNT.unpack_from(raw) != (IN_FLIGHT, delivery_count):
         return None
-    return raw[_MESSAGE.size:_MESSAGE.size + group_len]
+    group_len = _GROUP_LEN.unpack_from(raw, _GROUP_LEN_AT)[0]
+    return raw[_MESSAGE.size:_MESSAGE.size + group_len] if group_len else b""
 
 
 def ready_value(enqueued_ms: int, group: bytes) -> bytes:
@@ -136,3 +149,10 @@ def due_bound(now_ms: int) -> bytes:
 
 def priority_key(priority: int, seq: int) -> bytes:
     return _PRIORITY_SEQ.pack(priority + 2**31, seq)
+
+
+def row_key(seq: int, priority: int, group_path: bytes | None) -> bytes:
+    """Where a message is stored, and its ready index key: priority|seq, after its group path when the
+    partition has fair ordering (group_path None: priority ordering)."""
+    key = _PRIORITY_SEQ.pack(priority + 2**31, seq)
+    return key if group_path is None else group_path + key
