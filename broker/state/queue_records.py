@@ -82,23 +82,31 @@ def decode_message(raw) -> StoredMessage:
                          key, error, raw[position + error_len:])
 
 
-def leased_rows(raws, deadline_ms: int, max_bytes: int) -> tuple[list[bytearray], list[bytes]]:
+def leased_rows(raws: list, deadline_ms: int, max_bytes: int) -> tuple[list[bytes], list[bytes]]:
     """The lease hot path, without decoding: the first stored messages of `raws` whose records fit in max_bytes
-    (at least one), each patched in place to IN_FLIGHT with one more delivery and the deadline; and their groups."""
-    rows: list[bytearray] = []
-    groups: list[bytes] = []
-    unpack, pack_into, header = _MESSAGE.unpack_from, _LEASE_HEAD.pack_into, _MESSAGE.size
+    (at least one), each with its leading fields rewritten (IN_FLIGHT, one more delivery, the deadline); and
+    their groups."""
+    if sum(map(len, raws)) > max_bytes:  # whole rows fit: so do their records, no need to size each one
+        raws = raws[:_fitting(raws, max_bytes)]
+    unpack, pack, head = _LEASE_HEAD.unpack_from, _LEASE_HEAD.pack, _LEASE_HEAD.size
+    rows = [pack(IN_FLIGHT, priority, count + 1, enqueued, available, deadline_ms) + raw[head:]
+            for raw in raws for _, priority, count, enqueued, available, _ in (unpack(raw),)]
+    return rows, [_group_of(raw) for raw in raws]
+
+
+def _fitting(raws: list, max_bytes: int) -> int:
+    """How many of the first messages have records that fit in max_bytes together (at least one)."""
     size = 0
-    for raw in raws:
-        _, priority, count, enqueued, available, _, _, group_len, key_len, error_len = unpack(raw)
-        size += len(raw) - header - group_len - key_len - error_len
-        if rows and size > max_bytes:
-            break
-        row = bytearray(raw)
-        pack_into(row, 0, IN_FLIGHT, priority, count + 1, enqueued, available, deadline_ms)
-        rows.append(row)
-        groups.append(raw[header:header + group_len])
-    return rows, groups
+    for taken, raw in enumerate(raws):
+        size += record_bytes(raw)
+        if taken and size > max_bytes:
+            return taken
+    return len(raws)
+
+
+def _group_of(raw) -> bytes:
+    group_len = _GROUP_LEN.unpack_from(raw, _GROUP_LEN_AT)[0]
+    return raw[_MESSAGE.size:_MESSAGE.size + group_len] if group_len else b""
 
 
 def record_bytes(raw) -> int:
@@ -111,8 +119,7 @@ def leased_group(raw, delivery_count: int) -> bytes | None:
     """The ack hot path: the message's group when it is in flight at that delivery, else None."""
     if _STATE_COUNT.unpack_from(raw) != (IN_FLIGHT, delivery_count):
         return None
-    group_len = _GROUP_LEN.unpack_from(raw, _GROUP_LEN_AT)[0]
-    return raw[_MESSAGE.size:_MESSAGE.size + group_len] if group_len else b""
+    return _group_of(raw)
 
 
 def ready_value(enqueued_ms: int, group: bytes) -> bytes:
