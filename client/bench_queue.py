@@ -23,7 +23,7 @@ from raftbus.client.errors import RequestTimedOut
 from raftbus.client.producer import Producer
 from raftbus.client.queue_consumer import QueueConsumer
 from raftbus.client.queue_producer import QueueStubs
-from raftbus.client.queue_wire import LEASE_REF, delivery_count_of, iter_messages, priority_of
+from raftbus.client.queue_wire import lease_heads, pack_leases
 from raftbus.client.router import Router
 from raftbus.client.wire import queues_pb2 as qpb
 
@@ -75,16 +75,14 @@ def _drain_partition(stubs: QueueStubs, router: Router, topic: str, partition: i
                                        lambda conn: stubs(conn).Lease(request, timeout=30)).packed_messages
         if not packed:
             break
-        refs = []
-        for mid, message in iter_messages(packed):
-            priority = priority_of(message)
+        heads = lease_heads(packed)
+        for _, priority, _ in heads:
             inversions += priority < last_priority
             last_priority = priority
-            refs.append(LEASE_REF.pack(mid, delivery_count_of(message)))
-        ack = qpb.AckRequest(topic=topic, partition=partition, packed_leases=b"".join(refs), settler_id=settler_id,
-                             sequence=sequence)
+        ack = qpb.AckRequest(topic=topic, partition=partition, settler_id=settler_id, sequence=sequence,
+                             packed_leases=pack_leases((mid, count) for mid, _, count in heads))
         answer = router.call_partition(topic, partition, lambda conn: stubs(conn).Ack(ack, timeout=30))
-        done += len(refs) - len(answer.failures)
+        done += len(heads) - len(answer.failures)
     out[(partition, caller)] = (done, inversions)
 
 

@@ -25,6 +25,7 @@ _DELIVERY_COUNT = struct.Struct(">I")
 _DELIVERY_COUNT_AT = 5             # offset of delivery_count in a message
 _PRIORITY = struct.Struct(">i")
 _PRIORITY_AT = 1
+_ENTRY_HEAD = struct.Struct(">QIBiI")  # an entry's id and length, then the message's state, priority, count
 
 
 class MessageFields(NamedTuple):
@@ -93,7 +94,25 @@ def priority_of(message) -> int:
 
 def lease_refs_of(packed: bytes) -> bytes:
     """The packed leases that name every message of a packed lease answer (to ack them all)."""
-    return b"".join(LEASE_REF.pack(mid, delivery_count_of(message)) for mid, message in iter_messages(packed))
+    return pack_leases((mid, count) for mid, _, count in lease_heads(packed))
+
+
+def lease_heads(packed: bytes) -> list[tuple[int, int, int]]:
+    """(message_id, priority, delivery_count) of each packed message: what a worker needs to ack them and to
+    order them, read with one unpack per message. InvalidArgument when malformed."""
+    heads, position, end = [], 0, len(packed)
+    unpack, header = _ENTRY_HEAD.unpack_from, ENTRY.size + MESSAGE_HEADER.size
+    while position < end:
+        if position + header > end:
+            raise InvalidArgument("packed messages end inside a message header")
+        mid, length, _, priority, count = unpack(packed, position)
+        if length < MESSAGE_HEADER.size:
+            raise InvalidArgument("packed message shorter than its header")
+        heads.append((mid, priority, count))
+        position += ENTRY.size + length
+    if position != end:
+        raise InvalidArgument("packed message of a wrong length")
+    return heads
 
 
 # ---------------------------------------------------------------------- packed leases

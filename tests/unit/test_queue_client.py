@@ -10,7 +10,7 @@ from raftbus.client.queue_ids import message_id, split_message_id
 from raftbus.client.queue_messages import GroupQueueStats, Message, PartitionQueueStats, QueueStats
 from raftbus.client.queue_producer import QueueStubs, queue_partition
 from raftbus.client.murmur2 import partition_for_key
-from raftbus.client.queue_wire import unpack_leases
+from raftbus.client.queue_wire import MESSAGE_HEADER, pack_messages, unpack_leases
 from raftbus.client.queues import Queues
 from raftbus.client.records import encode_batch
 from raftbus.client.wire import queues_pb2 as qpb
@@ -134,6 +134,23 @@ def test_extend_updates_the_message_deadline():
     message = Message.from_proto("jobs", leased(message_id(0, 1)), settlements)
     assert message.extend(5_000).result(5) == 999 and message.lease_deadline_ms == 999
     settlements.close(1)
+
+
+def test_queues_client_leases_packed_and_acks_packed():
+    record = encode_batch([(7, b"k", b"v", ())])[0]
+    rows = {seq: MESSAGE_HEADER.pack(3, seq, 1, 5, 5, 99, 0, 0, 0, 0) + record for seq in (4, 13)}  # in flight
+    channel = FakeChannel({
+        "Lease": lambda r: qpb.LeaseResponse(packed_messages=pack_messages(
+            [(message_id(r.partition, seq), row) for seq, row in rows.items()]) if r.packed else b""),
+        "Ack": ack_answers})
+    queues = Queues(router=FakeRouter(channel))
+    leased = queues.lease("jobs", 2, max_messages=10)
+    assert [(m.message_id, m.partition, m.priority, m.value, m.lease_deadline_ms) for m in leased] == \
+        [(message_id(2, 4), 2, 4, b"v", 99), (message_id(2, 13), 2, 13, b"v", 99)]
+    answers = queues.ack_many(leased)
+    assert answers[0] is None and isinstance(answers[1], errors.LeaseLost)
+    ack = channel.requests[-1][1]
+    assert unpack_leases(ack.packed_leases) == [(message_id(2, 4), 1), (message_id(2, 13), 1)] and not ack.leases
 
 
 def test_queues_client_groups_deletes_by_partition_and_answers_per_id():

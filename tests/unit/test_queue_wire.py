@@ -10,6 +10,7 @@ from raftbus.client.queue_wire import (
     MessageFields,
     delivery_count_of,
     iter_messages,
+    lease_heads,
     lease_refs_of,
     message_fields,
     pack_leases,
@@ -37,6 +38,7 @@ def test_a_stored_message_is_a_packed_message():
     assert message_fields(second)[7:10] == (b"", b"", b"")
     assert (priority_of(second), delivery_count_of(second)) == (-4, 1)
     assert unpack_leases(lease_refs_of(packed)) == [(message_id(2, 5), 2), (message_id(2, 6), 1)]
+    assert lease_heads(packed) == [(message_id(2, 5), 3, 2), (message_id(2, 6), -4, 1)]
 
 
 def test_packed_leases_round_trip():
@@ -54,6 +56,8 @@ def test_packed_leases_round_trip():
 def test_malformed_packed_messages_are_refused(packed):
     with pytest.raises(errors.InvalidArgument):
         list(iter_messages(packed))
+    with pytest.raises(errors.InvalidArgument):
+        lease_heads(packed)
 
 
 def test_field_lengths_past_the_end_are_refused():
