@@ -3,9 +3,10 @@
 1. enqueue `--messages` messages of `--record-bytes` bytes with random priorities 0-9 (Producer, per-message
    send, batched by partition) — enqueue_per_s;
 2. `--consumers` processes lease and ack them all, BENCH_QUEUE_CALLERS_PER_PARTITION threads per partition, with
-   batched calls (Lease of `--lease-batch` messages, then one Ack of the batch) — lease_ack_per_s from the first
-   lease to the last ack; priority_order_violations counts leases that came out of priority order within a
-   caller (0 when it holds);
+   batched calls (Lease of `--lease-batch` messages, BENCH_QUEUE_LEASE_BATCH_MESSAGES by default, then one Ack of
+   the batch; packed answers and acks, as the SDK sends them) — lease_ack_per_s from the first lease to the last
+   ack; priority_order_violations counts leases that came out of priority order within a caller (0 when it
+   holds);
 3. `--delayed-messages` messages due 0.5-3 s ahead are streamed to a QueueConsumer, which notes when each one
    arrives — lateness_p50/p99_ms is arrival minus deliver_at_ms (by this machine's clock, as the brokers').
 """
@@ -35,7 +36,8 @@ PRIORITIES = 10
 def add_queue_arguments(parser) -> None:
     parser.add_argument("--messages", type=int, default=200_000, help="queue: messages leased and acked")
     parser.add_argument("--consumers", type=int, default=1, help="queue: lease+ack processes")
-    parser.add_argument("--lease-batch", type=int, default=500, help="queue: messages per lease and ack")
+    parser.add_argument("--lease-batch", type=int, default=settings.BENCH_QUEUE_LEASE_BATCH_MESSAGES,
+                        help="queue: messages per lease and ack (at most the brokers' queue_lease_messages_max)")
     parser.add_argument("--delayed-messages", type=int, default=2_000, help="queue: delayed messages timed")
 
 

@@ -69,6 +69,10 @@ BENCH_LIGHT_LOAD_DURATION_MS = 3_000
 BENCH_WORKER_READY_TIMEOUT_MS = 60_000
 BENCH_BATCHES_QUEUED_PER_PARTITION = 5
 BENCH_QUEUE_CALLERS_PER_PARTITION = 2   # lease+ack loops per partition (one leases while another acks)
+# Messages per Lease (and per Ack) of `bench queue`: the most one lease may take (the brokers' default
+# queue_lease_messages_max), as a worker pool draining a backlog asks for; the peer benchmark's NATS workers
+# fetch the same 1,000 per call.
+BENCH_QUEUE_LEASE_BATCH_MESSAGES = 1_000
 
 
 def bootstrap_default() -> str:
