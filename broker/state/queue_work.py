@@ -25,8 +25,8 @@ from .queue_records import (
 )
 from .queue_retries import check_sequence, producer_batches, remember_batch, remember_settled, settled_before
 from .queue_tables import (
-    IDEMPOTENCY,
     DELAYED_T,
+    IDEMPOTENCY,
     IDEMPOTENCY_EXPIRY,
     LOCATORS,
     MESSAGES,
