@@ -145,8 +145,17 @@ def _settler(settler_id: bytes, sequence: int) -> bytes:
 
 def encode_ack(now_ms: int, policy: QueuePolicy, leases, *, settler_id: bytes = b"", sequence: int = 0) -> bytes:
     """leases: (seq, delivery_count) pairs."""
-    return b"".join([_header(ACK, now_ms, policy), _settler(settler_id, sequence), _COUNT.pack(len(leases)),
-                     *(_ACK.pack(*pair) for pair in leases)])
+    return encode_ack_packed(now_ms, policy, b"".join([_ACK.pack(*pair) for pair in leases]), settler_id=settler_id,
+                             sequence=sequence)
+
+
+def encode_ack_packed(now_ms: int, policy: QueuePolicy, packed_leases: bytes, *, settler_id: bytes = b"",
+                      sequence: int = 0) -> bytes:
+    """packed_leases: (seq >Q, delivery_count >I) per lease, the body's own layout (copied, not re-encoded)."""
+    if len(packed_leases) % _ACK.size:
+        raise errors.InvalidArgument(f"packed leases of {len(packed_leases)} bytes are not whole")
+    return b"".join([_header(ACK, now_ms, policy), _settler(settler_id, sequence),
+                     _COUNT.pack(len(packed_leases) // _ACK.size), packed_leases])
 
 
 def encode_nack(now_ms: int, policy: QueuePolicy, nacks, *, settler_id: bytes = b"", sequence: int = 0) -> bytes:
@@ -215,23 +224,30 @@ def _take(body, position: int, length: int) -> tuple[bytes, int]:
 
 
 def _decode_enqueue(body) -> Enqueue:
+    body = bytes(body)  # one copy: each field below is then a single slice
+    size = len(body)
     id_end = 1 + body[0]
-    producer_id = bytes(body[1:id_end])
+    producer_id = body[1:id_end]
     base_sequence, count = _PRODUCER.unpack_from(body, id_end)
     position = id_end + _PRODUCER.size
+    unpack, item_size = _ITEM.unpack_from, _ITEM.size
     items = []
     for _ in range(count):
         (priority, deliver_at_ms, delivery_count, enqueued_ms, origin_id, group_len, key_len, error_len,
-         record_len) = _ITEM.unpack_from(body, position)
-        position += _ITEM.size
-        group, position = _take(body, position, group_len)
-        key, position = _take(body, position, key_len)
-        error, position = _take(body, position, error_len)
-        record, position = _take(body, position, record_len)
-        check_group(group)
-        items.append(EnqueueItem(priority, deliver_at_ms, delivery_count, enqueued_ms, origin_id, group, key, error,
-                                 record))
-    if position != len(body) or not items or base_sequence < 0:
+         record_len) = unpack(body, position)
+        group_end = position + item_size + group_len
+        key_end = group_end + key_len
+        error_end = key_end + error_len
+        end = error_end + record_len
+        if end > size:
+            raise ValueError("field runs past the end")
+        group = body[position + item_size:group_end]
+        if group:
+            check_group(group)
+        items.append(EnqueueItem(priority, deliver_at_ms, delivery_count, enqueued_ms, origin_id, group,
+                                 body[group_end:key_end], body[key_end:error_end], body[error_end:end]))
+        position = end
+    if position != size or not items or base_sequence < 0:
         raise errors.CorruptBatch("enqueue command has trailing bytes, no messages or a negative sequence")
     return Enqueue(producer_id, base_sequence, tuple(items))
 

@@ -3,14 +3,17 @@
 1. enqueue `--messages` messages of `--record-bytes` bytes with random priorities 0-9 (Producer, per-message
    send, batched by partition) — enqueue_per_s;
 2. `--consumers` processes lease and ack them all, BENCH_QUEUE_CALLERS_PER_PARTITION threads per partition, with
-   batched calls (Lease of `--lease-batch` messages, then one Ack of the batch) — lease_ack_per_s from the first
-   lease to the last ack; priority_order_violations counts leases that came out of priority order within a
-   caller (0 when it holds);
+   batched calls (Lease of `--lease-batch` messages, BENCH_QUEUE_LEASE_BATCH_MESSAGES by default, then one Ack of
+   the batch; packed answers and acks, as the SDK sends them) — lease_ack_per_s from the first lease to the last
+   ack; priority_order_violations counts leases that came out of priority order within a caller (0 when it
+   holds);
 3. `--delayed-messages` messages due 0.5-3 s ahead are streamed to a QueueConsumer, which notes when each one
    arrives — lateness_p50/p99_ms is arrival minus deliver_at_ms (by this machine's clock, as the brokers').
 """
 from __future__ import annotations
 
+import itertools
+import os
 import random
 import threading
 import time
@@ -21,6 +24,7 @@ from raftbus.client.errors import RequestTimedOut
 from raftbus.client.producer import Producer
 from raftbus.client.queue_consumer import QueueConsumer
 from raftbus.client.queue_producer import QueueStubs
+from raftbus.client.queue_wire import lease_heads, pack_leases
 from raftbus.client.router import Router
 from raftbus.client.wire import queues_pb2 as qpb
 
@@ -32,7 +36,8 @@ PRIORITIES = 10
 def add_queue_arguments(parser) -> None:
     parser.add_argument("--messages", type=int, default=200_000, help="queue: messages leased and acked")
     parser.add_argument("--consumers", type=int, default=1, help="queue: lease+ack processes")
-    parser.add_argument("--lease-batch", type=int, default=500, help="queue: messages per lease and ack")
+    parser.add_argument("--lease-batch", type=int, default=settings.BENCH_QUEUE_LEASE_BATCH_MESSAGES,
+                        help="queue: messages per lease and ack (at most the brokers' queue_lease_messages_max)")
     parser.add_argument("--delayed-messages", type=int, default=2_000, help="queue: delayed messages timed")
 
 
@@ -60,23 +65,26 @@ def enqueue_load(spec, ready) -> dict:
 def _drain_partition(stubs: QueueStubs, router: Router, topic: str, partition: int, batch: int, out: dict,
                      caller: int) -> None:
     """Lease and ack until a lease comes back empty; count messages and priority inversions (one caller's
-    leases come out in priority order; callers on one partition interleave)."""
+    leases come out in priority order; callers on one partition interleave). Packed answers and acks, as the
+    SDK sends them; each caller is a settler of its own, so a retried ack would be answered as first applied."""
     done = inversions = 0
     last_priority = -1
-    while True:
-        request = qpb.LeaseRequest(topic=topic, partition=partition, max_messages=batch,
-                                   visibility_ms=LEASE_VISIBILITY_MS)
-        leased = router.call_partition(topic, partition, lambda conn: stubs(conn).Lease(request, timeout=30)).messages
-        if not leased:
+    settler_id = os.urandom(16)
+    request = qpb.LeaseRequest(topic=topic, partition=partition, max_messages=batch,
+                               visibility_ms=LEASE_VISIBILITY_MS, packed=True)
+    for sequence in itertools.count(1):
+        packed = router.call_partition(topic, partition,
+                                       lambda conn: stubs(conn).Lease(request, timeout=30)).packed_messages
+        if not packed:
             break
-        refs = []
-        for m in leased:
-            inversions += m.priority < last_priority
-            last_priority = m.priority
-            refs.append(qpb.LeaseRef(message_id=m.message_id, delivery_count=m.delivery_count))
-        ack = qpb.AckRequest(topic=topic, partition=partition, leases=refs)
-        answers = router.call_partition(topic, partition, lambda conn: stubs(conn).Ack(ack, timeout=30)).results
-        done += sum(1 for a in answers if not a.HasField("error"))
+        heads = lease_heads(packed)
+        for _, priority, _ in heads:
+            inversions += priority < last_priority
+            last_priority = priority
+        ack = qpb.AckRequest(topic=topic, partition=partition, settler_id=settler_id, sequence=sequence,
+                             packed_leases=pack_leases((mid, count) for mid, _, count in heads))
+        answer = router.call_partition(topic, partition, lambda conn: stubs(conn).Ack(ack, timeout=30))
+        done += len(heads) - len(answer.failures)
     out[(partition, caller)] = (done, inversions)
 
 

@@ -28,9 +28,10 @@ from raftbus.client.errors import (
     error_from_code,
     error_from_rpc,
 )
-from raftbus.client.queue_messages import Message
+from raftbus.client.queue_messages import Message, leased_messages
 from raftbus.client.queue_producer import QueueStubs
-from raftbus.client.queues import item_errors
+from raftbus.client.queue_wire import pack_leases
+from raftbus.client.queues import item_errors, packed_errors
 from raftbus.client.router import Router
 from raftbus.client.wire import queues_pb2 as qpb
 
@@ -119,6 +120,10 @@ class _Settlements:
             for *_, future in entries:
                 future.set_exception(err)
             return
+        if kind == _ACK:
+            for (*_, future), error in zip(entries, packed_errors(response, len(entries))):
+                future.set_result(None) if error is None else future.set_exception(error)
+            return
         for (kind_, message, _, future), error, result in zip(entries, item_errors(response), response.results):
             if error is not None:
                 future.set_exception(error)
@@ -131,8 +136,8 @@ class _Settlements:
 
 def _request(kind: str, topic: str, partition: int, entries: list):
     if kind == _ACK:
-        return qpb.AckRequest(topic=topic, partition=partition, leases=[
-            qpb.LeaseRef(message_id=m.message_id, delivery_count=m.delivery_count) for _, m, _, _ in entries])
+        return qpb.AckRequest(topic=topic, partition=partition, packed_leases=pack_leases(
+            (m.message_id, m.delivery_count) for _, m, _, _ in entries))
     if kind == _NACK:
         return qpb.NackRequest(topic=topic, partition=partition, nacks=[
             qpb.NackItem(message_id=m.message_id, delivery_count=m.delivery_count, reason=reason,
@@ -227,7 +232,7 @@ class QueueConsumer:
     def _stream(self, topic: str, partition: int) -> None:
         failures = 0
         request = qpb.LeaseRequest(topic=topic, partition=partition, max_messages=self.lease_batch_messages,
-                                   visibility_ms=self.visibility_ms, max_in_flight=self.prefetch)
+                                   visibility_ms=self.visibility_ms, max_in_flight=self.prefetch, packed=True)
         while not self._stopping.is_set():
             try:
                 call = self.stubs.for_partition(topic, partition).LeaseStream(request)
@@ -241,8 +246,8 @@ class QueueConsumer:
                                               leader_id=response.error.leader_id or None,
                                               leader_address=response.error.leader_address or None)
                     failures = 0
-                    for m in response.messages:
-                        self._buffer.put(Message.from_proto(topic, m, self.settlements))
+                    for message in leased_messages(topic, partition, response, self.settlements):
+                        self._buffer.put(message)
                 err: RaftbusError = Unavailable("lease stream ended")
             except grpc.RpcError as exc:
                 err = error_from_rpc(exc)

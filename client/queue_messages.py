@@ -5,6 +5,7 @@ from concurrent.futures import Future
 from dataclasses import asdict, dataclass
 from typing import Protocol
 
+from raftbus.client.queue_wire import STATE_NAMES, iter_messages, message_fields
 from raftbus.client.records import Header, decode_batch
 from raftbus.client.wire import queues_pb2 as qpb
 
@@ -68,6 +69,18 @@ class Message:
                    m.available_ms, m.lease_deadline_ms, m.origin_id, m.idempotency_key, m.last_error, key, value,
                    tuple(headers or ()), timestamp_ms, settler)
 
+    @classmethod
+    def from_packed(cls, topic: str, partition: int, message_id: int, message,
+                    settler: Settler | None = None) -> "Message":
+        """One message of a packed batch (proto/queues.proto)."""
+        f = message_fields(message)
+        records = decode_batch(f.record) if f.record else [(0, None, None, ())]
+        timestamp_ms, key, value, headers = records[0]
+        return cls(topic, partition, message_id, STATE_NAMES.get(f.state, "unknown"), f.priority, _utf8(f.group),
+                   f.delivery_count, f.enqueued_ms, f.available_ms, f.lease_deadline_ms, f.origin_id,
+                   _utf8(f.idempotency_key), _utf8(f.last_error), key, value, tuple(headers or ()), timestamp_ms,
+                   settler)
+
     @property
     def id(self) -> int:
         """The message id (same as message_id)."""
@@ -98,6 +111,19 @@ class Message:
         data["value"] = _text(self.value)
         data["headers"] = [[name, _text(value)] for name, value in self.headers]
         return data
+
+
+def leased_messages(topic: str, partition: int, response: qpb.LeaseResponse,
+                    settler: Settler | None = None) -> list[Message]:
+    """The messages of a lease answer, packed or not."""
+    if response.packed_messages:
+        return [Message.from_packed(topic, partition, mid, message, settler)
+                for mid, message in iter_messages(response.packed_messages)]
+    return [Message.from_proto(topic, m, settler) for m in response.messages]
+
+
+def _utf8(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="replace")
 
 
 def _text(data: bytes | None) -> str | None:

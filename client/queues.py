@@ -15,8 +15,9 @@ from concurrent.futures import Future
 from raftbus.client import settings
 from raftbus.client.errors import RaftbusError, error_from_code
 from raftbus.client.queue_ids import partition_of
-from raftbus.client.queue_messages import Message, PartitionQueueStats, QueueStats
+from raftbus.client.queue_messages import Message, PartitionQueueStats, QueueStats, leased_messages
 from raftbus.client.queue_producer import QueueStubs
+from raftbus.client.queue_wire import pack_leases
 from raftbus.client.router import Router
 from raftbus.client.wire import queues_pb2 as qpb
 
@@ -25,6 +26,15 @@ def item_errors(response: qpb.QueueBatchResponse) -> list[RaftbusError | None]:
     """Per message: None when done, else its typed error."""
     return [error_from_code(r.error.code, r.error.message) if r.HasField("error") and r.error.code else None
             for r in response.results]
+
+
+def packed_errors(response: qpb.QueueBatchResponse, count: int) -> list[RaftbusError | None]:
+    """item_errors of a request with `count` packed items: the answer lists only the refused ones."""
+    errors: list[RaftbusError | None] = [None] * count
+    for failure in response.failures:
+        if failure.index < count:
+            errors[failure.index] = error_from_code(failure.error.code, failure.error.message)
+    return errors
 
 
 def by_partition(ids: Iterable[int]) -> dict[int, list[int]]:
@@ -55,14 +65,12 @@ class Queues:
               max_wait_ms: int = 0) -> list[Message]:
         """Lease up to max_messages of one partition, waiting up to max_wait_ms for one to be due."""
         request = qpb.LeaseRequest(topic=topic, partition=partition, max_messages=max_messages,
-                                   visibility_ms=visibility_ms, max_wait_ms=max_wait_ms)
-        response = self._call(topic, partition, "Lease", request)
-        return [Message.from_proto(topic, m, self) for m in response.messages]
+                                   visibility_ms=visibility_ms, max_wait_ms=max_wait_ms, packed=True)
+        return leased_messages(topic, partition, self._call(topic, partition, "Lease", request), self)
 
     def ack_many(self, messages: list[Message]) -> list[RaftbusError | None]:
         return self._settle(messages, "Ack", lambda topic, p, chosen: qpb.AckRequest(
-            topic=topic, partition=p, leases=[qpb.LeaseRef(message_id=m.message_id, delivery_count=m.delivery_count)
-                                              for m in chosen]))
+            topic=topic, partition=p, packed_leases=pack_leases((m.message_id, m.delivery_count) for m in chosen)))
 
     def nack_many(self, messages: list[Message], delay_ms: int | None = None,
                   reason: str = "") -> list[RaftbusError | None]:
@@ -82,7 +90,8 @@ class Queues:
             request = build(topic, partition, chosen)
             request.settler_id, request.sequence = self.settler_id, next(self._sequence)
             response = self._call(topic, partition, method, request)
-            for m, error in zip(chosen, item_errors(response)):
+            errors = packed_errors(response, len(chosen)) if method == "Ack" else item_errors(response)
+            for m, error in zip(chosen, errors):
                 answers[id(m)] = error
         return [answers[id(m)] for m in messages]
 

@@ -73,6 +73,10 @@ BENCH_IDLE_PARTITIONS = 100             # partitions of the idle topic in `raftb
 BENCH_IDLE_SECONDS = 10.0               # how long idle CPU is measured
 BENCH_IDLE_SETTLE_MS = 8_000            # wait after creating the idle topic (leader hand-offs) before measuring
 BENCH_QUEUE_CALLERS_PER_PARTITION = 2   # lease+ack loops per partition (one leases while another acks)
+# Messages per Lease (and per Ack) of `bench queue`: the most one lease may take (the brokers' default
+# queue_lease_messages_max), as a worker pool draining a backlog asks for; the peer benchmark's NATS workers
+# fetch the same 1,000 per call.
+BENCH_QUEUE_LEASE_BATCH_MESSAGES = 1_000
 
 
 def bootstrap_default() -> str:

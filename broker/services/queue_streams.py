@@ -54,6 +54,10 @@ class StreamRegistry:
         with self._lock:
             return min(window.held.values(), default=None)
 
+    def holding(self) -> bool:
+        """Whether any stream holds unsettled leases (else settling needs no bookkeeping here)."""
+        return bool(self._owners)
+
     def settled(self, group_id: str, seqs) -> bool:
         """Leases acked, nacked or deleted; True when a stream of this broker held one of them."""
         freed = False

@@ -1,11 +1,14 @@
 """The values the queue service takes and gives (no gRPC): messages to enqueue, message views, statistics."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from raftbus.client.queue_ids import message_id
+from raftbus.client.queue_ids import SEQ_BITS, message_id
+from raftbus.client.queue_wire import MESSAGE_HEADER, pack_messages
 
-from ..state.queue_records import StoredMessage
+from ..state.queue_records import StoredMessage, decode_message
+from ..state.queue_tables import LeasedBatch
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +50,49 @@ class MessageView:
         return cls(message_id(partition, seq), partition, m.state_name, m.priority, _text(m.group), m.delivery_count,
                    m.enqueued_ms, m.available_ms, m.deadline_ms, m.origin_id, _text(m.idempotency_key),
                    _text(m.last_error), m.record)
+
+
+class LeasedMessages(Sequence):
+    """The messages one lease took from a partition, as stored: MessageViews on demand (indexing), or packed
+    for the wire without decoding them."""
+
+    __slots__ = ("partition", "batch")
+
+    def __init__(self, partition: int, batch: LeasedBatch):
+        self.partition = partition
+        self.batch = batch
+
+    @classmethod
+    def none(cls, partition: int) -> "LeasedMessages":
+        return cls(partition, LeasedBatch([], []))
+
+    def __len__(self) -> int:
+        return len(self.batch)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, (list, tuple, LeasedMessages)) and list(self) == list(other)
+
+    __hash__ = None
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        leased = self.batch[index]
+        return MessageView.of(self.partition, leased.seq, decode_message(leased.raw))
+
+    def seqs(self) -> list[int]:
+        return [int.from_bytes(key, "big") for key in self.batch.seq_keys]
+
+    @property
+    def lease_deadline_ms(self) -> int:
+        """The deadline every lease of the batch shares."""
+        return MESSAGE_HEADER.unpack_from(self.batch.rows[0])[5]
+
+    def packed(self) -> bytes:
+        """The packed messages of proto/queues.proto (the stored rows, framed with their ids)."""
+        base = self.partition << SEQ_BITS
+        return pack_messages((base | int.from_bytes(key, "big"), row)
+                             for key, row in zip(self.batch.seq_keys, self.batch.rows))
 
 
 @dataclass(frozen=True, slots=True)

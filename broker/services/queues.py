@@ -14,16 +14,18 @@ from concurrent.futures import Future
 from contextlib import contextmanager
 
 from raftbus.client import errors
-from raftbus.client.queue_ids import SEQ_MASK, message_id, split_message_id
+from raftbus.client.queue_ids import SEQ_BITS, SEQ_MASK, message_id, split_message_id
+from raftbus.client.queue_wire import LEASE_REF, unpack_leases
 
 from .. import queue_commands as qc
 from ..state.queue_records import DEAD, DELAYED, IN_FLIGHT, READY
 from .context import BrokerContext, PartitionReplica, partition_group_id, wait_result
 from .queue_config import policy_for
 from .queue_streams import StreamRegistry
-from .queue_types import GroupStatsView, MessageView, NewMessage, PartitionStatsView
+from .queue_types import GroupStatsView, LeasedMessages, MessageView, NewMessage, PartitionStatsView
 
 STATES = {"ready": READY, "delayed": DELAYED, "in_flight": IN_FLIGHT, "dead": DEAD}
+_PARTITION_BYTES = (64 - SEQ_BITS) // 8  # the leading bytes of a big-endian message id: its partition
 
 
 class QueueService:
@@ -66,7 +68,7 @@ class QueueService:
         result = self.submit(replica, command)
         return result.enqueued_ms, [(message_id(partition, m.seq), m.duplicate) for m in result.messages]
 
-    def _bounded(self, items: list, what: str) -> list:
+    def _bounded(self, items, what: str):
         if not items:
             raise errors.EmptyBatch(f"{what} needs at least one message")
         if len(items) > self.settings.queue_batch_messages_max:
@@ -116,14 +118,13 @@ class QueueService:
         return sm.deliverable() or (due is not None and due <= self.now_ms())
 
     def _lease_now(self, replica: PartitionReplica, topic: str, max_messages: int,
-                   visibility_ms: int) -> list[MessageView]:
+                   visibility_ms: int) -> LeasedMessages:
         command = qc.encode_lease(self.now_ms(), self.policy(topic), max_messages, self.settings.queue_lease_bytes_max,
                                   visibility_ms)
-        leased = self.submit(replica, command)
-        return [MessageView.of(replica.partition, one.seq, one.message) for one in leased]
+        return LeasedMessages(replica.partition, self.submit(replica, command))
 
     def lease(self, topic: str, partition: int, *, max_messages: int, visibility_ms: int = 0,
-              max_wait_ms: int = 0) -> list[MessageView]:
+              max_wait_ms: int = 0) -> LeasedMessages:
         """Lease up to max_messages; with max_wait_ms, wait (bounded) for one to be due when none is."""
         max_messages, visibility_ms = self._lease_bounds(max_messages, visibility_ms)
         wait_s = min(max(max_wait_ms, 0), self.settings.queue_lease_wait_max_ms) / 1000
@@ -133,7 +134,7 @@ class QueueService:
             return self._lease_waiting(topic, partition, max_messages, visibility_ms, time.monotonic() + wait_s)
 
     def _lease_waiting(self, topic: str, partition: int, max_messages: int, visibility_ms: int,
-                       deadline: float) -> list[MessageView]:
+                       deadline: float) -> LeasedMessages:
         while True:
             replica = self.replica(topic, partition)
             tried = self._due_now(replica)
@@ -143,13 +144,13 @@ class QueueService:
                     return leased
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                return []
+                return LeasedMessages.none(partition)
             self._wait(replica, self._until_due_s(replica, remaining),
                        None if tried else (lambda r=replica: self._due_now(r)))
 
     def lease_stream(self, topic: str, partition: int, *, max_messages: int, visibility_ms: int = 0,
                      max_in_flight: int = 0, is_active: Callable[[], bool] = lambda: True
-                     ) -> Iterator[list[MessageView]]:
+                     ) -> Iterator[LeasedMessages]:
         """Batches of leased messages as they become due, keeping at most max_in_flight leases unsettled.
 
         Ends when is_active() turns false; raises (NotLeader...) when this broker stops leading the partition.
@@ -169,8 +170,8 @@ class QueueService:
                 if tried:
                     leased = self._lease_now(replica, topic, min(room, max_messages), visibility_ms)
                     if leased:
-                        self.streams.delivered(window, [(split_message_id(m.message_id)[1], m.lease_deadline_ms)
-                                                        for m in leased])
+                        deadline_ms = leased.lease_deadline_ms
+                        self.streams.delivered(window, [(seq, deadline_ms) for seq in leased.seqs()])
                         yield leased
                         continue
                 self._wait(replica, self._stream_wait_s(replica, window, room),
@@ -266,6 +267,31 @@ class QueueService:
         self._freed(topic, partition, ids, answers)
         return answers
 
+    def ack_packed(self, topic: str, partition: int, packed: bytes, *, settler_id: bytes = b"",
+                   sequence: int = 0) -> list[tuple[int, errors.RaftbusError]]:
+        """Ack packed leases (proto/queues.proto: message_id >Q | delivery_count >I each); the refused ones as
+        (index, error), the others are done. The hot path: when every id is of this partition the bytes become
+        the command as they are, with the partition bits cleared, and nothing is done per message."""
+        count = len(packed) // LEASE_REF.size
+        if len(packed) % LEASE_REF.size:
+            raise errors.InvalidArgument(f"packed_leases of {len(packed)} bytes are not "
+                                         f"{LEASE_REF.size}-byte references")
+        self._bounded(range(count), "ack")
+        _check_settler(settler_id)
+        replica = self.replica(topic, partition)
+        if not _all_of_partition(packed, partition, count):
+            answers = self.ack(topic, partition, unpack_leases(packed), settler_id=settler_id, sequence=sequence)
+            return [(i, answer) for i, answer in enumerate(answers) if answer is not None]
+        seq_leases = bytearray(packed)
+        for position in range(_PARTITION_BYTES):
+            seq_leases[position::LEASE_REF.size] = bytes(count)
+        answers = self.submit(replica, qc.encode_ack_packed(self.now_ms(), self.policy(topic), bytes(seq_leases),
+                                                            settler_id=settler_id, sequence=sequence))
+        if self.streams.holding():
+            self._freed(topic, partition, [mid for mid, _ in LEASE_REF.iter_unpack(packed)], answers)
+        return [(i, _refusal(LEASE_REF.unpack_from(packed, i * LEASE_REF.size)[0], answer))
+                for i, answer in enumerate(answers) if answer is not None]
+
     def nack(self, topic: str, partition: int, nacks: list[tuple[int, int, int | None, str]], *,
              settler_id: bytes = b"", sequence: int = 0) -> list:
         """nacks: (message_id, delivery_count, delay_ms or None for the backoff, reason); settler as for ack."""
@@ -299,6 +325,8 @@ class QueueService:
 
     def _freed(self, topic: str, partition: int, ids, answers) -> None:
         """Give lease streams room for the leases these answers settled, and wake them."""
+        if not self.streams.holding():
+            return
         settled = [mid & SEQ_MASK for mid, answer in zip(ids, answers) if answer is None]
         group_id = self._group_id(topic, partition)
         replica = self.context.partitions.get(group_id)
@@ -396,6 +424,19 @@ def _utf8(text: str, what: str, bytes_max: int) -> bytes:
     if len(raw) > bytes_max:
         raise errors.InvalidArgument(f"{what} of {len(raw)} bytes exceeds {bytes_max} bytes")
     return raw
+
+
+def _all_of_partition(packed: bytes, partition: int, count: int) -> bool:
+    """Whether every packed lease names a message id of `partition` (its top bytes), checked without a loop."""
+    top = partition.to_bytes(_PARTITION_BYTES, "big")
+    return all(packed[i::LEASE_REF.size] == top[i:i + 1] * count for i in range(_PARTITION_BYTES))
+
+
+def _refusal(mid: int, answer: errors.RaftbusError) -> errors.RaftbusError:
+    """A packed ack's refusal, named as a per-message ack would: an id without a seq is not a message id."""
+    if isinstance(answer, errors.UnknownMessage) and not mid & SEQ_MASK:
+        return errors.InvalidArgument(f"{mid!r} is not a queue message id")
+    return _about(mid, answer)
 
 
 def _about(mid: int, answer):

@@ -17,13 +17,12 @@ from raftbus.client import errors
 
 from .. import queue_commands as qc
 from .queue_fair import group_path
-from .queue_reads import due_in, oldest_in_buckets, oldest_per_group, peek_in_flight, state_in
-from .queue_records import IN_FLIGHT, StoredMessage, decode_message, seq_key, seq_of
+from .queue_reads import due_in, oldest_in_buckets, oldest_per_group, peek_in_flight, state_in, stored_message
+from .queue_records import IN_FLIGHT, StoredMessage, seq_of
 from .queue_tables import (
     GROUP,
     GROUPS,
     INDEX_OF,
-    MESSAGES,
     META,
     STATE,
     STATE_KEY,
@@ -107,8 +106,7 @@ class QueueStateMachine:
 
     def get(self, seq: int) -> StoredMessage | None:
         with self._store.read() as txn:
-            raw = txn.get(MESSAGES, seq_key(seq))
-        return None if raw is None else decode_message(raw)
+            return stored_message(txn, seq)
 
     def peek(self, state: int, max_messages: int) -> list[tuple[int, StoredMessage]]:
         """Up to max_messages messages in `state`, in that index's order (delivery order for ready ones)."""
@@ -116,8 +114,8 @@ class QueueStateMachine:
             if state == IN_FLIGHT:
                 return peek_in_flight(txn, max_messages)
             keys = [bytes(k) for k, _ in itertools.islice(txn.items(INDEX_OF[state]), max_messages)]
-            found = [(seq_of(k), txn.get(MESSAGES, seq_key(seq_of(k)))) for k in keys]
-        return [(seq, decode_message(raw)) for seq, raw in found if raw is not None]
+            found = [(seq_of(k), stored_message(txn, seq_of(k))) for k in keys]
+        return [(seq, m) for seq, m in found if m is not None]
 
     def stats(self, groups_max: int, scan_max: int) -> PartitionStats:
         """Counts, the oldest ready message and per-group counts. The oldest ready message is found by visiting

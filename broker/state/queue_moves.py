@@ -7,21 +7,21 @@ by `finish`, with the applied Raft index.
 from __future__ import annotations
 
 import struct
+from collections import Counter
 
 from .. import queue_commands as qc
 from .queue_backoff import retry_delay_ms
 from .queue_fair import FairRotation, group_path
-from .queue_reads import due_in, in_flight_entry
+from .queue_reads import due_in, in_flight_entry, stored_message
 from .queue_records import (
     DEAD,
     DELAYED,
     IN_FLIGHT,
     READY,
     StoredMessage,
-    decode_message,
     encode_message,
-    priority_key,
     ready_value,
+    row_key,
     seq_key,
     seq_of,
     time_key,
@@ -38,6 +38,7 @@ from .queue_tables import (
     IN_FLIGHT_T,
     INDEX_OF,
     LEAVES,
+    LOCATORS,
     MESSAGES,
     META,
     PRODUCER_EXPIRY,
@@ -53,6 +54,7 @@ from .queue_tables import (
 )
 
 LEASE_EXPIRED = b"lease expired"
+NO_STATE = 0  # count_moves: where new messages come from and removed ones go
 IDEMPOTENCY_VALUE = struct.Struct(">Qq")  # seq, expires_ms
 
 
@@ -73,18 +75,25 @@ class MessageMoves:
 
     # ------------------------------------------------------------------ messages and indexes
     def message(self, seq: int) -> StoredMessage | None:
-        raw = self.txn.get(MESSAGES, seq_key(seq))
-        return None if raw is None else decode_message(raw)
+        return stored_message(self.txn, seq)
+
+    def row_key(self, seq: int, m: StoredMessage) -> bytes:
+        """Where the message is stored, and its ready index key."""
+        return row_key(seq, m.priority, group_path(m.group) if self.fair else None)
 
     def _index_key(self, seq: int, m: StoredMessage) -> bytes:
         if m.state == READY:
-            key = priority_key(m.priority, seq)
-            return group_path(m.group) + key if self.fair else key
+            return self.row_key(seq, m)
         if m.state == DELAYED:
             return time_key(m.available_ms, seq)
         if m.state == IN_FLIGHT:
             return time_key(m.deadline_ms, seq)
         return seq_key(seq)
+
+    def add(self, seq: int, m: StoredMessage) -> None:
+        """A new message: its locator, its row and its index entry."""
+        self.txn.put(LOCATORS, seq_key(seq), self.row_key(seq, m))
+        self.enter(seq, m)
 
     def enter(self, seq: int, m: StoredMessage) -> None:
         """Write the message and index it under its state."""
@@ -94,7 +103,7 @@ class MessageMoves:
         else:
             value = ready_value(m.enqueued_ms, m.group) if m.state == READY else b""
             txn.put(INDEX_OF[m.state], self._index_key(seq, m), value)
-        txn.put(MESSAGES, seq_key(seq), encode_message(m))
+        txn.put(MESSAGES, self.row_key(seq, m), encode_message(m))
         self._count(m.group, m.state, 1)
 
     def leave(self, seq: int, m: StoredMessage) -> None:
@@ -105,20 +114,38 @@ class MessageMoves:
 
     def add_in_flight(self, deadline_ms: int, seqs: list[int]) -> None:
         """Index leases ending at deadline_ms under one entry (merged with an entry of the same key)."""
-        key = time_key(deadline_ms, seqs[0])
+        self.add_in_flight_keys(deadline_ms, [SEQ.pack(seq) for seq in seqs])
+
+    def add_in_flight_keys(self, deadline_ms: int, seq_keys: list[bytes]) -> None:
+        """add_in_flight by seq keys (an entry's value is the seq keys back to back)."""
+        key = time_key(deadline_ms, seq_of(seq_keys[0]))
         old = self.txn.get(IN_FLIGHT_T, key)
-        packed = b"".join(SEQ.pack(seq) for seq in seqs)
+        packed = b"".join(seq_keys)
         self.txn.put(IN_FLIGHT_T, key, packed if old is None else bytes(old) + packed)
 
     def move(self, seq: int, m: StoredMessage, **changes) -> StoredMessage:
         moved = m._replace(**changes)
         self.leave(seq, m)
+        self._relocate(seq, m, moved)
         self.enter(seq, moved)
         return moved
 
+    def rewrite(self, seq: int, m: StoredMessage, changed: StoredMessage) -> None:
+        """Store changed fields of a message whose indexes do not depend on them."""
+        self._relocate(seq, m, changed)
+        self.txn.put(MESSAGES, self.row_key(seq, changed), encode_message(changed))
+
+    def _relocate(self, seq: int, m: StoredMessage, changed: StoredMessage) -> None:
+        """A new priority moves the row to its new row key."""
+        old_key, new_key = self.row_key(seq, m), self.row_key(seq, changed)
+        if new_key != old_key:
+            self.txn.delete(MESSAGES, old_key)
+            self.txn.put(LOCATORS, seq_key(seq), new_key)
+
     def remove(self, seq: int, m: StoredMessage) -> None:
         self.leave(seq, m)
-        self.txn.delete(MESSAGES, seq_key(seq))
+        self.txn.delete(MESSAGES, self.row_key(seq, m))
+        self.txn.delete(LOCATORS, seq_key(seq))
 
     def retry(self, seq: int, m: StoredMessage, delay_ms: int, reason: bytes) -> StoredMessage:
         """Back to ready (after delay_ms, or the backoff) — or dead once the deliveries reached the maximum."""
@@ -139,6 +166,22 @@ class MessageMoves:
             raw = self.txn.get(GROUPS, b"g" + group)
             counts = self._groups[group] = [0, *(GROUP.unpack(raw) if raw is not None else (0, 0, 0, 0))]
         return counts
+
+    def count_moves(self, groups: list[bytes], old_state: int, new_state: int) -> None:
+        """Count messages of `groups` (one entry per message) leaving old_state for new_state; NO_STATE as the
+        old one counts new messages, as the new one removed messages (slot 0 of the counters absorbs it)."""
+        moved = len(groups)
+        if not moved:
+            return
+        counts = self.counts
+        counts[old_state] -= moved
+        counts[new_state] += moved
+        for group, n in Counter(groups).items():
+            group_counts = self._group(group)
+            group_counts[old_state] -= n
+            group_counts[new_state] += n
+            if self.fair and (old_state in (READY, IN_FLIGHT) or new_state in (READY, IN_FLIGHT)):
+                self._sync_leaf(group, group_counts)
 
     def _count(self, group: bytes, state: int, delta: int) -> None:
         self.counts[state] += delta

@@ -8,6 +8,7 @@ from .queue_tables import (
     DELAYED_T,
     IN_FLIGHT_T,
     LEAVES,
+    LOCATORS,
     MESSAGES,
     META,
     READY_T,
@@ -30,16 +31,20 @@ def due_in(txn, ready: int, fair: bool) -> Due:
     return Due(min(times) if times else None, deliverable)
 
 
+def stored_message(txn, seq: int) -> StoredMessage | None:
+    """The message of a seq, found through its locator."""
+    key = txn.get(LOCATORS, seq_key(seq))
+    return None if key is None else decode_message(txn.get(MESSAGES, key))
+
+
 def in_flight_entry(txn, key: bytes, value: bytes) -> list[tuple[int, StoredMessage]]:
     """The messages of an in-flight index entry that are still in flight under that deadline."""
     deadline = time_of(key)
     live = []
     for (seq,) in SEQ.iter_unpack(value):
-        raw = txn.get(MESSAGES, seq_key(seq))
-        if raw is not None:
-            m = decode_message(raw)
-            if m.state == IN_FLIGHT and m.deadline_ms == deadline:
-                live.append((seq, m))
+        m = stored_message(txn, seq)
+        if m is not None and m.state == IN_FLIGHT and m.deadline_ms == deadline:
+            live.append((seq, m))
     return live
 
 

@@ -3,10 +3,12 @@
 A message (table `messages`, key seq >Q):
     state >B | priority >i | delivery_count >I | enqueued_ms >q | available_ms >q | deadline_ms >q | origin_id >Q |
     group_len >H | idempotency_key_len >H | last_error_len >H | group | idempotency_key | last_error | record
-`record` is one record of client/records.py (timestamp, key, value, headers), opaque to the broker.
+`record` is one record of client/records.py (timestamp, key, value, headers), opaque to the broker. This is
+also the wire layout of a packed message (client/queue_wire.py), so a lease is answered with the stored rows.
 Index keys sort so that LMDB order is delivery order:
     ready (priority ordering)  priority (sign-flipped >I) | seq >Q      lower priority first, then arrival
     ready (fair ordering)      group path (queue_fair) | priority | seq
+    (a message's row key in `messages` is its ready key, in every state: see row_key)
     (ready values: enqueued_ms >q | group, for statistics without reading messages)
     delayed, in flight         time (sign-flipped >Q) | seq >Q           earliest first
 """
@@ -15,11 +17,16 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
+from raftbus.client.queue_wire import MESSAGE_HEADER
+
 READY, DELAYED, IN_FLIGHT, DEAD = 1, 2, 3, 4
 STATE_NAMES = {READY: "ready", DELAYED: "delayed", IN_FLIGHT: "in_flight", DEAD: "dead"}
 
-_MESSAGE = struct.Struct(">BiIqqqQHHH")
+_MESSAGE = MESSAGE_HEADER
 _LEASE_HEAD = struct.Struct(">BiIqqq")   # the leading fields a lease rewrites in place
+_STATE_COUNT = struct.Struct(">B4xI")    # state and delivery_count
+_GROUP_LEN = struct.Struct(">H")
+_GROUP_LEN_AT = struct.calcsize(">BiIqqqQ")  # group_len follows the fixed fields
 _READY_VALUE = struct.Struct(">q")       # a ready index value: enqueued_ms, then the group
 _SEQ = struct.Struct(">Q")
 _TIME_SEQ = struct.Struct(">QQ")
@@ -52,6 +59,15 @@ def encode_message(m: StoredMessage) -> bytes:
         m.group, m.idempotency_key, m.last_error, m.record))
 
 
+def new_row(state: int, priority: int, delivery_count: int, enqueued_ms: int, available_ms: int, origin_id: int,
+            group: bytes, idempotency_key: bytes, last_error: bytes, record: bytes) -> bytes:
+    """encode_message of a message not in flight, from its fields (the enqueue hot path)."""
+    return b"".join((
+        _MESSAGE.pack(state, priority, delivery_count, enqueued_ms, available_ms, 0, origin_id, len(group),
+                      len(idempotency_key), len(last_error)),
+        group, idempotency_key, last_error, record))
+
+
 def decode_message(raw) -> StoredMessage:
     raw = bytes(raw)
     (state, priority, delivery_count, enqueued_ms, available_ms, deadline_ms, origin_id, group_len, key_len,
@@ -66,32 +82,44 @@ def decode_message(raw) -> StoredMessage:
                          key, error, raw[position + error_len:])
 
 
-class Head(NamedTuple):
-    """The fields the hot paths (lease, ack) need, read without copying the record."""
-
-    state: int
-    priority: int
-    delivery_count: int
-    enqueued_ms: int
-    available_ms: int
-    deadline_ms: int
-    group: bytes
-    record_bytes: int
-
-
-def read_head(raw) -> Head:
-    state, priority, count, enqueued, available, deadline, _, group_len, key_len, error_len = _MESSAGE.unpack_from(raw)
-    group = bytes(raw[_MESSAGE.size:_MESSAGE.size + group_len])
-    return Head(state, priority, count, enqueued, available, deadline, group,
-                len(raw) - _MESSAGE.size - group_len - key_len - error_len)
+def leased_rows(raws: list, deadline_ms: int, max_bytes: int) -> tuple[list[bytes], list[bytes]]:
+    """The lease hot path, without decoding: the first stored messages of `raws` whose records fit in max_bytes
+    (at least one), each with its leading fields rewritten (IN_FLIGHT, one more delivery, the deadline); and
+    their groups."""
+    if sum(map(len, raws)) > max_bytes:  # whole rows fit: so do their records, no need to size each one
+        raws = raws[:_fitting(raws, max_bytes)]
+    unpack, pack, head = _LEASE_HEAD.unpack_from, _LEASE_HEAD.pack, _LEASE_HEAD.size
+    rows = [pack(IN_FLIGHT, priority, count + 1, enqueued, available, deadline_ms) + raw[head:]
+            for raw in raws for _, priority, count, enqueued, available, _ in (unpack(raw),)]
+    return rows, [_group_of(raw) for raw in raws]
 
 
-def leased_copy(raw, head: Head, deadline_ms: int) -> bytes:
-    """The stored message with state IN_FLIGHT, one more delivery and the new deadline (header patched in place)."""
-    copy = bytearray(raw)
-    _LEASE_HEAD.pack_into(copy, 0, IN_FLIGHT, head.priority, head.delivery_count + 1, head.enqueued_ms,
-                          head.available_ms, deadline_ms)
-    return bytes(copy)
+def _fitting(raws: list, max_bytes: int) -> int:
+    """How many of the first messages have records that fit in max_bytes together (at least one)."""
+    size = 0
+    for taken, raw in enumerate(raws):
+        size += record_bytes(raw)
+        if taken and size > max_bytes:
+            return taken
+    return len(raws)
+
+
+def _group_of(raw) -> bytes:
+    group_len = _GROUP_LEN.unpack_from(raw, _GROUP_LEN_AT)[0]
+    return raw[_MESSAGE.size:_MESSAGE.size + group_len] if group_len else b""
+
+
+def record_bytes(raw) -> int:
+    """The size of a stored message's record."""
+    _, _, _, _, _, _, _, group_len, key_len, error_len = _MESSAGE.unpack_from(raw)
+    return len(raw) - _MESSAGE.size - group_len - key_len - error_len
+
+
+def leased_group(raw, delivery_count: int) -> bytes | None:
+    """The ack hot path: the message's group when it is in flight at that delivery, else None."""
+    if _STATE_COUNT.unpack_from(raw) != (IN_FLIGHT, delivery_count):
+        return None
+    return _group_of(raw)
 
 
 def ready_value(enqueued_ms: int, group: bytes) -> bytes:
@@ -128,3 +156,10 @@ def due_bound(now_ms: int) -> bytes:
 
 def priority_key(priority: int, seq: int) -> bytes:
     return _PRIORITY_SEQ.pack(priority + 2**31, seq)
+
+
+def row_key(seq: int, priority: int, group_path: bytes | None) -> bytes:
+    """Where a message is stored, and its ready index key: priority|seq, after its group path when the
+    partition has fair ordering (group_path None: priority ordering)."""
+    key = _PRIORITY_SEQ.pack(priority + 2**31, seq)
+    return key if group_path is None else group_path + key

@@ -2,8 +2,11 @@
 
 Tables (key layouts in queue_records and queue_fair):
     meta                b"state" -> QueueState
-    messages            seq -> stored message
-    ready               delivery order -> enqueued_ms >q | group  (priority: priority|seq; fair: path|priority|seq)
+    messages            row key -> stored message. The row key is the message's delivery-order key (priority|seq;
+                        fair: path|priority|seq), whatever its state: messages are stored in the order leases
+                        take them, so a lease and its ack touch a few neighbouring pages, not one page each
+    locators            seq -> row key (how get, ack, nack, extend and delete find a message by its id)
+    ready               delivery order -> enqueued_ms >q | group  (the ready messages' row keys)
     delayed             time|seq -> b""
     in_flight           deadline|first seq -> the seqs leased with that deadline (>Q each). Kept lazily: an ack
                         or delete does not touch it; an entry is dropped at its deadline, when each seq still in
@@ -19,17 +22,18 @@ Tables (key layouts in queue_records and queue_fair):
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from .queue_records import DEAD, DELAYED, IN_FLIGHT, READY, StoredMessage, decode_message
 
-META, MESSAGES, READY_T, DELAYED_T, IN_FLIGHT_T, DEAD_T = (
-    "meta", "messages", "ready", "delayed", "in_flight", "dead")
+META, MESSAGES, LOCATORS, READY_T, DELAYED_T, IN_FLIGHT_T, DEAD_T = (
+    "meta", "messages", "locators", "ready", "delayed", "in_flight", "dead")
 GROUPS, LEAVES, CURSORS = "groups", "leaves", "cursors"
 IDEMPOTENCY, IDEMPOTENCY_EXPIRY, PRODUCERS, PRODUCER_EXPIRY = (
     "idempotency", "idempotency_expiry", "producers", "producer_expiry")
 SETTLERS, SETTLER_EXPIRY = "settlers", "settler_expiry"
-TABLES = (META, MESSAGES, READY_T, DELAYED_T, IN_FLIGHT_T, DEAD_T, GROUPS, LEAVES, CURSORS,
+TABLES = (META, MESSAGES, LOCATORS, READY_T, DELAYED_T, IN_FLIGHT_T, DEAD_T, GROUPS, LEAVES, CURSORS,
           IDEMPOTENCY, IDEMPOTENCY_EXPIRY, PRODUCERS, PRODUCER_EXPIRY, SETTLERS, SETTLER_EXPIRY)
 INDEX_OF = {READY: READY_T, DELAYED: DELAYED_T, IN_FLIGHT: IN_FLIGHT_T, DEAD: DEAD_T}
 STATE_KEY = b"state"
@@ -84,6 +88,30 @@ class Leased(NamedTuple):
     @property
     def message(self) -> StoredMessage:
         return decode_message(self.raw)
+
+
+class LeasedBatch(Sequence):
+    """The messages one lease took, as their seq keys and stored rows (no object per message: every replica
+    builds it, only the leader reads it). Indexing gives `Leased` values."""
+
+    __slots__ = ("seq_keys", "rows")
+
+    def __init__(self, seq_keys: list[bytes], rows: list):
+        self.seq_keys = seq_keys
+        self.rows = rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        return Leased(SEQ.unpack(self.seq_keys[index])[0], bytes(self.rows[index]))
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, (list, tuple, LeasedBatch)) and list(self) == list(other)
+
+    __hash__ = None
 
 
 class GroupStats(NamedTuple):

@@ -6,29 +6,35 @@ import itertools
 from raftbus.client import errors
 
 from .. import queue_commands as qc
-from .queue_moves import IDEMPOTENCY_VALUE, MessageMoves
+from .queue_fair import group_path
+from .queue_moves import IDEMPOTENCY_VALUE, NO_STATE, MessageMoves
 from .queue_records import (
     DEAD,
     DELAYED,
     IN_FLIGHT,
     READY,
     StoredMessage,
-    decode_message,
-    encode_message,
-    leased_copy,
-    read_head,
+    leased_group,
+    leased_rows,
+    new_row,
+    ready_value,
+    record_bytes,
+    row_key,
     seq_key,
-    seq_of,
+    time_key,
 )
 from .queue_retries import check_sequence, producer_batches, remember_batch, remember_settled, settled_before
 from .queue_tables import (
+    DELAYED_T,
     IDEMPOTENCY,
     IDEMPOTENCY_EXPIRY,
+    LOCATORS,
     MESSAGES,
     READY_T,
+    SEQ,
     Enqueued,
     EnqueueResult,
-    Leased,
+    LeasedBatch,
     time8,
 )
 
@@ -47,10 +53,47 @@ class QueueWork(MessageMoves):
             if verdict is not None:
                 return verdict if isinstance(verdict, errors.RaftbusError) else EnqueueResult(self.now, verdict)
         first_seq = self.next_seq
-        results = tuple(self._enqueue_one(item) for item in body.items)
+        results = self._enqueue_many(body.items)
         if body.producer_id:
             remember_batch(self.txn, body, remembered, first_seq, results, self.now + self.policy.producer_idle_ms)
         return EnqueueResult(self.now, results)
+
+    def _enqueue_many(self, items) -> tuple[Enqueued, ...]:
+        """The hot path: messages without an idempotency key (or origin) are written together, table by table;
+        keyed ones one by one, since a key may repeat within the batch."""
+        now, fair = self.now, self.fair
+        rows, locators, ready, delayed, ready_groups, delayed_groups = [], [], [], [], [], []
+        results = []
+        for item in items:
+            (priority, deliver_at_ms, delivery_count, enqueued_ms, origin_id, group, idempotency_key, last_error,
+             record) = item
+            if origin_id or idempotency_key:
+                results.append(self._enqueue_one(item))
+                continue
+            seq = self.next_seq
+            self.next_seq += 1
+            key = row_key(seq, priority, group_path(group) if fair else None)
+            enqueued_ms = enqueued_ms or now
+            if deliver_at_ms > now:
+                rows.append((key, new_row(DELAYED, priority, delivery_count, enqueued_ms, deliver_at_ms, 0, group, b"",
+                                          last_error, record)))
+                delayed.append((time_key(deliver_at_ms, seq), b""))
+                delayed_groups.append(group)
+            else:
+                rows.append((key, new_row(READY, priority, delivery_count, enqueued_ms, now, 0, group, b"", last_error,
+                                          record)))
+                ready.append((key, ready_value(enqueued_ms, group)))
+                ready_groups.append(group)
+            locators.append((key[-8:], key))
+            results.append(Enqueued(seq, False))
+        txn = self.txn
+        txn.put_many(MESSAGES, rows)
+        txn.put_many(LOCATORS, locators)
+        txn.put_many(READY_T, ready)
+        txn.put_many(DELAYED_T, delayed)
+        self.count_moves(ready_groups, NO_STATE, READY)
+        self.count_moves(delayed_groups, NO_STATE, DELAYED)
+        return tuple(results)
 
     def _enqueue_one(self, item: qc.EnqueueItem) -> Enqueued:
         now = self.now
@@ -64,7 +107,7 @@ class QueueWork(MessageMoves):
         seq = self.next_seq
         self.next_seq += 1
         delayed = item.deliver_at_ms > now
-        self.enter(seq, StoredMessage(
+        self.add(seq, StoredMessage(
             DELAYED if delayed else READY, item.priority, item.delivery_count, item.enqueued_ms or now,
             item.deliver_at_ms if delayed else now, 0, item.origin_id, item.group, item.idempotency_key,
             item.last_error, item.record))
@@ -75,41 +118,49 @@ class QueueWork(MessageMoves):
             self.txn.put(IDEMPOTENCY_EXPIRY, time8(expires) + key, b"")
         return Enqueued(seq, False)
 
-    def lease(self, body: qc.Lease) -> list[Leased]:
-        """The hot path: the ready index key is known, the message header is patched in place."""
+    def lease(self, body: qc.Lease) -> LeasedBatch:
+        """The hot path: the first ready keys are the rows to lease (neighbours in `messages`), each row is
+        patched in place, and each table is written once for the batch."""
+        if self.fair:
+            return self._lease_fair(body)
         txn = self.txn
         deadline = self.now + body.visibility_ms
-        leased: list[Leased] = []
-        size = 0
-        for key in self._next_ready(body.max_messages):
-            seq = seq_of(key)
-            message_key = seq_key(seq)
-            raw = txn.get(MESSAGES, message_key)
-            head = read_head(raw)
-            if leased and size + head.record_bytes > body.max_bytes:
-                break
-            size += head.record_bytes
-            copy = leased_copy(raw, head, deadline)
-            txn.delete(READY_T, key)
-            txn.put(MESSAGES, message_key, copy)
-            self._count(head.group, READY, -1)
-            self._count(head.group, IN_FLIGHT, 1)
-            leased.append(Leased(seq, copy))
-        if leased:
-            self.add_in_flight(deadline, [one.seq for one in leased])
-        return leased
+        keys = [key for key, _ in itertools.islice(txn.items(READY_T), body.max_messages)]
+        rows, groups = leased_rows(txn.get_many(MESSAGES, keys), deadline, body.max_bytes)
+        if not rows:
+            return LeasedBatch([], [])
+        del keys[len(rows):]
+        txn.delete_many(READY_T, keys)
+        txn.put_many(MESSAGES, zip(keys, rows))
+        self.count_moves(groups, READY, IN_FLIGHT)
+        seq_keys = [key[-8:] for key in keys]
+        self.add_in_flight_keys(deadline, seq_keys)
+        return LeasedBatch(seq_keys, rows)
 
-    def _next_ready(self, max_messages: int):
-        """Ready index keys in delivery order; the caller leases each before asking for the next (fair picks
-        depend on it)."""
-        if not self.fair:
-            yield from [bytes(k) for k, _ in itertools.islice(self.txn.items(READY_T), max_messages)]
-            return
-        for _ in range(max_messages):
+    def _lease_fair(self, body: qc.Lease) -> LeasedBatch:
+        """One rotation pick at a time: each message leaves the ready index (and is counted) before the next
+        pick, which depends on it."""
+        txn = self.txn
+        deadline = self.now + body.visibility_ms
+        seq_keys, rows, size = [], [], 0
+        for _ in range(body.max_messages):
             path = self.rotation.pick()
             if path is None:
-                return
-            yield bytes(next(self.txn.items(READY_T, path))[0])
+                break
+            key = next(txn.items(READY_T, path))[0]
+            raw = txn.get(MESSAGES, key)
+            size += record_bytes(raw)
+            if rows and size > body.max_bytes:
+                break
+            leased, groups = leased_rows([raw], deadline, body.max_bytes)
+            txn.delete(READY_T, key)
+            txn.put(MESSAGES, key, leased[0])
+            self.count_moves(groups, READY, IN_FLIGHT)
+            seq_keys.append(key[-8:])
+            rows.append(leased[0])
+        if rows:
+            self.add_in_flight_keys(deadline, seq_keys)
+        return LeasedBatch(seq_keys, rows)
 
     def _check_lease(self, seq: int, m: StoredMessage | None, delivery_count: int):
         if m is None:
@@ -120,24 +171,36 @@ class QueueWork(MessageMoves):
         return None
 
     def ack(self, body: qc.Settle) -> list:
-        return self._settle(body, self._ack_one)
+        return self._settle(body, self._ack_many)
 
     def nack(self, body: qc.Settle) -> list:
-        return self._settle(body, self._nack_one)
+        return self._settle(body, lambda nacks: [self._nack_one(nack) for nack in nacks])
+
+    def _ack_many(self, leases) -> list:
+        """The hot path: each message is found by its locator and read once (its header decides); rows and
+        locators are deleted together. A batch with a refusal or a message named twice goes one by one."""
+        txn = self.txn
+        seq_keys = [SEQ.pack(seq) for seq, _ in leases]
+        keys = txn.get_many(LOCATORS, seq_keys)
+        groups = None
+        if None not in keys and len(set(seq_keys)) == len(seq_keys):
+            groups = [leased_group(raw, count) for raw, (_, count) in zip(txn.get_many(MESSAGES, keys), leases)]
+        if groups is None or None in groups:
+            return [self._ack_one(lease) for lease in leases]
+        txn.delete_many(MESSAGES, keys)
+        txn.delete_many(LOCATORS, seq_keys)
+        self.count_moves(groups, IN_FLIGHT, NO_STATE)
+        return [None] * len(leases)
 
     def _ack_one(self, lease):
-        """The hot path: only the message header is read."""
         seq, delivery_count = lease
-        message_key = seq_key(seq)
-        raw = self.txn.get(MESSAGES, message_key)
-        if raw is None:
-            return self._check_lease(seq, None, delivery_count)
-        head = read_head(raw)
-        if head.state != IN_FLIGHT or head.delivery_count != delivery_count:
-            return self._check_lease(seq, decode_message(raw), delivery_count)
-        self.txn.delete(MESSAGES, message_key)
-        self._count(head.group, IN_FLIGHT, -1)
-        return None
+        m = self.message(seq)
+        refusal = self._check_lease(seq, m, delivery_count)
+        if refusal is None:
+            self.txn.delete(MESSAGES, self.row_key(seq, m))
+            self.txn.delete(LOCATORS, seq_key(seq))
+            self.count_moves([m.group], IN_FLIGHT, NO_STATE)
+        return refusal
 
     def _nack_one(self, nack: qc.Nack):
         m = self.message(nack.seq)
@@ -146,12 +209,12 @@ class QueueWork(MessageMoves):
             self.retry(nack.seq, m, nack.delay_ms, nack.reason)
         return refusal
 
-    def _settle(self, body: qc.Settle, one) -> list:
+    def _settle(self, body: qc.Settle, settle_items) -> list:
         """Per item: None or a refusal. A retry of the settler's last batch gets that batch's answers again."""
         answers = settled_before(self.txn, body)
         if answers is not None:
             return answers
-        results = [one(item) for item in body.items]
+        results = settle_items(body.items)
         remember_settled(self.txn, body, results, self.now + self.policy.producer_idle_ms)
         return results
 
@@ -202,7 +265,7 @@ class QueueWork(MessageMoves):
         if m.state in (READY, DELAYED):
             return self.move(seq, m, **changes)
         changed = m._replace(**changes)  # leased or dead: its index does not depend on the priority
-        self.txn.put(MESSAGES, seq_key(seq), encode_message(changed))
+        self.rewrite(seq, m, changed)
         return changed
 
     def tick(self, _body) -> None:

@@ -26,11 +26,20 @@ class ReadTxn(Protocol):
 
     def count(self, table: str) -> int: ...
 
+    def get_many(self, table: str, keys) -> list[bytes | None]:
+        """The value of each key (None when absent), in the order of `keys`."""
+
 
 class WriteTxn(ReadTxn, Protocol):
     def put(self, table: str, key: bytes, value: bytes) -> None: ...
 
     def delete(self, table: str, key: bytes) -> bool: ...
+
+    def put_many(self, table: str, pairs) -> None:
+        """put() of each (key, value) pair, in order (one call for a batch: the hot paths write hundreds)."""
+
+    def delete_many(self, table: str, keys) -> int:
+        """delete() of each key; how many were there."""
 
 
 class StoreSnapshot(Protocol):

@@ -68,7 +68,11 @@ class _LmdbReadTxn:
         self._txn = txn
 
     def get(self, table: str, key: bytes) -> bytes | None:
-        return self._txn.get(key, db=self._dbs[table])
+        return self._txn.get(key, None, self._dbs[table])
+
+    def get_many(self, table: str, keys) -> list[bytes | None]:
+        get, db = self._txn.get, self._dbs[table]
+        return [get(key, None, db) for key in keys]
 
     def items(self, table: str, start: bytes | None = None, *, reverse: bool = False):
         cursor = self._txn.cursor(db=self._dbs[table])
@@ -109,8 +113,23 @@ def _iter_down(cursor: lmdb.Cursor, start: bytes | None):
     return cursor.iterprev() if positioned else iter(())
 
 
+# The write operations a transaction logs (to replay them after a map growth): (op, db, argument, value).
+_PUT, _DELETE, _PUT_MANY, _DELETE_MANY = range(4)
+
+
+def _run(txn: lmdb.Transaction, op: int, db, argument, value):
+    if op == _PUT:
+        return txn.put(argument, value, True, True, False, db)
+    if op == _DELETE:
+        return txn.delete(argument, b"", db)
+    if op == _PUT_MANY:
+        return txn.cursor(db).putmulti(argument)
+    delete = txn.delete
+    return sum([delete(key, b"", db) for key in argument])
+
+
 class _LmdbWriteTxn(_LmdbReadTxn):
-    """Writes through one LMDB write transaction; mutations are remembered so a map growth can replay them.
+    """Writes through one LMDB write transaction; operations are logged so a map growth can replay them.
 
     A growth replaces the underlying transaction, so finish an `items()` iteration before mutating.
     """
@@ -118,46 +137,50 @@ class _LmdbWriteTxn(_LmdbReadTxn):
     def __init__(self, store: "LmdbStore", txn: lmdb.Transaction):
         super().__init__(store._dbs, txn)
         self._store = store
-        self._mutations: list[tuple[str, bytes, object]] = []
+        self._log: list[tuple] = []
 
     def put(self, table: str, key: bytes, value: bytes) -> None:
-        self._mutate(table, key, value)
+        self._do(_PUT, self._dbs[table], key, value)
 
     def delete(self, table: str, key: bytes) -> bool:
-        return self._mutate(table, key, None)
+        return self._do(_DELETE, self._dbs[table], key, None)
 
-    def _mutate(self, table: str, key: bytes, value) -> bool:
-        db = self._dbs[table]
-        while True:
-            try:
-                done = self._txn.delete(key, db=db) if value is None else self._txn.put(key, value, db=db)
-                break
-            except lmdb.MapFullError:
-                self._grow_and_replay()
-            except lmdb.Error as exc:
-                raise _typed(exc) from None
-        self._mutations.append((table, key, value))
-        return done
+    def put_many(self, table: str, pairs) -> None:
+        pairs = list(pairs)
+        if pairs:
+            self._do(_PUT_MANY, self._dbs[table], pairs, None)
 
-    def _grow_and_replay(self) -> None:
-        """Abort, grow the map, and rebuild the same transaction from the mutations made so far."""
+    def delete_many(self, table: str, keys) -> int:
+        keys = list(keys)
+        return self._do(_DELETE_MANY, self._dbs[table], keys, None) if keys else 0
+
+    def _do(self, op: int, db, argument, value):
+        entry = (op, db, argument, value)
+        self._log.append(entry)
+        try:
+            return _run(self._txn, *entry)
+        except lmdb.MapFullError:
+            return self._grow_and_replay()
+        except lmdb.Error as exc:
+            self._log.pop()
+            raise _typed(exc) from None
+
+    def _grow_and_replay(self):
+        """Abort, grow the map, and rebuild the same transaction from the log; the last operation's result."""
         self._txn.abort()
         while True:
             self._store._grow_inside_write()
             self._txn = self._store._env.begin(write=True)
             try:
-                self._replay()
-                return
+                return self._replay()
             except lmdb.MapFullError:
                 self._txn.abort()
 
-    def _replay(self) -> None:
-        dbs = self._dbs
-        for table, key, value in self._mutations:
-            if value is None:
-                self._txn.delete(key, db=dbs[table])
-            else:
-                self._txn.put(key, value, db=dbs[table])
+    def _replay(self):
+        result = None
+        for entry in self._log:
+            result = _run(self._txn, *entry)
+        return result
 
     def commit(self) -> None:
         while True:
@@ -271,8 +294,11 @@ class LmdbStore:
     # ------------------------------------------------------------------ environment
     def _open(self) -> None:
         Path(self.path).mkdir(parents=True, exist_ok=True)
+        # writemap: a transaction writes its pages straight into the shared map instead of copying them at
+        # commit (a third of a queue lease's cost); committed pages are in the page cache either way, and
+        # LMDB's copy-on-write still never touches the pages of the last committed transaction.
         self._env = lmdb.open(self.path, map_size=self._map_size_bytes, max_dbs=len(self.tables),
-                              max_readers=READERS_MAX, sync=False, metasync=False, readahead=False)
+                              max_readers=READERS_MAX, sync=False, metasync=False, readahead=False, writemap=True)
         self._page_size = self._env.stat()["psize"]
         self._map_size_bytes = self._env.info()["map_size"]
         self._dbs = {table: self._env.open_db(table.encode()) for table in self.tables}

@@ -70,6 +70,10 @@ class _MemoryReadTxn:
     def count(self, table: str) -> int:
         return len(self._table(table).keys)
 
+    def get_many(self, table: str, keys) -> list[bytes | None]:
+        values = self._table(table).values
+        return [values.get(bytes(key)) for key in keys]
+
 
 class _MemoryWriteTxn(_MemoryReadTxn):
     """Changes a private copy of each table it touches; the store publishes the copies on commit."""
@@ -101,6 +105,13 @@ class _MemoryWriteTxn(_MemoryReadTxn):
         del t.values[key]
         del t.keys[bisect.bisect_left(t.keys, key)]
         return True
+
+    def put_many(self, table: str, pairs) -> None:
+        for key, value in pairs:
+            self.put(table, key, value)
+
+    def delete_many(self, table: str, keys) -> int:
+        return sum(self.delete(table, key) for key in keys)
 
 
 class _Scope:

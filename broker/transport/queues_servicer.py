@@ -23,6 +23,17 @@ def message_proto(v: MessageView) -> qpb.QueueMessage:
                             idempotency_key=v.idempotency_key, last_error=v.last_error, record=v.record)
 
 
+def lease_proto(leased, packed: bool) -> qpb.LeaseResponse:
+    if packed:
+        return qpb.LeaseResponse(packed_messages=leased.packed())
+    return qpb.LeaseResponse(messages=[message_proto(m) for m in leased])
+
+
+def failures_proto(failures) -> qpb.QueueBatchResponse:
+    return qpb.QueueBatchResponse(failures=[qpb.QueueItemFailure(index=i, error=_error_proto(error))
+                                            for i, error in failures])
+
+
 def batch_proto(answers) -> qpb.QueueBatchResponse:
     results = []
     for answer in answers:
@@ -64,7 +75,7 @@ class QueueServicer(qpb_grpc.QueueServicer):
     def Lease(self, request, context):
         leased = self.service.lease(request.topic, request.partition, max_messages=request.max_messages,
                                     visibility_ms=request.visibility_ms, max_wait_ms=request.max_wait_ms)
-        return qpb.LeaseResponse(messages=[message_proto(m) for m in leased])
+        return lease_proto(leased, request.packed)
 
     def LeaseStream(self, request, context):
         """Server-streaming delivery: one answer per batch of leases as they become due, until cancelled."""
@@ -73,12 +84,17 @@ class QueueServicer(qpb_grpc.QueueServicer):
                     request.topic, request.partition, max_messages=request.max_messages,
                     visibility_ms=request.visibility_ms, max_in_flight=request.max_in_flight,
                     is_active=context.is_active):
-                yield qpb.LeaseResponse(messages=[message_proto(m) for m in leased])
+                yield lease_proto(leased, request.packed)
         except Exception as exc:  # the stream ends with a typed answer
             yield qpb.LeaseResponse(error=_error_proto(_typed(exc)))
 
     @unary
     def Ack(self, request, context):
+        if request.packed_leases:
+            if request.leases:
+                raise errors.InvalidArgument("an AckRequest carries leases or packed_leases, not both")
+            return failures_proto(self.service.ack_packed(request.topic, request.partition, request.packed_leases,
+                                                          settler_id=request.settler_id, sequence=request.sequence))
         return batch_proto(self.service.ack(request.topic, request.partition,
                                             [(ref.message_id, ref.delivery_count) for ref in request.leases],
                                             settler_id=request.settler_id, sequence=request.sequence))

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from . import raftbus_pb2 as raftbus__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0cqueues.proto\x12\nraftbus.v1\x1a\rraftbus.proto\"\xc5\x01\n\x0e\x45nqueueMessage\x12\x0e\n\x06record\x18\x01 \x01(\x0c\x12\x10\n\x08priority\x18\x02 \x01(\x05\x12\r\n\x05group\x18\x03 \x01(\t\x12\x15\n\rdeliver_at_ms\x18\x04 \x01(\x03\x12\x17\n\x0fidempotency_key\x18\x05 \x01(\t\x12\x11\n\torigin_id\x18\x06 \x01(\x04\x12\x16\n\x0e\x64\x65livery_count\x18\x07 \x01(\r\x12\x13\n\x0b\x65nqueued_ms\x18\x08 \x01(\x03\x12\x12\n\nlast_error\x18\t \x01(\t\"\x93\x02\n\x0cQueueMessage\x12\x12\n\nmessage_id\x18\x01 \x01(\x04\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\r\n\x05state\x18\x03 \x01(\t\x12\x10\n\x08priority\x18\x04 \x01(\x05\x12\r\n\x05group\x18\x05 \x01(\t\x12\x16\n\x0e\x64\x65livery_count\x18\x06 \x01(\r\x12\x13\n\x0b\x65nqueued_ms\x18\x07 \x01(\x03\x12\x14\n\x0c\x61vailable_ms\x18\x08 \x01(\x03\x12\x19\n\x11lease_deadline_ms\x18\t \x01(\x03\x12\x11\n\torigin_id\x18\n \x01(\x04\x12\x17\n\x0fidempotency_key\x18\x0b \x01(\t\x12\x12\n\nlast_error\x18\x0c \x01(\t\x12\x0e\n\x06record\x18\r \x01(\x0c\"\xa0\x01\n\x0e\x45nqueueRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\x04\x12\r\n\x05topic\x18\x02 \x01(\t\x12\x11\n\tpartition\x18\x03 \x01(\x05\x12\x13\n\x0bproducer_id\x18\x04 \x01(\x0c\x12\x15\n\rbase_sequence\x18\x05 \x01(\x03\x12,\n\x08messages\x18\x06 \x03(\x0b\x32\x1a.raftbus.v1.EnqueueMessage\"6\n\rEnqueueResult\x12\x12\n\nmessage_id\x18\x01 \x01(\x04\x12\x11\n\tduplicate\x18\x02 \x01(\x08\"f\n\x0f\x45nqueueResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\x04\x12\x13\n\x0b\x65nqueued_ms\x18\x02 \x01(\x03\x12*\n\x07results\x18\x03 \x03(\x0b\x32\x19.raftbus.v1.EnqueueResult\"\x89\x01\n\x0cLeaseRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x14\n\x0cmax_messages\x18\x03 \x01(\r\x12\x15\n\rvisibility_ms\x18\x04 \x01(\x03\x12\x13\n\x0bmax_wait_ms\x18\x05 \x01(\x05\x12\x15\n\rmax_in_flight\x18\x06 \x01(\r\"]\n\rLeaseResponse\x12*\n\x08messages\x18\x01 \x03(\x0b\x32\x18.raftbus.v1.QueueMessage\x12 \n\x05\x65rror\x18\x02 \x01(\x0b\x32\x11.raftbus.v1.Error\"6\n\x08LeaseRef\x12\x12\n\nmessage_id\x18\x01 \x01(\x04\x12\x16\n\x0e\x64\x65livery_count\x18\x02 \x01(\r\"z\n\nAckRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12$\n\x06leases\x18\x03 \x03(\x0b\x32\x14.raftbus.v1.LeaseRef\x12\x12\n\nsettler_id\x18\x04 \x01(\x0c\x12\x10\n\x08sequence\x18\x05 \x01(\x03\"j\n\x08NackItem\x12\x12\n\nmessage_id\x18\x01 \x01(\x04\x12\x16\n\x0e\x64\x65livery_count\x18\x02 \x01(\r\x12\x15\n\x08\x64\x65lay_ms\x18\x03 \x01(\x03H\x00\x88\x01\x01\x12\x0e\n\x06reason\x18\x04 \x01(\tB\x0b\n\t_delay_ms\"z\n\x0bNackRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12#\n\x05nacks\x18\x03 \x03(\x0b\x32\x14.raftbus.v1.NackItem\x12\x12\n\nsettler_id\x18\x04 \x01(\x0c\x12\x10\n\x08sequence\x18\x05 \x01(\x03\"O\n\nExtendItem\x12\x12\n\nmessage_id\x18\x01 \x01(\x04\x12\x16\n\x0e\x64\x65livery_count\x18\x02 \x01(\r\x12\x15\n\rvisibility_ms\x18\x03 \x01(\x03\"]\n\rExtendRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12*\n\nextensions\x18\x03 \x03(\x0b\x32\x16.raftbus.v1.ExtendItem\"N\n\x0fQueueItemResult\x12 \n\x05\x65rror\x18\x01 \x01(\x0b\x32\x11.raftbus.v1.Error\x12\x19\n\x11lease_deadline_ms\x18\x02 \x01(\x03\"B\n\x12QueueBatchResponse\x12,\n\x07results\x18\x01 \x03(\x0b\x32\x1b.raftbus.v1.QueueItemResult\"6\n\x11GetMessageRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x12\n\nmessage_id\x18\x02 \x01(\x04\"N\n\x15\x44\x65leteMessagesRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x13\n\x0bmessage_ids\x18\x03 \x03(\x04\"\x8c\x01\n\x15\x43hangePriorityRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x12\n\nmessage_id\x18\x02 \x01(\x04\x12\x15\n\x08priority\x18\x03 \x01(\x05H\x00\x88\x01\x01\x12\x1a\n\rdeliver_at_ms\x18\x04 \x01(\x03H\x01\x88\x01\x01\x42\x0b\n\t_priorityB\x10\n\x0e_deliver_at_ms\"T\n\x0bPeekRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\r\n\x05state\x18\x03 \x01(\t\x12\x14\n\x0cmax_messages\x18\x04 \x01(\r\":\n\x0cPeekResponse\x12*\n\x08messages\x18\x01 \x03(\x0b\x32\x18.raftbus.v1.QueueMessage\"5\n\x11QueueStatsRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\"~\n\x0fQueueGroupStats\x12\r\n\x05group\x18\x01 \x01(\t\x12\r\n\x05ready\x18\x02 \x01(\x04\x12\x0f\n\x07\x64\x65layed\x18\x03 \x01(\x04\x12\x11\n\tin_flight\x18\x04 \x01(\x04\x12\x0c\n\x04\x64\x65\x61\x64\x18\x05 \x01(\x04\x12\x1b\n\x13oldest_ready_age_ms\x18\x06 \x01(\x03\"\xfa\x01\n\x13QueuePartitionStats\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\r\n\x05ready\x18\x02 \x01(\x04\x12\x0f\n\x07\x64\x65layed\x18\x03 \x01(\x04\x12\x11\n\tin_flight\x18\x04 \x01(\x04\x12\x0c\n\x04\x64\x65\x61\x64\x18\x05 \x01(\x04\x12\x1b\n\x13oldest_ready_age_ms\x18\x06 \x01(\x03\x12\x13\n\x0bnext_due_ms\x18\x07 \x01(\x03\x12\x16\n\x0e\x65nqueued_total\x18\x08 \x01(\x04\x12+\n\x06groups\x18\t \x03(\x0b\x32\x1b.raftbus.v1.QueueGroupStats\x12\x18\n\x10groups_truncated\x18\n \x01(\x08\"H\n\x0eRedriveRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x14\n\x0cmax_messages\x18\x03 \x01(\r\" \n\x0fRedriveResponse\x12\r\n\x05moved\x18\x01 \x01(\r2\xb8\x06\n\x05Queue\x12\x42\n\x07\x45nqueue\x12\x1a.raftbus.v1.EnqueueRequest\x1a\x1b.raftbus.v1.EnqueueResponse\x12<\n\x05Lease\x12\x18.raftbus.v1.LeaseRequest\x1a\x19.raftbus.v1.LeaseResponse\x12\x44\n\x0bLeaseStream\x12\x18.raftbus.v1.LeaseRequest\x1a\x19.raftbus.v1.LeaseResponse0\x01\x12=\n\x03\x41\x63k\x12\x16.raftbus.v1.AckRequest\x1a\x1e.raftbus.v1.QueueBatchResponse\x12?\n\x04Nack\x12\x17.raftbus.v1.NackRequest\x1a\x1e.raftbus.v1.QueueBatchResponse\x12\x43\n\x06\x45xtend\x12\x19.raftbus.v1.ExtendRequest\x1a\x1e.raftbus.v1.QueueBatchResponse\x12>\n\x03Get\x12\x1d.raftbus.v1.GetMessageRequest\x1a\x18.raftbus.v1.QueueMessage\x12K\n\x06\x44\x65lete\x12!.raftbus.v1.DeleteMessagesRequest\x1a\x1e.raftbus.v1.QueueBatchResponse\x12M\n\x0e\x43hangePriority\x12!.raftbus.v1.ChangePriorityRequest\x1a\x18.raftbus.v1.QueueMessage\x12G\n\x05Stats\x12\x1d.raftbus.v1.QueueStatsRequest\x1a\x1f.raftbus.v1.QueuePartitionStats\x12\x39\n\x04Peek\x12\x17.raftbus.v1.PeekRequest\x1a\x18.raftbus.v1.PeekResponse\x12\x42\n\x07Redrive\x12\x1a.raftbus.v1.RedriveRequest\x1a\x1b.raftbus.v1.RedriveResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0cqueues.proto\x12\nraftbus.v1\x1a\rraftbus.proto\"\xc5\x01\n\x0e\x45nqueueMessage\x12\x0e\n\x06record\x18\x01 \x01(\x0c\x12\x10\n\x08priority\x18\x02 \x01(\x05\x12\r\n\x05group\x18\x03 \x01(\t\x12\x15\n\rdeliver_at_ms\x18\x04 \x01(\x03\x12\x17\n\x0fidempotency_key\x18\x05 \x01(\t\x12\x11\n\torigin_id\x18\x06 \x01(\x04\x12\x16\n\x0e\x64\x65livery_count\x18\x07 \x01(\r\x12\x13\n\x0b\x65nqueued_ms\x18\x08 \x01(\x03\x12\x12\n\nlast_error\x18\t \x01(\t\"\x93\x02\n\x0cQueueMessage\x12\x12\n\nmessage_id\x18\x01 \x01(\x04\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\r\n\x05state\x18\x03 \x01(\t\x12\x10\n\x08priority\x18\x04 \x01(\x05\x12\r\n\x05group\x18\x05 \x01(\t\x12\x16\n\x0e\x64\x65livery_count\x18\x06 \x01(\r\x12\x13\n\x0b\x65nqueued_ms\x18\x07 \x01(\x03\x12\x14\n\x0c\x61vailable_ms\x18\x08 \x01(\x03\x12\x19\n\x11lease_deadline_ms\x18\t \x01(\x03\x12\x11\n\torigin_id\x18\n \x01(\x04\x12\x17\n\x0fidempotency_key\x18\x0b \x01(\t\x12\x12\n\nlast_error\x18\x0c \x01(\t\x12\x0e\n\x06record\x18\r \x01(\x0c\"\xa0\x01\n\x0e\x45nqueueRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\x04\x12\r\n\x05topic\x18\x02 \x01(\t\x12\x11\n\tpartition\x18\x03 \x01(\x05\x12\x13\n\x0bproducer_id\x18\x04 \x01(\x0c\x12\x15\n\rbase_sequence\x18\x05 \x01(\x03\x12,\n\x08messages\x18\x06 \x03(\x0b\x32\x1a.raftbus.v1.EnqueueMessage\"6\n\rEnqueueResult\x12\x12\n\nmessage_id\x18\x01 \x01(\x04\x12\x11\n\tduplicate\x18\x02 \x01(\x08\"f\n\x0f\x45nqueueResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\x04\x12\x13\n\x0b\x65nqueued_ms\x18\x02 \x01(\x03\x12*\n\x07results\x18\x03 \x03(\x0b\x32\x19.raftbus.v1.EnqueueResult\"\x99\x01\n\x0cLeaseRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x14\n\x0cmax_messages\x18\x03 \x01(\r\x12\x15\n\rvisibility_ms\x18\x04 \x01(\x03\x12\x13\n\x0bmax_wait_ms\x18\x05 \x01(\x05\x12\x15\n\rmax_in_flight\x18\x06 \x01(\r\x12\x0e\n\x06packed\x18\x07 \x01(\x08\"v\n\rLeaseResponse\x12*\n\x08messages\x18\x01 \x03(\x0b\x32\x18.raftbus.v1.QueueMessage\x12 \n\x05\x65rror\x18\x02 \x01(\x0b\x32\x11.raftbus.v1.Error\x12\x17\n\x0fpacked_messages\x18\x03 \x01(\x0c\"6\n\x08LeaseRef\x12\x12\n\nmessage_id\x18\x01 \x01(\x04\x12\x16\n\x0e\x64\x65livery_count\x18\x02 \x01(\r\"\x91\x01\n\nAckRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12$\n\x06leases\x18\x03 \x03(\x0b\x32\x14.raftbus.v1.LeaseRef\x12\x12\n\nsettler_id\x18\x04 \x01(\x0c\x12\x10\n\x08sequence\x18\x05 \x01(\x03\x12\x15\n\rpacked_leases\x18\x06 \x01(\x0c\"j\n\x08NackItem\x12\x12\n\nmessage_id\x18\x01 \x01(\x04\x12\x16\n\x0e\x64\x65livery_count\x18\x02 \x01(\r\x12\x15\n\x08\x64\x65lay_ms\x18\x03 \x01(\x03H\x00\x88\x01\x01\x12\x0e\n\x06reason\x18\x04 \x01(\tB\x0b\n\t_delay_ms\"z\n\x0bNackRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12#\n\x05nacks\x18\x03 \x03(\x0b\x32\x14.raftbus.v1.NackItem\x12\x12\n\nsettler_id\x18\x04 \x01(\x0c\x12\x10\n\x08sequence\x18\x05 \x01(\x03\"O\n\nExtendItem\x12\x12\n\nmessage_id\x18\x01 \x01(\x04\x12\x16\n\x0e\x64\x65livery_count\x18\x02 \x01(\r\x12\x15\n\rvisibility_ms\x18\x03 \x01(\x03\"]\n\rExtendRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12*\n\nextensions\x18\x03 \x03(\x0b\x32\x16.raftbus.v1.ExtendItem\"N\n\x0fQueueItemResult\x12 \n\x05\x65rror\x18\x01 \x01(\x0b\x32\x11.raftbus.v1.Error\x12\x19\n\x11lease_deadline_ms\x18\x02 \x01(\x03\"C\n\x10QueueItemFailure\x12\r\n\x05index\x18\x01 \x01(\r\x12 \n\x05\x65rror\x18\x02 \x01(\x0b\x32\x11.raftbus.v1.Error\"r\n\x12QueueBatchResponse\x12,\n\x07results\x18\x01 \x03(\x0b\x32\x1b.raftbus.v1.QueueItemResult\x12.\n\x08\x66\x61ilures\x18\x02 \x03(\x0b\x32\x1c.raftbus.v1.QueueItemFailure\"6\n\x11GetMessageRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x12\n\nmessage_id\x18\x02 \x01(\x04\"N\n\x15\x44\x65leteMessagesRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x13\n\x0bmessage_ids\x18\x03 \x03(\x04\"\x8c\x01\n\x15\x43hangePriorityRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x12\n\nmessage_id\x18\x02 \x01(\x04\x12\x15\n\x08priority\x18\x03 \x01(\x05H\x00\x88\x01\x01\x12\x1a\n\rdeliver_at_ms\x18\x04 \x01(\x03H\x01\x88\x01\x01\x42\x0b\n\t_priorityB\x10\n\x0e_deliver_at_ms\"T\n\x0bPeekRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\r\n\x05state\x18\x03 \x01(\t\x12\x14\n\x0cmax_messages\x18\x04 \x01(\r\":\n\x0cPeekResponse\x12*\n\x08messages\x18\x01 \x03(\x0b\x32\x18.raftbus.v1.QueueMessage\"5\n\x11QueueStatsRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\"~\n\x0fQueueGroupStats\x12\r\n\x05group\x18\x01 \x01(\t\x12\r\n\x05ready\x18\x02 \x01(\x04\x12\x0f\n\x07\x64\x65layed\x18\x03 \x01(\x04\x12\x11\n\tin_flight\x18\x04 \x01(\x04\x12\x0c\n\x04\x64\x65\x61\x64\x18\x05 \x01(\x04\x12\x1b\n\x13oldest_ready_age_ms\x18\x06 \x01(\x03\"\xfa\x01\n\x13QueuePartitionStats\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\r\n\x05ready\x18\x02 \x01(\x04\x12\x0f\n\x07\x64\x65layed\x18\x03 \x01(\x04\x12\x11\n\tin_flight\x18\x04 \x01(\x04\x12\x0c\n\x04\x64\x65\x61\x64\x18\x05 \x01(\x04\x12\x1b\n\x13oldest_ready_age_ms\x18\x06 \x01(\x03\x12\x13\n\x0bnext_due_ms\x18\x07 \x01(\x03\x12\x16\n\x0e\x65nqueued_total\x18\x08 \x01(\x04\x12+\n\x06groups\x18\t \x03(\x0b\x32\x1b.raftbus.v1.QueueGroupStats\x12\x18\n\x10groups_truncated\x18\n \x01(\x08\"H\n\x0eRedriveRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x14\n\x0cmax_messages\x18\x03 \x01(\r\" \n\x0fRedriveResponse\x12\r\n\x05moved\x18\x01 \x01(\r2\xb8\x06\n\x05Queue\x12\x42\n\x07\x45nqueue\x12\x1a.raftbus.v1.EnqueueRequest\x1a\x1b.raftbus.v1.EnqueueResponse\x12<\n\x05Lease\x12\x18.raftbus.v1.LeaseRequest\x1a\x19.raftbus.v1.LeaseResponse\x12\x44\n\x0bLeaseStream\x12\x18.raftbus.v1.LeaseRequest\x1a\x19.raftbus.v1.LeaseResponse0\x01\x12=\n\x03\x41\x63k\x12\x16.raftbus.v1.AckRequest\x1a\x1e.raftbus.v1.QueueBatchResponse\x12?\n\x04Nack\x12\x17.raftbus.v1.NackRequest\x1a\x1e.raftbus.v1.QueueBatchResponse\x12\x43\n\x06\x45xtend\x12\x19.raftbus.v1.ExtendRequest\x1a\x1e.raftbus.v1.QueueBatchResponse\x12>\n\x03Get\x12\x1d.raftbus.v1.GetMessageRequest\x1a\x18.raftbus.v1.QueueMessage\x12K\n\x06\x44\x65lete\x12!.raftbus.v1.DeleteMessagesRequest\x1a\x1e.raftbus.v1.QueueBatchResponse\x12M\n\x0e\x43hangePriority\x12!.raftbus.v1.ChangePriorityRequest\x1a\x18.raftbus.v1.QueueMessage\x12G\n\x05Stats\x12\x1d.raftbus.v1.QueueStatsRequest\x1a\x1f.raftbus.v1.QueuePartitionStats\x12\x39\n\x04Peek\x12\x17.raftbus.v1.PeekRequest\x1a\x18.raftbus.v1.PeekResponse\x12\x42\n\x07Redrive\x12\x1a.raftbus.v1.RedriveRequest\x1a\x1b.raftbus.v1.RedriveResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -43,45 +43,47 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ENQUEUERESPONSE']._serialized_start=740
   _globals['_ENQUEUERESPONSE']._serialized_end=842
   _globals['_LEASEREQUEST']._serialized_start=845
-  _globals['_LEASEREQUEST']._serialized_end=982
-  _globals['_LEASERESPONSE']._serialized_start=984
-  _globals['_LEASERESPONSE']._serialized_end=1077
-  _globals['_LEASEREF']._serialized_start=1079
-  _globals['_LEASEREF']._serialized_end=1133
-  _globals['_ACKREQUEST']._serialized_start=1135
-  _globals['_ACKREQUEST']._serialized_end=1257
-  _globals['_NACKITEM']._serialized_start=1259
-  _globals['_NACKITEM']._serialized_end=1365
-  _globals['_NACKREQUEST']._serialized_start=1367
-  _globals['_NACKREQUEST']._serialized_end=1489
-  _globals['_EXTENDITEM']._serialized_start=1491
-  _globals['_EXTENDITEM']._serialized_end=1570
-  _globals['_EXTENDREQUEST']._serialized_start=1572
-  _globals['_EXTENDREQUEST']._serialized_end=1665
-  _globals['_QUEUEITEMRESULT']._serialized_start=1667
-  _globals['_QUEUEITEMRESULT']._serialized_end=1745
-  _globals['_QUEUEBATCHRESPONSE']._serialized_start=1747
-  _globals['_QUEUEBATCHRESPONSE']._serialized_end=1813
-  _globals['_GETMESSAGEREQUEST']._serialized_start=1815
-  _globals['_GETMESSAGEREQUEST']._serialized_end=1869
-  _globals['_DELETEMESSAGESREQUEST']._serialized_start=1871
-  _globals['_DELETEMESSAGESREQUEST']._serialized_end=1949
-  _globals['_CHANGEPRIORITYREQUEST']._serialized_start=1952
-  _globals['_CHANGEPRIORITYREQUEST']._serialized_end=2092
-  _globals['_PEEKREQUEST']._serialized_start=2094
-  _globals['_PEEKREQUEST']._serialized_end=2178
-  _globals['_PEEKRESPONSE']._serialized_start=2180
-  _globals['_PEEKRESPONSE']._serialized_end=2238
-  _globals['_QUEUESTATSREQUEST']._serialized_start=2240
-  _globals['_QUEUESTATSREQUEST']._serialized_end=2293
-  _globals['_QUEUEGROUPSTATS']._serialized_start=2295
-  _globals['_QUEUEGROUPSTATS']._serialized_end=2421
-  _globals['_QUEUEPARTITIONSTATS']._serialized_start=2424
-  _globals['_QUEUEPARTITIONSTATS']._serialized_end=2674
-  _globals['_REDRIVEREQUEST']._serialized_start=2676
-  _globals['_REDRIVEREQUEST']._serialized_end=2748
-  _globals['_REDRIVERESPONSE']._serialized_start=2750
-  _globals['_REDRIVERESPONSE']._serialized_end=2782
-  _globals['_QUEUE']._serialized_start=2785
-  _globals['_QUEUE']._serialized_end=3609
+  _globals['_LEASEREQUEST']._serialized_end=998
+  _globals['_LEASERESPONSE']._serialized_start=1000
+  _globals['_LEASERESPONSE']._serialized_end=1118
+  _globals['_LEASEREF']._serialized_start=1120
+  _globals['_LEASEREF']._serialized_end=1174
+  _globals['_ACKREQUEST']._serialized_start=1177
+  _globals['_ACKREQUEST']._serialized_end=1322
+  _globals['_NACKITEM']._serialized_start=1324
+  _globals['_NACKITEM']._serialized_end=1430
+  _globals['_NACKREQUEST']._serialized_start=1432
+  _globals['_NACKREQUEST']._serialized_end=1554
+  _globals['_EXTENDITEM']._serialized_start=1556
+  _globals['_EXTENDITEM']._serialized_end=1635
+  _globals['_EXTENDREQUEST']._serialized_start=1637
+  _globals['_EXTENDREQUEST']._serialized_end=1730
+  _globals['_QUEUEITEMRESULT']._serialized_start=1732
+  _globals['_QUEUEITEMRESULT']._serialized_end=1810
+  _globals['_QUEUEITEMFAILURE']._serialized_start=1812
+  _globals['_QUEUEITEMFAILURE']._serialized_end=1879
+  _globals['_QUEUEBATCHRESPONSE']._serialized_start=1881
+  _globals['_QUEUEBATCHRESPONSE']._serialized_end=1995
+  _globals['_GETMESSAGEREQUEST']._serialized_start=1997
+  _globals['_GETMESSAGEREQUEST']._serialized_end=2051
+  _globals['_DELETEMESSAGESREQUEST']._serialized_start=2053
+  _globals['_DELETEMESSAGESREQUEST']._serialized_end=2131
+  _globals['_CHANGEPRIORITYREQUEST']._serialized_start=2134
+  _globals['_CHANGEPRIORITYREQUEST']._serialized_end=2274
+  _globals['_PEEKREQUEST']._serialized_start=2276
+  _globals['_PEEKREQUEST']._serialized_end=2360
+  _globals['_PEEKRESPONSE']._serialized_start=2362
+  _globals['_PEEKRESPONSE']._serialized_end=2420
+  _globals['_QUEUESTATSREQUEST']._serialized_start=2422
+  _globals['_QUEUESTATSREQUEST']._serialized_end=2475
+  _globals['_QUEUEGROUPSTATS']._serialized_start=2477
+  _globals['_QUEUEGROUPSTATS']._serialized_end=2603
+  _globals['_QUEUEPARTITIONSTATS']._serialized_start=2606
+  _globals['_QUEUEPARTITIONSTATS']._serialized_end=2856
+  _globals['_REDRIVEREQUEST']._serialized_start=2858
+  _globals['_REDRIVEREQUEST']._serialized_end=2930
+  _globals['_REDRIVERESPONSE']._serialized_start=2932
+  _globals['_REDRIVERESPONSE']._serialized_end=2964
+  _globals['_QUEUE']._serialized_start=2967
+  _globals['_QUEUE']._serialized_end=3791
 # @@protoc_insertion_point(module_scope)

@@ -94,28 +94,32 @@ class EnqueueResponse(_message.Message):
     def __init__(self, request_id: _Optional[int] = ..., enqueued_ms: _Optional[int] = ..., results: _Optional[_Iterable[_Union[EnqueueResult, _Mapping]]] = ...) -> None: ...
 
 class LeaseRequest(_message.Message):
-    __slots__ = ("topic", "partition", "max_messages", "visibility_ms", "max_wait_ms", "max_in_flight")
+    __slots__ = ("topic", "partition", "max_messages", "visibility_ms", "max_wait_ms", "max_in_flight", "packed")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     MAX_MESSAGES_FIELD_NUMBER: _ClassVar[int]
     VISIBILITY_MS_FIELD_NUMBER: _ClassVar[int]
     MAX_WAIT_MS_FIELD_NUMBER: _ClassVar[int]
     MAX_IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    PACKED_FIELD_NUMBER: _ClassVar[int]
     topic: str
     partition: int
     max_messages: int
     visibility_ms: int
     max_wait_ms: int
     max_in_flight: int
-    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., max_messages: _Optional[int] = ..., visibility_ms: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., max_in_flight: _Optional[int] = ...) -> None: ...
+    packed: bool
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., max_messages: _Optional[int] = ..., visibility_ms: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., max_in_flight: _Optional[int] = ..., packed: _Optional[bool] = ...) -> None: ...
 
 class LeaseResponse(_message.Message):
-    __slots__ = ("messages", "error")
+    __slots__ = ("messages", "error", "packed_messages")
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    PACKED_MESSAGES_FIELD_NUMBER: _ClassVar[int]
     messages: _containers.RepeatedCompositeFieldContainer[QueueMessage]
     error: _raftbus_pb2.Error
-    def __init__(self, messages: _Optional[_Iterable[_Union[QueueMessage, _Mapping]]] = ..., error: _Optional[_Union[_raftbus_pb2.Error, _Mapping]] = ...) -> None: ...
+    packed_messages: bytes
+    def __init__(self, messages: _Optional[_Iterable[_Union[QueueMessage, _Mapping]]] = ..., error: _Optional[_Union[_raftbus_pb2.Error, _Mapping]] = ..., packed_messages: _Optional[bytes] = ...) -> None: ...
 
 class LeaseRef(_message.Message):
     __slots__ = ("message_id", "delivery_count")
@@ -126,18 +130,20 @@ class LeaseRef(_message.Message):
     def __init__(self, message_id: _Optional[int] = ..., delivery_count: _Optional[int] = ...) -> None: ...
 
 class AckRequest(_message.Message):
-    __slots__ = ("topic", "partition", "leases", "settler_id", "sequence")
+    __slots__ = ("topic", "partition", "leases", "settler_id", "sequence", "packed_leases")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     LEASES_FIELD_NUMBER: _ClassVar[int]
     SETTLER_ID_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    PACKED_LEASES_FIELD_NUMBER: _ClassVar[int]
     topic: str
     partition: int
     leases: _containers.RepeatedCompositeFieldContainer[LeaseRef]
     settler_id: bytes
     sequence: int
-    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., leases: _Optional[_Iterable[_Union[LeaseRef, _Mapping]]] = ..., settler_id: _Optional[bytes] = ..., sequence: _Optional[int] = ...) -> None: ...
+    packed_leases: bytes
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., leases: _Optional[_Iterable[_Union[LeaseRef, _Mapping]]] = ..., settler_id: _Optional[bytes] = ..., sequence: _Optional[int] = ..., packed_leases: _Optional[bytes] = ...) -> None: ...
 
 class NackItem(_message.Message):
     __slots__ = ("message_id", "delivery_count", "delay_ms", "reason")
@@ -193,11 +199,21 @@ class QueueItemResult(_message.Message):
     lease_deadline_ms: int
     def __init__(self, error: _Optional[_Union[_raftbus_pb2.Error, _Mapping]] = ..., lease_deadline_ms: _Optional[int] = ...) -> None: ...
 
+class QueueItemFailure(_message.Message):
+    __slots__ = ("index", "error")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    error: _raftbus_pb2.Error
+    def __init__(self, index: _Optional[int] = ..., error: _Optional[_Union[_raftbus_pb2.Error, _Mapping]] = ...) -> None: ...
+
 class QueueBatchResponse(_message.Message):
-    __slots__ = ("results",)
+    __slots__ = ("results", "failures")
     RESULTS_FIELD_NUMBER: _ClassVar[int]
+    FAILURES_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[QueueItemResult]
-    def __init__(self, results: _Optional[_Iterable[_Union[QueueItemResult, _Mapping]]] = ...) -> None: ...
+    failures: _containers.RepeatedCompositeFieldContainer[QueueItemFailure]
+    def __init__(self, results: _Optional[_Iterable[_Union[QueueItemResult, _Mapping]]] = ..., failures: _Optional[_Iterable[_Union[QueueItemFailure, _Mapping]]] = ...) -> None: ...
 
 class GetMessageRequest(_message.Message):
     __slots__ = ("topic", "message_id")

@@ -15,6 +15,7 @@ from raftbus.broker.state.queue_records import (
     READY,
     decode_message,
     read_ready_value,
+    row_key,
     seq_of,
     time_of,
 )
@@ -95,9 +96,14 @@ class QueueHarness:
                     if t != q.META}
 
     def check_invariants(self) -> None:
-        """Each message indexed exactly once under its state; counters match the indexes; fair leaves are right."""
+        """Each message stored under its delivery-order key and found by its locator, indexed exactly once under
+        its state; counters match the indexes; fair leaves are right."""
         tables = self.dump()
         messages = {seq_of(k): decode_message(v) for k, v in tables[q.MESSAGES].items()}
+        assert {seq_of(k): k for k in tables[q.MESSAGES]} == {seq_of(k): v for k, v in tables[q.LOCATORS].items()}
+        for key, m in zip(tables[q.MESSAGES], messages.values()):
+            path = group_path(m.group) if self.ordering == "fair" else None
+            assert key == row_key(seq_of(key), m.priority, path), f"seq {seq_of(key)} stored out of place"
         indexed = {}
         for state, table in ((READY, q.READY_T), (DELAYED, q.DELAYED_T), (DEAD, q.DEAD_T)):
             for key in tables[table]:

@@ -10,6 +10,7 @@ from raftbus.client.queue_ids import message_id, split_message_id
 from raftbus.client.queue_messages import GroupQueueStats, Message, PartitionQueueStats, QueueStats
 from raftbus.client.queue_producer import QueueStubs, queue_partition
 from raftbus.client.murmur2 import partition_for_key
+from raftbus.client.queue_wire import MESSAGE_HEADER, pack_messages, unpack_leases
 from raftbus.client.queues import Queues
 from raftbus.client.records import encode_batch
 from raftbus.client.wire import queues_pb2 as qpb
@@ -73,14 +74,10 @@ def leased(mid, count=1, value=b"v", **fields):
 
 
 def ack_answers(request):
-    """Acks succeed except for message ids with seq 13 (lease lost)."""
-    results = []
-    for ref in request.leases:
-        if ref.message_id & 0xFFFFFFFFFF == 13:
-            results.append(qpb.QueueItemResult(error=pb.Error(code="LEASE_LOST", message="gone")))
-        else:
-            results.append(qpb.QueueItemResult())
-    return qpb.QueueBatchResponse(results=results)
+    """Packed acks succeed except for message ids with seq 13 (lease lost), which are listed as failures."""
+    return qpb.QueueBatchResponse(failures=[
+        qpb.QueueItemFailure(index=i, error=pb.Error(code="LEASE_LOST", message="gone"))
+        for i, (mid, _) in enumerate(unpack_leases(request.packed_leases)) if mid & 0xFFFFFFFFFF == 13])
 
 
 @pytest.mark.parametrize("group, key, record_key, expected", [
@@ -123,7 +120,8 @@ def test_settlements_batch_per_partition_with_a_settler_id_and_sequences():
     assert more.result(5) is None
     settlements.close(1)
     acks = [r for name, r in channel.requests if name == "Ack"]
-    assert sorted((r.partition, len(r.leases)) for r in acks[:2]) == [(0, 3), (1, 1)]
+    assert sorted((r.partition, len(unpack_leases(r.packed_leases))) for r in acks[:2]) == [(0, 3), (1, 1)]
+    assert all(not r.leases for r in acks)
     assert {r.settler_id for r in acks} == {settlements.settler_id} and len(settlements.settler_id) == 16
     assert [r.sequence for r in acks if r.partition == 0] == [1, 2]
 
@@ -136,6 +134,23 @@ def test_extend_updates_the_message_deadline():
     message = Message.from_proto("jobs", leased(message_id(0, 1)), settlements)
     assert message.extend(5_000).result(5) == 999 and message.lease_deadline_ms == 999
     settlements.close(1)
+
+
+def test_queues_client_leases_packed_and_acks_packed():
+    record = encode_batch([(7, b"k", b"v", ())])[0]
+    rows = {seq: MESSAGE_HEADER.pack(3, seq, 1, 5, 5, 99, 0, 0, 0, 0) + record for seq in (4, 13)}  # in flight
+    channel = FakeChannel({
+        "Lease": lambda r: qpb.LeaseResponse(packed_messages=pack_messages(
+            [(message_id(r.partition, seq), row) for seq, row in rows.items()]) if r.packed else b""),
+        "Ack": ack_answers})
+    queues = Queues(router=FakeRouter(channel))
+    leased = queues.lease("jobs", 2, max_messages=10)
+    assert [(m.message_id, m.partition, m.priority, m.value, m.lease_deadline_ms) for m in leased] == \
+        [(message_id(2, 4), 2, 4, b"v", 99), (message_id(2, 13), 2, 13, b"v", 99)]
+    answers = queues.ack_many(leased)
+    assert answers[0] is None and isinstance(answers[1], errors.LeaseLost)
+    ack = channel.requests[-1][1]
+    assert unpack_leases(ack.packed_leases) == [(message_id(2, 4), 1), (message_id(2, 13), 1)] and not ack.leases
 
 
 def test_queues_client_groups_deletes_by_partition_and_answers_per_id():

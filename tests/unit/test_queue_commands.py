@@ -16,6 +16,8 @@ ITEMS = [qc.EnqueueItem(-5, 123, 2, 99, 1 << 40 | 5, b"a.b", b"key", b"err", b"\
     (qc.encode_ack(5, POLICY, [(1, 1), (2**64 - 1, 7)]), qc.ACK, qc.Settle(b"", 0, [(1, 1), (2**64 - 1, 7)])),
     (qc.encode_ack(5, POLICY, [(1, 1)], settler_id=b"s" * 16, sequence=3), qc.ACK,
      qc.Settle(b"s" * 16, 3, [(1, 1)])),
+    (qc.encode_ack_packed(5, POLICY, bytes.fromhex("000000000000000a 00000002 00000000000000ff 00000001"),
+                          settler_id=b"s", sequence=4), qc.ACK, qc.Settle(b"s", 4, [(10, 2), (255, 1)])),
     (qc.encode_nack(5, POLICY, [qc.Nack(3, 1, qc.BACKOFF, b""), qc.Nack(4, 2, 500, b"why")], settler_id=b"c",
                     sequence=9), qc.NACK,
      qc.Settle(b"c", 9, [qc.Nack(3, 1, qc.BACKOFF, b""), qc.Nack(4, 2, 500, b"why")])),
@@ -41,6 +43,11 @@ def test_round_trip(command, op, body):
 def test_malformed_commands_raise_typed_errors(bad):
     with pytest.raises(errors.InvalidArgument):
         qc.decode(bad)
+
+
+def test_packed_acks_must_hold_whole_leases():
+    with pytest.raises(errors.InvalidArgument):
+        qc.encode_ack_packed(5, POLICY, bytes(13))
 
 
 @pytest.mark.parametrize("group, ok", [

@@ -8,7 +8,8 @@ import pytest
 from raftbus.broker import queue_commands as qc
 from raftbus.broker.state.queue import EnqueueResult, Enqueued, QueueStateMachine
 from raftbus.broker.state.queue_backoff import retry_delay_ms
-from raftbus.broker.state.queue_records import DEAD, DELAYED, IN_FLIGHT, READY
+from raftbus.broker.state import queue_tables as q
+from raftbus.broker.state.queue_records import DEAD, DELAYED, IN_FLIGHT, READY, seq_of
 from raftbus.broker.storage.lmdb_store import LmdbStore
 from raftbus.broker.storage.memory_store import MemoryStore
 from raftbus.client import errors
@@ -127,6 +128,27 @@ def test_batched_acks_answer_per_message(queue):
     results = queue.ack((seqs[0], 1), (seqs[1], 9), (seqs[2], 1), (999, 1))
     assert [type(r).__name__ if r else None for r in results] == [None, "LeaseLost", None, "UnknownMessage"]
     assert queue.sm.counts() == (0, 0, 1, 0)
+
+
+def test_a_lease_named_twice_in_one_ack_batch_is_acked_once(queue):
+    seqs = queue.put(b"a", b"b")
+    queue.lease()
+    results = queue.ack((seqs[0], 1), (seqs[1], 1), (seqs[0], 1))
+    assert [type(r).__name__ if r else None for r in results] == [None, None, "UnknownMessage"]
+    assert queue.sm.counts() == (0, 0, 0, 0)
+    queue.check_invariants()
+
+
+def test_messages_are_stored_in_delivery_order_and_found_by_seq(queue):
+    late, early = queue.put(b"late", priority=9)[0], queue.put(b"early", priority=-3)[0]
+    with queue.store.read() as txn:
+        stored = [seq_of(key) for key, _ in txn.items(q.MESSAGES)]
+    assert stored == [early, late]
+    queue.change(late, priority=-5)
+    with queue.store.read() as txn:
+        assert [seq_of(key) for key, _ in txn.items(q.MESSAGES)] == [late, early]
+    assert queue.sm.get(late).priority == -5 and queue.sm.get(late).record == b"late"
+    queue.check_invariants()
 
 
 def test_extend_moves_the_deadline_only_for_the_current_lease(queue):
@@ -517,8 +539,11 @@ def test_random_runs_keep_the_invariants(ordering, seed):
         elif action < 0.85 and leased:
             one = leased.pop(rng.randrange(len(leased)))
             op = rng.choice(["ack", "nack", "extend", "delete", "change"])
-            if op == "ack":
-                queue.ack((one.seq, one.message.delivery_count))
+            if op == "ack":  # with up to two more leases, and sometimes one of them named twice
+                more = [leased.pop(rng.randrange(len(leased))) for _ in range(min(len(leased), rng.randint(0, 2)))]
+                refs = [(m.seq, m.message.delivery_count) for m in [one, *more]]
+                twice = refs[:1] if rng.random() < 0.2 else []
+                queue.ack(*refs, *twice)
             elif op == "nack":
                 queue.nack(one.seq, one.message.delivery_count)
             elif op == "extend":

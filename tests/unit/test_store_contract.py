@@ -55,6 +55,20 @@ def test_put_get_delete(store):
         assert txn.get("b", b"k3") is None
 
 
+def test_batch_get_put_delete(store):
+    fill(store)
+    with store.write() as txn:
+        txn.put_many("a", [(b"k2", b"two"), (b"k1", memoryview(b"xone")[1:]), (b"k9", bytearray(b"nine"))])
+        txn.put_many("b", [])
+        assert txn.get_many("a", [b"k9", b"k0", b"k1"]) == [b"nine", None, b"one"]
+        assert txn.delete_many("a", [b"k3", b"k0", b"k9"]) == 2
+        assert txn.delete_many("b", []) == 0
+    with store.read() as txn:
+        assert [(bytes(k), bytes(v)) for k, v in txn.items("a")] == [(b"k1", b"one"), (b"k2", b"two"),
+                                                                      (b"k5", b"vk5")]
+        assert txn.get_many("a", [b"k3", b"k5"]) == [None, b"vk5"]
+
+
 @pytest.mark.parametrize("start, reverse, expected", [
     (None, False, [b"k1", b"k3", b"k5"]),
     (b"k2", False, [b"k3", b"k5"]),
@@ -183,11 +197,13 @@ def test_lmdb_growth_inside_a_write_replays_its_changes(tmp_path):
         fill(store)
         with store.write() as txn:
             txn.delete("a", b"k1")
-            for i in range(300):
+            for i in range(150):
                 txn.put("b", b"%04d" % i, bytes(1000))
-            assert txn.get("a", b"k1") is None and txn.count("b") == 300
+            txn.put_many("b", [(b"%04d" % i, bytes(1000)) for i in range(150, 300)])
+            assert txn.delete_many("b", [b"0000", b"0299", b"nope"]) == 2
+            assert txn.get("a", b"k1") is None and txn.count("b") == 298
         with store.read() as txn:
-            assert [k for k, _ in txn.items("a")] == [b"k3", b"k5"] and txn.count("b") == 300
+            assert [k for k, _ in txn.items("a")] == [b"k3", b"k5"] and txn.count("b") == 298
     finally:
         store.close()
 
