@@ -197,7 +197,7 @@ class Broker:
         base = self._partition_dir(group_id)
         if topic.kind == "queue":
             store = LmdbStore(str(base / "store"), tables=QueueStateMachine.TABLES,
-                              map_size_bytes=s.storage_map_size_bytes)
+                              map_size_bytes=s.storage_map_size_bytes, writemap=True)
             sm = QueueStateMachine(store, topic.ordering)
         else:
             store = LmdbStore(str(base / "store"), tables=PartitionStateMachine.TABLES,

@@ -393,6 +393,19 @@ def ensure_topic(bootstrap: str, topic: str, args) -> int:
         return len(admin.cluster_status().brokers)
 
 
+def wait_for_preferred_leaders(bootstrap: str, topic: str, timeout_s: float) -> bool:
+    """Wait until each partition is led by its preferred replica (brokers hand leadership over a few seconds
+    after a topic is created), so a latency measurement does not include those hand-overs; False on timeout."""
+    deadline = time.monotonic() + timeout_s
+    with Admin(bootstrap) as admin:
+        while time.monotonic() < deadline:
+            partitions = admin.describe_topic(topic).partitions
+            if all(p.leader_id == p.replicas[0] for p in partitions):
+                return True
+            time.sleep(0.2)
+    return False
+
+
 def load_specs(bootstrap: str, topic: str, records: int, args) -> list[WorkerSpec]:
     partitions = tuple(range(args.partitions))
     return [WorkerSpec(bootstrap, topic, partitions, count, args.record_bytes, args.linger_ms, args.batch_bytes_max,
@@ -427,6 +440,8 @@ def bench_produce(bootstrap: str, args) -> dict:
     topic = f"bench-produce-{time.time_ns() // 1_000_000}"
     latency_topic = f"{topic}-latency"
     ensure_topic(bootstrap, latency_topic, args)
+    if not wait_for_preferred_leaders(bootstrap, latency_topic, settings.BENCH_PREFERRED_LEADERS_TIMEOUT_MS / 1000):
+        progress("leaders of the latency topic did not settle on their preferred replicas; measuring anyway")
     progress(f"light load: {settings.BENCH_LIGHT_LOAD_RATE_PER_S} single-record sends/s "
              f"for {settings.BENCH_LIGHT_LOAD_DURATION_MS} ms")
     latencies_ms = light_load_latencies_ms(bootstrap, latency_topic, args.record_bytes)

@@ -68,6 +68,7 @@ BENCH_LIGHT_LOAD_RATE_PER_S = 1_000
 BENCH_LIGHT_LOAD_DURATION_MS = 3_000
 BENCH_WORKER_READY_TIMEOUT_MS = 60_000
 BENCH_BATCHES_QUEUED_PER_PARTITION = 5
+BENCH_PREFERRED_LEADERS_TIMEOUT_MS = 20_000  # wait for leaders to settle before measuring latency
 BENCH_FAILOVER_ROUNDS = 3               # leader kills in `raftbus bench failover`
 BENCH_IDLE_PARTITIONS = 100             # partitions of the idle topic in `raftbus bench idle`
 BENCH_IDLE_SECONDS = 10.0               # how long idle CPU is measured

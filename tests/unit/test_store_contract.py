@@ -10,18 +10,21 @@ from raftbus.client import errors
 TABLES = ("a", "b")
 
 
-def lmdb_store(path, map_size_bytes=1 << 20):
-    return LmdbStore(str(path), TABLES, map_size_bytes)
+def lmdb_store(path, map_size_bytes=1 << 20, writemap=False):
+    return LmdbStore(str(path), TABLES, map_size_bytes, writemap=writemap)
 
 
-@pytest.fixture(params=["lmdb", "memory"])
+@pytest.fixture(params=["lmdb", "lmdb-writemap", "memory"])
 def make_store(request, tmp_path):
     """A factory of fresh stores of one implementation; each call gives an independent store."""
     opened = []
     counter = iter(range(1000))
 
     def make():
-        store = lmdb_store(tmp_path / f"s{next(counter)}") if request.param == "lmdb" else MemoryStore(TABLES)
+        if request.param == "memory":
+            store = MemoryStore(TABLES)
+        else:
+            store = lmdb_store(tmp_path / f"s{next(counter)}", writemap=request.param == "lmdb-writemap")
         opened.append(store)
         return store
 
