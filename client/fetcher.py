@@ -22,7 +22,7 @@ import grpc
 
 from raftbus.client.errors import RaftbusError, Unavailable, error_from_rpc
 from raftbus.client.group_calls import TopicPartition
-from raftbus.client.records import STORED_BATCH_OVERHEAD_BYTES, Record, decode_fetched, iter_stored_batches
+from raftbus.client.records import STORED_BATCH_OVERHEAD_BYTES, Record, decode_stored_batch, iter_stored_batches
 from raftbus.client.router import Router
 from raftbus.client.wire import raftbus_pb2 as pb
 
@@ -38,11 +38,14 @@ class Chunk:
     first: int
     end: int
 
-    def records(self) -> Iterator[Record]:
-        for record in decode_fetched(self.tp.topic, self.tp.partition, self.stored, self.first):
-            if record.offset >= self.end:
-                return
-            yield record
+    def records(self) -> list[Record]:
+        """The chunk's records, decoded in one pass (a list: one generator less per record on the hot path)."""
+        decoded = []
+        for batch in iter_stored_batches(self.stored):
+            decoded += decode_stored_batch(self.tp.topic, self.tp.partition, batch, self.first)
+        if decoded and decoded[-1].offset >= self.end:
+            decoded = [r for r in decoded if r.offset < self.end]
+        return decoded
 
 
 class ConsumerRecords:
