@@ -166,8 +166,7 @@ class Broker:
                 return
 
     def _gossip(self) -> None:
-        now = time.monotonic()
-        led = [(g.group_id, g.term, g.in_sync_replicas(self.node_id, now))
+        led = [(g.group_id, g.term, g.in_sync_replicas(self.node_id))
                for g in self.loop.groups.values() if g.is_leader]
         message = {"leaders": led}
         for peer in self.hub.connected_peers():
@@ -302,6 +301,7 @@ class Broker:
         if self._stopping.is_set():
             return
         self._stopping.set()
+        self.context.stopping.set()
         from grpc_health.v1 import health_pb2
 
         self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
@@ -328,7 +328,7 @@ class Broker:
         def transfer():
             led = [g for g in self.loop.groups.values() if g.is_leader and g.transport.nodes]
             for group in led:
-                group.raft.transferLeadership()
+                group.hand_over()
             return len(led)
 
         while time.monotonic() < deadline:

@@ -30,6 +30,9 @@ from raftbus.client.wire import raftbus_pb2_grpc as pb_grpc
 
 T = TypeVar("T")
 
+# NOT_LEADER hints followed with no delay within one call; later ones back off like other retriable errors.
+HINTS_FOLLOWED_AT_ONCE = 2
+
 # Errors the router retries itself; every other error goes straight back to the caller.
 ROUTER_RETRIABLE = (NotLeader, LeaderNotAvailable, Unavailable, RequestTimedOut, Overloaded)
 
@@ -223,15 +226,20 @@ class Router:
                      partition: int | None = None) -> float | None:
         """Learn from a failed call; return the delay before retrying, or None when it must not be retried.
 
-        A NOT_LEADER hint updates the cache and retries at once (delay 0); other router-retriable errors
-        forget the cached leader (so the next lookup refreshes) and back off exponentially.
+        A NOT_LEADER hint updates the cache and retries at once (delay 0, for the first HINTS_FOLLOWED_AT_ONCE
+        failures; then with backoff); other router-retriable errors forget the cached leader (so the next lookup
+        refreshes) and back off exponentially.
         `attempt` counts failures so far (1 for the first); past `retries` nothing is retried.
         """
         if not isinstance(err, ROUTER_RETRIABLE) or attempt > self.retries:
             return None
         if isinstance(err, NotLeader) and self._apply_hint(err, topic, partition):
-            return 0.0
+            # Straight to the hinted leader; if hints keep bouncing (brokers mid-election disagree), back off.
+            return 0.0 if attempt <= HINTS_FOLLOWED_AT_ONCE else self._backoff_s(attempt - HINTS_FOLLOWED_AT_ONCE)
         self._forget_leader(topic, partition)
+        return self._backoff_s(attempt)
+
+    def _backoff_s(self, attempt: int) -> float:
         return min(self.retry_backoff_s * (2 ** (attempt - 1)), self.retry_backoff_max_s)
 
     def _apply_hint(self, err: NotLeader, topic: str | None, partition: int | None) -> bool:

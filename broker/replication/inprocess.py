@@ -51,7 +51,7 @@ class InProcessGroup:
     def set_leader(self, leader_id: int | None) -> None:
         self._leader_id = leader_id
 
-    def in_sync_replicas(self, self_id: int, now_monotonic: float) -> list[int]:
+    def in_sync_replicas(self, self_id: int) -> list[int]:
         return [self_id] if self.is_leader else []
 
     def sync(self) -> None:

@@ -24,6 +24,7 @@ import pysyncobj.pickle as raft_pickle
 import pysyncobj.syncobj as raft_syncobj
 from pysyncobj import SyncObj, SyncObjConf, replicated
 from pysyncobj.config import FAIL_REASON
+from pysyncobj.monotonic import monotonic as raft_monotonic
 from pysyncobj.node import Node
 from pysyncobj.transport import Transport
 
@@ -36,6 +37,8 @@ log = logging.getLogger(__name__)
 SNAPSHOT_MAGIC = b"RBSNAP01"
 _FOOTER_TAIL = struct.Struct(">Q8s")
 _REGULAR_COMMAND = 0  # pysyncobj's _COMMAND_TYPE.REGULAR
+_ROLES = {0: "follower", 1: "candidate", 2: "leader"}  # pysyncobj's _RAFT_STATE
+_FOLLOWER, _LEADER = 0, 2
 
 
 @dataclass(frozen=True)
@@ -342,6 +345,7 @@ class RaftGroup:
         self._bytes_since_compaction = 0
         self._entries_since_compaction = 0
         self.leader_changes = 0
+        self._handing_over: tuple[int | None, float] | None = None  # (target, until) while stepping aside
         self.transport = GroupTransport(hub, group_id, peer_ids)
         conf = settings.syncobj_conf(self.data_dir, self._serialize, self._deserialize, self._on_state_changed)
         self.raft = _Raft(self, Node(str(self_id)), list(self.transport.nodes.values()), conf, self.transport)
@@ -353,6 +357,12 @@ class RaftGroup:
         if len(command) > self.settings.command_bytes_max:
             future.set_exception(errors.BatchTooLarge(
                 f"command of {len(command)} bytes exceeds raft_command_bytes_max={self.settings.command_bytes_max}"))
+            return future
+
+        handing_over = self._handing_over
+        if handing_over is not None and raft_monotonic() < handing_over[1] and self.is_leader:
+            future.set_exception(errors.LeaderNotAvailable(
+                f"leadership is being handed over to broker {handing_over[0]}", leader_id=handing_over[0]))
             return future
 
         def done(result, reason):
@@ -382,8 +392,9 @@ class RaftGroup:
     def tick(self) -> None:
         self.raft.doTick(0.0)
 
-    def in_sync_replicas(self, self_id: int, now_monotonic: float) -> list[int]:
+    def in_sync_replicas(self, self_id: int) -> list[int]:
         """Replicas that acknowledged recently and hold nearly all committed entries (leader only)."""
+        now_monotonic = raft_monotonic()  # pysyncobj's clock (CLOCK_MONOTONIC_RAW), which stamps the responses
         if not self.is_leader:
             return []
         match = self.raft._SyncObj__raftMatchIndex
@@ -398,11 +409,28 @@ class RaftGroup:
         return sorted(isr)
 
     def maybe_transfer_to_preferred(self) -> None:
-        """Hand leadership to the preferred replica when it is connected and fully caught up."""
+        """Hand leadership to the preferred replica when it is connected and fully caught up (loop thread)."""
         target = self.preferred_leader
         if target is None or not self.is_leader or target not in self.transport.nodes:
             return
-        self.raft.transferLeadership(self.transport.nodes[target])
+        self.hand_over(target)
+
+    def hand_over(self, target: int | None = None) -> None:
+        """Raft's leadership transfer, done as the paper says: stop taking new commands (LEADER_NOT_AVAILABLE, so
+        clients back off briefly and look again) for up to one election timeout, and send TimeoutNow only once every command
+        submitted so far is in the log and the target holds all of it. pysyncobj alone keeps appending: the
+        target then stood with a shorter log than its peers, lost, and the partition had no leader until an
+        election timeout passed (~1 s of unavailability per hand-over under writes)."""
+        if not self.is_leader or self.raft._SyncObj__commandsQueue._FastQueue__queue:
+            return  # commands still to append: try again at the next check
+        node = self.transport.nodes.get(target) if target is not None else None
+        self._handing_over = (target, raft_monotonic() + self.settings.election_timeout_max_ms / 1000)
+
+        def sent(_result, reason) -> None:
+            if reason != FAIL_REASON.SUCCESS:
+                self._handing_over = None  # denied (target not caught up): keep leading, try at the next check
+
+        self.raft.transferLeadership(node, callback=sent)
 
     @property
     def log_bytes(self) -> int:
@@ -453,8 +481,23 @@ class RaftGroup:
         return result
 
     def _on_state_changed(self, old_state, new_state) -> None:
+        if old_state == _LEADER and new_state == _FOLLOWER:
+            self._restart_election_timer()
         self.leader_changes += 1
+        log.info("raft role changed", extra={"group": self.group_id, "from": _ROLES.get(old_state, old_state),
+                                             "to": _ROLES.get(new_state, new_state), "term": self.term})
         self._loop.on_leadership_changed(self)
+
+    def _restart_election_timer(self) -> None:
+        """A leader that steps down starts a fresh election timeout, as Raft has it.
+
+        pysyncobj leaves a former leader with the deadline it had before it was elected, long past, so the moment
+        a higher term reaches it (a leadership hand-over's vote request) it stands for election at once. Under
+        writes its log is a little longer than the new candidate's, so it refused that vote, won its own
+        election, and every hand-over to the preferred replica failed and was tried again 5 s later.
+        """
+        raft = self.raft
+        raft._SyncObj__raftElectionDeadline = raft_monotonic() + raft._SyncObj__generateRaftTimeout()
 
     def _serialize(self, tmp_file: str, data) -> None:
         """pysyncobj's serializer: turn the completed copy into the snapshot file (fast, no data copy)."""

@@ -127,6 +127,7 @@ class AdminService:
         return {"broker_id": self.context.node_id, **self.context.process_stats()}
 
     def cluster(self, topic_names=()) -> ClusterView:
+        self.context.require_running()
         alive = self.context.alive_brokers()
         brokers = self.context.metadata_sm.brokers()
         topics = self.context.metadata_sm.topics()

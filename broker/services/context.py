@@ -86,6 +86,7 @@ class BrokerContext:
         self.leaders = leaders or LeaderTable()
         self.partitions: dict[str, PartitionReplica] = {}
         self._alive = alive or (lambda: {node_id})
+        self.stopping = threading.Event()  # set by Broker.stop before it hands its groups over
         # What the broker process reports about itself (BrokerStats); the server replaces it.
         self.process_stats: Callable[[], dict] = lambda: {}
 
@@ -113,7 +114,7 @@ class BrokerContext:
     def isr_of(self, group_id: str) -> list[int]:
         replica = self.partitions.get(group_id)
         if replica is not None and replica.group.is_leader:
-            return replica.group.in_sync_replicas(self.node_id, time.monotonic())
+            return replica.group.in_sync_replicas(self.node_id)
         info = self.leaders.get(group_id)
         return list(info.isr) if info is not None else []
 
@@ -138,11 +139,19 @@ class BrokerContext:
         if not 0 <= partition < len(topic.partitions):
             raise errors.UnknownPartition(f"topic {topic_name!r} has no partition {partition}")
         group_id = partition_group_id(topic.topic_id, partition)
+        self.require_running()
         replica = self.partitions.get(group_id)
         if replica is None or not replica.group.is_leader:
             raise self.not_leader(self.leader_of(group_id), f"partition {topic_name}/{partition}")
         return replica
 
+    def require_running(self) -> None:
+        """Unavailable once the broker is stopping: it is handing its groups over and its view of who leads what
+        is about to go stale, so clients should ask another broker (the router moves on at once)."""
+        if self.stopping.is_set():
+            raise errors.Unavailable(f"broker {self.node_id} is stopping")
+
     def require_controller(self) -> None:
+        self.require_running()
         if not self.metadata_group.is_leader:
             raise self.not_leader(self.metadata_group.leader_id, "the metadata group")

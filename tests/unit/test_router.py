@@ -271,3 +271,12 @@ def test_stale_metadata_is_refreshed(clock):
     router.call_partition("t", 0, script)
     assert script.visited == ["b1", "b2"]
     assert cluster.metadata_asked == ["b1", "b1"]
+
+
+def test_bouncing_not_leader_hints_back_off_after_the_first_ones():
+    """Goal: brokers mid-election that point at each other do not make a call burn its retries in a tight loop."""
+    router = Router("h:1", retries=10, retry_backoff_ms=50, retry_backoff_max_ms=1_000, connect=lambda a: None)
+    router._map.brokers.update({1: "h:1", 2: "h:2"})
+    delays = [router.note_failure(NotLeader("moved", leader_id=1 + attempt % 2, leader_address=f"h:{1 + attempt % 2}"),
+                                  attempt, topic="t", partition=0) for attempt in range(1, 6)]
+    assert delays == [0.0, 0.0, 0.05, 0.1, 0.2]
