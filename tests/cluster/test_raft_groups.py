@@ -103,3 +103,26 @@ def test_full_restart_from_data_dirs(raft_cluster):
     assert log_of(raft_cluster.nodes[2]) == before
     results = raft_cluster.produce(10, first_sequence=150)
     assert [r.base_offset for r in results] == list(range(150, 160))
+
+
+def test_hand_over_moves_leadership_to_the_target_while_new_writes_wait(raft_cluster):
+    """A leader handing over refuses new commands with a retriable LEADER_NOT_AVAILABLE naming the target, the
+    target becomes leader, keeps every committed entry, and the old leader's replica stays a follower."""
+    from raftbus.broker import commands
+    from raftbus.client import errors
+    from tests.cluster.harness import PRODUCER
+
+    for node_id in (1, 2, 3):
+        raft_cluster.start(node_id)
+    raft_cluster.produce(50)
+    old = next(n for n in raft_cluster.nodes.values() if n.groups[GROUP].is_leader)
+    target = next(n for n in raft_cluster.nodes if n != old.node_id)
+    raft_cluster.run_until(lambda: replicas_equal(raft_cluster, 50), what="every replica caught up")
+    old.groups[GROUP].hand_over(target)
+    waiting = old.groups[GROUP].submit(commands.encode_produce(1, PRODUCER, 50, 1, 1, b"late"))
+    assert isinstance(waiting.exception(0), errors.LeaderNotAvailable)
+    assert waiting.exception(0).leader_id == target
+    raft_cluster.run_until(lambda: raft_cluster.nodes[target].groups[GROUP].is_leader, what="the target leads")
+    assert not old.groups[GROUP].is_leader
+    results = raft_cluster.produce(10, first_sequence=50)
+    assert [r.base_offset for r in results] == list(range(50, 60))
