@@ -420,7 +420,10 @@ def light_load_latencies_ms(bootstrap: str, topic: str, record_bytes: int) -> li
     latencies_ms: list[float] = []
     futures = []
     with Producer(bootstrap, linger_ms=0) as producer:
-        producer.send(topic, value).result()  # connect before measuring
+        with Admin(bootstrap) as admin:
+            partitions = len(admin.describe_topic(topic).partitions)
+        for partition in range(partitions):  # open every partition leader's stream before measuring
+            producer.send(topic, value, partition=partition).result()
         started = time.perf_counter()
         for i in range(count):
             delay_s = started + i / rate_per_s - time.perf_counter()
