@@ -149,17 +149,23 @@ def _request(kind: str, topic: str, partition: int, entries: list):
 
 
 class QueueConsumer:
-    """Consumes queue topics: `poll` (or iterate) for leased messages, then ack/nack/extend each one."""
+    """Consumes queue topics: `poll` (or iterate) for leased messages, then ack/nack/extend each one.
+
+    One lease stream per partition, to its leader. Without `partitions` the consumer follows whole topics: every
+    `partitions_check_ms` it reads fresh metadata and opens streams for partitions added since.
+    """
 
     def __init__(self, bootstrap: str | list[str] | None = None, *, topics: list[str] | str,
                  partitions: list[int] | None = None, visibility_ms: int = settings.QUEUE_VISIBILITY_MS,
                  prefetch: int = settings.QUEUE_PREFETCH_MESSAGES,
                  lease_batch_messages: int = settings.QUEUE_LEASE_BATCH_MESSAGES,
                  ack_linger_ms: int = settings.QUEUE_ACK_LINGER_MS,
+                 partitions_check_ms: int = settings.QUEUE_PARTITIONS_CHECK_MS,
                  request_timeout_ms: int = settings.REQUEST_TIMEOUT_MS, router: Router | None = None):
         self.topics = [topics] if isinstance(topics, str) else list(topics)
-        if not self.topics or prefetch < 1 or lease_batch_messages < 1:
-            raise InvalidArgument("a QueueConsumer needs topics, prefetch >= 1 and lease_batch_messages >= 1")
+        if not self.topics or prefetch < 1 or lease_batch_messages < 1 or partitions_check_ms < 1:
+            raise InvalidArgument("a QueueConsumer needs topics, prefetch >= 1, lease_batch_messages >= 1 and "
+                                  "partitions_check_ms >= 1")
         self.router = router or Router(bootstrap, request_timeout_ms=request_timeout_ms)
         self._owns_router = router is None
         self.stubs = QueueStubs(self.router)
@@ -173,16 +179,19 @@ class QueueConsumer:
         self._calls: dict[tuple[str, int], object] = {}
         self._lock = threading.Lock()
         self._threads = []
+        self._streaming: set[tuple[str, int]] = set()
         for topic in self.topics:
             if self.router.topic_kind(topic) != "queue":
                 self.settlements.close(0)
                 raise WrongTopicKind(f"{topic!r} is a stream topic; read it with Reader (or a Consumer)")
         for topic in self.topics:
             for partition in partitions if partitions is not None else range(self.router.partitions_for(topic)):
-                thread = threading.Thread(target=self._stream, args=(topic, partition), daemon=True,
-                                          name=f"raftbus-lease-{topic}-{partition}")
-                thread.start()
-                self._threads.append(thread)
+                self._start_stream(topic, partition)
+        if partitions is None:  # whole topics: partitions added later are leased from too
+            watcher = threading.Thread(target=self._watch_partitions, args=(partitions_check_ms / 1000,),
+                                       daemon=True, name="raftbus-lease-partitions")
+            watcher.start()
+            self._threads.append(watcher)
 
     # ------------------------------------------------------------------ public API
     def poll(self, timeout_s: float = 1.0, max_messages: int = settings.QUEUE_POLL_MESSAGES_MAX) -> list[Message]:
@@ -217,7 +226,9 @@ class QueueConsumer:
             calls = list(self._calls.values())
         for call in calls:
             call.cancel()
-        for thread in self._threads:
+        with self._lock:
+            threads = list(self._threads)
+        for thread in threads:
             thread.join(5)
         if self._owns_router:
             self.router.close()
@@ -229,6 +240,27 @@ class QueueConsumer:
         self.close()
 
     # ------------------------------------------------------------------ stream threads
+    def _start_stream(self, topic: str, partition: int) -> None:
+        with self._lock:
+            if (topic, partition) in self._streaming or self._stopping.is_set():
+                return
+            self._streaming.add((topic, partition))
+            thread = threading.Thread(target=self._stream, args=(topic, partition), daemon=True,
+                                      name=f"raftbus-lease-{topic}-{partition}")
+            self._threads.append(thread)
+        thread.start()
+
+    def _watch_partitions(self, interval_s: float) -> None:
+        """Every interval, fresh metadata: a lease stream for each partition added to a topic since."""
+        while not self._stopping.wait(interval_s):
+            try:
+                topics = self.router.refresh().topics
+            except RaftbusError:
+                continue  # no broker answered: the next round asks again
+            for topic in self.topics:
+                for partition in sorted(topics.get(topic, {})):
+                    self._start_stream(topic, partition)
+
     def _stream(self, topic: str, partition: int) -> None:
         failures = 0
         request = qpb.LeaseRequest(topic=topic, partition=partition, max_messages=self.lease_batch_messages,

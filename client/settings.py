@@ -55,6 +55,7 @@ QUEUE_POLL_MESSAGES_MAX = 500          # messages one QueueConsumer.poll returns
 QUEUE_ACK_LINGER_MS = 2                # acks, nacks and extends wait this long to share a request
 QUEUE_STREAM_RETRY_BACKOFF_MS = 100    # first wait before a consumer reopens a failed lease stream
 QUEUE_STREAM_RETRY_BACKOFF_MAX_MS = 2_000
+QUEUE_PARTITIONS_CHECK_MS = 30_000      # a consumer of whole topics looks for added partitions this often
 QUEUE_REDRIVE_BATCH_MESSAGES = 1_000   # messages per Redrive request
 
 # CLI: records sent by `raftbus produce` whose acknowledgement is not printed yet.

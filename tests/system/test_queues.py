@@ -221,3 +221,26 @@ def test_cli_produces_consumes_and_inspects_a_queue(cluster):
     consumed = raftbus_cli(cluster.bootstrap, "--json", "consume", TOPIC, "--max", "2")
     assert [json.loads(line)["value"] for line in consumed.splitlines()] == ["high", "low"]
     wait_until(lambda: queue_empty(cluster.bootstrap), 10, what="acked by the CLI")
+
+
+def test_consumer_of_whole_topics_leases_from_partitions_added_later(cluster):
+    """A queue grown from 1 to 3 partitions under a running consumer: its next metadata check opens lease
+    streams on the new partitions, and what is enqueued there is delivered and acknowledged."""
+    create_queue(cluster.bootstrap, partitions=1)
+    with QueueConsumer(cluster.bootstrap, topics=[TOPIC], partitions_check_ms=200) as consumer:
+        assert consumer.poll(0.2) == []
+        with Admin(cluster.bootstrap) as admin:
+            assert len(admin.alter_partitions(TOPIC, 3).partitions) == 3
+        with Producer(cluster.bootstrap) as producer:
+            sent = {producer.send(TOPIC, f"on-{p}", partition=p).result().message_id: p for p in (1, 2)}
+        leased = {}
+
+        def both_leased():
+            for message in consumer.poll(0.2):
+                leased[message.message_id] = message.partition
+                message.ack().result(10)
+            return len(leased) == len(sent)
+
+        wait_until(both_leased, 20, what="messages on the added partitions leased")
+        assert leased == sent
+    wait_until(lambda: queue_empty(cluster.bootstrap), 10, what="acked from the added partitions")
