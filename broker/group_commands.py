@@ -21,6 +21,7 @@ METADATA_KINDS = frozenset({JOIN_GROUP, LEAVE_GROUP, EXPIRE_MEMBERS, RELEASE_PAR
 
 COMMIT_OFFSET = "commit_offset"
 READ_OFFSET = "read_offset"
+EXPIRE_OFFSETS = "expire_offsets"
 PARTITION_PREFIX = b"G"
 
 METADATA_FIELDS: dict[str, dict[str, type]] = {
@@ -36,6 +37,7 @@ _PARTITION_FIELDS: dict[str, dict[str, type]] = {
     COMMIT_OFFSET: {"group": str, "member_id": str, "generation": int, "offset": int, "metadata": str,
                     "reset": bool, "now_ms": int},
     READ_OFFSET: {"group": str},
+    EXPIRE_OFFSETS: {"groups": list, "committed_before_ms": int},
 }
 
 
@@ -77,6 +79,11 @@ def encode_commit_offset(*, group: str, member_id: str, generation: int, offset:
 
 def encode_read_offset(*, group: str) -> bytes:
     return PARTITION_PREFIX + _json(READ_OFFSET, group=group)
+
+
+def encode_expire_offsets(*, groups, committed_before_ms: int) -> bytes:
+    """Drop these groups' committed offsets, each only if it was last committed before `committed_before_ms`."""
+    return PARTITION_PREFIX + _json(EXPIRE_OFFSETS, groups=sorted(groups), committed_before_ms=committed_before_ms)
 
 
 def decode_partition_command(command) -> tuple[str, dict]:

@@ -104,6 +104,7 @@ class Broker:
         self.loop.every(50, self._reconcile_if_changed)
         self.loop.every(s.leader_gossip_interval_ms, self._gossip)
         self.loop.every(s.retention_check_interval_ms, self._enforce_retention)
+        self.loop.every(s.offsets_retention_check_interval_ms, self._expire_offsets)
         self.loop.every(s.preferred_leader_check_interval_ms, self._prefer_leaders)
         self.loop.every(s.queue_tick_interval_ms, self._tick_queues)
         self.loop.call_soon(self._reconcile)
@@ -234,6 +235,19 @@ class Broker:
                 self.log_service.trim_if_due(replica, topic.retention_ms, topic.retention_bytes)
             except Exception:
                 log.exception("retention check failed", extra={"group": replica.group_id})
+
+    def _expire_offsets(self) -> None:
+        """Committed offsets of groups that no longer exist, past offsets_retention_ms, on partitions led here."""
+        topics = {t.topic_id: t for t in self.metadata_sm.topics().values()}
+        live_groups = set(self.metadata_sm.groups())
+        for replica in list(self.context.partitions.values()):
+            topic = topics.get(replica.topic_id)
+            if topic is None or topic.kind != "stream" or not replica.group.is_leader:
+                continue
+            try:
+                self.offset_service.expire_if_due(replica, live_groups)
+            except Exception:
+                log.exception("offset expiry check failed", extra={"group": replica.group_id})
 
     def _prefer_leaders(self) -> None:
         connected = self.hub.connected_peers()

@@ -95,6 +95,9 @@ class BrokerSettings:
     group_empty_retention_ms: int = 7 * 24 * 3600 * 1000
     group_heartbeat_waiters_max: int = 32
     offset_metadata_bytes_max: int = 4096
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
+    offsets_retention_check_interval_ms: int = 600_000
+    offsets_expire_groups_per_command_max: int = 1_000
     # queue topics
     queue_default_max_deliveries: int = 5
     queue_default_backoff_base_ms: int = 1000
@@ -199,9 +202,12 @@ class BrokerSettings:
         if not 0 < self.rebalance_timeout_ms <= self.rebalance_timeout_max_ms:
             raise errors.InvalidArgument("need 0 < rebalance_timeout_ms <= rebalance_timeout_max_ms")
         for name in ("group_members_max", "groups_max", "group_topics_per_member_max",
-                     "group_expiry_check_interval_ms", "offset_metadata_bytes_max"):
+                     "group_expiry_check_interval_ms", "offset_metadata_bytes_max",
+                     "offsets_expire_groups_per_command_max", "offsets_retention_check_interval_ms"):
             if getattr(self, name) < 1:
                 raise errors.InvalidArgument(f"{name} must be >= 1")
+        if self.offsets_retention_ms < -1 or self.offsets_retention_ms == 0:
+            raise errors.InvalidArgument("offsets_retention_ms must be > 0, or -1 to keep committed offsets forever")
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(BrokerSettings) if f.name != "extra"}

@@ -68,6 +68,20 @@ class OffsetService:
                                           metadata=metadata, reset=reset, now_ms=self.context.clock.now_ms())
         return wait_result(replica.group.submit(command), self.settings.produce_timeout_ms / 1000)
 
+    def expire_if_due(self, replica, live_groups) -> list[str]:
+        """On a partition leader: propose dropping the offsets of groups that no longer exist and were last
+        committed more than offsets_retention_ms ago (at most offsets_expire_groups_per_command_max per command);
+        returns the groups proposed. The state machine re-checks each entry's age when it applies."""
+        retention_ms = self.settings.offsets_retention_ms
+        if retention_ms < 0:
+            return []
+        cutoff_ms = self.context.clock.now_ms() - retention_ms
+        stale = [g for g in replica.state_machine.offsets_committed_before(cutoff_ms) if g not in live_groups]
+        stale = stale[:self.settings.offsets_expire_groups_per_command_max]
+        if stale:
+            replica.group.submit(gc.encode_expire_offsets(groups=stale, committed_before_ms=cutoff_ms))
+        return stale
+
     def fetch(self, group: str, topic: str, partition: int, *, consistent: bool = False) -> PartitionLag:
         """The group's committed offset and lag; `consistent` reads through the log (sees every acknowledged
         commit even on a leader elected a moment ago)."""

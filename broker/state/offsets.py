@@ -6,6 +6,10 @@ Table:
     offsets   group name (utf-8) -> offset >q | generation >q | commit_time_ms >q | highest_generation >q |
                                     metadata (utf-8, the rest of the value)
 
+Expiry: a leader proposes to drop the offsets of groups that no longer exist once they were last committed
+more than `offsets_retention_ms` ago; the command names the groups and the cut-off, and each entry is dropped
+only if it is still older than the cut-off when applied (a commit in between keeps it).
+
 Rules of a commit (each refusal is a typed error value and writes nothing):
 - a generation below the highest this partition has seen for the group is stale (a member that lost the
   partition cannot overwrite its new owner's progress, even through a broker whose metadata lags);
@@ -61,3 +65,22 @@ def commit(txn, high_watermark: int, payload: dict):
     entry = CommittedOffset(offset, generation, payload["now_ms"], highest, payload["metadata"])
     txn.put(OFFSETS, _key(group), _ENTRY.pack(*entry[:4]) + entry.metadata.encode())
     return entry
+
+
+def committed_before(txn, cutoff_ms: int) -> list[str]:
+    """Groups whose offset here was last committed before `cutoff_ms`."""
+    return [bytes(key).decode() for key, raw in txn.items(OFFSETS) if _ENTRY.unpack_from(raw)[2] < cutoff_ms]
+
+
+def expire(txn, payload: dict) -> list[str] | errors.RaftbusError:
+    """Drop the named groups' offsets that are still older than the cut-off; returns the groups dropped."""
+    groups, cutoff_ms = payload["groups"], payload["committed_before_ms"]
+    if not all(isinstance(group, str) for group in groups):
+        return errors.InvalidArgument("expire_offsets needs group names as strings")
+    dropped = []
+    for group in groups:
+        stored = load(txn, group)
+        if stored is not None and stored.commit_time_ms < cutoff_ms:
+            txn.delete(OFFSETS, _key(group))
+            dropped.append(group)
+    return dropped

@@ -120,6 +120,8 @@ class PartitionStateMachine:
             return offsets.commit(txn, self._state.high_watermark, payload), self._state
         if kind == group_commands.READ_OFFSET:
             return offsets.load(txn, payload["group"]), self._state
+        if kind == group_commands.EXPIRE_OFFSETS:
+            return offsets.expire(txn, payload), self._state
         return errors.InvalidArgument(f"{kind} is not a partition command"), self._state
 
     def _produce(self, txn, produce: commands.ProduceCommand):
@@ -195,6 +197,11 @@ class PartitionStateMachine:
         """The group's committed offset here as applied so far (not a read barrier)."""
         with self._store.read() as txn:
             return offsets.load(txn, group)
+
+    def offsets_committed_before(self, cutoff_ms: int) -> list[str]:
+        """Groups whose offset here was last committed before `cutoff_ms` (as applied so far)."""
+        with self._store.read() as txn:
+            return offsets.committed_before(txn, cutoff_ms)
 
     def append_time_ms_at(self, offset: int) -> int | None:
         """When the batch holding `offset` was appended (the oldest batch for an offset below the log start);

@@ -116,3 +116,26 @@ def test_committed_offsets_survive_reopen(tmp_path):
         assert PartitionStateMachine(store).committed("g") == stored
     finally:
         store.close()
+
+
+def test_expiry_drops_only_offsets_still_older_than_the_cutoff(part):
+    part.commit(4, group="gone", now_ms=1_000)
+    part.commit(6, group="recommitted", now_ms=1_000)
+    part.commit(8, group="fresh", now_ms=9_000)
+    assert sorted(part.sm.offsets_committed_before(5_000)) == ["gone", "recommitted"]
+    part.commit(7, group="recommitted", now_ms=6_000)  # committed again before the expiry applies
+    dropped = part.apply(gc.encode_expire_offsets(groups=["gone", "recommitted", "never"], committed_before_ms=5_000))
+    assert dropped == ["gone"]
+    assert part.sm.committed("gone") is None and part.read("gone") is None
+    assert part.sm.committed("recommitted").offset == 7 and part.sm.committed("fresh").offset == 8
+    assert part.sm.offsets_committed_before(5_000) == []
+    assert part.sm.applied_index() == part.index
+
+
+def test_expire_command_with_bad_group_names_is_refused(part):
+    part.commit(4, group="g", now_ms=1_000)
+    for bad in (b'G{"type":"expire_offsets","groups":"g","committed_before_ms":5000}',
+                b'G{"type":"expire_offsets","groups":[1],"committed_before_ms":5000}',
+                b'G{"type":"expire_offsets","groups":["g"]}'):
+        assert isinstance(part.apply(bad), errors.InvalidArgument)
+    assert part.sm.committed("g").offset == 4
