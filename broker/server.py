@@ -225,12 +225,16 @@ class Broker:
         threading.Thread(target=shutil.rmtree, args=(path,), kwargs={"ignore_errors": True}, daemon=True).start()
         log.info("partition replica removed", extra={"group": group_id})
 
-    def _enforce_retention(self) -> None:
+    def _led_stream_partitions(self):
+        """(replica, topic) of every stream partition this broker leads now."""
         topics = {t.topic_id: t for t in self.metadata_sm.topics().values()}
         for replica in list(self.context.partitions.values()):
             topic = topics.get(replica.topic_id)
-            if topic is None or topic.kind != "stream" or not replica.group.is_leader:
-                continue
+            if topic is not None and topic.kind == "stream" and replica.group.is_leader:
+                yield replica, topic
+
+    def _enforce_retention(self) -> None:
+        for replica, topic in self._led_stream_partitions():
             try:
                 self.log_service.trim_if_due(replica, topic.retention_ms, topic.retention_bytes)
             except Exception:
@@ -238,12 +242,8 @@ class Broker:
 
     def _expire_offsets(self) -> None:
         """Committed offsets of groups that no longer exist, past offsets_retention_ms, on partitions led here."""
-        topics = {t.topic_id: t for t in self.metadata_sm.topics().values()}
         live_groups = set(self.metadata_sm.groups())
-        for replica in list(self.context.partitions.values()):
-            topic = topics.get(replica.topic_id)
-            if topic is None or topic.kind != "stream" or not replica.group.is_leader:
-                continue
+        for replica, _topic in self._led_stream_partitions():
             try:
                 self.offset_service.expire_if_due(replica, live_groups)
             except Exception:

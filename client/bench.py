@@ -197,17 +197,22 @@ class DevCluster:
 
     def stop(self) -> None:
         """SIGTERM to the dev process (it stops its brokers); SIGKILL to its process group if that takes too long."""
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        os.kill(self.proc.pid, signal.SIGTERM)
+        stop_by_pid(self.proc, settings.BENCH_CLUSTER_STOP_TIMEOUT_MS / 1000)
+
+
+def stop_by_pid(proc: subprocess.Popen | None, timeout_s: float) -> None:
+    """SIGTERM to `proc` (started with start_new_session); SIGKILL to its process group after timeout_s."""
+    if proc is None or proc.poll() is not None:
+        return
+    os.kill(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
         try:
-            self.proc.wait(settings.BENCH_CLUSTER_STOP_TIMEOUT_MS / 1000)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.proc.wait()
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
 
 
 @contextmanager

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from raftbus.client.bench import LOOPBACK, free_base_port, progress
+from raftbus.client.bench import LOOPBACK, free_base_port, progress, stop_by_pid
 from raftbus.client.errors import Unavailable
 
 SERVER_READY_TIMEOUT_MS = 30_000
@@ -101,17 +101,7 @@ class ServerProcess:
 
     def stop(self) -> None:
         """SIGTERM by pid; SIGKILL of its process group when it takes longer than SERVER_STOP_TIMEOUT_MS."""
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        os.kill(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(SERVER_STOP_TIMEOUT_MS / 1000)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.proc.wait()
+        stop_by_pid(self.proc, SERVER_STOP_TIMEOUT_MS / 1000)
 
 
 def wait_for_port(server: ServerProcess, port: int) -> None:

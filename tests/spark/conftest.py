@@ -11,8 +11,7 @@ import sys
 
 import pytest
 
-from tests.helpers import LocalCluster
-from tests.system.conftest import wait_cluster_ready
+from tests.system.conftest import running_cluster
 
 RETENTION_CHECK_INTERVAL_MS = 200
 
@@ -26,13 +25,8 @@ def pytest_collection_modifyitems(items):
 @pytest.fixture(scope="package")
 def spark_cluster(tmp_path_factory):
     env = {"RAFTBUS_RETENTION_CHECK_INTERVAL_MS": str(RETENTION_CHECK_INTERVAL_MS)}
-    cluster = LocalCluster(tmp_path_factory.mktemp("spark-cluster"), brokers=3, env=env)
-    try:
-        cluster.start()
-        wait_cluster_ready(cluster)
+    with running_cluster(tmp_path_factory.mktemp("spark-cluster"), env=env) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 @pytest.fixture(scope="session")

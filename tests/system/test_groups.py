@@ -13,9 +13,9 @@ import pytest
 
 from raftbus.client import Admin, Producer
 from tests.group_history import GroupHistory
-from tests.helpers import LocalCluster, wait_until
+from tests.helpers import wait_until
 from tests.history import History
-from tests.system.conftest import wait_cluster_ready
+from tests.system.conftest import running_cluster
 
 pytestmark = pytest.mark.system
 
@@ -34,13 +34,8 @@ BROKER_ENV = {"RAFTBUS_SESSION_TIMEOUT_MIN_MS": "1000", "RAFTBUS_HEARTBEAT_INTER
 
 @pytest.fixture
 def group_cluster(tmp_path):
-    cluster = LocalCluster(tmp_path, brokers=3, env=BROKER_ENV)
-    try:
-        cluster.start()
-        wait_cluster_ready(cluster)
+    with running_cluster(tmp_path, env=BROKER_ENV) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 class Member:
