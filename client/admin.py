@@ -12,10 +12,11 @@ from dataclasses import asdict, dataclass
 
 import grpc
 
-from raftbus.client import group_admin, settings
+from raftbus.client.groups import admin as group_admin
+from raftbus.client import settings
 from raftbus.client.errors import LeaderNotAvailable
-from raftbus.client.group_admin import GroupDescription
-from raftbus.client.group_calls import GroupCalls
+from raftbus.client.groups.admin import GroupDescription
+from raftbus.client.groups.calls import GroupCalls
 from raftbus.client.router import Router
 from raftbus.client.wire import raftbus_pb2 as pb
 

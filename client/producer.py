@@ -43,7 +43,7 @@ from raftbus.client.errors import (
 )
 from raftbus.client.murmur2 import partition_for_key
 from raftbus.client.produce_stream import StreamProduceTransport
-from raftbus.client.queue_producer import QueueSender, queue_partition
+from raftbus.client.queues.producer import QueueSender, queue_partition
 from raftbus.client.wire import queues_pb2 as qpb
 from raftbus.client.records import Header, RecordMetadata, RecordTuple, encode_batch, record_size
 from raftbus.client.router import Router

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from raftbus.broker import group_commands
-from raftbus.broker.transport.grpc_server import build_server, core_servicers
-from raftbus.broker.transport.groups_servicer import group_servicers
+from raftbus.broker.groups import commands as group_commands
+from raftbus.broker.grpc_server import build_server
+from raftbus.broker.server import core_servicers
+from raftbus.broker.groups.servicer import group_servicers
 from raftbus.client import Admin, Consumer, TopicPartition
 from raftbus.client.errors import OffsetRegression, PartitionNotAssigned
 from tests.component.broker_harness import Broker

@@ -1,6 +1,6 @@
 """Goal: a partition leader drops the committed offsets of a group that no longer exists once they are older than
 offsets_retention_ms, and keeps those of live groups and of groups committed recently."""
-from raftbus.broker import group_commands as gc
+from raftbus.broker.groups import commands as gc
 from tests.component.broker_harness import Broker
 
 TOPIC = "orders"

@@ -6,7 +6,7 @@ import threading
 import pytest
 
 from raftbus.client import errors
-from raftbus.client.queue_ids import message_id, split_message_id
+from raftbus.client.queues.ids import message_id, split_message_id
 from raftbus.client.records import decode_batch
 from tests.component.queue_harness import QueueBroker, message
 from tests.helpers import wait_until

@@ -5,12 +5,12 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from raftbus.broker.transport.grpc_server import build_server
-from raftbus.broker.transport.queues_servicer import queue_servicers
-from raftbus.client.queue_ids import message_id
-from raftbus.client.queue_messages import leased_messages
-from raftbus.client.queue_wire import lease_refs_of, pack_leases
-from raftbus.client.queues import packed_errors
+from raftbus.broker.grpc_server import build_server
+from raftbus.broker.queues.servicer import queue_servicers
+from raftbus.client.queues.ids import message_id
+from raftbus.client.queues.messages import leased_messages
+from raftbus.client.queues.codec import lease_refs_of, pack_leases
+from raftbus.client.queues.admin import packed_errors
 from raftbus.client.wire import queues_pb2 as qpb
 from raftbus.client.wire import queues_pb2_grpc as qpb_grpc
 from tests.component.queue_harness import QueueBroker

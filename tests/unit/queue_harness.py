@@ -4,11 +4,11 @@ from __future__ import annotations
 import itertools
 import struct
 
-from raftbus.broker import queue_commands as qc
-from raftbus.broker.state import queue_tables as q
-from raftbus.broker.state.queue import QueueStateMachine
-from raftbus.broker.state.queue_fair import group_path
-from raftbus.broker.state.queue_records import (
+from raftbus.broker.queues import commands as qc
+from raftbus.broker.queues.state import tables as q
+from raftbus.broker.queues.state.machine import QueueStateMachine
+from raftbus.broker.queues.state.fair import group_path
+from raftbus.broker.queues.state.records import (
     DEAD,
     DELAYED,
     IN_FLIGHT,

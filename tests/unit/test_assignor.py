@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from raftbus.broker.assignor import assign
+from raftbus.broker.groups.assignor import assign
 
 
 def kept_partitions(subscriptions, counts, previous):

@@ -1,6 +1,6 @@
 """Goal: the failover benchmark's figures come from what was acknowledged when: the first acknowledgement of a
 record sent after the kill, and the longest silence before it."""
-from raftbus.client.bench_ops import AckLog
+from raftbus.client.bench.ops import AckLog
 
 
 def test_failover_is_the_first_ack_of_a_record_sent_after_the_kill():

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from raftbus.client import bench
-from raftbus.client.bench_peers import cli, report
-from raftbus.client.bench_peers.servers import nats_config, redis_command
+from raftbus.client.bench import runner as bench
+from raftbus.client.bench.peers import cli, report
+from raftbus.client.bench.peers.servers import nats_config, redis_command
 from raftbus.client.errors import InvalidArgument
 
 MACHINE = {"cores": 2, "cpu_model": "AMD EPYC 7B13", "python": "3.11.7", "os": "Linux 6.1",
@@ -151,7 +151,7 @@ def test_redis_runs_on_loopback_without_snapshots_and_with_the_chosen_appendonly
 
 
 def test_the_sdk_cli_and_the_peers_entry_point_import_no_peer_client_library():
-    code = ("import sys, raftbus.client, raftbus.client.cli, raftbus.client.bench_peers.cli; "
+    code = ("import sys, raftbus.client, raftbus.client.cli.app, raftbus.client.bench.peers.cli; "
             "print(sorted(name for name in ('nats', 'redis', 'hiredis') if name in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"

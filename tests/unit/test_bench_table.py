@@ -1,5 +1,5 @@
 """Goal: the `make bench` table shows each measured figure beside its target and says whether it is met."""
-from raftbus.client.bench_table import markdown
+from raftbus.client.bench.table import markdown
 
 
 def test_figures_are_shown_with_their_targets_and_verdicts():

@@ -10,7 +10,8 @@ from concurrent.futures import Future
 import pytest
 
 from raftbus.broker import main as broker_main
-from raftbus.client import bench, cli
+from raftbus.client.bench import runner as bench
+from raftbus.client.cli import app as cli
 from raftbus.client.admin import (
     BrokerDescription,
     ClusterStatus,

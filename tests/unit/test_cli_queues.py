@@ -5,9 +5,9 @@ from concurrent.futures import Future
 
 import pytest
 
-from raftbus.client import cli, cli_queues
+from raftbus.client.cli import app as cli, queues as cli_queues
 from raftbus.client.errors import UnknownMessage
-from raftbus.client.queue_messages import GroupQueueStats, Message, PartitionQueueStats, QueueStats
+from raftbus.client.queues.messages import GroupQueueStats, Message, PartitionQueueStats, QueueStats
 
 
 def message(mid, value, state="ready", settler=None):

@@ -3,9 +3,9 @@ generations, stay within the log, survive reopen, and give the append time of th
 import pytest
 
 from raftbus.broker import commands
-from raftbus.broker import group_commands as gc
-from raftbus.broker.state.offsets import CommittedOffset
-from raftbus.broker.state.partition import PartitionStateMachine
+from raftbus.broker.groups import commands as gc
+from raftbus.broker.groups.offset_state import CommittedOffset
+from raftbus.broker.log.state import PartitionStateMachine
 from raftbus.broker.storage.lmdb_store import LmdbStore
 from raftbus.broker.storage.memory_store import MemoryStore
 from raftbus.client import errors

@@ -2,7 +2,7 @@
 held in memory stays bounded however large the store grows."""
 import pytest
 
-from raftbus.broker.replication.raft import RaftSettings, compaction_due
+from raftbus.broker.raft.group import RaftSettings, compaction_due
 
 SETTINGS = RaftSettings(log_compaction_bytes=64, log_compaction_entries=10, log_bytes_max=1_000,
                         log_entries_max=100, snapshot_copy_ratio_max=4)

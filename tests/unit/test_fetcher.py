@@ -6,8 +6,8 @@ import grpc
 import pytest
 
 from raftbus.client.errors import NotLeader, status_for, trailing_metadata
-from raftbus.client.fetcher import ConsumerRecords, Fetcher
-from raftbus.client.group_calls import TopicPartition
+from raftbus.client.groups.fetcher import ConsumerRecords, Fetcher
+from raftbus.client.groups.calls import TopicPartition
 from raftbus.client.records import encode_batch, encode_stored_batch
 from raftbus.client.wire import raftbus_pb2 as pb
 

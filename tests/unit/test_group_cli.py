@@ -5,10 +5,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from raftbus.client import cli, group_cli
-from raftbus.client.fetcher import ConsumerRecords
-from raftbus.client.group_admin import GroupDescription, MemberDescription, PartitionLag
-from raftbus.client.group_calls import TopicPartition
+from raftbus.client.cli import app as cli, groups as group_cli
+from raftbus.client.groups.fetcher import ConsumerRecords
+from raftbus.client.groups.admin import GroupDescription, MemberDescription, PartitionLag
+from raftbus.client.groups.calls import TopicPartition
 from raftbus.client.records import Record
 
 T0, T1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
@@ -150,7 +150,7 @@ def test_bench_consume_group_flags(capsys):
 def test_bench_all_includes_the_group_consume(monkeypatch, capsys):
     """`bench all` runs produce, consume and consume-group (on the produce topic), queue, failover and idle;
     `consume --group` only the group figures."""
-    from raftbus.client import bench
+    from raftbus.client.bench import runner as bench
 
     ran = []
     monkeypatch.setattr(bench, "bench_produce", lambda b, a: ran.append("produce") or {"bench": "produce",

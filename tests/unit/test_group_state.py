@@ -4,9 +4,9 @@ stale or foreign members."""
 import pytest
 
 from raftbus.broker import commands
-from raftbus.broker import group_commands as gc
-from raftbus.broker.state import groups
-from raftbus.broker.state.metadata import MetadataStateMachine
+from raftbus.broker.groups import commands as gc
+from raftbus.broker.groups import state as groups
+from raftbus.broker.admin.state import MetadataStateMachine
 from raftbus.broker.storage.lmdb_store import LmdbStore
 from raftbus.broker.storage.memory_store import MemoryStore
 from raftbus.client import errors

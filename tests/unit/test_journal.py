@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from raftbus.broker.replication.journal import MAGIC, RECORD, AppendJournal
+from raftbus.broker.raft.journal import MAGIC, RECORD, AppendJournal
 
 
 def entries(journal):

@@ -1,6 +1,6 @@
 """Goal: a broker whose Raft logs together pass their memory budget snapshots the group holding the most log,
 and leaves every group to its own schedule while they fit."""
-from raftbus.broker.replication.loop import RaftLoop
+from raftbus.broker.raft.loop import RaftLoop
 
 
 class FakeGroup:

@@ -4,7 +4,7 @@ import io
 import pytest
 
 from raftbus.broker import commands
-from raftbus.broker.state.partition import PartitionStateMachine, ProduceResult
+from raftbus.broker.log.state import PartitionStateMachine, ProduceResult
 from raftbus.broker.storage.lmdb_store import LmdbStore
 from raftbus.broker.storage.memory_store import MemoryStore
 from raftbus.client import errors

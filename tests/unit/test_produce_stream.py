@@ -7,7 +7,7 @@ import threading
 from concurrent.futures import Future
 from types import SimpleNamespace
 
-from raftbus.broker.transport.produce_stream import ProducePipeline
+from raftbus.broker.log.produce_stream import ProducePipeline
 from raftbus.client import errors
 from raftbus.client.wire import raftbus_pb2 as pb
 from tests.helpers import wait_until

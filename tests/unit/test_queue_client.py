@@ -5,13 +5,13 @@ import threading
 import pytest
 
 from raftbus.client import errors
-from raftbus.client.queue_consumer import _Settlements
-from raftbus.client.queue_ids import message_id, split_message_id
-from raftbus.client.queue_messages import GroupQueueStats, Message, PartitionQueueStats, QueueStats
-from raftbus.client.queue_producer import QueueStubs, queue_partition
+from raftbus.client.queues.consumer import _Settlements
+from raftbus.client.queues.ids import message_id, split_message_id
+from raftbus.client.queues.messages import GroupQueueStats, Message, PartitionQueueStats, QueueStats
+from raftbus.client.queues.producer import QueueStubs, queue_partition
 from raftbus.client.murmur2 import partition_for_key
-from raftbus.client.queue_wire import MESSAGE_HEADER, pack_messages, unpack_leases
-from raftbus.client.queues import Queues
+from raftbus.client.queues.codec import MESSAGE_HEADER, pack_messages, unpack_leases
+from raftbus.client.queues.admin import Queues
 from raftbus.client.records import encode_batch
 from raftbus.client.wire import queues_pb2 as qpb
 from raftbus.client.wire import raftbus_pb2 as pb

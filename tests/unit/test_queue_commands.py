@@ -1,7 +1,7 @@
 """Goal: every queue command round-trips through the binary codec, and malformed bytes decode to typed errors."""
 import pytest
 
-from raftbus.broker import queue_commands as qc
+from raftbus.broker.queues import commands as qc
 from raftbus.client import errors
 
 POLICY = qc.QueuePolicy(7, 10, 20, 3, 40, 50, 60)

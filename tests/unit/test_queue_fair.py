@@ -2,8 +2,8 @@
 by priority within a group, and hold back groups at max_in_flight_per_group — by exact delivery vectors."""
 import pytest
 
-from raftbus.broker.state.queue import QueueStateMachine
-from raftbus.broker.state.queue_fair import group_path, node_prefixes
+from raftbus.broker.queues.state.machine import QueueStateMachine
+from raftbus.broker.queues.state.fair import group_path, node_prefixes
 from raftbus.broker.storage.memory_store import MemoryStore
 from tests.unit.queue_harness import POLICY, QueueHarness, drain, item
 

@@ -5,11 +5,11 @@ import random
 
 import pytest
 
-from raftbus.broker import queue_commands as qc
-from raftbus.broker.state.queue import EnqueueResult, Enqueued, QueueStateMachine
-from raftbus.broker.state.queue_backoff import retry_delay_ms
-from raftbus.broker.state import queue_tables as q
-from raftbus.broker.state.queue_records import DEAD, DELAYED, IN_FLIGHT, READY, seq_of
+from raftbus.broker.queues import commands as qc
+from raftbus.broker.queues.state.machine import EnqueueResult, Enqueued, QueueStateMachine
+from raftbus.broker.queues.state.backoff import retry_delay_ms
+from raftbus.broker.queues.state import tables as q
+from raftbus.broker.queues.state.records import DEAD, DELAYED, IN_FLIGHT, READY, seq_of
 from raftbus.broker.storage.lmdb_store import LmdbStore
 from raftbus.broker.storage.memory_store import MemoryStore
 from raftbus.client import errors

@@ -2,11 +2,11 @@
 malformed bytes with InvalidArgument."""
 import pytest
 
-from raftbus.broker.state.queue_records import IN_FLIGHT, StoredMessage, encode_message
+from raftbus.broker.queues.state.records import IN_FLIGHT, StoredMessage, encode_message
 from raftbus.client import errors
-from raftbus.client.queue_ids import message_id
-from raftbus.client.queue_messages import Message, leased_messages
-from raftbus.client.queue_wire import (
+from raftbus.client.queues.ids import message_id
+from raftbus.client.queues.messages import Message, leased_messages
+from raftbus.client.queues.codec import (
     MessageFields,
     delivery_count_of,
     iter_messages,

@@ -12,8 +12,8 @@ import tracemalloc
 
 import pytest
 
-from raftbus.broker.transport import hub as wire
-from raftbus.broker.transport.hub import RaftHub
+from raftbus.broker.raft import hub as wire
+from raftbus.broker.raft.hub import RaftHub
 
 SECRET = b"s" * 32
 LIMITS = dict(frame_bytes_max=16 << 20, send_buffer_bytes_max=64 << 20, connect_retry_ms=20,
