@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field

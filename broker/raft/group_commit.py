@@ -17,6 +17,8 @@ import threading
 import time
 from collections import deque
 
+from boltons.statsutils import Stats
+
 log = logging.getLogger(__name__)
 
 WINDOW_SAMPLES_MAX = 4096
@@ -49,15 +51,11 @@ class GroupCommit:
     def percentiles(self) -> dict:
         """p50, p99 and max of the recorded durability windows, in ms (None before the first round)."""
         with self._lock:
-            ordered = sorted(self._windows_ms)
-        if not ordered:
+            windows = Stats(list(self._windows_ms))
+        if not windows.count:
             return {"p50_ms": None, "p99_ms": None, "max_ms": None, "rounds": 0}
-
-        def rank(fraction: float) -> float:
-            return round(ordered[min(len(ordered) - 1, int(fraction * len(ordered)))], 3)
-
-        return {"p50_ms": rank(0.50), "p99_ms": rank(0.99), "max_ms": round(ordered[-1], 3),
-                "rounds": len(ordered)}
+        return {"p50_ms": round(windows.get_quantile(0.50), 3), "p99_ms": round(windows.get_quantile(0.99), 3),
+                "max_ms": round(windows.max, 3), "rounds": windows.count}
 
     # ------------------------------------------------------------------ the sync thread
     def run_once(self) -> None:

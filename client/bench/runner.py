@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import math
 import multiprocessing
 import os
 import queue
@@ -45,7 +44,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from raftbus.client.bench import groups as bench_groups, ops as bench_ops, queue as bench_queue, table as bench_table
+from boltons.statsutils import Stats
+
+from raftbus.client.bench import groups as bench_groups
+from raftbus.client.bench import ops as bench_ops
+from raftbus.client.bench import queue as bench_queue
+from raftbus.client.bench import table as bench_table
 from raftbus.client import settings
 from raftbus.client.admin import Admin
 from raftbus.client.errors import InternalError, InvalidArgument, RaftbusError, RequestTimedOut, TopicExists, Unavailable
@@ -99,11 +103,8 @@ def progress(message: str) -> None:
 # ---------------------------------------------------------------------- figures
 
 def percentile(values: list[float], fraction: float) -> float | None:
-    """Nearest-rank percentile (fraction in 0..1); None for no values."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(fraction * len(ordered)) - 1))]
+    """The `fraction` quantile (0..1, linear between the nearest ranks, boltons' Stats); None for no values."""
+    return Stats(values).get_quantile(fraction) if values else None
 
 
 def split_count(total: int, parts: int) -> list[int]:

@@ -16,9 +16,12 @@ import time
 from collections import deque
 from collections.abc import Iterable, Iterator
 
-from raftbus.client.bench import runner as bench
-from raftbus.client.cli import queues as cli_queues, groups as group_cli
+from boltons.strutils import bytes2human
+
 from raftbus.client import settings
+from raftbus.client.bench import runner as bench
+from raftbus.client.cli import groups as group_cli
+from raftbus.client.cli import queues as cli_queues
 from raftbus.client.admin import Admin, ClusterStatus, TopicDescription
 from raftbus.client.errors import InvalidArgument, RaftbusError
 from raftbus.client.producer import Producer
@@ -205,6 +208,13 @@ def print_table(headers: list[str], rows: list[list]) -> None:
         print("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
 
 
+def size_text(size_bytes: int) -> str:
+    """A byte count as given, with its human-readable size beside it from 1 KiB up (boltons' bytes2human)."""
+    if size_bytes < 1024:
+        return str(size_bytes)
+    return f"{size_bytes} ({bytes2human(size_bytes, ndigits=1)}iB)"
+
+
 def ids(values) -> str:
     return ",".join(str(v) for v in values) or "-"
 
@@ -215,7 +225,7 @@ def print_topic(topic: TopicDescription, as_json: bool) -> None:
         return
     ordering = f" ordering={topic.ordering}" if topic.ordering else ""
     print(f"topic {topic.name} id={topic.topic_id} kind={topic.kind}{ordering} "
-          f"retention_ms={topic.retention_ms} retention_bytes={topic.retention_bytes}")
+          f"retention_ms={topic.retention_ms} retention_bytes={size_text(topic.retention_bytes)}")
     print_table(["PARTITION", "LEADER", "REPLICAS", "ISR", "LOG_START", "HIGH_WATERMARK"],
                 [[p.partition, p.leader_id or "-", ids(p.replicas), ids(p.isr), p.log_start_offset,
                   p.high_watermark] for p in topic.partitions])

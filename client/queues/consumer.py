@@ -32,7 +32,7 @@ from raftbus.client.queues.messages import Message, leased_messages
 from raftbus.client.queues.producer import QueueStubs
 from raftbus.client.queues.codec import pack_leases
 from raftbus.client.queues.admin import item_errors, packed_errors
-from raftbus.client.router import Router
+from raftbus.client.router import Router, exponential_backoff_s
 from raftbus.client.wire import queues_pb2 as qpb
 
 _ACK, _NACK, _EXTEND = "Ack", "Nack", "Extend"
@@ -294,7 +294,6 @@ class QueueConsumer:
             hinted = self.router.note_failure(err, 1, topic=topic, partition=partition) == 0.0
             if hinted and failures <= 2:
                 continue  # a NOT_LEADER hint: reopen on the named leader at once
-            backoff_ms = min(settings.QUEUE_STREAM_RETRY_BACKOFF_MS * 2 ** (failures - 1),
-                             settings.QUEUE_STREAM_RETRY_BACKOFF_MAX_MS)
-            self._stopping.wait(backoff_ms / 1000)
+            self._stopping.wait(exponential_backoff_s(failures, settings.QUEUE_STREAM_RETRY_BACKOFF_MS / 1000,
+                                                      settings.QUEUE_STREAM_RETRY_BACKOFF_MAX_MS / 1000))
 

@@ -18,10 +18,11 @@ from concurrent.futures import Future
 import grpc
 
 from raftbus.client import settings
-from raftbus.client.errors import OutOfOrderSequence, Overloaded, RaftbusError, Unavailable, error_from_rpc
+from raftbus.client.errors import OutOfOrderSequence, RaftbusError, Unavailable, error_from_rpc
 from raftbus.client.murmur2 import partition_for_key
 from raftbus.client.queues.messages import MessageMetadata
-from raftbus.client.router import Router
+from raftbus.client.router import Router, exponential_backoff_s
+from raftbus.client.sender import PendingBatch, SenderCore
 from raftbus.client.wire import queues_pb2 as qpb
 from raftbus.client.wire import queues_pb2_grpc as qpb_grpc
 
@@ -53,49 +54,32 @@ class QueueStubs:
         return self(self.router.connection(self.router.leader_address(topic, partition)))
 
 
-class _QueueBatch:
-    __slots__ = ("topic", "partition", "messages", "futures", "size_bytes", "created_s", "linger_until_s", "closed",
-                 "sequence", "attempts", "retry_at_s")
+class _QueueBatch(PendingBatch):
+    __slots__ = ("messages",)
 
     def __init__(self, topic: str, partition: int, now_s: float, linger_s: float):
-        self.topic, self.partition = topic, partition
+        super().__init__(topic, partition, now_s, linger_s)
         self.messages: list[qpb.EnqueueMessage] = []
-        self.futures: list[Future] = []
-        self.size_bytes = 0
-        self.created_s = now_s
-        self.linger_until_s = now_s + linger_s
-        self.closed = False
-        self.sequence: int | None = None
-        self.attempts = 0
-        self.retry_at_s = 0.0
 
 
-class QueueSender:
+class QueueSender(SenderCore):
+    """Enqueue batches of one producer: one batch in flight per partition, tagged with the producer's id and the
+    partition's message sequence."""
+
     def __init__(self, router: Router, producer_id: bytes, *, linger_ms: int, batch_bytes_max: int,
                  buffer_bytes_max: int, delivery_timeout_ms: int, max_block_ms: int,
                  clock: Callable[[], float] = time.monotonic):
+        super().__init__(linger_ms=linger_ms, batch_bytes_max=batch_bytes_max, buffer_bytes_max=buffer_bytes_max,
+                         delivery_timeout_ms=delivery_timeout_ms, max_block_ms=max_block_ms, clock=clock)
         self.router = router
         self.stubs = QueueStubs(router)
         self.producer_id = producer_id
-        self.linger_s = linger_ms / 1000
-        self.batch_bytes_max = batch_bytes_max
-        self.buffer_bytes_max = buffer_bytes_max
-        self.delivery_timeout_s = delivery_timeout_ms / 1000
-        self.max_block_s = max_block_ms / 1000
-        self._clock = clock
-        self._cond = threading.Condition()
-        self._queues: dict[tuple[str, int], deque[_QueueBatch]] = {}
-        self._open: dict[tuple[str, int], _QueueBatch] = {}
         self._in_flight: set[tuple[str, int]] = set()
         self._next_sequence: dict[tuple[str, int], int] = {}
         self._sticky: dict[str, int] = {}
         self._request_ids = itertools.count(1)
-        self._buffered_bytes = 0
         self._pending = 0
-        self._flushing = 0
-        self._stopping = False
-        self._thread = threading.Thread(target=self._run, name="raftbus-queue-sender", daemon=True)
-        self._thread.start()
+        self._start_sender("raftbus-queue-sender")
 
     # ------------------------------------------------------------------ callers
     def send(self, topic: str, partition: int | None, count: int, message: qpb.EnqueueMessage) -> Future:
@@ -145,18 +129,9 @@ class QueueSender:
             self._queues.clear()
             self._open.clear()
         for batch in left:
-            _fail(batch, Unavailable("producer closed before the message was enqueued"))
+            batch.fail(Unavailable("producer closed before the message was enqueued"))
 
     # ------------------------------------------------------------------ accumulator (lock held)
-    def _reserve(self, size: int) -> None:
-        deadline = self._clock() + self.max_block_s
-        while self._buffered_bytes + size > self.buffer_bytes_max:
-            remaining = deadline - self._clock()
-            if remaining <= 0:
-                raise Overloaded(f"producer buffer full ({self.buffer_bytes_max} bytes) for {self.max_block_s} s")
-            self._cond.wait(remaining)
-        self._buffered_bytes += size
-
     def _close(self, tp: tuple[str, int], count: int | None = None) -> None:
         batch = self._open.pop(tp, None)
         if batch is None:
@@ -172,9 +147,7 @@ class QueueSender:
             if not queue or tp in self._in_flight:
                 continue
             head = queue[0]
-            due_s = head.retry_at_s if head.attempts else head.linger_until_s
-            if head.attempts == 0 and (head.closed or self._flushing or len(queue) > 1):
-                due_s = now_s
+            due_s = self._due_s(head, queue, now_s)
             if due_s > now_s:
                 wait_s = due_s - now_s if wait_s is None else min(wait_s, due_s - now_s)
                 continue
@@ -189,18 +162,8 @@ class QueueSender:
         return ready, wait_s
 
     # ------------------------------------------------------------------ sender thread
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while True:
-                    ready, wait_s = self._take_ready(self._clock())
-                    if ready or (self._stopping and not self._in_flight):
-                        break
-                    self._cond.wait(wait_s)
-                if not ready:
-                    return
-            for batch in ready:
-                self._dispatch(batch)
+    def _sender_idle(self) -> bool:
+        return not self._in_flight
 
     def _dispatch(self, batch: _QueueBatch) -> None:
         request = qpb.EnqueueRequest(request_id=next(self._request_ids), topic=batch.topic, partition=batch.partition,
@@ -242,24 +205,22 @@ class QueueSender:
             return
         now_s = self._clock()
         if isinstance(err, OutOfOrderSequence):
-            delay = min(self.router.retry_backoff_s * 2 ** (batch.attempts - 1), self.router.retry_backoff_max_s)
+            delay = exponential_backoff_s(batch.attempts, self.router.retry_backoff_s, self.router.retry_backoff_max_s)
         else:
             delay = self.router.note_failure(err, batch.attempts, topic=batch.topic, partition=batch.partition)
         with self._cond:
-            if delay is not None and not self._stopping and now_s + delay < batch.created_s + self.delivery_timeout_s:
-                batch.retry_at_s = now_s + delay
+            if self._may_retry(batch, now_s, delay):
                 self._queues[tp].appendleft(batch)
                 self._in_flight.discard(tp)
                 self._cond.notify_all()
                 return
             self._finish(batch, tp)
-        _fail(batch, err)
+        batch.fail(err)
         self._settled(batch)
 
     def _finish(self, batch: _QueueBatch, tp: tuple[str, int]) -> None:
         self._in_flight.discard(tp)
-        self._buffered_bytes -= batch.size_bytes
-        self._cond.notify_all()
+        self._release(batch)
 
     def _settled(self, batch: _QueueBatch) -> None:
         """The batch's futures are done: only now may flush() stop waiting for it."""
@@ -267,8 +228,3 @@ class QueueSender:
             self._pending -= len(batch.messages)
             self._cond.notify_all()
 
-
-def _fail(batch: _QueueBatch, err: BaseException) -> None:
-    for future in batch.futures:
-        if not future.done():
-            future.set_exception(err)

@@ -5,7 +5,8 @@ from concurrent.futures import Future
 
 import pytest
 
-from raftbus.client.cli import app as cli, queues as cli_queues
+from raftbus.client.cli import app as cli
+from raftbus.client.cli import queues as cli_queues
 from raftbus.client.errors import UnknownMessage
 from raftbus.client.queues.messages import GroupQueueStats, Message, PartitionQueueStats, QueueStats
 

@@ -5,7 +5,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from raftbus.client.cli import app as cli, groups as group_cli
+from raftbus.client.cli import app as cli
+from raftbus.client.cli import groups as group_cli
 from raftbus.client.groups.fetcher import ConsumerRecords
 from raftbus.client.groups.admin import GroupDescription, MemberDescription, PartitionLag
 from raftbus.client.groups.calls import TopicPartition
