@@ -53,24 +53,23 @@ def imported_modules(path: Path) -> set[str]:
     return found
 
 
-def broker_layer(name: str) -> str:
+def layer_of(name: str, groups: dict[str, set[str]]) -> str:
+    """The layer of module `name`: the group its first name under raftbus.broker/client belongs to, else that name
+    (a feature package is its own layer)."""
     first = (name.split(".")[2:] or [""])[0]
-    if first in BROKER_TOP:
-        return "top"
-    if first in BROKER_KERNEL:
-        return "kernel"
-    return first
+    return next((layer for layer, members in groups.items() if first in members), first)
+
+
+BROKER_GROUPS = {"top": BROKER_TOP, "kernel": BROKER_KERNEL}
+CLIENT_GROUPS = {"kernel": CLIENT_KERNEL, "facades": CLIENT_FACADES, "apps": CLIENT_APPS}
+
+
+def broker_layer(name: str) -> str:
+    return layer_of(name, BROKER_GROUPS)
 
 
 def client_layer(name: str) -> str:
-    first = (name.split(".")[2:] or [""])[0]
-    if first in CLIENT_KERNEL:
-        return "kernel"
-    if first in CLIENT_FACADES:
-        return "facades"
-    if first in CLIENT_APPS:
-        return "apps"
-    return first
+    return layer_of(name, CLIENT_GROUPS)
 
 
 def source_files(folder: str):

@@ -5,7 +5,7 @@ import pytest
 from raftbus.broker.queues.state.machine import QueueStateMachine
 from raftbus.broker.queues.state.fair import group_path, node_prefixes
 from raftbus.broker.storage.memory_store import MemoryStore
-from tests.unit.queue_harness import POLICY, QueueHarness, drain, item
+from tests.unit.broker.queues.harness import POLICY, QueueHarness, drain, item
 
 
 def fair_queue(**policy) -> QueueHarness:

@@ -13,7 +13,7 @@ from raftbus.broker.queues.state.records import DEAD, DELAYED, IN_FLIGHT, READY,
 from raftbus.broker.storage.lmdb_store import LmdbStore
 from raftbus.broker.storage.memory_store import MemoryStore
 from raftbus.client import errors
-from tests.unit.queue_harness import POLICY, QueueHarness, drain, item
+from tests.unit.broker.queues.harness import POLICY, QueueHarness, drain, item
 
 
 @pytest.fixture(params=["memory", "lmdb"])
