@@ -151,7 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_broker_commands(sub, common)
     _add_topic_commands(sub, common)
     _add_data_commands(sub, common)
-    group_cli.add_group_commands(sub, common, {"list": run_groups_list, "describe": run_groups_describe})
+    group_cli.add_group_commands(sub, common, {"list": run_groups_list, "describe": run_groups_describe,
+                                               "reset-offsets": run_groups_reset_offsets})
     cli_queues.add_queue_commands(sub, common, bootstrap_of)
     return parser
 
@@ -372,6 +373,10 @@ def run_groups_list(args) -> int:
 
 def run_groups_describe(args) -> int:
     return group_cli.run_groups_describe(args, bootstrap_of(args), print_table)
+
+
+def run_groups_reset_offsets(args) -> int:
+    return group_cli.run_groups_reset_offsets(args, bootstrap_of(args), print_table)
 
 
 # ---------------------------------------------------------------------- entry point
