@@ -104,9 +104,13 @@ def _add_topic_commands(sub, common) -> None:
         parser = actions.add_parser(action, parents=[common], help=text)
         parser.add_argument("name")
         parser.set_defaults(handler=handler)
-    alter = actions.add_parser("alter", parents=[common], help="grow a topic's partitions")
+    alter = actions.add_parser("alter", parents=[common],
+                               help="grow a topic's partitions, change its retention or its queue options")
     alter.add_argument("name")
-    alter.add_argument("--partitions", type=int, required=True)
+    alter.add_argument("--partitions", type=int, help="new total (grow only)")
+    alter.add_argument("--retention-ms", type=int, help="-1 = unlimited")
+    alter.add_argument("--retention-bytes", type=int, help="per partition; -1 = unlimited")
+    cli_queues.add_topic_queue_options(alter)
     alter.set_defaults(handler=run_topics_alter)
 
 
@@ -303,8 +307,16 @@ def run_topics_delete(args) -> int:
 
 
 def run_topics_alter(args) -> int:
+    settings_changed = {name: getattr(args, name) for name in ("retention_ms", "retention_bytes")
+                        if getattr(args, name) is not None}
+    settings_changed.update(cli_queues.topic_queue_options(args))
+    if args.partitions is None and not settings_changed:
+        raise InvalidArgument("topics alter needs --partitions, --retention-ms, --retention-bytes or a queue option")
     with Admin(bootstrap_of(args)) as admin:
-        print_topic(admin.alter_partitions(args.name, args.partitions), args.json)
+        topic = admin.alter_topic(args.name, **settings_changed) if settings_changed else None
+        if args.partitions is not None:
+            topic = admin.alter_partitions(args.name, args.partitions)
+        print_topic(topic, args.json)
     return 0
 
 
