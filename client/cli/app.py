@@ -167,6 +167,9 @@ def check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
         parser.error("consume: --offset needs --partition")
     if args.command == "consume" and args.max is not None and args.max < 0:
         parser.error("consume: --max must be >= 0")
+    if args.command == "topics" and args.topics_command == "alter" and not _alterations(args) \
+            and args.partitions is None:
+        parser.error("topics alter: give --partitions, --retention-ms, --retention-bytes or a queue option")
     group_cli.check_group_usage(parser, args)
 
 
@@ -306,12 +309,15 @@ def run_topics_delete(args) -> int:
     return 0
 
 
+def _alterations(args) -> dict:
+    """The settings `topics alter` changes (partitions apart)."""
+    changed = {name: getattr(args, name) for name in ("retention_ms", "retention_bytes")
+               if getattr(args, name) is not None}
+    return {**changed, **cli_queues.topic_queue_options(args)}
+
+
 def run_topics_alter(args) -> int:
-    settings_changed = {name: getattr(args, name) for name in ("retention_ms", "retention_bytes")
-                        if getattr(args, name) is not None}
-    settings_changed.update(cli_queues.topic_queue_options(args))
-    if args.partitions is None and not settings_changed:
-        raise InvalidArgument("topics alter needs --partitions, --retention-ms, --retention-bytes or a queue option")
+    settings_changed = _alterations(args)
     with Admin(bootstrap_of(args)) as admin:
         topic = admin.alter_topic(args.name, **settings_changed) if settings_changed else None
         if args.partitions is not None:
