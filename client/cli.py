@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator
 from raftbus.client import bench, cli_queues, group_cli, settings
 from raftbus.client.admin import Admin, ClusterStatus, TopicDescription
 from raftbus.client.errors import InvalidArgument, RaftbusError
+from raftbus.client.http.cli import add_http_command
 from raftbus.client.producer import Producer
 from raftbus.client.queue_messages import MessageMetadata
 from raftbus.client.reader import EARLIEST, LATEST, Reader
@@ -148,6 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data_commands(sub, common)
     group_cli.add_group_commands(sub, common, {"list": run_groups_list, "describe": run_groups_describe})
     cli_queues.add_queue_commands(sub, common, bootstrap_of)
+    add_http_command(sub, common)
     return parser
 
 
