@@ -25,8 +25,11 @@ def parse_listen(listen: str) -> tuple[str, int]:
 def bind(listen: str) -> socket.socket:
     host, port = parse_listen(listen)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # proto IPPROTO_TCP: asyncio sets TCP_NODELAY only on such sockets; without it every answer written in two
+    # parts (headers, body) waits ~40 ms for the client's delayed ACK.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         sock.bind((host, port))
     except OSError as exc:

@@ -33,3 +33,13 @@ REQUEST_THREADS_MAX = 64
 
 # The dashboard's JSON snapshot: consumer groups it describes with lag at most (the rest are listed only).
 DASHBOARD_GROUPS_MAX = 50
+
+# `raftbus bench http`: concurrent keep-alive connections to the gateway, records (messages) per produce
+# (enqueue) request, messages per lease request, and the single-record requests timed at light load.
+BENCH_CONNECTIONS = 8
+BENCH_RECORDS_PER_REQUEST = 100
+BENCH_LEASE_MESSAGES = 100
+BENCH_LEASE_VISIBILITY_MS = 60_000
+BENCH_LIGHT_LOAD_REQUESTS = 500
+BENCH_GATEWAY_READY_TIMEOUT_MS = 30_000
+BENCH_GATEWAY_STOP_TIMEOUT_MS = 15_000
