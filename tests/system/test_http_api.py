@@ -3,8 +3,12 @@ HTTP like any client would (records, consumer instances, queue topics, admin, er
 from __future__ import annotations
 
 import base64
+from types import SimpleNamespace
 
 import pytest
+
+from raftbus.client.http.bench import bench_http
+from raftbus.client.http.settings import BENCH_LIGHT_LOAD_REQUESTS
 
 from tests.helpers import wait_until
 from tests.system.conftest import running_cluster
@@ -17,7 +21,9 @@ pytestmark = pytest.mark.system
 def api(tmp_path_factory):
     root = tmp_path_factory.mktemp("http")
     with running_cluster(root) as cluster, running_gateway(cluster.bootstrap, root / "gateway.log") as gateway:
-        yield Api(gateway.url)
+        api = Api(gateway.url)
+        api.bootstrap = cluster.bootstrap
+        yield api
 
 
 def create_topic(api: Api, name: str, **fields) -> dict:
@@ -198,3 +204,15 @@ def test_queue_message_inspection_priority_change_delete_and_redrive(api):
     assert api.ok("POST", "/v1/queues/http-tasks/redrive", {}) == {"moved": 1}
     values = [m["value"] for m in api.ok("GET", "/v1/queues/http-tasks/messages?state=ready")["messages"]]
     assert sorted(values) == ["a", "b"]
+
+
+def test_bench_http_produces_and_acks_everything_through_its_own_gateway(api):
+    """Goal: `raftbus bench http` sends every record and acks every message through a gateway process it starts."""
+    args = SimpleNamespace(records=250, messages=150, record_bytes=20, partitions=2, replication_factor=3)
+    result = bench_http(api.bootstrap, args, lambda message: None)
+    assert (result["records"], result["requests"], result["queue_messages"]) == (250, 3, 150)
+    high_watermarks = [p["high_watermark"] for p in api.ok("GET", f"/v1/topics/{result['topic']}")["partitions"]]
+    assert sum(high_watermarks) == 250 + BENCH_LIGHT_LOAD_REQUESTS  # plus the single-record requests timed first
+    stats = api.ok("GET", f"/v1/queues/{result['queue_topic']}/stats")
+    assert (stats["ready"], stats["in_flight"], stats["partitions"][0]["enqueued_total"] +
+            stats["partitions"][1]["enqueued_total"]) == (0, 0, 150)
