@@ -10,7 +10,7 @@ import time
 from fastapi import APIRouter, Depends, Query
 
 from raftbus.client import Message
-from raftbus.client.errors import EmptyBatch, RaftbusError
+from raftbus.client.errors import EmptyBatch, InvalidArgument, RaftbusError
 
 from raftbus.client.http import codec, settings
 from raftbus.client.http.errors import ERROR_RESPONSES, error_body
@@ -56,6 +56,8 @@ def enqueue(topic: str, body: EnqueueBody, clients: Clients = Depends(clients)) 
     now_ms = time.time_ns() // 1_000_000
 
     def send(m):
+        if m.delay_ms is not None and m.deliver_at_ms is not None:
+            raise InvalidArgument("give deliver_at_ms or delay_ms, not both")
         deliver_at_ms = m.deliver_at_ms if m.delay_ms is None else now_ms + m.delay_ms
         return clients.producer.send(topic, codec.incoming(m.value, m.value_b64, "value"),
                                      key=codec.incoming(m.key, m.key_b64, "key"),

@@ -113,6 +113,14 @@ def test_bad_requests_get_the_error_tables_code_and_status(api):
     api.error("GET", "/v1/topics/http-errors/partitions/0/records?offset=abc", status=400, code="INVALID_ARGUMENT")
     api.error("GET", "/v1/topics/http-errors/partitions/0/records?offset=99", status=400, code="OFFSET_OUT_OF_RANGE")
     api.error("POST", "/v1/queues/http-errors/leases", {"max": 1}, status=400, code="WRONG_TOPIC_KIND")
+    api.error("POST", "/v1/queues/http-errors/messages", {"messages": [{"value": "x"}]}, status=400,
+              code="WRONG_TOPIC_KIND")
+    create_topic(api, "http-errors-queue", partitions=1, kind="queue")
+    api.error("POST", "/v1/topics/http-errors-queue/records", {"records": [{"value": "x"}]}, status=400,
+              code="WRONG_TOPIC_KIND")
+    api.error("POST", "/v1/queues/http-errors-queue/messages",
+              {"messages": [{"value": "x", "delay_ms": 5, "deliver_at_ms": 5}]}, status=400, code="INVALID_ARGUMENT")
+    api.error("POST", "/v1/queues/http-errors-queue/leases", {"max": 0}, status=400, code="INVALID_ARGUMENT")
     api.error("POST", "/v1/topics", {"name": "bad name!"}, status=400, code="INVALID_NAME")
     api.error("GET", "/v1/groups/http-no-such-group", status=404, code="UNKNOWN_GROUP")
 
@@ -216,3 +224,23 @@ def test_bench_http_produces_and_acks_everything_through_its_own_gateway(api):
     stats = api.ok("GET", f"/v1/queues/{result['queue_topic']}/stats")
     assert (stats["ready"], stats["in_flight"], stats["partitions"][0]["enqueued_total"] +
             stats["partitions"][1]["enqueued_total"]) == (0, 0, 150)
+
+
+def test_two_instances_of_a_group_share_the_partitions(api):
+    """Goal: instances of one group are members like SDK consumers: together they own every partition, once."""
+    create_topic(api, "http-shared", partitions=4)
+    bases = [api.ok("POST", "/v1/consumers/http-shared-group/instances", {"name": f"w{i}"})["base_uri"]
+             for i in range(2)]
+    for base in bases:
+        api.ok("POST", f"{base}/subscription", {"topics": ["http-shared"]})
+
+    def split_between_both():
+        owned = []
+        for base in bases:
+            api.ok("GET", f"{base}/records?timeout_ms=200")  # polls run the member's rebalances
+            owned.append({p["partition"] for p in api.ok("GET", f"{base}/assignments")["partitions"]})
+        return all(owned) and not owned[0] & owned[1] and owned[0] | owned[1] == {0, 1, 2, 3} and owned
+
+    wait_until(split_between_both, 60, 0, what="both instances owning a share of the partitions")
+    for base in bases:
+        api.ok("DELETE", base)
