@@ -7,6 +7,14 @@ from fastapi import APIRouter, Depends, Query
 from raftbus.client import TopicPartition
 
 from raftbus.client.http import settings
+from raftbus.client.http.answers import (
+    AssignmentAnswer,
+    DeletedAnswer,
+    InstanceAnswer,
+    OffsetsAnswer,
+    PollAnswer,
+    TopicsAnswer,
+)
 from raftbus.client.http.errors import ERROR_RESPONSES
 from raftbus.client.http.gateway import Clients, clients
 from raftbus.client.http.instances import InstanceOptions
@@ -20,7 +28,7 @@ def _offsets_json(offsets: dict) -> list[dict]:
     return [{"topic": tp.topic, "partition": tp.partition, "offset": o} for tp, o in sorted(offsets.items())]
 
 
-@router.post("/instances", summary="Create a consumer instance in a group")
+@router.post("/instances", summary="Create a consumer instance in a group", response_model=InstanceAnswer)
 def create_instance(group: str, body: InstanceCreateBody, clients: Clients = Depends(clients)) -> dict:
     options = InstanceOptions(body.auto_offset_reset, body.enable_auto_commit, body.session_timeout_ms,
                               body.max_poll_records)
@@ -29,13 +37,15 @@ def create_instance(group: str, body: InstanceCreateBody, clients: Clients = Dep
             "base_uri": f"/v1/consumers/{group}/instances/{instance.instance_id}"}
 
 
-@router.post("/instances/{instance_id}/subscription", summary="Subscribe an instance to topics (join the group)")
+@router.post("/instances/{instance_id}/subscription", summary="Subscribe an instance to topics (join the group)",
+             response_model=TopicsAnswer)
 def subscribe(group: str, instance_id: str, body: SubscriptionBody, clients: Clients = Depends(clients)) -> dict:
     clients.consumers.subscribe(clients.consumers.get(group, instance_id), body.topics)
     return {"topics": sorted(set(body.topics))}
 
 
-@router.get("/instances/{instance_id}/records", summary="Poll records of the instance's partitions")
+@router.get("/instances/{instance_id}/records", summary="Poll records of the instance's partitions",
+            response_model=PollAnswer, response_model_exclude_unset=True)
 def poll(group: str, instance_id: str,
          timeout_ms: int = Query(1_000, ge=0, le=settings.WAIT_MS_MAX, description="wait this long for records"),
          max: int = Query(settings.FETCH_RECORDS_DEFAULT, ge=1, le=settings.FETCH_RECORDS_MAX),
@@ -45,7 +55,7 @@ def poll(group: str, instance_id: str,
     return {"records": [record_json(r, with_topic=True) for r in records]}
 
 
-@router.post("/instances/{instance_id}/offsets", summary="Commit offsets")
+@router.post("/instances/{instance_id}/offsets", summary="Commit offsets", response_model=OffsetsAnswer)
 def commit(group: str, instance_id: str, body: CommitBody | None = None, clients: Clients = Depends(clients)) -> dict:
     """Commits the given offsets, or (no body) the position of every partition the instance owns."""
     offsets = None
@@ -55,13 +65,15 @@ def commit(group: str, instance_id: str, body: CommitBody | None = None, clients
     return {"offsets": _offsets_json(committed)}
 
 
-@router.get("/instances/{instance_id}/assignments", summary="The partitions the instance owns now")
+@router.get("/instances/{instance_id}/assignments", summary="The partitions the instance owns now",
+            response_model=AssignmentAnswer)
 def assignments(group: str, instance_id: str, clients: Clients = Depends(clients)) -> dict:
     owned = clients.consumers.assignment(clients.consumers.get(group, instance_id))
     return {"partitions": [{"topic": tp.topic, "partition": tp.partition} for tp in sorted(owned)]}
 
 
-@router.delete("/instances/{instance_id}", summary="Delete an instance (its member leaves the group)")
+@router.delete("/instances/{instance_id}", summary="Delete an instance (its member leaves the group)",
+               response_model=DeletedAnswer)
 def delete_instance(group: str, instance_id: str, clients: Clients = Depends(clients)) -> dict:
     clients.consumers.delete(group, instance_id)
     return {"deleted": instance_id}

@@ -13,6 +13,8 @@ from fastapi.responses import JSONResponse
 
 from raftbus.client.errors import InvalidArgument, RaftbusError, status_for
 
+from raftbus.client.http.answers import ErrorAnswer
+
 HTTP_STATUS: dict[grpc.StatusCode, int] = {
     grpc.StatusCode.OK: 200,
     grpc.StatusCode.CANCELLED: 499,
@@ -56,5 +58,5 @@ async def on_validation_error(request: Request, error: RequestValidationError) -
     return error_response(InvalidArgument(problems or "malformed request"))
 
 
-ERROR_RESPONSES = {status: {"description": "a raftbus error: {\"error\": {\"code\", \"message\", \"retriable\"}}"}
+ERROR_RESPONSES = {status: {"model": ErrorAnswer, "description": "a raftbus error (code, message, retriable)"}
                    for status in (400, 404, 409, 429, 503)}

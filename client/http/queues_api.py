@@ -13,6 +13,15 @@ from raftbus.client import Message
 from raftbus.client.errors import EmptyBatch, InvalidArgument, RaftbusError
 
 from raftbus.client.http import codec, settings
+from raftbus.client.http.answers import (
+    DeletedAnswer,
+    EnqueueAnswer,
+    ExtendAnswer,
+    MessageOut,
+    MessagesAnswer,
+    RedriveAnswer,
+    SettleAnswer,
+)
 from raftbus.client.http.errors import ERROR_RESPONSES, error_body
 from raftbus.client.http.gateway import Clients, clients
 from raftbus.client.http.leases import lease_token, parse_token
@@ -46,7 +55,7 @@ def item_results(errors: list[RaftbusError | None]) -> dict:
     return {"results": [{} if e is None else {"error": error_body(e)} for e in errors]}
 
 
-@router.post("/messages", summary="Enqueue messages")
+@router.post("/messages", summary="Enqueue messages", response_model=EnqueueAnswer, response_model_exclude_unset=True)
 def enqueue(topic: str, body: EnqueueBody, clients: Clients = Depends(clients)) -> dict:
     """Answers `{"messages": [{"id", "partition", "duplicate", "timestamp_ms"} or {"error"}]}` in request order,
     once each message is committed on a majority of its partition's replicas."""
@@ -70,7 +79,7 @@ def enqueue(topic: str, body: EnqueueBody, clients: Clients = Depends(clients)) 
                                                      "duplicate": meta.duplicate, "timestamp_ms": meta.timestamp_ms})}
 
 
-@router.post("/leases", summary="Lease messages")
+@router.post("/leases", summary="Lease messages", response_model=MessagesAnswer, response_model_exclude_unset=True)
 def lease(topic: str, body: LeaseBody, clients: Clients = Depends(clients)) -> dict:
     """Up to `max` messages, each leased for `visibility_ms`, in delivery order within each partition. Settle
     each one by its `lease` (acks, nacks, extend) before the lease ends, or it is delivered again."""
@@ -80,18 +89,18 @@ def lease(topic: str, body: LeaseBody, clients: Clients = Depends(clients)) -> d
     return {"messages": [message_json(m, lease=True) for m in messages]}
 
 
-@router.post("/acks", summary="Ack leased messages (they are done)")
+@router.post("/acks", summary="Ack leased messages (they are done)", response_model=SettleAnswer, response_model_exclude_unset=True)
 def ack(topic: str, body: LeasesBody, clients: Clients = Depends(clients)) -> dict:
     return item_results(clients.queues.ack_many([parse_token(topic, t) for t in body.leases]))
 
 
-@router.post("/nacks", summary="Nack leased messages (deliver again later)")
+@router.post("/nacks", summary="Nack leased messages (deliver again later)", response_model=SettleAnswer, response_model_exclude_unset=True)
 def nack(topic: str, body: NackBody, clients: Clients = Depends(clients)) -> dict:
     refs = [parse_token(topic, t) for t in body.leases]
     return item_results(clients.queues.nack_many(refs, body.delay_ms, body.reason))
 
 
-@router.post("/extend", summary="Extend leases")
+@router.post("/extend", summary="Extend leases", response_model=ExtendAnswer, response_model_exclude_unset=True)
 def extend(topic: str, body: ExtendBody, clients: Clients = Depends(clients)) -> dict:
     """Each lease now ends `visibility_ms` from now; answers each lease's new `lease_deadline_ms`."""
     futures = [clients.queues.extend(parse_token(topic, t), body.visibility_ms) for t in body.leases]
@@ -104,12 +113,12 @@ def extend(topic: str, body: ExtendBody, clients: Clients = Depends(clients)) ->
     return {"results": results}
 
 
-@router.get("/messages/{message_id}", summary="Get a message in any state")
+@router.get("/messages/{message_id}", summary="Get a message in any state", response_model=MessageOut, response_model_exclude_unset=True)
 def get(topic: str, message_id: int, clients: Clients = Depends(clients)) -> dict:
     return message_json(clients.queues.get(topic, message_id))
 
 
-@router.get("/messages", summary="Peek at messages without leasing them")
+@router.get("/messages", summary="Peek at messages without leasing them", response_model=MessagesAnswer, response_model_exclude_unset=True)
 def peek(topic: str, state: str = Query("ready", pattern="^(ready|delayed|in_flight|dead)$"),
          max: int = Query(10, ge=1, le=settings.PEEK_MESSAGES_MAX, description="per partition"),
          partition: int | None = Query(None, ge=0), clients: Clients = Depends(clients)) -> dict:
@@ -117,7 +126,8 @@ def peek(topic: str, state: str = Query("ready", pattern="^(ready|delayed|in_fli
     return {"messages": [message_json(m) for m in messages]}
 
 
-@router.delete("/messages/{message_id}", summary="Delete (cancel) a message in any state")
+@router.delete("/messages/{message_id}", summary="Delete (cancel) a message in any state",
+               response_model=DeletedAnswer)
 def delete(topic: str, message_id: int, clients: Clients = Depends(clients)) -> dict:
     error = clients.queues.delete(topic, [message_id])[0]
     if error is not None:
@@ -125,7 +135,8 @@ def delete(topic: str, message_id: int, clients: Clients = Depends(clients)) -> 
     return {"deleted": message_id}
 
 
-@router.patch("/messages/{message_id}", summary="Change a waiting message's priority or delivery time")
+@router.patch("/messages/{message_id}", summary="Change a waiting message's priority or delivery time",
+              response_model=MessageOut, response_model_exclude_unset=True)
 def change_priority(topic: str, message_id: int, body: ChangePriorityBody, clients: Clients = Depends(clients)) -> dict:
     return message_json(clients.queues.change_priority(topic, message_id, body.priority, body.deliver_at_ms))
 
@@ -135,6 +146,6 @@ def stats(topic: str, clients: Clients = Depends(clients)) -> dict:
     return clients.queues.stats(topic).to_dict()
 
 
-@router.post("/redrive", summary="Move dead-lettered messages back from <topic>.dlq")
+@router.post("/redrive", summary="Move dead-lettered messages back from <topic>.dlq", response_model=RedriveAnswer)
 def redrive(topic: str, body: RedriveBody | None = None, clients: Clients = Depends(clients)) -> dict:
     return {"moved": clients.queues.redrive(topic, body.max if body is not None else None)}

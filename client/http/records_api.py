@@ -9,6 +9,7 @@ from raftbus.client import EARLIEST, LATEST, Record
 from raftbus.client.errors import EmptyBatch, InvalidArgument, RaftbusError, WrongTopicKind
 
 from raftbus.client.http import codec, settings
+from raftbus.client.http.answers import FetchAnswer, ProduceAnswer
 from raftbus.client.http.errors import ERROR_RESPONSES, error_body
 from raftbus.client.http.gateway import Clients, clients
 from raftbus.client.http.models import ProduceBody
@@ -54,7 +55,7 @@ def require_kind(clients: Clients, topic: str, kind: str, instead: str) -> None:
         raise WrongTopicKind(f"{topic!r} is not a {kind} topic: use {instead}")
 
 
-@router.post("/v1/topics/{topic}/records", summary="Produce records to a stream topic")
+@router.post("/v1/topics/{topic}/records", summary="Produce records to a stream topic", response_model=ProduceAnswer, response_model_exclude_unset=True)
 def produce(topic: str, body: ProduceBody, clients: Clients = Depends(clients)) -> dict:
     """Answers `{"offsets": [{"partition", "offset"} or {"error"}]}` in request order, once every record is
     committed on a majority of its partition's replicas."""
@@ -80,7 +81,8 @@ def start_offset(clients: Clients, topic: str, partition: int, offset: str) -> i
     return int(offset)
 
 
-@router.get("/v1/topics/{topic}/partitions/{partition}/records", summary="Fetch records of a partition")
+@router.get("/v1/topics/{topic}/partitions/{partition}/records", summary="Fetch records of a partition",
+            response_model=FetchAnswer, response_model_exclude_unset=True)
 def fetch(topic: str, partition: int, offset: str = Query(EARLIEST, description="earliest, latest or an offset"),
           max: int = Query(settings.FETCH_RECORDS_DEFAULT, ge=1, le=settings.FETCH_RECORDS_MAX),
           wait_ms: int = Query(0, ge=0, le=settings.WAIT_MS_MAX, description="long-poll when nothing is there"),
