@@ -73,7 +73,8 @@ class ConsumerInstances:
         if not INSTANCE_NAME.match(instance_id):
             raise InvalidArgument(f"instance name must match {INSTANCE_NAME.pattern}, not {instance_id!r}")
         if options.auto_offset_reset not in ("earliest", "latest"):
-            raise InvalidArgument(f"auto_offset_reset must be 'earliest' or 'latest', not {options.auto_offset_reset!r}")
+            raise InvalidArgument(f"auto_offset_reset must be 'earliest' or 'latest', "
+                                  f"not {options.auto_offset_reset!r}")
         with self._lock:
             if (group, instance_id) in self._instances:
                 raise InvalidArgument(f"consumer instance {instance_id!r} already exists in group {group!r}")

@@ -89,12 +89,14 @@ def lease(topic: str, body: LeaseBody, clients: Clients = Depends(clients)) -> d
     return {"messages": [message_json(m, lease=True) for m in messages]}
 
 
-@router.post("/acks", summary="Ack leased messages (they are done)", response_model=SettleAnswer, response_model_exclude_unset=True)
+@router.post("/acks", summary="Ack leased messages (they are done)", response_model=SettleAnswer,
+             response_model_exclude_unset=True)
 def ack(topic: str, body: LeasesBody, clients: Clients = Depends(clients)) -> dict:
     return item_results(clients.queues.ack_many([parse_token(topic, t) for t in body.leases]))
 
 
-@router.post("/nacks", summary="Nack leased messages (deliver again later)", response_model=SettleAnswer, response_model_exclude_unset=True)
+@router.post("/nacks", summary="Nack leased messages (deliver again later)", response_model=SettleAnswer,
+             response_model_exclude_unset=True)
 def nack(topic: str, body: NackBody, clients: Clients = Depends(clients)) -> dict:
     refs = [parse_token(topic, t) for t in body.leases]
     return item_results(clients.queues.nack_many(refs, body.delay_ms, body.reason))
@@ -113,12 +115,14 @@ def extend(topic: str, body: ExtendBody, clients: Clients = Depends(clients)) ->
     return {"results": results}
 
 
-@router.get("/messages/{message_id}", summary="Get a message in any state", response_model=MessageOut, response_model_exclude_unset=True)
+@router.get("/messages/{message_id}", summary="Get a message in any state", response_model=MessageOut,
+            response_model_exclude_unset=True)
 def get(topic: str, message_id: int, clients: Clients = Depends(clients)) -> dict:
     return message_json(clients.queues.get(topic, message_id))
 
 
-@router.get("/messages", summary="Peek at messages without leasing them", response_model=MessagesAnswer, response_model_exclude_unset=True)
+@router.get("/messages", summary="Peek at messages without leasing them", response_model=MessagesAnswer,
+            response_model_exclude_unset=True)
 def peek(topic: str, state: str = Query("ready", pattern="^(ready|delayed|in_flight|dead)$"),
          max: int = Query(10, ge=1, le=settings.PEEK_MESSAGES_MAX, description="per partition"),
          partition: int | None = Query(None, ge=0), clients: Clients = Depends(clients)) -> dict:
@@ -146,6 +150,7 @@ def stats(topic: str, clients: Clients = Depends(clients)) -> dict:
     return clients.queues.stats(topic).to_dict()
 
 
-@router.post("/redrive", summary="Move dead-lettered messages back from <topic>.dlq", response_model=RedriveAnswer)
+@router.post("/redrive", summary="Move dead-lettered messages back from <topic>.dlq",
+             response_model=RedriveAnswer)
 def redrive(topic: str, body: RedriveBody | None = None, clients: Clients = Depends(clients)) -> dict:
     return {"moved": clients.queues.redrive(topic, body.max if body is not None else None)}

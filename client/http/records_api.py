@@ -55,7 +55,8 @@ def require_kind(clients: Clients, topic: str, kind: str, instead: str) -> None:
         raise WrongTopicKind(f"{topic!r} is not a {kind} topic: use {instead}")
 
 
-@router.post("/v1/topics/{topic}/records", summary="Produce records to a stream topic", response_model=ProduceAnswer, response_model_exclude_unset=True)
+@router.post("/v1/topics/{topic}/records", summary="Produce records to a stream topic", response_model=ProduceAnswer,
+             response_model_exclude_unset=True)
 def produce(topic: str, body: ProduceBody, clients: Clients = Depends(clients)) -> dict:
     """Answers `{"offsets": [{"partition", "offset"} or {"error"}]}` in request order, once every record is
     committed on a majority of its partition's replicas."""

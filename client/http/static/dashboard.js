@@ -134,15 +134,22 @@ function showGroups(snap) {
   charts.groups.add(snap.time_ms / 1000, lags);
 }
 
+// Messages that left a queue (acked or deleted): enqueued minus what is still held or was dead-lettered.
+function settled(q) {
+  return q.enqueued_total - q.ready - q.delayed - q.in_flight - q.dead - q.dead_lettered;
+}
+
 function showQueues(snap, seconds) {
-  const before = new Map((previous?.queues.items || []).map((q) => [q.topic, q.enqueued_total]));
+  const before = new Map((previous?.queues.items || []).map((q) => [q.topic, q]));
   const counts = {};
   fillTable("queue-table", snap.queues.items.map((q) => {
+    const old = before.get(q.topic);
     counts[`${q.topic} ready`] = q.ready;
     counts[`${q.topic} in flight`] = q.in_flight;
     counts[`${q.topic} dead`] = q.dead + q.dead_lettered;
     return [q.topic, q.ready, q.delayed, q.in_flight, q.dead, q.dead_lettered,
-      fixed(rate(q.enqueued_total, before.get(q.topic), seconds))];
+      fixed(rate(q.enqueued_total, old?.enqueued_total, seconds)),
+      fixed(rate(settled(q), old === undefined ? null : settled(old), seconds))];
   }));
   document.getElementById("queues-error").textContent = snap.queues.error ? snap.queues.error.message : "";
   charts.queues.add(snap.time_ms / 1000, counts);
