@@ -7,6 +7,8 @@ from contextlib import asynccontextmanager
 import anyio.to_thread
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 from raftbus.client.errors import RaftbusError
@@ -33,11 +35,20 @@ def create_app(clients: Clients) -> FastAPI:
             clients.close()
 
     app = FastAPI(title="raftbus HTTP API", version="1", description=DESCRIPTION, lifespan=lifespan,
-                  openapi_url="/openapi.json", docs_url="/docs", redoc_url=None)
+                  openapi_url="/openapi.json", docs_url=None, redoc_url=None)
     app.state.clients = clients
     app.add_exception_handler(RaftbusError, on_raftbus_error)
     app.add_exception_handler(RequestValidationError, on_validation_error)
     for module in (records_api, consumers_api, queues_api, admin_api, dashboard):
         app.include_router(module.router)
     app.mount("/static", StaticFiles(directory=dashboard.STATIC_DIR), name="static")
+    app.add_api_route("/docs", interactive_docs, include_in_schema=False)
     return app
+
+
+def interactive_docs() -> HTMLResponse:
+    """Swagger UI over /openapi.json, from the copy vendored in static/swagger (no CDN at run time)."""
+    return get_swagger_ui_html(openapi_url="/openapi.json", title="raftbus HTTP API",
+                               swagger_js_url="/static/swagger/swagger-ui-bundle.js",
+                               swagger_css_url="/static/swagger/swagger-ui.css",
+                               swagger_favicon_url="/static/swagger/favicon-32x32.png")

@@ -1,7 +1,7 @@
 """Browser test of the dashboard: headless Chromium (Debian's chromium and chromium-driver, driven by selenium)
 loads `/` from a real `raftbus http` process in front of three real brokers while records flow, and the page
 must show the brokers, topics, a consumer group with lag, a queue, and charts with data. The screenshot is kept
-in test-artifacts/dashboard.png."""
+in test-artifacts/dashboard.png; the interactive docs are checked the same way (test-artifacts/docs.png)."""
 from __future__ import annotations
 
 import threading
@@ -25,7 +25,14 @@ CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-back
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory):
+    root = tmp_path_factory.mktemp("dashboard")
+    with running_cluster(root) as cluster, running_gateway(cluster.bootstrap, root / "gateway.log") as gateway:
+        yield gateway
+
+
+@pytest.fixture(scope="module")
 def browser():
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
@@ -64,38 +71,50 @@ def text(browser, selector: str) -> str:
     return browser.find_element(By.CSS_SELECTOR, selector).text
 
 
-def test_dashboard_shows_the_cluster_live_in_a_real_browser(tmp_path, browser):
+def test_dashboard_shows_the_cluster_live_in_a_real_browser(gateway, browser):
     """Goal: the page a user opens shows 3 live brokers, the topics, group lag, queue counts and plotted data."""
-    with running_cluster(tmp_path) as cluster, running_gateway(cluster.bootstrap, tmp_path / "gateway.log") as gw:
-        api = Api(gw.url)
-        api.ok("POST", "/v1/topics", {"name": "orders", "partitions": 3}, status=201)
-        api.ok("POST", "/v1/topics", {"name": "jobs", "partitions": 2, "kind": "queue"}, status=201)
-        api.ok("POST", "/v1/topics/orders/records", {"records": [{"value": f"r{i}"} for i in range(50)]})
-        base = api.ok("POST", "/v1/consumers/billing/instances", {"auto_offset_reset": "earliest"})["base_uri"]
-        api.ok("POST", f"{base}/subscription", {"topics": ["orders"]})
-        wait_until(lambda: api.ok("GET", f"{base}/records?timeout_ms=500&max=10")["records"], 60, 0,
-                   what="the consumer instance's first records")
-        api.ok("POST", f"{base}/offsets")  # commits 10 or more of 50: the group lags
-        with Traffic(api):
-            browser.get(f"{gw.url}/?refresh_ms=500")
-            wait_until(lambda: int(browser.find_element(By.TAG_NAME, "body").get_attribute("data-refreshes") or 0)
-                       >= 4, 60, 0.2, what="four dashboard refreshes")
-            topics_chart = browser.find_element(By.ID, "chart-topics")
-            wait_until(lambda: int(topics_chart.get_attribute("data-points") or 0) >= 3, 30, 0.2,
-                       what="points on the topics chart")
-            ARTIFACTS.mkdir(exist_ok=True)
-            browser.save_screenshot(str(ARTIFACTS / "dashboard.png"))
-        assert text(browser, "#broker-count") == "3/3"
-        assert text(browser, "#health") == "healthy"
-        topic_rows = text(browser, "#topic-table tbody")
-        for name in ("orders", "jobs", "jobs.dlq"):
-            assert name in topic_rows.split(), topic_rows
-        assert topics_chart.find_elements(By.TAG_NAME, "canvas")
-        assert int(topics_chart.get_attribute("data-series")) >= 1
-        group_row = text(browser, "#group-table tbody").split()
-        assert group_row[0] == "billing" and int(group_row[5]) > 0, group_row
-        assert int(browser.find_element(By.ID, "chart-groups").get_attribute("data-points")) >= 3
-        queue_row = text(browser, "#queue-table tbody").split()
-        assert queue_row[0] == "jobs" and int(queue_row[1]) > 0, queue_row
-        assert browser.find_element(By.ID, "chart-queues").find_elements(By.TAG_NAME, "canvas")
+    api = Api(gateway.url)
+    api.ok("POST", "/v1/topics", {"name": "orders", "partitions": 3}, status=201)
+    api.ok("POST", "/v1/topics", {"name": "jobs", "partitions": 2, "kind": "queue"}, status=201)
+    api.ok("POST", "/v1/topics/orders/records", {"records": [{"value": f"r{i}"} for i in range(50)]})
+    base = api.ok("POST", "/v1/consumers/billing/instances", {"auto_offset_reset": "earliest"})["base_uri"]
+    api.ok("POST", f"{base}/subscription", {"topics": ["orders"]})
+    wait_until(lambda: api.ok("GET", f"{base}/records?timeout_ms=500&max=10")["records"], 60, 0,
+               what="the consumer instance's first records")
+    api.ok("POST", f"{base}/offsets")  # commits 10 or more of 50: the group lags
+    with Traffic(api):
+        browser.get(f"{gateway.url}/?refresh_ms=500")
+        wait_until(lambda: int(browser.find_element(By.TAG_NAME, "body").get_attribute("data-refreshes") or 0)
+                   >= 4, 60, 0.2, what="four dashboard refreshes")
+        topics_chart = browser.find_element(By.ID, "chart-topics")
+        wait_until(lambda: int(topics_chart.get_attribute("data-points") or 0) >= 3, 30, 0.2,
+                   what="points on the topics chart")
+        ARTIFACTS.mkdir(exist_ok=True)
+        browser.save_screenshot(str(ARTIFACTS / "dashboard.png"))
+    assert text(browser, "#broker-count") == "3/3"
+    assert text(browser, "#health") == "healthy"
+    topic_rows = text(browser, "#topic-table tbody")
+    for name in ("orders", "jobs", "jobs.dlq"):
+        assert name in topic_rows.split(), topic_rows
+    assert topics_chart.find_elements(By.TAG_NAME, "canvas")
+    assert int(topics_chart.get_attribute("data-series")) >= 1
+    group_row = text(browser, "#group-table tbody").split()
+    assert group_row[0] == "billing" and int(group_row[5]) > 0, group_row
+    assert int(browser.find_element(By.ID, "chart-groups").get_attribute("data-points")) >= 3
+    queue_row = text(browser, "#queue-table tbody").split()
+    assert queue_row[0] == "jobs" and int(queue_row[1]) > 0, queue_row
+    assert browser.find_element(By.ID, "chart-queues").find_elements(By.TAG_NAME, "canvas")
     assert (ARTIFACTS / "dashboard.png").stat().st_size > 10_000
+
+
+def test_interactive_docs_render_every_endpoint_from_the_vendored_swagger_ui(gateway, browser):
+    """Goal: /docs works offline (Swagger UI served by the gateway) and lists the operations of /openapi.json."""
+    browser.get(f"{gateway.url}/docs")
+    wait_until(lambda: len(browser.find_elements(By.CSS_SELECTOR, ".opblock-summary-path")) >= 20, 30, 0.2,
+               what="Swagger UI listing the operations")
+    paths = {e.text.replace("\u200b", "") for e in browser.find_elements(By.CSS_SELECTOR, ".opblock-summary-path")}
+    assert {"/v1/topics/{topic}/records", "/v1/queues/{topic}/leases", "/v1/cluster"} <= paths, paths
+    ARTIFACTS.mkdir(exist_ok=True)
+    browser.save_screenshot(str(ARTIFACTS / "docs.png"))
+    scripts = [e.get_attribute("src") for e in browser.find_elements(By.TAG_NAME, "script") if e.get_attribute("src")]
+    assert scripts and all(src.startswith(gateway.url) for src in scripts), scripts
