@@ -1,6 +1,8 @@
 """Consumer groups over HTTP, as the Kafka REST proxy v2 does: create an instance, subscribe it (the member
-joins on its first poll), poll records, commit offsets, delete it (the member leaves)."""
+joins on its first poll), poll records, commit offsets, seek, delete it (the member leaves)."""
 from __future__ import annotations
+
+from typing import Literal
 
 from fastapi import APIRouter, Depends, Query
 
@@ -18,7 +20,7 @@ from raftbus.client.http.answers import (
 from raftbus.client.http.errors import ERROR_RESPONSES
 from raftbus.client.http.gateway import Clients, clients
 from raftbus.client.http.instances import InstanceOptions
-from raftbus.client.http.models import CommitBody, InstanceCreateBody, SubscriptionBody
+from raftbus.client.http.models import CommitBody, InstanceCreateBody, SeekBody, SeekEdgeBody, SubscriptionBody
 from raftbus.client.http.records_api import record_json
 
 router = APIRouter(prefix="/v1/consumers/{group}", tags=["consumer groups"], responses=ERROR_RESPONSES)
@@ -63,6 +65,24 @@ def commit(group: str, instance_id: str, body: CommitBody | None = None, clients
         offsets = {TopicPartition(o.topic, o.partition): o.offset for o in body.offsets}
     committed = clients.consumers.commit(clients.consumers.get(group, instance_id), offsets)
     return {"offsets": _offsets_json(committed)}
+
+
+@router.post("/instances/{instance_id}/positions", summary="Seek: read partitions from given offsets",
+             status_code=204)
+def seek(group: str, instance_id: str, body: SeekBody, clients: Clients = Depends(clients)) -> None:
+    """The next poll reads each partition from its offset; the next commit may move committed offsets back."""
+    offsets = {TopicPartition(o.topic, o.partition): o.offset for o in body.offsets}
+    clients.consumers.seek(clients.consumers.get(group, instance_id), offsets)
+
+
+@router.post("/instances/{instance_id}/positions/{edge}", summary="Seek to the beginning or the end",
+             status_code=204)
+def seek_to_edge(group: str, instance_id: str, edge: Literal["beginning", "end"], body: SeekEdgeBody | None = None,
+                 clients: Clients = Depends(clients)) -> None:
+    partitions = None
+    if body is not None and body.partitions is not None:
+        partitions = [TopicPartition(p.topic, p.partition) for p in body.partitions]
+    clients.consumers.seek_to_edge(clients.consumers.get(group, instance_id), edge, partitions)
 
 
 @router.get("/instances/{instance_id}/assignments", summary="The partitions the instance owns now",

@@ -113,6 +113,19 @@ class ConsumerInstances:
         with instance.lock:
             return instance.subscribed().commit(offsets)
 
+    def seek(self, instance: ConsumerInstance, offsets: dict[TopicPartition, int]) -> None:
+        with instance.lock:
+            consumer = instance.subscribed()
+            for tp, offset in offsets.items():
+                consumer.seek(tp, offset)
+
+    def seek_to_edge(self, instance: ConsumerInstance, edge: str, partitions: list[TopicPartition] | None) -> None:
+        """Seek to the log start ("beginning") or the high watermark ("end")."""
+        with instance.lock:
+            consumer = instance.subscribed()
+            seek = consumer.seek_to_beginning if edge == "beginning" else consumer.seek_to_end
+            seek(partitions)
+
     def assignment(self, instance: ConsumerInstance) -> set[TopicPartition]:
         with instance.lock:
             return instance.subscribed().assignment()

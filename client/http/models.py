@@ -122,3 +122,19 @@ class OffsetIn(BaseModel):
 class CommitBody(BaseModel):
     model_config = Strict
     offsets: list[OffsetIn] | None = Field(None, description="default: every owned partition's position")
+
+
+class SeekBody(BaseModel):
+    model_config = Strict
+    offsets: list[OffsetIn] = Field(description="read each partition from this offset on (owned partitions only)")
+
+
+class TopicPartitionIn(BaseModel):
+    model_config = Strict
+    topic: str
+    partition: int = Field(ge=0)
+
+
+class SeekEdgeBody(BaseModel):
+    model_config = Strict
+    partitions: list[TopicPartitionIn] | None = Field(None, description="default: every owned partition")

@@ -88,6 +88,8 @@ class Api:
 
 
 def _decode(data: bytes, headers):
+    if not data:
+        return None
     if headers.get("content-type", "").startswith("application/json"):
         return json.loads(data)
     return data.decode("utf-8", errors="replace")

@@ -42,6 +42,7 @@ def test_openapi_document_and_docs_describe_every_endpoint(api):
                          ("/v1/consumers/{group}/instances/{instance_id}/records", "get"),
                          ("/v1/consumers/{group}/instances/{instance_id}/offsets", "post"),
                          ("/v1/consumers/{group}/instances/{instance_id}", "delete"),
+                         ("/v1/consumers/{group}/instances/{instance_id}/positions", "post"),
                          ("/v1/queues/{topic}/messages", "post"), ("/v1/queues/{topic}/leases", "post"),
                          ("/v1/queues/{topic}/acks", "post"), ("/v1/queues/{topic}/nacks", "post"),
                          ("/v1/queues/{topic}/extend", "post"), ("/v1/queues/{topic}/messages/{message_id}", "get"),
@@ -154,6 +155,20 @@ def test_consumer_instance_joins_polls_commits_and_leaves(api):
     assert {(p["topic"], p["partition"]) for p in owned} == {("http-group-topic", 0), ("http-group-topic", 1)}
     committed = api.ok("POST", f"{base}/offsets")["offsets"]
     assert sum(o["offset"] for o in committed) == len(values)
+    api.ok("POST", f"{base}/positions/beginning", status=204)
+    again = []
+    wait_until(lambda: again.extend(r["value"] for r in api.ok("GET", f"{base}/records?timeout_ms=500")["records"])
+               or len(again) >= len(values), 60, 0, what="every record again after seeking to the beginning")
+    assert sorted(again) == sorted(values)
+    api.ok("POST", f"{base}/positions", {"offsets": [{"topic": "http-group-topic", "partition": 0, "offset": 0}]},
+           status=204)
+    replayed = api.ok("GET", f"{base}/records?timeout_ms=5000")["records"]
+    assert replayed and {r["partition"] for r in replayed} == {0} and replayed[0]["offset"] == 0
+    api.error("POST", f"{base}/positions", {"offsets": [{"topic": "http-group-topic", "partition": 7, "offset": 0}]},
+              status=400, code="PARTITION_NOT_ASSIGNED")
+    api.ok("POST", f"{base}/positions/end", status=204)
+    assert api.ok("GET", f"{base}/records?timeout_ms=300")["records"] == []
+    api.ok("POST", f"{base}/offsets")
     group = api.ok("GET", "/v1/groups/http-billing")
     assert group["lag_records"] == 0 and len(group["members"]) == 1
     assert "http-billing" in [g["name"] for g in api.ok("GET", "/v1/groups")["groups"]]
