@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 
 from raftbus.client import Message, Queues
-from raftbus.client.errors import InvalidArgument
+from raftbus.client.errors import InvalidArgument, RaftbusError
 
 from raftbus.client.http import settings
 
@@ -56,6 +56,7 @@ class TopicLeaser:
 
         def slice_ms():
             return max(0, min(settings.LEASE_WAIT_SLICE_MS, int((deadline_s - time.monotonic()) * 1000)))
+
         while not found and slice_ms() > 0:
             found = self._pass(topic, order, max_messages, visibility_ms, slice_ms)
         return found
@@ -66,7 +67,12 @@ class TopicLeaser:
             if len(found) >= max_messages:
                 break
             waited = wait_ms()
-            found += self.queues.lease(topic, partition, max_messages - len(found), visibility_ms, waited)
+            try:
+                found += self.queues.lease(topic, partition, max_messages - len(found), visibility_ms, waited)
+            except RaftbusError:
+                if not found:
+                    raise
+                break  # hand out what is leased already rather than strand those leases until they expire
             if found and waited:
                 break  # a long poll answered: hand these out now
         return found
