@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends
 
+from raftbus.client.errors import InvalidArgument
+
 from raftbus.client.http.answers import (
     ClusterAnswer,
     DeletedAnswer,
@@ -36,9 +38,17 @@ def describe_topic(topic: str, clients: Clients = Depends(clients)) -> dict:
     return clients.admin.describe_topic(topic).to_dict()
 
 
-@router.patch("/v1/topics/{topic}", summary="Grow a topic's partitions", response_model=TopicOut)
+@router.patch("/v1/topics/{topic}", summary="Change retention or queue options, grow partitions",
+              response_model=TopicOut)
 def alter_topic(topic: str, body: TopicAlterBody, clients: Clients = Depends(clients)) -> dict:
-    return clients.admin.alter_partitions(topic, body.partitions).to_dict()
+    """Settings first, then (with `partitions`) the partitions grow; answers once every partition has a leader."""
+    settings = body.model_dump(exclude_none=True, exclude={"partitions"})
+    if not settings and body.partitions is None:
+        raise InvalidArgument("give partitions and/or a setting to change")
+    described = clients.admin.alter_topic(topic, **settings) if settings else None
+    if body.partitions is not None:
+        described = clients.admin.alter_partitions(topic, body.partitions)
+    return described.to_dict()
 
 
 @router.delete("/v1/topics/{topic}", summary="Delete a topic and its records", response_model=DeletedAnswer)

@@ -5,7 +5,10 @@ so `value_b64` appears only where `value` is not UTF-8 text.
 """
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
+
+# Answers that mirror an SDK description's to_dict(): fields the SDK adds later pass through unchanged.
+SdkShape = ConfigDict(extra="allow")
 
 
 class ErrorBody(BaseModel):
@@ -143,6 +146,7 @@ class RedriveAnswer(BaseModel):
 
 
 class PartitionOut(BaseModel):
+    model_config = SdkShape
     partition: int
     leader_id: int | None
     replicas: list[int]
@@ -152,6 +156,7 @@ class PartitionOut(BaseModel):
 
 
 class TopicOut(BaseModel):
+    model_config = SdkShape
     name: str
     topic_id: int
     kind: str
@@ -168,13 +173,16 @@ class TopicListAnswer(BaseModel):
 
 
 class BrokerOut(BaseModel):
+    model_config = SdkShape
     broker_id: int
     address: str
     raft_address: str
     alive: bool
+    state: str = Field("active", description="active, or draining: it hands its leaderships away")
 
 
 class ClusterAnswer(BaseModel):
+    model_config = SdkShape
     brokers: list[BrokerOut]
     controller_id: int | None
     topics: list[TopicOut]
@@ -182,6 +190,7 @@ class ClusterAnswer(BaseModel):
 
 
 class MemberOut(BaseModel):
+    model_config = SdkShape
     member_id: str
     client_id: str
     topics: list[str]
@@ -193,6 +202,7 @@ class MemberOut(BaseModel):
 
 
 class PartitionLagOut(BaseModel):
+    model_config = SdkShape
     topic: str
     partition: int
     owner: str | None
@@ -204,6 +214,7 @@ class PartitionLagOut(BaseModel):
 
 
 class GroupOut(BaseModel):
+    model_config = SdkShape
     name: str
     generation: int
     state: str

@@ -94,8 +94,17 @@ class TopicCreateBody(BaseModel):
 
 
 class TopicAlterBody(BaseModel):
+    """Only the fields given change."""
+
     model_config = Strict
-    partitions: int = Field(description="the new total (grow only)")
+    partitions: int | None = Field(None, description="the new total (grow only)")
+    retention_ms: int | None = None
+    retention_bytes: int | None = None
+    max_deliveries: int | None = Field(None, description="queue topics")
+    backoff_base_ms: int | None = Field(None, description="queue topics")
+    backoff_max_ms: int | None = Field(None, description="queue topics")
+    max_in_flight_per_group: int | None = Field(None, description="queue topics")
+    idempotency_window_ms: int | None = Field(None, description="queue topics")
 
 
 class InstanceCreateBody(BaseModel):

@@ -66,11 +66,16 @@ def test_topic_lifecycle_and_cluster_status(api):
     grown = api.ok("PATCH", "/v1/topics/http-admin", {"partitions": 4})
     assert len(grown["partitions"]) == 4
     api.error("PATCH", "/v1/topics/http-admin", {"partitions": 1}, status=400, code="INVALID_PARTITIONS")
+    api.error("PATCH", "/v1/topics/http-admin", {}, status=400, code="INVALID_ARGUMENT")
+    altered = api.ok("PATCH", "/v1/topics/http-admin", {"retention_ms": 60_000})
+    assert (altered["retention_ms"], len(altered["partitions"])) == (60_000, 4)
+    api.error("PATCH", "/v1/topics/http-admin", {"max_deliveries": 3}, status=400, code="WRONG_TOPIC_KIND")
     assert len(api.ok("GET", "/v1/topics/http-admin")["partitions"]) == 4
     assert api.ok("DELETE", "/v1/topics/http-admin") == {"deleted": "http-admin"}
     api.error("GET", "/v1/topics/http-admin", status=404, code="UNKNOWN_TOPIC")
     status = api.ok("GET", "/v1/cluster")
     assert len([b for b in status["brokers"] if b["alive"]]) == 3
+    assert {b["state"] for b in status["brokers"]} == {"active"}
     assert status["controller_id"] in {b["broker_id"] for b in status["brokers"]}
 
 

@@ -106,7 +106,7 @@ function showCluster(snap) {
   health.textContent = healthy ? "healthy" : (snap.controller_id === null ? "no controller" : "degraded");
   health.className = "badge " + (healthy ? "ok" : snap.controller_id === null ? "down" : "degraded");
   fillTable("brokers", snap.brokers.map((b) => [b.broker_id, b.address, b.raft_address, b.alive ? "yes" : "no",
-    b.broker_id === snap.controller_id ? "controller" : ""]));
+    b.state || "active", b.broker_id === snap.controller_id ? "controller" : ""]));
 }
 
 function showTopics(snap, seconds) {
