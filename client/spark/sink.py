@@ -16,7 +16,7 @@ from pyspark.sql.types import StructType
 
 from raftbus.client.errors import InvalidArgument
 from raftbus.client.router import Router
-from raftbus.client.spark.sink_columns import check_schema, sink_rows
+from raftbus.client.spark.sink_columns import SinkRow, check_schema, sink_rows
 from raftbus.client.spark.sink_identity import batch_task_producer_id, new_write_id, stream_task_producer_id
 from raftbus.client.spark.sink_options import SinkOptions, parse_sink_options
 from raftbus.client.spark.sink_task import TaskWriter
@@ -31,14 +31,20 @@ class SinkCommit(WriterCommitMessage):
     batches: int
 
 
+def _row_order(row: SinkRow) -> tuple:
+    """A total order over rows (None first in every field), for sortWithinTask."""
+    headers = tuple((name, value is not None, value or b"") for name, value in row.headers)
+    return tuple((value is not None, value if value is not None else 0) for value in row._replace(headers=headers))
+
+
 def _write_task(options: SinkOptions, producer_id: bytes, batches: Iterator) -> SinkCommit:
     from pyspark import TaskContext
 
     writer = TaskWriter(options, producer_id, TaskContext.get().partitionId())
+    rows = (row for batch in batches for row in sink_rows(batch))
     try:
-        for batch in batches:
-            for row in sink_rows(batch):
-                writer.write(row)
+        for row in sorted(rows, key=_row_order) if options.sort_within_task else rows:
+            writer.write(row)
         counts = writer.finish()
     finally:
         writer.close()

@@ -4,7 +4,10 @@
 without it each row names its topic in a `topic` column, as in Kafka's sink). The producer's settings, with
 the SDK's names in Spark's camel case: `batchBytesMax` (bytes per produce request), `bufferBytesMax`
 (bytes a task holds unacknowledged before it waits), `requestTimeoutMs`, `deliveryTimeoutMs` (how long one
-batch may take, retries included), `retries`, `retryBackoffMs`, `metadataMaxAgeMs`. Queue topics:
+batch may take, retries included), `retries`, `retryBackoffMs`, `metadataMaxAgeMs`. `sortWithinTask`
+(default false): each task sorts its rows before writing them, so a replayed task cuts the same produce
+batches even when its rows arrive in another order (after a shuffle); it holds the task's rows in memory.
+Queue topics:
 `idempotencyKeys` (default true: every queue message without an `idempotency_key` column value gets one
 derived from the write's identity, see sink_identity). Option names are case-insensitive.
 """
@@ -29,6 +32,7 @@ class SinkOptions:
     retry_backoff_ms: int
     metadata_max_age_ms: int
     idempotency_keys: bool
+    sort_within_task: bool
 
 
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
@@ -52,4 +56,5 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         metadata_max_age_ms=parse_positive("metadataMaxAgeMs", opts.get("metadatamaxagems"),
                                            settings.METADATA_MAX_AGE_MS),
         idempotency_keys=parse_bool("idempotencyKeys", opts.get("idempotencykeys"), True),
+        sort_within_task=parse_bool("sortWithinTask", opts.get("sortwithintask"), False),
     )

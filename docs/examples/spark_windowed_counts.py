@@ -11,7 +11,8 @@ sink (key: the page; value: {"page", "window_start", "views"} JSON). Against a l
 `--produce` first writes sample views over three minutes and one view ten minutes later, which moves the
 watermark past the first three windows so they close. In append mode a window is written when the
 watermark passes its end and never again; a restart on the same --checkpoint replays an unfinished
-micro-batch without writing its windows twice.
+micro-batch without writing its windows twice (sortWithinTask: the aggregation's rows reach the sink after
+a shuffle, in an order a replay need not repeat, so each task sorts them before writing).
 """
 from __future__ import annotations
 
@@ -88,7 +89,8 @@ def start_counts(spark: SparkSession, bootstrap: str, views_topic: str, counts_t
         F.col("page").alias("key"),
         F.to_json(F.struct("page", F.unix_millis("window.start").alias("window_start"), "views")).alias("value"))
     writer = (records.writeStream.format("raftbus").outputMode("append").option("bootstrap", bootstrap)
-              .option("topic", counts_topic).option("checkpointLocation", checkpoint_dir))
+              .option("topic", counts_topic).option("sortWithinTask", "true")
+              .option("checkpointLocation", checkpoint_dir))
     writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime="1 second")
     return writer.start()
 
