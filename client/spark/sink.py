@@ -16,7 +16,7 @@ from pyspark.sql.types import StructType
 
 from raftbus.client.errors import InvalidArgument
 from raftbus.client.router import Router
-from raftbus.client.spark.sink_columns import SinkRow, check_schema, sink_rows
+from raftbus.client.spark.sink_columns import SinkRow, batch_columns, check_schema, sink_rows
 from raftbus.client.spark.sink_identity import batch_task_producer_id, new_write_id, stream_task_producer_id
 from raftbus.client.spark.sink_options import SinkOptions, parse_sink_options
 from raftbus.client.spark.sink_task import TaskWriter
@@ -41,10 +41,13 @@ def _write_task(options: SinkOptions, producer_id: bytes, batches: Iterator) -> 
     from pyspark import TaskContext
 
     writer = TaskWriter(options, producer_id, TaskContext.get().partitionId())
-    rows = (row for batch in batches for row in sink_rows(batch))
     try:
-        for row in sorted(rows, key=_row_order) if options.sort_within_task else rows:
-            writer.write(row)
+        if options.sort_within_task:
+            for row in sorted((row for batch in batches for row in sink_rows(batch)), key=_row_order):
+                writer.write(row)
+        else:
+            for batch in batches:
+                writer.write_columns(batch_columns(batch), batch.num_rows)
         counts = writer.finish()
     finally:
         writer.close()

@@ -87,28 +87,36 @@ def _check_headers(data_type) -> None:
                               f"{data_type.simpleString()}")
 
 
-def _as_bytes(value) -> bytes | None:
-    return value.encode() if isinstance(value, str) else value
-
-
 def _as_headers(pairs) -> tuple:
     if not pairs:
         return ()
-    return tuple((pair["key"], _as_bytes(pair["value"])) for pair in pairs)
+    return tuple((pair["key"], pair["value"].encode() if isinstance(pair["value"], str) else pair["value"])
+                 for pair in pairs)
+
+
+def batch_columns(batch) -> dict[str, list]:
+    """The columns of one pyarrow RecordBatch as lists by lower-case name; key and value as bytes (cast by
+    Arrow, not per row), headers as tuples of (name, bytes) pairs; absent columns are absent."""
+    import pyarrow as pa
+
+    columns = {}
+    for name, column in zip(batch.schema.names, batch.columns):
+        name = name.lower()
+        if name in ("key", "value") and pa.types.is_string(column.type):
+            column = column.cast(pa.binary())
+        values = column.to_pylist()
+        columns[name] = [_as_headers(v) for v in values] if name == "headers" else values
+    return columns
 
 
 def sink_rows(batch) -> Iterator[SinkRow]:
     """The rows of one pyarrow RecordBatch, with bytes for key, value and header values."""
-    names = {name.lower(): i for i, name in enumerate(batch.schema.names)}
-    size = batch.num_rows
+    return sink_rows_of(batch_columns(batch), batch.num_rows)
 
-    def column(name: str, convert=None) -> list:
-        if name not in names:
-            return [None] * size
-        values = batch.column(names[name]).to_pylist()
-        return [convert(v) for v in values] if convert is not None else values
 
-    yield from map(SinkRow._make, zip(
-        column("topic"), column("partition"), column("key", _as_bytes), column("value", _as_bytes),
-        column("headers", _as_headers), column("priority"), column("group"), column("delay_ms"),
-        column("idempotency_key")))
+def sink_rows_of(columns: dict[str, list], rows: int) -> Iterator[SinkRow]:
+    """The rows of batch_columns(batch)."""
+    absent = [None] * rows
+    headers = columns.get("headers") or [()] * rows
+    yield from map(SinkRow._make, zip(*(headers if name == "headers" else columns.get(name, absent)
+                                        for name in SinkRow._fields)))

@@ -88,7 +88,7 @@ class SequencedSender:
         lane = self._lanes.get(tp)
         if lane is None:
             lane = self._lanes[tp] = _PartitionLane()
-        closed = self.would_close(tp, size_bytes)
+        closed = lane.size_bytes + size_bytes > self._batch_bytes_max and bool(lane.records)
         if closed:
             self._close(tp, lane)
         lane.records.append(record)

@@ -18,9 +18,9 @@ from raftbus.client import Producer
 from raftbus.client.errors import InvalidArgument, RecordTooLarge, UnknownPartition, WrongTopicKind
 from raftbus.client.murmur2 import partition_for_key
 from raftbus.client.produce_stream import StreamProduceTransport
-from raftbus.client.records import record_size
+from raftbus.client.records import RECORD_OVERHEAD_BYTES, record_size
 from raftbus.client.router import Router
-from raftbus.client.spark.sink_columns import QUEUE_COLUMNS, SinkRow
+from raftbus.client.spark.sink_columns import QUEUE_COLUMNS, SinkRow, sink_rows_of
 from raftbus.client.spark.sink_identity import queue_idempotency_key
 from raftbus.client.spark.sink_options import SinkOptions
 from raftbus.client.spark.sink_sender import SequencedSender, WriteCounts
@@ -62,9 +62,35 @@ class TaskWriter:
         if size > self._options.batch_bytes_max:
             raise RecordTooLarge(f"a record of {size} bytes for {topic.name!r} exceeds batchBytesMax="
                                  f"{self._options.batch_bytes_max}")
-        partition = self._partition(topic, row, size)
+        partition = self._partition(topic, row.partition, row.key, size)
         self._sender.add((topic.name, partition), (time.time_ns() // 1_000_000, row.key, row.value, row.headers),
                          size)
+
+    def write_columns(self, columns: dict[str, list], rows: int) -> None:
+        """Write one Arrow batch's rows (sink_columns.batch_columns). Rows for the `topic` option's stream
+        topic without queue columns take a loop over the columns; anything else goes row by row."""
+        topic = self._topic(self._options.topic) if self._options.topic else None
+        if topic is None or topic.kind != "stream" or any(name in columns for name in QUEUE_COLUMNS):
+            for row in sink_rows_of(columns, rows):
+                self.write(row)
+            return
+        absent = [None] * rows
+        now_ms = time.time_ns() // 1_000_000
+        name, count, limit, add = topic.name, topic.partitions, self._options.batch_bytes_max, self._sender.add
+        for key, value, headers, partition in zip(columns.get("key", absent), columns["value"],
+                                                  columns.get("headers") or [()] * rows,
+                                                  columns.get("partition", absent)):
+            size = (RECORD_OVERHEAD_BYTES + (len(key) if key is not None else 0)
+                    + (len(value) if value is not None else 0))
+            if headers:
+                size = record_size(key, value, headers)
+            if size > limit:
+                raise RecordTooLarge(f"a record of {size} bytes for {name!r} exceeds batchBytesMax={limit}")
+            if partition is None and key is not None:
+                partition = partition_for_key(key, count)
+            elif partition is None or not 0 <= partition < count:
+                partition = self._partition(topic, partition, key, size)
+            add((name, partition), (now_ms, key, value, headers), size)
 
     def finish(self) -> WriteCounts:
         counts = self._sender.finish()
@@ -86,14 +112,14 @@ class TaskWriter:
             topic = self._topics[name] = _Topic(name, kind, count, self._task_partition)
         return topic
 
-    def _partition(self, topic: _Topic, row: SinkRow, size: int) -> int:
-        if row.partition is not None:
-            if not 0 <= row.partition < topic.partitions:
-                raise UnknownPartition(f"topic {topic.name!r} has no partition {row.partition} "
+    def _partition(self, topic: _Topic, partition: int | None, key: bytes | None, size: int) -> int:
+        if partition is not None:
+            if not 0 <= partition < topic.partitions:
+                raise UnknownPartition(f"topic {topic.name!r} has no partition {partition} "
                                        f"(it has {topic.partitions})")
-            return row.partition
-        if row.key is not None:
-            return partition_for_key(row.key, topic.partitions)
+            return partition
+        if key is not None:
+            return partition_for_key(key, topic.partitions)
         if self._sender.would_close((topic.name, topic.sticky), size):
             topic.sticky = (topic.sticky + 1) % topic.partitions
         return topic.sticky
