@@ -24,7 +24,7 @@ from raftbus.client.spark.sink_task import TaskWriter
 
 @dataclass
 class SinkCommit(WriterCommitMessage):
-    """One task's answer: records appended, records an earlier attempt had written, produce batches."""
+    """One task's answer: records appended, records the brokers already held (see WriteCounts), batches."""
 
     appended: int
     already_written: int

@@ -31,7 +31,8 @@ TopicPartition = tuple[str, int]
 
 @dataclass(slots=True)
 class WriteCounts:
-    """What a task's writes came to: records appended now, and records an earlier attempt had appended."""
+    """What a task's writes came to: records appended by this attempt, and records the brokers already held
+    (appended by an earlier attempt, or by this one when an answer was lost and the batch went again)."""
 
     appended: int = 0
     already_written: int = 0
