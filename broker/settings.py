@@ -11,7 +11,7 @@ from dynaconf import Dynaconf
 
 from raftbus.client import errors
 
-from raftbus.broker.raft import cluster_secret
+from raftbus.broker.raft import cluster_secret as secret_policy
 from raftbus.broker.raft.group import RaftSettings
 
 
@@ -41,8 +41,8 @@ class BrokerSettings:
     advertised_listen: str = ""
     raft_listen: str = "127.0.0.1:7071"
     peers: str = ""
-    cluster_secret: str = cluster_secret.DEFAULT_SECRET
-    cluster_id: str = cluster_secret.DEFAULT_CLUSTER_ID
+    cluster_secret: str = secret_policy.DEFAULT_SECRET
+    cluster_id: str = secret_policy.DEFAULT_CLUSTER_ID
     cluster_secret_bytes_min: int = 32
     grpc_workers_max: int = 64
     grpc_message_bytes_max: int = 64 * 1024 * 1024
@@ -164,12 +164,12 @@ class BrokerSettings:
     @property
     def raft_secret(self) -> bytes:
         """The Raft key, derived from the secret and the cluster id; the transport never sees the string itself."""
-        return cluster_secret.raft_key(self.cluster_secret, self.cluster_id)
+        return secret_policy.raft_key(self.cluster_secret, self.cluster_id)
 
     @property
     def loopback_only(self) -> bool:
         """Whether every listener (listen, raft_listen) is on a loopback address."""
-        return all(cluster_secret.is_loopback(host) for host, _ in (self.listen_address, self.raft_address))
+        return all(secret_policy.is_loopback(host) for host, _ in (self.listen_address, self.raft_address))
 
     def raft(self) -> RaftSettings:
         return RaftSettings(
@@ -206,7 +206,7 @@ class BrokerSettings:
         return self
 
     def _validate_raft_port(self) -> None:
-        problem = cluster_secret.secret_problem(self.cluster_secret, self.cluster_id, self.cluster_secret_bytes_min)
+        problem = secret_policy.secret_problem(self.cluster_secret, self.cluster_id, self.cluster_secret_bytes_min)
         if problem and not self.loopback_only:
             raise errors.InvalidArgument(
                 f"refusing to listen beyond loopback (listen={self.listen}, raft_listen={self.raft_listen}): "
