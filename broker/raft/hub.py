@@ -677,7 +677,7 @@ class RaftHub:
             budget -= received
             self._stats["bytes_in"] += received
             self._consume(conn)
-            if received < space and not (conn.tls and not conn.closed and conn.sock.pending()):
+            if received < space and not conn.tls:  # TLS hands over one record per call: read on
                 return
         if conn.tls and not conn.closed and conn.sock.pending():
             self._tls_readable.add(conn)  # over this poll's budget: read the rest at the next poll
