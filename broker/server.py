@@ -84,6 +84,7 @@ class Broker:
             handshakes_pending_max=s.raft_handshakes_pending_max,
             handshakes_pending_per_address_max=s.raft_handshakes_pending_per_address_max,
             tls=raft_tls(s.raft_tls_cert_file, s.raft_tls_key_file, s.raft_tls_ca_file),
+            accepted_secrets=s.raft_accepted_secrets,
         )
         self.loop.attach(self.hub)
         self.hub.start()

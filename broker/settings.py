@@ -44,6 +44,7 @@ class BrokerSettings:
     cluster_secret: str = secret_policy.DEFAULT_SECRET
     cluster_id: str = secret_policy.DEFAULT_CLUSTER_ID
     cluster_secret_bytes_min: int = 32
+    cluster_secret_accepted: str = ""
     grpc_workers_max: int = 64
     grpc_message_bytes_max: int = 64 * 1024 * 1024
     raft_tick_interval_ms: int = 100
@@ -167,6 +168,13 @@ class BrokerSettings:
         return secret_policy.raft_key(self.cluster_secret, self.cluster_id)
 
     @property
+    def raft_accepted_secrets(self) -> list[bytes]:
+        """Keys of `cluster_secret_accepted`: proofs under them are accepted, never sent (secret rotation)."""
+        if not self.cluster_secret_accepted:
+            return []
+        return [secret_policy.raft_key(self.cluster_secret_accepted, self.cluster_id)]
+
+    @property
     def loopback_only(self) -> bool:
         """Whether every listener (listen, raft_listen) is on a loopback address."""
         return all(secret_policy.is_loopback(host) for host, _ in (self.listen_address, self.raft_address))
@@ -207,6 +215,10 @@ class BrokerSettings:
 
     def _validate_raft_port(self) -> None:
         problem = secret_policy.secret_problem(self.cluster_secret, self.cluster_id, self.cluster_secret_bytes_min)
+        if not problem and self.cluster_secret_accepted:
+            problem = secret_policy.secret_problem(self.cluster_secret_accepted, self.cluster_id,
+                                                   self.cluster_secret_bytes_min)
+            problem = problem and problem.replace("cluster_secret", "cluster_secret_accepted", 1)
         if problem and not self.loopback_only:
             raise errors.InvalidArgument(
                 f"refusing to listen beyond loopback (listen={self.listen}, raft_listen={self.raft_listen}): "

@@ -12,6 +12,8 @@ replaces it:
   proof checks out does the acceptor send its own. A stranger who dials therefore learns nothing it could test
   secret guesses against offline. Unknown ids, a dialer with the higher id, bad magic, a wrong proof or a slow
   handshake close the connection; no callback ever sees a byte from an unauthenticated connection.
+  While a secret is being rotated, an acceptor also takes proofs under `accepted_secrets` (never used to dial)
+  and answers under the key the dialer proved.
 - **Authenticated frames.** Every frame carries a per-direction sequence number and a keyed BLAKE2b tag under
   a session key derived from the secret and both nonces: a forged, replayed or reordered frame closes the
   connection and none of it is decoded. Frames are not encrypted: bind the Raft port to a private address.
@@ -290,8 +292,8 @@ class RaftHub:
                  on_peer_disconnected: Callable[[int], None],
                  frame_bytes_max: int, send_buffer_bytes_max: int, connect_retry_ms: int,
                  handshake_timeout_ms: int, handshakes_pending_max: int = 64,
-                 handshakes_pending_per_address_max: int = 8, tls=None):
-        if len(secret) < 16:
+                 handshakes_pending_per_address_max: int = 8, tls=None, accepted_secrets=()):
+        if len(secret) < 16 or any(len(s) < 16 for s in accepted_secrets):
             raise ValueError("the Raft secret must be at least 16 bytes")
         if frame_bytes_max <= FRAME_OVERHEAD + 64:
             raise ValueError("frame_bytes_max is too small")
@@ -299,6 +301,8 @@ class RaftHub:
         self._listen = parse_address(listen)
         self._peers = self._parse_peers(peers)
         self._secret = bytes(secret)
+        # Keys a dialer may also prove (never used to dial): a secret being rotated in or out.
+        self._accepted = [self._secret] + [bytes(s) for s in accepted_secrets if bytes(s) != self._secret]
         self._on_message = on_message
         self._on_peer_connected = on_peer_connected
         self._on_peer_disconnected = on_peer_disconnected
@@ -728,18 +732,27 @@ class RaftHub:
             return f"node {peer_id} dialed node {self.node_id}; the lower id dials"
         return None
 
+    def _proven_key(self, conn: _Connection, proof: bytes) -> bytes | None:
+        """The key the peer's proof was made with: ours for a dialer, any accepted one for an acceptor."""
+        peer_side = ACCEPTOR if conn.dialer else DIALER
+        for key in [self._secret] if conn.dialer else self._accepted:
+            if hmac.compare_digest(proof, handshake_proof(key, conn.transcript, peer_side)):
+                return key
+        return None
+
     def _on_proof(self, conn: _Connection, unit) -> None:
         side, peer_side = (DIALER, ACCEPTOR) if conn.dialer else (ACCEPTOR, DIALER)
-        if not hmac.compare_digest(bytes(unit), handshake_proof(self._secret, conn.transcript, peer_side)):
+        key = self._proven_key(conn, bytes(unit))
+        if key is None:
             self._reject(conn, "wrong handshake proof (a different cluster secret?)")
             return
         if not conn.dialer:
-            conn.queue(handshake_proof(self._secret, conn.transcript, ACCEPTOR))
+            conn.queue(handshake_proof(key, conn.transcript, ACCEPTOR))
             self._write(conn)
             if conn.closed:
                 return
-        conn.send_mac = session_mac(self._secret, conn.transcript, side)
-        conn.recv_mac = session_mac(self._secret, conn.transcript, peer_side)
+        conn.send_mac = session_mac(key, conn.transcript, side)
+        conn.recv_mac = session_mac(key, conn.transcript, peer_side)
         conn.state, conn.need, conn.in_body = "ready", LENGTH.size, False
         self._handshaking.discard(conn)
         old = self._ready.get(conn.peer_id)

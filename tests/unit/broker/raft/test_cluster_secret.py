@@ -70,3 +70,12 @@ def test_dev_credentials_are_random_private_and_reused(tmp_path):
     assert len(first["cluster_secret"].encode()) >= 32
     assert policy.secret_problem(first["cluster_secret"], first["cluster_id"], 32) is None
     assert (tmp_path / "a" / policy.DEV_CREDENTIALS_FILE).stat().st_mode & 0o777 == 0o600
+
+
+def test_an_accepted_secret_is_held_to_the_same_rules():
+    beyond = dict(raft_listen="0.0.0.0:7071", peers="1@0.0.0.0:7071", cluster_secret=STRONG, cluster_id="prod")
+    with pytest.raises(errors.InvalidArgument, match="cluster_secret_accepted"):
+        load_settings(**beyond, cluster_secret_accepted="short")
+    settings = load_settings(**beyond, cluster_secret_accepted="t" * 40)
+    assert settings.raft_accepted_secrets == [policy.raft_key("t" * 40, "prod")]
+    assert load_settings(**beyond).raft_accepted_secrets == []

@@ -150,3 +150,21 @@ def test_a_tls_peer_must_present_a_certificate(endpoints, pki):
     pump([b], refused, what="the certificate-less client to be refused")
     client.close()
     assert b.hub.stats()["handshakes_ok"] == 0 and b.events == []
+
+
+# ---------------------------------------------------------------------------------------------- secret rotation
+def test_an_accepted_secret_lets_brokers_on_both_sides_of_a_rotation_connect(endpoints):
+    """During a rotation a broker accepts proofs under the incoming (or outgoing) secret as well as its own; a
+    broker that knows only the old secret refuses a dialer already on the new one."""
+    old, new = b"o" * 32, b"n" * 32
+    a, b = endpoints(1, secret=new), endpoints(2, secret=old, accepted_secrets=[new])
+    mesh(a, b)
+    connected([a, b])
+    assert a.hub.send(2, "meta", "new to old") and pump([a, b], lambda: b.messages, what="a message")
+    c, d = endpoints(3, secret=old), endpoints(4, secret=new, accepted_secrets=[old])
+    mesh(c, d)
+    connected([c, d])
+    e, f = endpoints(5, secret=new, handshake_timeout_ms=300), endpoints(6, secret=old)
+    mesh(e, f)
+    pump([e, f], lambda: f.hub.stats()["handshakes_rejected"] >= 2, what="refused handshakes")
+    assert not e.hub.connected_peers() and not f.hub.connected_peers()
