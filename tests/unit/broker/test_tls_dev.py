@@ -13,6 +13,7 @@ from raftbus.broker.tls_dev import write_dev_pki
 
 
 def test_certificates_name_loopback_and_serve_both_ways(tmp_path):
+    """Broker certificates name the loopback host, allow server and client use, and keys are owner-only."""
     pki = write_dev_pki(tmp_path, [1, 2])
     assert pki.ca_file == tmp_path / "ca.pem" and set(pki.certs) == {1, 2}
     cert = x509.load_pem_x509_certificate(pki.broker(1)[0].read_bytes())
@@ -53,6 +54,7 @@ def test_a_mutual_tls_handshake_succeeds_with_the_files(tmp_path):
 
 
 def test_files_are_reused(tmp_path):
+    """A second call keeps the CA and existing certificates and adds the missing ones."""
     first = write_dev_pki(tmp_path, [1])
     ca, cert = first.ca_file.read_bytes(), first.broker(1)[0].read_bytes()
     second = write_dev_pki(tmp_path, [1, 2])

@@ -40,6 +40,7 @@ def test_pickles_and_malformed_bytes_are_refused_without_running_code(tmp_path):
     (b"x", "1", 2),                           # an entry with a non-int index
 ])
 def test_values_raftbus_never_writes_are_refused(value):
+    """Replicated calls, membership and version entries are never encoded: raftbus writes none of them."""
     with pytest.raises(entry_codec.EntryCodecError):
         entry_codec.dumps(value)
 

@@ -26,6 +26,7 @@ def with_raw_footer(raw: bytes, data: bytes = b"store", length: int | None = Non
 
 
 def test_a_footer_round_trips():
+    """What write_footer wrote, read_footer returns."""
     assert read_footer(snapshot(FOOTER)) == FOOTER
 
 
@@ -43,11 +44,13 @@ def test_a_footer_round_trips():
 ], ids=["short", "no-magic", "long-length", "zero-length", "garbage", "code-object", "bad-entries", "extra-field",
         "bad-data-len", "bad-last"])
 def test_malformed_footers_are_refused(f):
+    """Lengths that do not add up, undecodable bytes, code objects and wrong shapes raise SnapshotFooterError."""
     with pytest.raises(SnapshotFooterError):
         read_footer(f)
 
 
 def test_the_tail_is_a_length_and_the_magic():
+    """The file ends with the footer's length (u64) and the magic."""
     f = snapshot(FOOTER)
     length, magic = struct.unpack(">Q8s", f.getvalue()[-16:])
     assert magic == SNAPSHOT_MAGIC and length == len(f.getvalue()) - 16 - 5
