@@ -2,8 +2,9 @@
 
 `write_dev_pki(directory, broker_ids)` makes `ca.pem` (and its key) once and a certificate per broker that
 names the loopback host (localhost, 127.0.0.1, ::1) and serves both as a TLS server and a TLS client, so the same
-files fit mutual TLS on the Raft port and server TLS on the client gRPC port. Files already there are reused,
-so clients keep trusting `ca.pem` across restarts. For development only: the CA key sits beside the certificates.
+files fit mutual TLS on the Raft port and server TLS on the client gRPC port; `clients=("alice",)` adds client
+certificates whose common name is that name (for mutual TLS on the client port). Files already there are
+reused, so clients keep trusting `ca.pem` across restarts. For development only: the CA key sits beside the certificates.
 """
 from __future__ import annotations
 
@@ -27,26 +28,34 @@ VALID_DAYS = 365
 class DevPki:
     ca_file: Path
     certs: dict[int, tuple[Path, Path]]  # broker id -> (certificate file, key file)
+    clients: dict[str, tuple[Path, Path]]  # client name -> (certificate file, key file)
 
     def broker(self, broker_id: int) -> tuple[Path, Path]:
         return self.certs[broker_id]
 
+    def client(self, name: str) -> tuple[Path, Path]:
+        return self.clients[name]
 
-def write_dev_pki(directory, broker_ids) -> DevPki:
-    """ca.pem and broker-N.pem / broker-N-key.pem for each id in `directory` (made or reused)."""
+
+def write_dev_pki(directory, broker_ids, clients=()) -> DevPki:
+    """ca.pem, broker-N.pem / broker-N-key.pem for each broker id and client-NAME.pem / client-NAME-key.pem for
+    each client name, in `directory` (made or reused)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    ca_cert, ca_key = _load_or_make_ca(directory)
-    certs = {}
-    for broker_id in broker_ids:
-        cert_file, key_file = directory / f"broker-{broker_id}.pem", directory / f"broker-{broker_id}-key.pem"
-        if not (cert_file.exists() and key_file.exists()):
-            key = ec.generate_private_key(ec.SECP256R1())
-            cert = _issue(ca_cert, ca_key, key, f"raftbus-broker-{broker_id}")
-            _write_key(key_file, key)
-            cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-        certs[int(broker_id)] = (cert_file, key_file)
-    return DevPki(ca_file=directory / "ca.pem", certs=certs)
+    ca = _load_or_make_ca(directory)
+    certs = {int(b): _cert_files(directory, f"broker-{b}", f"raftbus-broker-{b}", ca) for b in broker_ids}
+    named = {str(n): _cert_files(directory, f"client-{n}", str(n), ca) for n in clients}
+    return DevPki(ca_file=directory / "ca.pem", certs=certs, clients=named)
+
+
+def _cert_files(directory: Path, stem: str, common_name: str, ca) -> tuple[Path, Path]:
+    cert_file, key_file = directory / f"{stem}.pem", directory / f"{stem}-key.pem"
+    if not (cert_file.exists() and key_file.exists()):
+        key = ec.generate_private_key(ec.SECP256R1())
+        cert = _issue(*ca, key, common_name)
+        _write_key(key_file, key)
+        cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    return cert_file, key_file
 
 
 def _load_or_make_ca(directory: Path):

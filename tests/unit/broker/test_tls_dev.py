@@ -7,7 +7,7 @@ import ssl
 import threading
 
 from cryptography import x509
-from cryptography.x509.oid import ExtendedKeyUsageOID
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from raftbus.broker.tls_dev import write_dev_pki
 
@@ -60,3 +60,12 @@ def test_files_are_reused(tmp_path):
     second = write_dev_pki(tmp_path, [1, 2])
     assert second.ca_file.read_bytes() == ca and second.broker(1)[0].read_bytes() == cert
     assert 2 in second.certs
+
+
+def test_client_certificates_carry_their_name(tmp_path):
+    """A client certificate's common name is the name asked for, signed by the same CA."""
+    pki = write_dev_pki(tmp_path, [1], clients=["alice"])
+    cert = x509.load_pem_x509_certificate(pki.client("alice")[0].read_bytes())
+    ca = x509.load_pem_x509_certificate(pki.ca_file.read_bytes())
+    assert cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == "alice"
+    assert cert.issuer == ca.subject
