@@ -46,12 +46,12 @@ def _start(args) -> int:
     settings = load_settings(args.config, node_id=args.node_id, data_dir=args.data_dir, listen=args.listen,
                              raft_listen=args.raft_listen, peers=args.peers,
                              advertised_listen=args.advertised_listen)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):  # before "ready": a SIGTERM right after it stops cleanly
+        signal.signal(sig, lambda *_: stop.set())
     broker = Broker(settings).start()
     print(json.dumps({"event": "ready", "node_id": settings.node_id, "listen": settings.listen,
                       "grpc_port": broker.grpc_port, "raft_listen": settings.raft_listen}), flush=True)
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
     stop.wait()
     broker.stop()
     return 0
