@@ -1,0 +1,99 @@
+"""AsyncProducer's network side: one grpc.aio bidi ProduceStream per broker, answers matched by `request_id`.
+
+As in the sync SDK (client/produce_stream.py) the broker appends a stream's batches in arrival order and answers
+each once it is committed on a majority and applied. A stream that ends fails every request it still holds
+with the typed error; a request unanswered within the request timeout fails with REQUEST_TIMED_OUT and closes
+its stream (a hanging broker must not hold batches forever). The caller retries through the router.
+"""
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+
+from raftbus.client.errors import RaftbusError, RequestTimedOut, Unavailable, error_from_rpc
+from raftbus.client.produce_stream import response_error
+from raftbus.client.router import Connection
+from raftbus.client.wire import raftbus_pb2 as pb
+
+from raftbus.client.aio.router import AsyncRouter
+
+_END = None
+
+
+class _AioStream:
+    """One open ProduceStream call and the requests it has not answered yet."""
+
+    def __init__(self, conn: Connection):
+        self.address = conn.address
+        self.closed = False
+        self._outbox: asyncio.Queue = asyncio.Queue()
+        self._waiting: dict[int, asyncio.Future] = {}
+        self._call = conn.log.ProduceStream(self._requests())
+        self._reader = asyncio.get_running_loop().create_task(self._read())
+
+    async def _requests(self):
+        while (request := await self._outbox.get()) is not _END:
+            yield request
+
+    async def request(self, request: pb.ProduceRequest, timeout_s: float) -> pb.ProduceResponse:
+        if self.closed:
+            raise Unavailable(f"produce stream to {self.address} is closed")
+        answer = asyncio.get_running_loop().create_future()
+        self._waiting[request.request_id] = answer
+        self._outbox.put_nowait(request)
+        try:
+            return await asyncio.wait_for(asyncio.shield(answer), timeout_s)
+        except asyncio.TimeoutError:
+            self.fail(RequestTimedOut(f"no answer from {self.address} within the request timeout"))
+            return await answer
+
+    async def _read(self) -> None:
+        reason: RaftbusError = Unavailable(f"produce stream to {self.address} ended")
+        try:
+            async for response in self._call:
+                answer = self._waiting.pop(response.request_id, None)
+                if answer is None or answer.done():
+                    continue
+                error = response_error(response)
+                answer.set_exception(error) if error else answer.set_result(response)
+        except grpc.RpcError as exc:
+            reason = error_from_rpc(exc)
+        except asyncio.CancelledError:
+            reason = Unavailable(f"produce stream to {self.address} was closed")
+        self.fail(reason)
+
+    def fail(self, reason: RaftbusError) -> None:
+        """Close the stream and fail every request it has not answered."""
+        self.closed = True
+        waiting, self._waiting = self._waiting, {}
+        for answer in waiting.values():
+            if not answer.done():
+                answer.set_exception(reason)
+        self._call.cancel()
+
+    async def close(self) -> None:
+        self.closed = True
+        self._outbox.put_nowait(_END)
+        self._call.cancel()
+        await asyncio.gather(self._reader, return_exceptions=True)
+
+
+class AsyncProduceStreams:
+    """Pooled produce streams, one per broker address."""
+
+    def __init__(self, router: AsyncRouter):
+        self.router = router
+        self._streams: dict[str, _AioStream] = {}
+
+    async def produce(self, request: pb.ProduceRequest) -> pb.ProduceResponse:
+        """Send one batch to its partition's leader and await its answer; typed errors on failure."""
+        address = await self.router.leader_address(request.topic, request.partition)
+        stream = self._streams.get(address)
+        if stream is None or stream.closed:
+            stream = self._streams[address] = _AioStream(self.router.connection(address))
+        return await stream.request(request, self.router.request_timeout_s)
+
+    async def close(self) -> None:
+        streams, self._streams = list(self._streams.values()), {}
+        await asyncio.gather(*(stream.close() for stream in streams), return_exceptions=True)

@@ -1,0 +1,349 @@
+"""AsyncProducer: the sync Producer's batching, ordering and idempotence on one asyncio event loop.
+
+    async with AsyncProducer("127.0.0.1:7070") as producer:
+        meta = await producer.send("orders", b"value", key=b"k")   # acked: committed on a majority
+
+Records go into per-partition batches (the sync SDK's batch and record codecs) that close at
+`batch_bytes_max` or after `linger_ms`; keys pick partitions by murmur2, keyless records a sticky partition.
+Each partition is a lane that keeps up to `max_in_flight_per_partition` batches on the broker's produce stream.
+Every batch carries the producer id and its `base_sequence`, fixed when first sent and kept on every retry,
+so the broker drops a retried batch it already appended and answers with the original offsets. A failed batch
+stops its lane until every batch in flight there has answered; the failed ones then go again in sequence
+order. A batch that fails for good (non-retriable error, or `delivery_timeout_ms` spent) fails its records,
+and the lane starts over under a fresh producer id with sequences from 0, as the sync Producer does.
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import time
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from raftbus.client import settings
+from raftbus.client.errors import (
+    InvalidArgument,
+    OutOfOrderSequence,
+    Overloaded,
+    RaftbusError,
+    RecordTooLarge,
+    RequestTimedOut,
+    Unavailable,
+    WrongTopicKind,
+)
+from raftbus.client.murmur2 import partition_for_key
+from raftbus.client.producer import Producer, _Batch, encode_bulk, normalize_headers, reject_queue_options, to_bytes
+from raftbus.client.records import RecordMetadata, record_size
+from raftbus.client.wire import raftbus_pb2 as pb
+
+from raftbus.client.aio.produce_stream import AsyncProduceStreams
+from raftbus.client.aio.router import AsyncRouter
+
+
+class _Lane:
+    """One partition's batches: queued in send order, up to max_in_flight sent, failed ones held for a resend."""
+
+    __slots__ = ("topic", "partition", "queue", "open", "in_flight", "failed", "restart", "next_sequence",
+                 "producer_id", "timer")
+
+    def __init__(self, topic: str, partition: int, producer_id: bytes):
+        self.topic, self.partition = topic, partition
+        self.queue: deque[_Batch] = deque()
+        self.open: _Batch | None = None
+        self.in_flight = 0
+        self.failed: list[_Batch] = []
+        self.restart: RaftbusError | None = None  # why a batch failed for good: start over once drained
+        self.next_sequence = 0
+        self.producer_id = producer_id
+        self.timer: asyncio.TimerHandle | None = None
+
+
+class AsyncProducer:
+    """Sends records to stream topics from asyncio code; see the module docstring."""
+
+    def __init__(self, bootstrap: str | list[str] | None = None, *, linger_ms: int = settings.LINGER_MS,
+                 batch_bytes_max: int = settings.BATCH_BYTES_MAX, buffer_bytes_max: int = settings.BUFFER_BYTES_MAX,
+                 request_timeout_ms: int = settings.REQUEST_TIMEOUT_MS, retries: int = settings.RETRIES,
+                 retry_backoff_ms: int = settings.RETRY_BACKOFF_MS,
+                 delivery_timeout_ms: int = settings.DELIVERY_TIMEOUT_MS, max_block_ms: int = settings.MAX_BLOCK_MS,
+                 metadata_max_age_ms: int = settings.METADATA_MAX_AGE_MS, idempotent: bool = settings.IDEMPOTENT,
+                 max_in_flight_per_partition: int = settings.MAX_IN_FLIGHT_PER_PARTITION):
+        if batch_bytes_max <= 0 or buffer_bytes_max < batch_bytes_max:
+            raise InvalidArgument("need 0 < batch_bytes_max <= buffer_bytes_max")
+        if not 1 <= max_in_flight_per_partition <= settings.MAX_IN_FLIGHT_PER_PARTITION_MAX:
+            raise InvalidArgument(f"max_in_flight_per_partition must be 1..{settings.MAX_IN_FLIGHT_PER_PARTITION_MAX} "
+                                  "(the broker remembers that many batches per producer for retries)")
+        self.router = AsyncRouter(bootstrap, request_timeout_ms=request_timeout_ms, retries=retries,
+                                  retry_backoff_ms=retry_backoff_ms, metadata_max_age_ms=metadata_max_age_ms)
+        self.linger_s = linger_ms / 1000
+        self.batch_bytes_max = batch_bytes_max
+        self.buffer_bytes_max = buffer_bytes_max
+        self.delivery_timeout_s = delivery_timeout_ms / 1000
+        self.max_block_s = max_block_ms / 1000
+        self.idempotent = idempotent
+        self.max_in_flight = max_in_flight_per_partition
+        self.producer_id = self._new_producer_id()
+        self._streams = AsyncProduceStreams(self.router)
+        self._lanes: dict[tuple[str, int], _Lane] = {}
+        self._sticky: dict[str, int] = {}
+        self._incomplete: dict[int, _Batch] = {}
+        self._batch_ids = itertools.count(1)
+        self._request_ids = itertools.count(1)
+        self._buffered_bytes = 0
+        self._changed = asyncio.Event()  # set whenever a batch settles (flush and blocked senders re-check)
+        self._tasks: set[asyncio.Task] = set()
+        self._flushing = 0
+        self._closed = False
+
+    # ------------------------------------------------------------------ public API
+
+    async def send(self, topic: str, value: bytes | str | None, key: bytes | str | None = None,
+                   headers: Mapping[str, Any] | Iterable[tuple[str, Any]] | None = None,
+                   partition: int | None = None) -> RecordMetadata:
+        """Send one record and wait until its partition acknowledges it (committed on a majority)."""
+        return await (await self.enqueue(topic, value, key, headers, partition))
+
+    async def enqueue(self, topic: str, value: bytes | str | None, key: bytes | str | None = None,
+                      headers: Mapping[str, Any] | Iterable[tuple[str, Any]] | None = None,
+                      partition: int | None = None) -> asyncio.Future:
+        """Queue one record without waiting for its ack; the future resolves to its RecordMetadata.
+
+        Raises at once: InvalidArgument (bad types), RecordTooLarge, UnknownTopic, UnknownPartition,
+        WrongTopicKind (a queue topic), and Overloaded when the buffer stays full for `max_block_ms`.
+        """
+        value_b, key_b, hdrs = to_bytes(value, "value"), to_bytes(key, "key"), normalize_headers(headers)
+        size = record_size(key_b, value_b, hdrs)
+        if size > self.batch_bytes_max:
+            raise RecordTooLarge(f"record of {size} bytes exceeds batch_bytes_max={self.batch_bytes_max}")
+        count = await self._stream_partitions(topic)
+        if partition is not None:
+            partition = Producer._check_partition(topic, partition, count)
+        elif key_b is not None:
+            partition = partition_for_key(key_b, count)
+        await self._reserve(size)
+        lane = self._lane(topic, self._sticky_partition(topic, count, size) if partition is None else partition)
+        batch = lane.open
+        if batch is None or batch.size_bytes + size > self.batch_bytes_max:
+            batch = self._open_batch(lane)
+        future = asyncio.get_running_loop().create_future()
+        batch.records.append((time.time_ns() // 1_000_000, key_b, value_b, hdrs))
+        batch.futures.append(future)
+        batch.size_bytes += size
+        if batch.size_bytes >= self.batch_bytes_max:
+            self._close_open(lane)
+        if len(batch.records) == 1 or batch.closed:
+            self._pump(lane)
+        return future
+
+    async def send_batch(self, topic: str, partition: int, records: Sequence[Any]) -> RecordMetadata:
+        """Send pre-built records (values or (key, value) pairs) to one partition as one batch and wait for the
+        ack; the RecordMetadata is the first record's, record i got offset `metadata.offset + i`."""
+        encoded = encode_bulk(records, self.batch_bytes_max)
+        Producer._check_partition(topic, partition, await self._stream_partitions(topic))
+        await self._reserve(len(encoded[0]))
+        lane = self._lane(topic, partition)
+        self._close_open(lane)
+        batch = self._open_batch(lane)
+        self._close_open(lane)
+        batch.encoded, batch.size_bytes = encoded, len(encoded[0])
+        batch.bulk_future = asyncio.get_running_loop().create_future()
+        self._pump(lane)
+        return await batch.bulk_future
+
+    async def flush(self, timeout_s: float | None = None) -> None:
+        """Send everything queued so far and wait for its answers; RequestTimedOut after `timeout_s`."""
+        target = next(self._batch_ids)
+        self._flushing += 1
+        try:
+            for lane in self._lanes.values():
+                self._pump(lane)
+            async with asyncio.timeout(timeout_s):
+                await self._wait_for(lambda: not self._incomplete or min(self._incomplete) > target)
+        except TimeoutError:
+            raise RequestTimedOut(f"flush did not complete within {timeout_s} s") from None
+        finally:
+            self._flushing -= 1
+
+    async def close(self, timeout_s: float | None = None) -> None:
+        """Flush, then close the streams; records still unsent after `timeout_s` fail with RequestTimedOut."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self.flush(timeout_s)
+        except RequestTimedOut as err:
+            self._abort(err)
+        for lane in self._lanes.values():
+            if lane.timer is not None:
+                lane.timer.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._streams.close()
+        await self.router.close()
+
+    async def __aenter__(self) -> "AsyncProducer":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    # ------------------------------------------------------------------ accumulating
+
+    async def _stream_partitions(self, topic: str) -> int:
+        if self._closed:
+            raise Unavailable("producer is closed")
+        if await self.router.topic_kind(topic) == "queue":
+            raise WrongTopicKind(f"{topic!r} is a queue topic; AsyncProducer sends to stream topics "
+                                 "(enqueue with Producer)")
+        return await self.router.partitions_for(topic)
+
+    def _new_producer_id(self) -> bytes:
+        return os.urandom(settings.PRODUCER_ID_BYTES) if self.idempotent else b""
+
+    async def _wait_for(self, predicate) -> None:
+        while not predicate():
+            self._changed.clear()
+            await self._changed.wait()
+
+    async def _reserve(self, size: int) -> None:
+        if self._buffered_bytes + size > self.buffer_bytes_max:
+            try:
+                async with asyncio.timeout(self.max_block_s):
+                    await self._wait_for(lambda: self._buffered_bytes + size <= self.buffer_bytes_max)
+            except TimeoutError:
+                raise Overloaded(f"producer buffer full ({self.buffer_bytes_max} bytes) for {self.max_block_s} s") \
+                    from None
+        self._buffered_bytes += size
+
+    def _lane(self, topic: str, partition: int) -> _Lane:
+        lane = self._lanes.get((topic, partition))
+        if lane is None:
+            lane = self._lanes[(topic, partition)] = _Lane(topic, partition, self.producer_id)
+        return lane
+
+    def _sticky_partition(self, topic: str, count: int, size: int) -> int:
+        """The topic's sticky partition; moves on when its open batch cannot take `size` more bytes."""
+        chosen = self._sticky.get(topic, 0) % count
+        lane = self._lanes.get((topic, chosen))
+        if lane is not None and lane.open is not None and lane.open.size_bytes + size > self.batch_bytes_max:
+            self._close_open(lane)
+            chosen = self._sticky[topic] % count
+        self._sticky[topic] = chosen
+        return chosen
+
+    def _open_batch(self, lane: _Lane) -> _Batch:
+        self._close_open(lane)
+        batch = _Batch(next(self._batch_ids), lane.topic, lane.partition, time.monotonic(), self.linger_s)
+        lane.open = batch
+        lane.queue.append(batch)
+        self._incomplete[batch.id] = batch
+        return batch
+
+    def _close_open(self, lane: _Lane) -> None:
+        if lane.open is None:
+            return
+        lane.open.closed, lane.open = True, None
+        if self._sticky.get(lane.topic) == lane.partition:
+            self._sticky[lane.topic] = lane.partition + 1
+
+    # ------------------------------------------------------------------ sending
+
+    def _pump(self, lane: _Lane) -> None:
+        """Send the lane's due batches, in order, while it has room in flight and nothing waits for a resend."""
+        now_s = time.monotonic()
+        while lane.queue and lane.in_flight < self.max_in_flight and not lane.failed:
+            wake_at_s = self._due_s(lane, lane.queue[0], now_s)
+            if wake_at_s > now_s:
+                self._wake_at(lane, wake_at_s)
+                return
+            batch = lane.queue.popleft()
+            if lane.open is batch:
+                self._close_open(lane)
+            if batch.sequence is None:
+                batch.sequence = lane.next_sequence
+                lane.next_sequence += batch.record_count()
+            lane.in_flight += 1
+            task = asyncio.get_running_loop().create_task(self._attempt(lane, batch))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    def _due_s(self, lane: _Lane, batch: _Batch, now_s: float) -> float:
+        if batch.attempts:
+            return batch.retry_at_s
+        urgent = batch.closed or self._flushing or self._closed or len(lane.queue) > 1
+        return now_s if urgent else batch.linger_until_s
+
+    def _wake_at(self, lane: _Lane, at_s: float) -> None:
+        if lane.timer is not None:
+            lane.timer.cancel()
+        delay_s = max(0.0, at_s - time.monotonic())
+        lane.timer = asyncio.get_running_loop().call_later(delay_s, self._pump, lane)
+
+    async def _attempt(self, lane: _Lane, batch: _Batch) -> None:
+        blob, count, max_ts = batch.encode()
+        request = pb.ProduceRequest(request_id=next(self._request_ids), topic=lane.topic, partition=lane.partition,
+                                    producer_id=lane.producer_id, base_sequence=batch.sequence if self.idempotent else 0,
+                                    record_count=count, max_timestamp_ms=max_ts, records=blob)
+        batch.attempts += 1
+        try:
+            response = await self._streams.produce(request)
+        except RaftbusError as err:
+            self._failed(lane, batch, err)
+        else:
+            lane.in_flight -= 1
+            batch.resolve(response.base_offset)
+            self._settled(batch)
+        if not lane.in_flight and lane.failed:
+            self._resend_failed(lane)
+        self._pump(lane)
+
+    def _failed(self, lane: _Lane, batch: _Batch, err: RaftbusError) -> None:
+        lane.in_flight -= 1
+        delay_s = self._retry_delay_s(err, batch.attempts, lane)
+        now_s = time.monotonic()
+        if delay_s is not None and now_s + delay_s < batch.created_s + self.delivery_timeout_s:
+            batch.retry_at_s = now_s + delay_s
+            lane.failed.append(batch)
+            return
+        lane.restart = lane.restart or err
+        batch.fail(err)
+        self._settled(batch)
+        if not lane.in_flight:
+            self._resend_failed(lane)
+
+    def _retry_delay_s(self, err: RaftbusError, attempt: int, lane: _Lane) -> float | None:
+        if isinstance(err, OutOfOrderSequence):  # an earlier batch is being resent: give it time
+            return self.router._backoff_s(attempt)
+        return self.router.note_failure(err, attempt, topic=lane.topic, partition=lane.partition)
+
+    def _resend_failed(self, lane: _Lane) -> None:
+        """Every batch sent on the lane has answered: put the failed ones back at its head in sequence order; or,
+        after a failure for good, fail them too (their outcome may be unknown) and start the lane over."""
+        failed, lane.failed = sorted(lane.failed, key=lambda b: b.sequence), []
+        reason, lane.restart = lane.restart, None
+        if reason is None:
+            lane.queue.extendleft(reversed(failed))
+            return
+        for batch in failed:
+            batch.fail(reason)
+            self._settled(batch)
+        lane.producer_id, lane.next_sequence = self._new_producer_id(), 0
+        for batch in lane.queue:
+            batch.sequence = None
+
+    def _settled(self, batch: _Batch) -> None:
+        """The batch's futures are settled: give back its bytes and wake flush() and blocked senders."""
+        self._buffered_bytes -= batch.size_bytes
+        self._incomplete.pop(batch.id, None)
+        self._changed.set()
+
+    def _abort(self, err: RaftbusError) -> None:
+        """Fail every batch not yet in flight (close() after its flush timed out)."""
+        for lane in self._lanes.values():
+            dropped, lane.failed = [*lane.queue, *lane.failed], []
+            lane.queue.clear()
+            lane.open = None
+            for batch in dropped:
+                batch.fail(RequestTimedOut(f"producer closed before delivery: {err.message}"))
+                self._settled(batch)
