@@ -1,0 +1,271 @@
+"""AsyncConsumer: a consumer-group member for stream topics, from asyncio code.
+
+    async with AsyncConsumer("127.0.0.1:7070", group="billing", topics=["orders"],
+                             auto_offset_reset="earliest") as consumer:
+        async for record in consumer:
+            handle(record)        # committed every auto_commit_interval_ms and on close
+
+The sync Consumer's protocol (client/consumer.py, docs/groups.md): the member joins on its first poll, a
+heartbeat task keeps it alive and flags a new generation at once; rebalances run inside `poll` in two phases
+(commit and stop the partitions given up, then release them); gained partitions start at the committed offset,
+else at `auto_offset_reset`. Fetches and commits carry the member id and generation, so a stale member is
+fenced by the broker (StaleGeneration, PartitionNotAssigned, UnknownMember). Delivery is at least once.
+Listener callbacks (`on_partitions_assigned`, `on_partitions_revoked`, `on_partitions_lost`) are plain
+functions, called on the event loop.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Iterable
+
+from raftbus.client import settings
+from raftbus.client.errors import InvalidArgument, MetadataBehind, OffsetOutOfRange, PartitionNotAssigned, \
+    RaftbusError, Unavailable
+from raftbus.client.fetcher import ConsumerRecords
+from raftbus.client.membership import MemberOptions, PartitionHooks
+from raftbus.client.reader import EARLIEST, EARLIEST_TIMESTAMP_MS, LATEST
+from raftbus.client.wire import raftbus_pb2 as pb
+
+from raftbus.client.aio.fetcher import AsyncFetcher
+from raftbus.client.aio.group_calls import AsyncGroupCalls
+from raftbus.client.aio.membership import AsyncMembership, LoopWake
+from raftbus.client.aio.router import AsyncRouter
+from raftbus.client.aio.shared import REJOIN, RESYNC, TopicPartition
+
+log = logging.getLogger(__name__)
+
+
+class AsyncConsumer:
+    """A consumer-group member for stream topics; see the module docstring. One task uses it at a time."""
+
+    def __init__(self, bootstrap: str | list[str] | None = None, *, group: str, topics: str | Iterable[str],
+                 auto_offset_reset: str = LATEST, enable_auto_commit: bool = settings.ENABLE_AUTO_COMMIT,
+                 auto_commit_interval_ms: int = settings.AUTO_COMMIT_INTERVAL_MS,
+                 session_timeout_ms: int = settings.SESSION_TIMEOUT_MS,
+                 rebalance_timeout_ms: int = settings.REBALANCE_TIMEOUT_MS,
+                 heartbeat_interval_ms: int = settings.HEARTBEAT_INTERVAL_MS,
+                 max_poll_records: int = settings.MAX_POLL_RECORDS,
+                 fetch_bytes_max: int = settings.CONSUMER_FETCH_BYTES_MAX, fetch_wait_ms: int = settings.FETCH_WAIT_MS,
+                 buffer_bytes_max: int = settings.CONSUMER_BUFFER_BYTES_MAX,
+                 request_timeout_ms: int = settings.REQUEST_TIMEOUT_MS,
+                 poll_timeout_ms: int = settings.POLL_TIMEOUT_MS, client_id: str = "", listener=None):
+        topics = sorted({topics} if isinstance(topics, str) else set(topics))
+        if not group or not topics:
+            raise InvalidArgument("a consumer needs a group and at least one topic")
+        if auto_offset_reset not in (EARLIEST, LATEST):
+            raise InvalidArgument(f"auto_offset_reset must be 'earliest' or 'latest', not {auto_offset_reset!r}")
+        if max_poll_records < 1 or fetch_bytes_max < 1 or buffer_bytes_max < fetch_bytes_max:
+            raise InvalidArgument("need max_poll_records >= 1 and 0 < fetch_bytes_max <= buffer_bytes_max")
+        self.group, self.topics = group, topics
+        self.auto_offset_reset = auto_offset_reset
+        self.enable_auto_commit = enable_auto_commit
+        self.auto_commit_interval_s = auto_commit_interval_ms / 1000
+        self.max_poll_records = max_poll_records
+        self.poll_timeout_s = poll_timeout_ms / 1000
+        self.router = AsyncRouter(bootstrap, request_timeout_ms=request_timeout_ms)
+        self.calls = AsyncGroupCalls(self.router)
+        self._wake = LoopWake()
+        self._fetcher = AsyncFetcher(self.router, self._wake, fetch_bytes_max=fetch_bytes_max,
+                                     fetch_wait_ms=fetch_wait_ms, buffer_bytes_max=buffer_bytes_max)
+        self._committed: dict[TopicPartition, int] = {}
+        self._rewound: set[TopicPartition] = set()
+        self._commit_order: asyncio.Lock | None = None  # commits one at a time: offsets never move back
+        self._auto_commits: set[asyncio.Task] = set()
+        self._last_auto_commit_s = time.monotonic()
+        self._closed = False
+        options = MemberOptions(group, tuple(topics), client_id, session_timeout_ms, rebalance_timeout_ms,
+                                heartbeat_interval_ms)
+        hooks = PartitionHooks(positions=self._fetcher.positions, stop_reading=self._fetcher.remove,
+                               start_reading=self._start_reading,
+                               commit_revoked=self.commit if enable_auto_commit else None)
+        self._membership = AsyncMembership(self.calls, options, hooks, self._wake, listener, time.monotonic)
+
+    # ------------------------------------------------------------------ state
+    @property
+    def member_id(self) -> str:
+        return self._membership.member[0]
+
+    @property
+    def generation(self) -> int:
+        """The generation of the member's current assignment (0 before the first)."""
+        return self._membership.member[1]
+
+    def assignment(self) -> set[TopicPartition]:
+        """The partitions this member owns and reads now."""
+        return set(self._membership.assigned)
+
+    def position(self, tp) -> int:
+        return self._fetcher.position(self._owned(tp))
+
+    async def committed(self, tp) -> int | None:
+        """The group's committed offset for `tp` (None if never committed), read through the partition's log."""
+        answer = await self.calls.fetch_offset(self.group, TopicPartition(*tp))
+        return None if answer.committed_offset < 0 else answer.committed_offset
+
+    # ------------------------------------------------------------------ polling
+    async def poll(self, timeout_s: float = 1.0, max_records: int | None = None) -> ConsumerRecords:
+        """Records of the owned partitions, waiting up to timeout_s for some; may run a rebalance first."""
+        self._check_open()
+        deadline_s = time.monotonic() + max(timeout_s, 0.0)
+        self._maybe_auto_commit()
+        while True:
+            await self._membership.handle()
+            await self._handle_fetch_errors(self._fetcher.collect())
+            records = self._fetcher.drain(max_records or self.max_poll_records)
+            left_s = deadline_s - time.monotonic()
+            if records or left_s <= 0:
+                return records
+            self._fetcher.send((self.group, *self._membership.member))
+            await self._wake.wait_for_news(self._has_news, min(left_s, settings.POLL_IDLE_SLEEP_MS / 1000))
+
+    async def __aiter__(self) -> AsyncIterator:
+        while not self._closed:
+            for record in await self.poll(self.poll_timeout_s):
+                yield record
+
+    def _has_news(self) -> bool:
+        return self._fetcher.has_arrivals() or self._membership.due() or self._closed
+
+    # ------------------------------------------------------------------ committing
+    async def commit(self, offsets: dict | None = None) -> dict[TopicPartition, int]:
+        """Commit `offsets` ({partition: next offset}), by default every owned partition's position.
+
+        Raises StaleGeneration / PartitionNotAssigned / UnknownMember when the partition moved on (the member
+        then syncs or re-joins at its next poll) and other typed errors as they come.
+        """
+        self._check_open()
+        if offsets is None:
+            wanted = {tp: o for tp, o in self._fetcher.positions().items()
+                      if self._committed.get(tp) != o or tp in self._rewound}
+        else:
+            wanted = {TopicPartition(*tp): int(o) for tp, o in offsets.items()}
+        if self._commit_order is None:
+            self._commit_order = asyncio.Lock()
+        async with self._commit_order:
+            member_id, generation = self._membership.member
+            outcomes = await asyncio.gather(*(self._commit_one(member_id, generation, tp, o)
+                                              for tp, o in wanted.items()), return_exceptions=True)
+        failures = [err for err in outcomes if isinstance(err, BaseException)]
+        for err in failures:
+            if isinstance(err, RaftbusError):
+                self._membership.note_error(err, member_id)
+        if failures:
+            raise failures[0]
+        return wanted
+
+    async def _commit_one(self, member_id: str, generation: int, tp: TopicPartition, offset: int) -> None:
+        deadline_s = time.monotonic() + self.router.request_timeout_s
+        while True:
+            try:
+                await self.calls.commit(self.group, member_id, generation, tp, offset, reset=tp in self._rewound)
+                break
+            except MetadataBehind:  # this broker's group metadata is behind the member's generation
+                if time.monotonic() > deadline_s:
+                    raise
+                await asyncio.sleep(settings.RETRY_BACKOFF_MS / 1000)
+        self._committed[tp] = offset
+        self._rewound.discard(tp)
+
+    def _maybe_auto_commit(self) -> None:
+        if not self.enable_auto_commit or not self._membership.assigned:
+            return
+        if time.monotonic() - self._last_auto_commit_s < self.auto_commit_interval_s:
+            return
+        self._last_auto_commit_s = time.monotonic()
+        task = asyncio.get_running_loop().create_task(self.commit())
+        self._auto_commits.add(task)
+        task.add_done_callback(self._auto_commit_done)
+
+    def _auto_commit_done(self, task: asyncio.Task) -> None:
+        self._auto_commits.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.info("auto-commit failed: %s", task.exception())
+
+    # ------------------------------------------------------------------ positions
+    async def _start_reading(self, gained) -> None:
+        """Position newly owned partitions at the committed offset, else at auto_offset_reset."""
+        gained = list(gained)
+        answers = await asyncio.gather(*(self.calls.fetch_offset(self.group, tp) for tp in gained))
+        for tp, answer in zip(gained, answers):
+            self._rewound.discard(tp)
+            if answer.committed_offset >= 0:
+                self._committed[tp] = position = answer.committed_offset
+            else:
+                self._committed.pop(tp, None)
+                position = answer.log_start_offset if self.auto_offset_reset == EARLIEST else answer.high_watermark
+            self._fetcher.assign(tp, position)
+
+    def seek(self, tp, offset: int) -> None:
+        """Read `tp` from `offset` on; the next commit of `tp` may move the committed offset backwards."""
+        tp = self._owned(tp)
+        if type(offset) is not int or offset < 0:
+            raise InvalidArgument(f"offset must be an int >= 0, not {offset!r}")
+        self._fetcher.seek(tp, offset)
+        self._rewound.add(tp)
+
+    def _owned(self, tp) -> TopicPartition:
+        tp = TopicPartition(*tp)
+        if tp not in self._membership.assigned:
+            raise PartitionNotAssigned(f"{tp.topic}/{tp.partition} is not assigned to this consumer")
+        return tp
+
+    # ------------------------------------------------------------------ fetch errors
+    async def _handle_fetch_errors(self, failures) -> None:
+        for tp, err in failures:
+            if isinstance(err, RESYNC + REJOIN):
+                self._membership.note_error(err, self._membership.member[0])
+                delay_s = settings.RETRY_BACKOFF_MS / 1000
+            elif isinstance(err, MetadataBehind):
+                delay_s = settings.RETRY_BACKOFF_MS / 1000
+            elif isinstance(err, OffsetOutOfRange):
+                delay_s = await self._out_of_range_delay_s(tp, err)
+            else:
+                delay_s = self.router.note_failure(err, self._fetcher.failures(tp), topic=tp.topic,
+                                                   partition=tp.partition)
+                if delay_s is None:
+                    raise err
+            self._fetcher.retry_later(tp, delay_s)
+
+    async def _out_of_range_delay_s(self, tp: TopicPartition, err: OffsetOutOfRange) -> float:
+        """Below the log start: apply auto_offset_reset. Above the high watermark: a new leader catching up."""
+        ask = pb.ListOffsetsRequest(topic=tp.topic, partition=tp.partition, timestamp_ms=EARLIEST_TIMESTAMP_MS)
+        offsets = await self.router.call_partition(
+            tp.topic, tp.partition, lambda conn: conn.log.ListOffsets(ask, timeout=self.router.request_timeout_s))
+        if self._fetcher.position(tp) < offsets.log_start_offset:
+            restart = offsets.log_start_offset if self.auto_offset_reset == EARLIEST else offsets.high_watermark
+            self._fetcher.seek(tp, restart)
+            return 0.0
+        if self._fetcher.failures(tp) * settings.POLL_IDLE_SLEEP_MS > settings.HIGH_WATERMARK_CATCH_UP_MS:
+            raise err
+        return settings.POLL_IDLE_SLEEP_MS / 1000
+
+    # ------------------------------------------------------------------ lifecycle
+    def _check_open(self) -> None:
+        if self._closed:
+            raise Unavailable("consumer is closed")
+
+    async def close(self) -> None:
+        """Commit (with auto-commit), tell the listener the partitions are revoked, leave the group, stop."""
+        if self._closed:
+            return
+        try:
+            if self.enable_auto_commit and self._membership.assigned and not self._membership.need_rejoin:
+                try:
+                    await self.commit()
+                except RaftbusError as err:
+                    log.info("final commit failed: %s", err)
+            await self._membership.leave()
+        finally:
+            self._closed = True
+            await self._membership.stop()
+            await asyncio.gather(*self._auto_commits, return_exceptions=True)
+            await self._fetcher.aclose()
+            await self.router.close()
+
+    async def __aenter__(self) -> "AsyncConsumer":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
