@@ -21,8 +21,8 @@ import time
 from collections.abc import AsyncIterator, Iterable
 
 from raftbus.client import settings
-from raftbus.client.errors import InvalidArgument, MetadataBehind, OffsetOutOfRange, PartitionNotAssigned, \
-    RaftbusError, Unavailable
+from raftbus.client.consumer import Consumer, checked_topics
+from raftbus.client.errors import InvalidArgument, MetadataBehind, OffsetOutOfRange, RaftbusError, Unavailable
 from raftbus.client.fetcher import ConsumerRecords
 from raftbus.client.membership import MemberOptions, PartitionHooks
 from raftbus.client.reader import EARLIEST, EARLIEST_TIMESTAMP_MS, LATEST
@@ -30,6 +30,7 @@ from raftbus.client.wire import raftbus_pb2 as pb
 
 from raftbus.client.aio.fetcher import AsyncFetcher
 from raftbus.client.aio.group_calls import AsyncGroupCalls
+from raftbus.client.aio.lifecycle import AsyncClient
 from raftbus.client.aio.membership import AsyncMembership, LoopWake
 from raftbus.client.aio.router import AsyncRouter
 from raftbus.client.aio.shared import REJOIN, RESYNC, TopicPartition
@@ -37,7 +38,7 @@ from raftbus.client.aio.shared import REJOIN, RESYNC, TopicPartition
 log = logging.getLogger(__name__)
 
 
-class AsyncConsumer:
+class AsyncConsumer(AsyncClient):
     """A consumer-group member for stream topics; see the module docstring. One task uses it at a time."""
 
     def __init__(self, bootstrap: str | list[str] | None = None, *, group: str, topics: str | Iterable[str],
@@ -51,13 +52,7 @@ class AsyncConsumer:
                  buffer_bytes_max: int = settings.CONSUMER_BUFFER_BYTES_MAX,
                  request_timeout_ms: int = settings.REQUEST_TIMEOUT_MS,
                  poll_timeout_ms: int = settings.POLL_TIMEOUT_MS, client_id: str = "", listener=None):
-        topics = sorted({topics} if isinstance(topics, str) else set(topics))
-        if not group or not topics:
-            raise InvalidArgument("a consumer needs a group and at least one topic")
-        if auto_offset_reset not in (EARLIEST, LATEST):
-            raise InvalidArgument(f"auto_offset_reset must be 'earliest' or 'latest', not {auto_offset_reset!r}")
-        if max_poll_records < 1 or fetch_bytes_max < 1 or buffer_bytes_max < fetch_bytes_max:
-            raise InvalidArgument("need max_poll_records >= 1 and 0 < fetch_bytes_max <= buffer_bytes_max")
+        topics = checked_topics(group, topics, auto_offset_reset, max_poll_records, fetch_bytes_max, buffer_bytes_max)
         self.group, self.topics = group, topics
         self.auto_offset_reset = auto_offset_reset
         self.enable_auto_commit = enable_auto_commit
@@ -75,29 +70,21 @@ class AsyncConsumer:
         self._auto_commits: set[asyncio.Task] = set()
         self._last_auto_commit_s = time.monotonic()
         self._closed = False
-        options = MemberOptions(group, tuple(topics), client_id, session_timeout_ms, rebalance_timeout_ms,
-                                heartbeat_interval_ms)
-        hooks = PartitionHooks(positions=self._fetcher.positions, stop_reading=self._fetcher.remove,
-                               start_reading=self._start_reading,
-                               commit_revoked=self.commit if enable_auto_commit else None)
-        self._membership = AsyncMembership(self.calls, options, hooks, self._wake, listener, time.monotonic)
+        self._membership = AsyncMembership(
+            self.calls,
+            MemberOptions(group=group, topics=tuple(topics), client_id=client_id, session_timeout_ms=session_timeout_ms,
+                          rebalance_timeout_ms=rebalance_timeout_ms, heartbeat_interval_ms=heartbeat_interval_ms),
+            PartitionHooks(self._fetcher.positions, self._fetcher.remove, self._start_reading,
+                           self.commit if enable_auto_commit else None),
+            self._wake, listener, time.monotonic)
 
     # ------------------------------------------------------------------ state
-    @property
-    def member_id(self) -> str:
-        return self._membership.member[0]
-
-    @property
-    def generation(self) -> int:
-        """The generation of the member's current assignment (0 before the first)."""
-        return self._membership.member[1]
-
-    def assignment(self) -> set[TopicPartition]:
-        """The partitions this member owns and reads now."""
-        return set(self._membership.assigned)
-
-    def position(self, tp) -> int:
-        return self._fetcher.position(self._owned(tp))
+    # The sync Consumer's views of the member, read from the same membership and fetcher state.
+    member_id = Consumer.member_id
+    generation = Consumer.generation
+    assignment = Consumer.assignment
+    position = Consumer.position
+    _owned = Consumer._owned
 
     async def committed(self, tp) -> int | None:
         """The group's committed offset for `tp` (None if never committed), read through the partition's log."""
@@ -157,10 +144,11 @@ class AsyncConsumer:
 
     async def _commit_one(self, member_id: str, generation: int, tp: TopicPartition, offset: int) -> None:
         deadline_s = time.monotonic() + self.router.request_timeout_s
-        while True:
+        behind = True
+        while behind:
             try:
                 await self.calls.commit(self.group, member_id, generation, tp, offset, reset=tp in self._rewound)
-                break
+                behind = False
             except MetadataBehind:  # this broker's group metadata is behind the member's generation
                 if time.monotonic() > deadline_s:
                     raise
@@ -169,19 +157,21 @@ class AsyncConsumer:
         self._rewound.discard(tp)
 
     def _maybe_auto_commit(self) -> None:
-        if not self.enable_auto_commit or not self._membership.assigned:
+        now_s = time.monotonic()
+        due = self.enable_auto_commit and now_s - self._last_auto_commit_s >= self.auto_commit_interval_s
+        if not due or not self._membership.assigned:
             return
-        if time.monotonic() - self._last_auto_commit_s < self.auto_commit_interval_s:
-            return
-        self._last_auto_commit_s = time.monotonic()
-        task = asyncio.get_running_loop().create_task(self.commit())
+        self._last_auto_commit_s = now_s
+        task = asyncio.get_running_loop().create_task(self._commit_quietly("auto-commit"))
         self._auto_commits.add(task)
-        task.add_done_callback(self._auto_commit_done)
+        task.add_done_callback(self._auto_commits.discard)
 
-    def _auto_commit_done(self, task: asyncio.Task) -> None:
-        self._auto_commits.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.info("auto-commit failed: %s", task.exception())
+    async def _commit_quietly(self, what: str) -> None:
+        """Commit every owned partition's position; a failure is logged (the next commit covers it)."""
+        try:
+            await self.commit()
+        except RaftbusError as err:
+            log.info("%s failed: %s", what, err)
 
     # ------------------------------------------------------------------ positions
     async def _start_reading(self, gained) -> None:
@@ -199,34 +189,29 @@ class AsyncConsumer:
 
     def seek(self, tp, offset: int) -> None:
         """Read `tp` from `offset` on; the next commit of `tp` may move the committed offset backwards."""
-        tp = self._owned(tp)
         if type(offset) is not int or offset < 0:
             raise InvalidArgument(f"offset must be an int >= 0, not {offset!r}")
-        self._fetcher.seek(tp, offset)
-        self._rewound.add(tp)
-
-    def _owned(self, tp) -> TopicPartition:
-        tp = TopicPartition(*tp)
-        if tp not in self._membership.assigned:
-            raise PartitionNotAssigned(f"{tp.topic}/{tp.partition} is not assigned to this consumer")
-        return tp
+        owned = self._owned(tp)
+        self._fetcher.seek(owned, offset)
+        self._rewound.add(owned)
 
     # ------------------------------------------------------------------ fetch errors
     async def _handle_fetch_errors(self, failures) -> None:
         for tp, err in failures:
-            if isinstance(err, RESYNC + REJOIN):
-                self._membership.note_error(err, self._membership.member[0])
-                delay_s = settings.RETRY_BACKOFF_MS / 1000
-            elif isinstance(err, MetadataBehind):
-                delay_s = settings.RETRY_BACKOFF_MS / 1000
-            elif isinstance(err, OffsetOutOfRange):
-                delay_s = await self._out_of_range_delay_s(tp, err)
-            else:
-                delay_s = self.router.note_failure(err, self._fetcher.failures(tp), topic=tp.topic,
-                                                   partition=tp.partition)
-                if delay_s is None:
-                    raise err
-            self._fetcher.retry_later(tp, delay_s)
+            self._fetcher.retry_later(tp, await self._fetch_retry_delay_s(tp, err))
+
+    async def _fetch_retry_delay_s(self, tp: TopicPartition, err: RaftbusError) -> float:
+        """How long `tp` waits before its next fetch after `err`; raises the errors the caller must see."""
+        if isinstance(err, OffsetOutOfRange):
+            return await self._out_of_range_delay_s(tp, err)
+        if isinstance(err, RESYNC + REJOIN):  # the member syncs or joins again at once
+            self._membership.note_error(err, self.member_id)
+        if isinstance(err, RESYNC + REJOIN + (MetadataBehind,)):
+            return settings.RETRY_BACKOFF_MS / 1000
+        delay_s = self.router.note_failure(err, self._fetcher.failures(tp), topic=tp.topic, partition=tp.partition)
+        if delay_s is None:
+            raise err
+        return delay_s
 
     async def _out_of_range_delay_s(self, tp: TopicPartition, err: OffsetOutOfRange) -> float:
         """Below the log start: apply auto_offset_reset. Above the high watermark: a new leader catching up."""
@@ -250,22 +235,14 @@ class AsyncConsumer:
         """Commit (with auto-commit), tell the listener the partitions are revoked, leave the group, stop."""
         if self._closed:
             return
+        member = self._membership
         try:
-            if self.enable_auto_commit and self._membership.assigned and not self._membership.need_rejoin:
-                try:
-                    await self.commit()
-                except RaftbusError as err:
-                    log.info("final commit failed: %s", err)
-            await self._membership.leave()
+            if self.enable_auto_commit and member.assigned and not member.need_rejoin:
+                await self._commit_quietly("final commit")
+            await member.leave()
         finally:
             self._closed = True
             await self._membership.stop()
             await asyncio.gather(*self._auto_commits, return_exceptions=True)
             await self._fetcher.aclose()
             await self.router.close()
-
-    async def __aenter__(self) -> "AsyncConsumer":
-        return self
-
-    async def __aexit__(self, *exc) -> None:
-        await self.close()

@@ -10,10 +10,11 @@ from collections.abc import Callable
 
 import grpc
 
-from raftbus.client.errors import RaftbusError, error_from_rpc
+from raftbus.client.errors import RaftbusError
 from raftbus.client.membership import REJOIN, MemberOptions, Membership, PartitionHooks
 
 from raftbus.client.aio.group_calls import AsyncGroupCalls
+from raftbus.client.aio.lifecycle import typed
 from raftbus.client.aio.shared import Assignment
 
 log = logging.getLogger(__name__)
@@ -60,13 +61,18 @@ class AsyncMembership(Membership):
                 await self._join()
             if self.need_sync:
                 await self._sync()
-        except REJOIN:
-            self.flag_rejoin()
         except RaftbusError as err:
-            if not err.retriable:
-                raise
+            self._step_failed(err)
+
+    def _step_failed(self, err: RaftbusError) -> None:
+        """Gone from the group: join again. Retriable: try again a moment later. Anything else: the caller's."""
+        if isinstance(err, REJOIN):
+            self.flag_rejoin()
+        elif err.retriable:
             log.info("group %s: membership call failed, retrying: %s", self.options.group, err)
             self._retry_at_s = self._clock() + self.calls.router.retry_backoff_max_s
+        else:
+            raise err
 
     async def _join(self) -> None:
         o = self.options
@@ -135,9 +141,8 @@ class AsyncMembership(Membership):
                 answer = await self.calls.heartbeat(self.options.group, *seen, int(interval_s * 1000))
                 failures = 0
             except (grpc.RpcError, RaftbusError) as exc:
-                failure = error_from_rpc(exc) if isinstance(exc, grpc.RpcError) else exc
                 failures += 1
-                await self._heartbeat_failed(failure, seen[0], failures, interval_s)
+                await self._heartbeat_failed(typed(exc), seen[0], failures, interval_s)
                 continue
             if answer.rebalance and self.member == seen:
                 self.flag_sync()

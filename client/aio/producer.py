@@ -23,21 +23,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from raftbus.client import settings
-from raftbus.client.errors import (
-    InvalidArgument,
-    OutOfOrderSequence,
-    Overloaded,
-    RaftbusError,
-    RecordTooLarge,
-    RequestTimedOut,
-    Unavailable,
-    WrongTopicKind,
-)
+from raftbus.client.errors import InvalidArgument, OutOfOrderSequence, Overloaded, RaftbusError, RecordTooLarge, \
+    RequestTimedOut, Unavailable, WrongTopicKind
 from raftbus.client.murmur2 import partition_for_key
 from raftbus.client.producer import Producer, _Batch, encode_bulk, normalize_headers, reject_queue_options, to_bytes
 from raftbus.client.records import RecordMetadata, record_size
 from raftbus.client.wire import raftbus_pb2 as pb
 
+from raftbus.client.aio.lifecycle import AsyncClient
 from raftbus.client.aio.produce_stream import AsyncProduceStreams
 from raftbus.client.aio.router import AsyncRouter
 
@@ -60,7 +53,7 @@ class _Lane:
         self.timer: asyncio.TimerHandle | None = None
 
 
-class AsyncProducer:
+class AsyncProducer(AsyncClient):
     """Sends records to stream topics from asyncio code; see the module docstring."""
 
     def __init__(self, bootstrap: str | list[str] | None = None, *, linger_ms: int = settings.LINGER_MS,
@@ -77,13 +70,10 @@ class AsyncProducer:
                                   "(the broker remembers that many batches per producer for retries)")
         self.router = AsyncRouter(bootstrap, request_timeout_ms=request_timeout_ms, retries=retries,
                                   retry_backoff_ms=retry_backoff_ms, metadata_max_age_ms=metadata_max_age_ms)
-        self.linger_s = linger_ms / 1000
-        self.batch_bytes_max = batch_bytes_max
-        self.buffer_bytes_max = buffer_bytes_max
-        self.delivery_timeout_s = delivery_timeout_ms / 1000
-        self.max_block_s = max_block_ms / 1000
-        self.idempotent = idempotent
-        self.max_in_flight = max_in_flight_per_partition
+        self.batch_bytes_max, self.buffer_bytes_max = batch_bytes_max, buffer_bytes_max
+        self.linger_s, self.delivery_timeout_s, self.max_block_s = (ms / 1000 for ms in (
+            linger_ms, delivery_timeout_ms, max_block_ms))
+        self.idempotent, self.max_in_flight = idempotent, max_in_flight_per_partition
         self.producer_id = self._new_producer_id()
         self._streams = AsyncProduceStreams(self.router)
         self._lanes: dict[tuple[str, int], _Lane] = {}
@@ -181,12 +171,6 @@ class AsyncProducer:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self._streams.close()
         await self.router.close()
-
-    async def __aenter__(self) -> "AsyncProducer":
-        return self
-
-    async def __aexit__(self, *exc) -> None:
-        await self.close()
 
     # ------------------------------------------------------------------ accumulating
 

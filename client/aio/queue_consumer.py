@@ -26,12 +26,12 @@ from raftbus.client.errors import (
     RequestTimedOut,
     Unavailable,
     WrongTopicKind,
-    error_from_rpc,
 )
 from raftbus.client.produce_stream import response_error
 from raftbus.client.wire import queues_pb2 as qpb
 from raftbus.client.wire import queues_pb2_grpc as qpb_grpc
 
+from raftbus.client.aio.lifecycle import AsyncClient, typed
 from raftbus.client.aio.router import AsyncRouter
 from raftbus.client.aio.shared import Message, leased_messages, settle_entries, settlement_request
 
@@ -118,7 +118,7 @@ class AsyncSettlements:
         settle_entries(kind, entries, answer)
 
 
-class AsyncQueueConsumer:
+class AsyncQueueConsumer(AsyncClient):
     """Consumes queue topics: `poll` (or `async for`) leased messages, then ack/nack/extend each one.
 
     Without `partitions` it follows whole topics, looking for added partitions every `partitions_check_ms`.
@@ -126,11 +126,10 @@ class AsyncQueueConsumer:
 
     def __init__(self, bootstrap: str | list[str] | None = None, *, topics: list[str] | str,
                  partitions: list[int] | None = None, visibility_ms: int = settings.QUEUE_VISIBILITY_MS,
-                 prefetch: int = settings.QUEUE_PREFETCH_MESSAGES,
+                 prefetch: int = settings.QUEUE_PREFETCH_MESSAGES, ack_linger_ms: int = settings.QUEUE_ACK_LINGER_MS,
                  lease_batch_messages: int = settings.QUEUE_LEASE_BATCH_MESSAGES,
-                 ack_linger_ms: int = settings.QUEUE_ACK_LINGER_MS,
-                 partitions_check_ms: int = settings.QUEUE_PARTITIONS_CHECK_MS,
-                 request_timeout_ms: int = settings.REQUEST_TIMEOUT_MS):
+                 request_timeout_ms: int = settings.REQUEST_TIMEOUT_MS,
+                 partitions_check_ms: int = settings.QUEUE_PARTITIONS_CHECK_MS):
         self.topics = [topics] if isinstance(topics, str) else list(topics)
         if not self.topics or prefetch < 1 or lease_batch_messages < 1 or partitions_check_ms < 1:
             raise InvalidArgument("a queue consumer needs topics, prefetch >= 1, lease_batch_messages >= 1 and "
@@ -204,13 +203,6 @@ class AsyncQueueConsumer:
             await asyncio.gather(*tasks, return_exceptions=True)
             await self.router.close()
 
-    async def __aenter__(self) -> "AsyncQueueConsumer":
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc) -> None:
-        await self.close()
-
     # ------------------------------------------------------------------ lease streams
 
     async def _open_streams(self, fresh: bool = False) -> None:
@@ -244,12 +236,10 @@ class AsyncQueueConsumer:
                     for message in leased_messages(topic, partition, answer, self.settlements):
                         self._buffer.put_nowait(message)
                 reason: RaftbusError = Unavailable("lease stream ended")
-            except grpc.RpcError as exc:
-                reason = error_from_rpc(exc)
-            except RaftbusError as exc:
-                reason = exc
+            except (grpc.RpcError, RaftbusError) as exc:
+                reason = typed(exc)
             failures += 1
-            if not reason.retriable:
+            if not reason.retriable:  # poll raises it
                 self._failure = reason
                 return
             if self.router.note_failure(reason, 1, topic=topic, partition=partition) == 0.0 and failures <= 2:

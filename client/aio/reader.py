@@ -22,10 +22,11 @@ from raftbus.client.reader import EARLIEST, EARLIEST_TIMESTAMP_MS, LATEST, Curso
 from raftbus.client.records import Record
 from raftbus.client.wire import raftbus_pb2 as pb
 
+from raftbus.client.aio.lifecycle import AsyncClient
 from raftbus.client.aio.router import AsyncRouter
 
 
-class AsyncReader:
+class AsyncReader(AsyncClient):
     """Reads partitions by offset; an async context manager that closes its channels."""
 
     def __init__(self, bootstrap: str | list[str] | None = None, *, fetch_bytes_max: int = settings.FETCH_BYTES_MAX,
@@ -132,9 +133,3 @@ class AsyncReader:
 
     async def close(self) -> None:
         await self.router.close()
-
-    async def __aenter__(self) -> "AsyncReader":
-        return self
-
-    async def __aexit__(self, *exc) -> None:
-        await self.close()
