@@ -19,40 +19,50 @@ from raftbus.client.wire import raftbus_pb2 as pb
 from raftbus.client.aio.router import AsyncRouter
 
 _END = None
+SWEEP_INTERVAL_S = 0.1  # how often a stream looks for requests past their deadline
 
 
 class _AioStream:
     """One open ProduceStream call and the requests it has not answered yet."""
 
-    def __init__(self, conn: Connection):
+    def __init__(self, conn: Connection, timeout_s: float):
         self.address = conn.address
         self.closed = False
+        self.timeout_s = timeout_s
         self._outbox: asyncio.Queue = asyncio.Queue()
-        self._waiting: dict[int, asyncio.Future] = {}
+        self._waiting: dict[int, tuple[float, asyncio.Future]] = {}  # in send order: the first is the oldest
         self._call = conn.log.ProduceStream(self._requests())
-        self._reader = asyncio.get_running_loop().create_task(self._read())
+        loop = asyncio.get_running_loop()
+        self._reader = loop.create_task(self._read())
+        self._sweeper = loop.create_task(self._sweep())
 
     async def _requests(self):
         while (request := await self._outbox.get()) is not _END:
             yield request
 
-    async def request(self, request: pb.ProduceRequest, timeout_s: float) -> pb.ProduceResponse:
+    async def request(self, request: pb.ProduceRequest) -> pb.ProduceResponse:
         if self.closed:
             raise Unavailable(f"produce stream to {self.address} is closed")
-        answer = asyncio.get_running_loop().create_future()
-        self._waiting[request.request_id] = answer
+        loop = asyncio.get_running_loop()
+        answer = loop.create_future()
+        self._waiting[request.request_id] = (loop.time() + self.timeout_s, answer)
         self._outbox.put_nowait(request)
-        try:
-            return await asyncio.wait_for(asyncio.shield(answer), timeout_s)
-        except asyncio.TimeoutError:
-            self.fail(RequestTimedOut(f"no answer from {self.address} within the request timeout"))
-            return await answer
+        return await answer
+
+    async def _sweep(self) -> None:
+        """Close the stream when its oldest unanswered request is past its deadline."""
+        loop = asyncio.get_running_loop()
+        while not self.closed:
+            await asyncio.sleep(SWEEP_INTERVAL_S)
+            oldest = next(iter(self._waiting.values()), None)
+            if oldest is not None and oldest[0] <= loop.time():
+                self.fail(RequestTimedOut(f"no answer from {self.address} within the request timeout"))
 
     async def _read(self) -> None:
         reason: RaftbusError = Unavailable(f"produce stream to {self.address} ended")
         try:
             async for response in self._call:
-                answer = self._waiting.pop(response.request_id, None)
+                _, answer = self._waiting.pop(response.request_id, (None, None))
                 if answer is None or answer.done():
                     continue
                 error = response_error(response)
@@ -67,16 +77,18 @@ class _AioStream:
         """Close the stream and fail every request it has not answered."""
         self.closed = True
         waiting, self._waiting = self._waiting, {}
-        for answer in waiting.values():
+        for _, answer in waiting.values():
             if not answer.done():
                 answer.set_exception(reason)
         self._call.cancel()
+        if self._sweeper is not asyncio.current_task():
+            self._sweeper.cancel()
 
     async def close(self) -> None:
         self.closed = True
         self._outbox.put_nowait(_END)
         self._call.cancel()
-        await asyncio.gather(self._reader, return_exceptions=True)
+        await asyncio.gather(self._reader, self._sweeper, return_exceptions=True)
 
 
 class AsyncProduceStreams:
@@ -91,8 +103,8 @@ class AsyncProduceStreams:
         address = await self.router.leader_address(request.topic, request.partition)
         stream = self._streams.get(address)
         if stream is None or stream.closed:
-            stream = self._streams[address] = _AioStream(self.router.connection(address))
-        return await stream.request(request, self.router.request_timeout_s)
+            stream = self._streams[address] = _AioStream(self.router.connection(address), self.router.request_timeout_s)
+        return await stream.request(request)
 
     async def close(self) -> None:
         streams, self._streams = list(self._streams.values()), {}

@@ -78,6 +78,7 @@ class AsyncProducer(AsyncClient):
         self._streams = AsyncProduceStreams(self.router)
         self._lanes: dict[tuple[str, int], _Lane] = {}
         self._sticky: dict[str, int] = {}
+        self._partition_counts: dict[str, tuple[object, int]] = {}  # topic -> (the map it was read from, count)
         self._incomplete: dict[int, _Batch] = {}
         self._batch_ids = itertools.count(1)
         self._request_ids = itertools.count(1)
@@ -175,12 +176,20 @@ class AsyncProducer(AsyncClient):
     # ------------------------------------------------------------------ accumulating
 
     async def _stream_partitions(self, topic: str) -> int:
+        """How many partitions the stream topic has: from the router's current map while it is fresh (no
+        coroutine call per record), else after refreshing it."""
         if self._closed:
             raise Unavailable("producer is closed")
-        if await self.router.topic_kind(topic) == "queue":
+        cluster, router = self.router._map, self.router
+        known = self._partition_counts.get(topic)
+        if known is not None and known[0] is cluster and router._clock() - cluster.fetched_at_s <= router.metadata_max_age_s:
+            return known[1]
+        if await router.topic_kind(topic) == "queue":
             raise WrongTopicKind(f"{topic!r} is a queue topic; AsyncProducer sends to stream topics "
                                  "(enqueue with Producer)")
-        return await self.router.partitions_for(topic)
+        count = await router.partitions_for(topic)
+        self._partition_counts[topic] = (router._map, count)
+        return count
 
     def _new_producer_id(self) -> bytes:
         return os.urandom(settings.PRODUCER_ID_BYTES) if self.idempotent else b""
