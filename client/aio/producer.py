@@ -28,21 +28,26 @@ from raftbus.client.errors import InvalidArgument, OutOfOrderSequence, Overloade
 from raftbus.client.murmur2 import partition_for_key
 from raftbus.client.producer import Producer, _Batch, encode_bulk, normalize_headers, reject_queue_options, to_bytes
 from raftbus.client.records import RecordMetadata, record_size
+from raftbus.client.wire import queues_pb2 as qpb
 from raftbus.client.wire import raftbus_pb2 as pb
 
 from raftbus.client.aio.lifecycle import AsyncClient
 from raftbus.client.aio.produce_stream import AsyncProduceStreams
+from raftbus.client.aio.queue_batches import MessageBatch, enqueue, message_of
 from raftbus.client.aio.router import AsyncRouter
+from raftbus.client.aio.shared import MessageMetadata, queue_partition
 
 
 class _Lane:
     """One partition's batches: queued in send order, up to max_in_flight sent, failed ones held for a resend."""
 
-    __slots__ = ("topic", "partition", "queue", "open", "in_flight", "failed", "restart", "next_sequence",
-                 "producer_id", "timer")
+    __slots__ = ("topic", "partition", "batch_type", "in_flight_max", "records_max", "queue", "open", "in_flight",
+                 "failed", "restart", "next_sequence", "producer_id", "timer")
 
-    def __init__(self, topic: str, partition: int, producer_id: bytes):
+    def __init__(self, topic: str, partition: int, producer_id: bytes, batch_type: type[_Batch], in_flight_max: int,
+                 records_max: int):
         self.topic, self.partition = topic, partition
+        self.batch_type, self.in_flight_max, self.records_max = batch_type, in_flight_max, records_max
         self.queue: deque[_Batch] = deque()
         self.open: _Batch | None = None
         self.in_flight = 0
@@ -78,7 +83,7 @@ class AsyncProducer(AsyncClient):
         self._streams = AsyncProduceStreams(self.router)
         self._lanes: dict[tuple[str, int], _Lane] = {}
         self._sticky: dict[str, int] = {}
-        self._partition_counts: dict[str, tuple[object, int]] = {}  # topic -> (the map it was read from, count)
+        self._shapes: dict[str, tuple[object, tuple[str, int]]] = {}  # topic -> (map read, (kind, partitions))
         self._incomplete: dict[int, _Batch] = {}
         self._batch_ids = itertools.count(1)
         self._request_ids = itertools.count(1)
@@ -91,35 +96,51 @@ class AsyncProducer(AsyncClient):
     # ------------------------------------------------------------------ public API
 
     async def send(self, topic: str, value: bytes | str | None, key: bytes | str | None = None,
-                   headers: Mapping[str, Any] | Iterable[tuple[str, Any]] | None = None,
-                   partition: int | None = None) -> RecordMetadata:
-        """Send one record and wait until its partition acknowledges it (committed on a majority)."""
-        return await (await self.enqueue(topic, value, key, headers, partition))
+                   headers: Mapping[str, Any] | Iterable[tuple[str, Any]] | None = None, partition: int | None = None,
+                   **queue_fields) -> RecordMetadata | MessageMetadata:
+        """Send one record and wait until its partition acknowledges it (committed on a majority); see enqueue."""
+        return await (await self.enqueue(topic, value, key, headers, partition, **queue_fields))
 
     async def enqueue(self, topic: str, value: bytes | str | None, key: bytes | str | None = None,
                       headers: Mapping[str, Any] | Iterable[tuple[str, Any]] | None = None,
-                      partition: int | None = None) -> asyncio.Future:
+                      partition: int | None = None, priority: int | None = None, group: str | None = None,
+                      deliver_at_ms: int | None = None, idempotency_key: str | None = None) -> asyncio.Future:
         """Queue one record without waiting for its ack; the future resolves to its RecordMetadata.
 
-        Raises at once: InvalidArgument (bad types), RecordTooLarge, UnknownTopic, UnknownPartition,
-        WrongTopicKind (a queue topic), and Overloaded when the buffer stays full for `max_block_ms`.
+        On a queue topic the future resolves to MessageMetadata and priority, group, deliver_at_ms and
+        idempotency_key apply; on a stream topic they are refused (WrongTopicKind). Raises at once:
+        InvalidArgument (bad types), RecordTooLarge, UnknownTopic, UnknownPartition, and Overloaded when the
+        buffer stays full for `max_block_ms`.
         """
         value_b, key_b, hdrs = to_bytes(value, "value"), to_bytes(key, "key"), normalize_headers(headers)
         size = record_size(key_b, value_b, hdrs)
         if size > self.batch_bytes_max:
             raise RecordTooLarge(f"record of {size} bytes exceeds batch_bytes_max={self.batch_bytes_max}")
-        count = await self._stream_partitions(topic)
+        kind, count = await self._topic_shape(topic)
         if partition is not None:
             partition = Producer._check_partition(topic, partition, count)
-        elif key_b is not None:
+        now_ms = time.time_ns() // 1_000_000
+        if kind == "queue":
+            message, size = message_of(now_ms, key_b, value_b, hdrs, priority, group, deliver_at_ms, idempotency_key)
+            if partition is None:
+                partition = queue_partition(count, group, idempotency_key, key_b)
+            return await self._add(topic, partition, count, message, size, MessageBatch)
+        reject_queue_options(priority, group, deliver_at_ms, idempotency_key, topic=topic)
+        if partition is None and key_b is not None:
             partition = partition_for_key(key_b, count)
+        return await self._add(topic, partition, count, (now_ms, key_b, value_b, hdrs), size, _Batch)
+
+    async def _add(self, topic: str, partition: int | None, count: int, item, size: int,
+                   batch_type: type[_Batch]) -> asyncio.Future:
+        """Append one record (or queue message) to its partition's open batch; its future settles on the ack."""
         await self._reserve(size)
-        lane = self._lane(topic, self._sticky_partition(topic, count, size) if partition is None else partition)
+        lane = self._lane(topic, self._sticky_partition(topic, count, size) if partition is None else partition,
+                          batch_type)
         batch = lane.open
-        if batch is None or batch.size_bytes + size > self.batch_bytes_max:
+        if batch is None or batch.size_bytes + size > self.batch_bytes_max or len(batch.records) >= lane.records_max:
             batch = self._open_batch(lane)
         future = asyncio.get_running_loop().create_future()
-        batch.records.append((time.time_ns() // 1_000_000, key_b, value_b, hdrs))
+        batch.records.append(item)
         batch.futures.append(future)
         batch.size_bytes += size
         if batch.size_bytes >= self.batch_bytes_max:
@@ -132,9 +153,12 @@ class AsyncProducer(AsyncClient):
         """Send pre-built records (values or (key, value) pairs) to one partition as one batch and wait for the
         ack; the RecordMetadata is the first record's, record i got offset `metadata.offset + i`."""
         encoded = encode_bulk(records, self.batch_bytes_max)
-        Producer._check_partition(topic, partition, await self._stream_partitions(topic))
+        kind, count = await self._topic_shape(topic)
+        if kind == "queue":
+            raise WrongTopicKind(f"{topic!r} is a queue topic; send_batch writes stream topics (send each message)")
+        Producer._check_partition(topic, partition, count)
         await self._reserve(len(encoded[0]))
-        lane = self._lane(topic, partition)
+        lane = self._lane(topic, partition, _Batch)
         self._close_open(lane)
         batch = self._open_batch(lane)
         self._close_open(lane)
@@ -175,21 +199,18 @@ class AsyncProducer(AsyncClient):
 
     # ------------------------------------------------------------------ accumulating
 
-    async def _stream_partitions(self, topic: str) -> int:
-        """How many partitions the stream topic has: from the router's current map while it is fresh (no
-        coroutine call per record), else after refreshing it."""
+    async def _topic_shape(self, topic: str) -> tuple[str, int]:
+        """The topic's kind and partition count: from the router's current map while it is fresh (no coroutine
+        call per record), else after refreshing it; UnknownTopic when there is no such topic."""
         if self._closed:
             raise Unavailable("producer is closed")
         cluster, router = self.router._map, self.router
-        known = self._partition_counts.get(topic)
+        known = self._shapes.get(topic)
         if known is not None and known[0] is cluster and router._clock() - cluster.fetched_at_s <= router.metadata_max_age_s:
             return known[1]
-        if await router.topic_kind(topic) == "queue":
-            raise WrongTopicKind(f"{topic!r} is a queue topic; AsyncProducer sends to stream topics "
-                                 "(enqueue with Producer)")
-        count = await router.partitions_for(topic)
-        self._partition_counts[topic] = (router._map, count)
-        return count
+        shape = await router.topic_kind(topic), await router.partitions_for(topic)
+        self._shapes[topic] = (router._map, shape)
+        return shape
 
     def _new_producer_id(self) -> bytes:
         return os.urandom(settings.PRODUCER_ID_BYTES) if self.idempotent else b""
@@ -209,10 +230,13 @@ class AsyncProducer(AsyncClient):
                     from None
         self._buffered_bytes += size
 
-    def _lane(self, topic: str, partition: int) -> _Lane:
+    def _lane(self, topic: str, partition: int, batch_type: type[_Batch]) -> _Lane:
         lane = self._lanes.get((topic, partition))
         if lane is None:
-            lane = self._lanes[(topic, partition)] = _Lane(topic, partition, self.producer_id)
+            queue = batch_type is MessageBatch  # Enqueue is unary: one batch at a time keeps sequences in order
+            lane = self._lanes[(topic, partition)] = _Lane(
+                topic, partition, self.producer_id, batch_type, 1 if queue else self.max_in_flight,
+                settings.QUEUE_BATCH_MESSAGES_MAX if queue else self.batch_bytes_max)
         return lane
 
     def _sticky_partition(self, topic: str, count: int, size: int) -> int:
@@ -227,7 +251,7 @@ class AsyncProducer(AsyncClient):
 
     def _open_batch(self, lane: _Lane) -> _Batch:
         self._close_open(lane)
-        batch = _Batch(next(self._batch_ids), lane.topic, lane.partition, time.monotonic(), self.linger_s)
+        batch = lane.batch_type(next(self._batch_ids), lane.topic, lane.partition, time.monotonic(), self.linger_s)
         lane.open = batch
         lane.queue.append(batch)
         self._incomplete[batch.id] = batch
@@ -245,7 +269,7 @@ class AsyncProducer(AsyncClient):
     def _pump(self, lane: _Lane) -> None:
         """Send the lane's due batches, in order, while it has room in flight and nothing waits for a resend."""
         now_s = time.monotonic()
-        while lane.queue and lane.in_flight < self.max_in_flight and not lane.failed:
+        while lane.queue and lane.in_flight < lane.in_flight_max and not lane.failed:
             wake_at_s = self._due_s(lane, lane.queue[0], now_s)
             if wake_at_s > now_s:
                 self._wake_at(lane, wake_at_s)
@@ -274,18 +298,23 @@ class AsyncProducer(AsyncClient):
         lane.timer = asyncio.get_running_loop().call_later(delay_s, self._pump, lane)
 
     async def _attempt(self, lane: _Lane, batch: _Batch) -> None:
-        blob, count, max_ts = batch.encode()
-        request = pb.ProduceRequest(request_id=next(self._request_ids), topic=lane.topic, partition=lane.partition,
-                                    producer_id=lane.producer_id, base_sequence=batch.sequence if self.idempotent else 0,
-                                    record_count=count, max_timestamp_ms=max_ts, records=blob)
         batch.attempts += 1
+        sequence = batch.sequence if self.idempotent else 0
         try:
-            response = await self._streams.produce(request)
+            if isinstance(batch, MessageBatch):
+                batch.settle(await enqueue(self.router, qpb.EnqueueRequest(
+                    request_id=next(self._request_ids), topic=lane.topic, partition=lane.partition,
+                    producer_id=lane.producer_id, base_sequence=sequence, messages=batch.records)))
+            else:
+                blob, count, max_ts = batch.encode()
+                batch.resolve((await self._streams.produce(pb.ProduceRequest(
+                    request_id=next(self._request_ids), topic=lane.topic, partition=lane.partition,
+                    producer_id=lane.producer_id, base_sequence=sequence, record_count=count,
+                    max_timestamp_ms=max_ts, records=blob))).base_offset)
         except RaftbusError as err:
             self._failed(lane, batch, err)
         else:
             lane.in_flight -= 1
-            batch.resolve(response.base_offset)
             self._settled(batch)
         if not lane.in_flight and lane.failed:
             self._resend_failed(lane)

@@ -78,7 +78,9 @@ def test_typed_errors(bootstrap):
             "record too large": lambda p, r: p.send("aio-errors", b"x" * 2_000),
             "empty batch": lambda p, r: p.send_batch("aio-errors", 0, []),
             "bad value": lambda p, r: p.send("aio-errors", 12),
-            "queue topic": lambda p, r: p.send("aio-errors-queue", b"x"),
+            "queue option on a stream": lambda p, r: p.send("aio-errors", b"x", priority=1),
+            "send_batch to a queue": lambda p, r: p.send_batch("aio-errors-queue", 0, [b"x"]),
+            "bad priority": lambda p, r: p.send("aio-errors-queue", b"x", priority="high"),
             "reader unknown topic": lambda p, r: r.partitions("aio-no-such-topic"),
             "offset beyond the end": lambda p, r: r.fetch("aio-errors", 0, 10),
             "reader unknown partition": lambda p, r: r.fetch("aio-errors", 9, 0),
@@ -98,7 +100,8 @@ def test_typed_errors(bootstrap):
     assert asyncio.run(misuse()) == {
         "unknown topic": errors.UnknownTopic, "unknown partition": errors.UnknownPartition,
         "record too large": errors.RecordTooLarge, "empty batch": errors.EmptyBatch,
-        "bad value": errors.InvalidArgument, "queue topic": errors.WrongTopicKind,
+        "bad value": errors.InvalidArgument, "queue option on a stream": errors.WrongTopicKind,
+        "send_batch to a queue": errors.WrongTopicKind, "bad priority": errors.InvalidArgument,
         "reader unknown topic": errors.UnknownTopic, "offset beyond the end": errors.OffsetOutOfRange,
         "reader unknown partition": errors.UnknownPartition, "queue consumer on a stream": errors.WrongTopicKind,
     }
@@ -168,12 +171,22 @@ def test_group_of_two_rebalances_and_commits(bootstrap):
 
 
 def test_queue_lease_ack_nack_extend(bootstrap):
-    """Leased messages are settled through asyncio futures: a nacked message comes back with its delivery count
-    raised, extend returns the new deadline, acked messages are gone, and a second ack of one lease is refused."""
+    """AsyncProducer enqueues (an idempotency key sent twice names one message); leased messages are settled
+    through asyncio futures: a nacked message comes back with its delivery count raised, extend returns the new
+    deadline, acked messages are gone, and a second ack of one lease is refused."""
     topic = "aio-jobs"
     create(bootstrap, topic, 2, kind="queue")
-    with Producer(bootstrap) as producer:
-        ids = {producer.send(topic, f"job-{i}").result().message_id for i in range(30)}
+
+    async def enqueue():
+        async with AsyncProducer(bootstrap) as producer:
+            sent = [await producer.send(topic, f"job-{i}", priority=i % 3) for i in range(29)]
+            keyed = [await producer.send(topic, "keyed", idempotency_key="once") for _ in range(2)]
+        return sent, keyed
+
+    sent, keyed = asyncio.run(enqueue())
+    assert [m.duplicate for m in keyed] == [False, True] and keyed[0].message_id == keyed[1].message_id
+    ids = {m.message_id for m in sent + keyed}
+    assert len(ids) == 30
 
     async def work():
         deliveries: Counter = Counter()
