@@ -161,6 +161,13 @@ class _Batch:
     def record_count(self) -> int:
         return self.encoded[1] if self.encoded is not None else len(self.records)
 
+    def add(self, record, future, size: int, size_max: int) -> bool:
+        """Append one record and its future; True once the batch holds `size_max` bytes (time to close it)."""
+        self.records.append(record)
+        self.futures.append(future)
+        self.size_bytes += size
+        return self.size_bytes >= size_max
+
     def encode(self) -> tuple[bytes, int, int]:
         if self.encoded is None:
             self.encoded = encode_batch(self.records)
@@ -424,10 +431,7 @@ class Producer:
         if batch is None:
             batch = self._new_batch(tp)
             self._open[tp] = batch
-        batch.records.append(record)
-        batch.futures.append(future)
-        batch.size_bytes += size
-        if batch.size_bytes >= self.batch_bytes_max:
+        if batch.add(record, future, size, self.batch_bytes_max):
             self._close_open_batch(tp)
         if len(batch.records) == 1 or batch.closed:
             self._cond.notify_all()

@@ -140,12 +140,9 @@ class AsyncProducer(AsyncClient):
         if batch is None or batch.size_bytes + size > self.batch_bytes_max or len(batch.records) >= lane.records_max:
             batch = self._open_batch(lane)
         future = asyncio.get_running_loop().create_future()
-        batch.records.append(item)
-        batch.futures.append(future)
-        batch.size_bytes += size
-        if batch.size_bytes >= self.batch_bytes_max:
+        if batch.add(item, future, size, self.batch_bytes_max):
             self._close_open(lane)
-        if len(batch.records) == 1 or batch.closed:
+        if batch.closed or len(batch.records) == 1:  # full, or the first: start its linger
             self._pump(lane)
         return future
 
