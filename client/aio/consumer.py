@@ -25,7 +25,7 @@ from raftbus.client.consumer import Consumer, checked_topics
 from raftbus.client.errors import InvalidArgument, MetadataBehind, OffsetOutOfRange, RaftbusError, Unavailable
 from raftbus.client.fetcher import ConsumerRecords
 from raftbus.client.membership import MemberOptions, PartitionHooks
-from raftbus.client.reader import EARLIEST, EARLIEST_TIMESTAMP_MS, LATEST
+from raftbus.client.reader import EARLIEST, EARLIEST_TIMESTAMP_MS, LATEST, LATEST_TIMESTAMP_MS
 from raftbus.client.wire import raftbus_pb2 as pb
 
 from raftbus.client.aio.fetcher import AsyncFetcher
@@ -195,6 +195,28 @@ class AsyncConsumer(AsyncClient):
         self._fetcher.seek(owned, offset)
         self._rewound.add(owned)
 
+    async def seek_to_beginning(self, partitions: Iterable | None = None) -> None:
+        await self._seek_to(EARLIEST_TIMESTAMP_MS, partitions)
+
+    async def seek_to_end(self, partitions: Iterable | None = None) -> None:
+        await self._seek_to(LATEST_TIMESTAMP_MS, partitions)
+
+    async def seek_to_time(self, timestamp_ms: int, partitions: Iterable | None = None) -> None:
+        """Seek to the first offset whose batch has a timestamp >= timestamp_ms (the end when there is none)."""
+        if timestamp_ms < 0:
+            raise InvalidArgument("timestamp_ms must be >= 0")
+        await self._seek_to(timestamp_ms, partitions)
+
+    async def _seek_to(self, timestamp_ms: int, partitions: Iterable | None) -> None:
+        chosen = self.assignment() if partitions is None else {self._owned(tp) for tp in partitions}
+        for tp in chosen:
+            self.seek(tp, (await self._list_offsets(tp, timestamp_ms)).offset)
+
+    async def _list_offsets(self, tp: TopicPartition, timestamp_ms: int) -> pb.ListOffsetsResponse:
+        ask = pb.ListOffsetsRequest(topic=tp.topic, partition=tp.partition, timestamp_ms=timestamp_ms)
+        return await self.router.call_partition(
+            tp.topic, tp.partition, lambda conn: conn.log.ListOffsets(ask, timeout=self.router.request_timeout_s))
+
     # ------------------------------------------------------------------ fetch errors
     async def _handle_fetch_errors(self, failures) -> None:
         for tp, err in failures:
@@ -215,9 +237,7 @@ class AsyncConsumer(AsyncClient):
 
     async def _out_of_range_delay_s(self, tp: TopicPartition, err: OffsetOutOfRange) -> float:
         """Below the log start: apply auto_offset_reset. Above the high watermark: a new leader catching up."""
-        ask = pb.ListOffsetsRequest(topic=tp.topic, partition=tp.partition, timestamp_ms=EARLIEST_TIMESTAMP_MS)
-        offsets = await self.router.call_partition(
-            tp.topic, tp.partition, lambda conn: conn.log.ListOffsets(ask, timeout=self.router.request_timeout_s))
+        offsets = await self._list_offsets(tp, EARLIEST_TIMESTAMP_MS)
         if self._fetcher.position(tp) < offsets.log_start_offset:
             restart = offsets.log_start_offset if self.auto_offset_reset == EARLIEST else offsets.high_watermark
             self._fetcher.seek(tp, restart)

@@ -71,6 +71,8 @@ class _AioStream:
             reason = error_from_rpc(exc)
         except asyncio.CancelledError:
             reason = Unavailable(f"produce stream to {self.address} was closed")
+        except Exception as exc:  # a broken channel fails what the stream holds; the producer retries it
+            reason = Unavailable(f"produce stream to {self.address} failed: {exc!r}")
         self.fail(reason)
 
     def fail(self, reason: RaftbusError) -> None:

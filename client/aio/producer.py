@@ -310,6 +310,8 @@ class AsyncProducer(AsyncClient):
                     max_timestamp_ms=max_ts, records=blob))).base_offset)
         except RaftbusError as err:
             self._failed(lane, batch, err)
+        except Exception as exc:  # a transport bug must fail the batch, not leave it in flight forever
+            self._failed(lane, batch, Unavailable(f"produce failed: {exc!r}"))
         else:
             lane.in_flight -= 1
             self._settled(batch)

@@ -111,7 +111,8 @@ class AsyncSettlements:
             answer = await self.router.call_partition(
                 topic, partition, lambda conn: getattr(qpb_grpc.QueueStub(conn.channel), kind)(request,
                                                                                                 timeout=timeout_s))
-        except RaftbusError as err:
+        except Exception as exc:  # typed errors as they are; anything else fails the entries as Unavailable
+            err = exc if isinstance(exc, RaftbusError) else Unavailable(f"{kind} failed: {exc!r}")
             for *_, future in entries:
                 future.set_exception(err)
             return

@@ -170,6 +170,40 @@ def test_group_of_two_rebalances_and_commits(bootstrap):
     assert committed == ends and sum(ends.values()) == total
 
 
+def test_consumer_seeks_and_commits_backwards_after_a_seek(bootstrap):
+    """After reading to the end and committing, seek_to_beginning reads offset 0 again and the next commit moves
+    the committed offset back (a seek is the one way to rewind it); seek_to_time past the last record and
+    seek_to_end both land at the end."""
+    topic, group = "aio-seek", "aio-seeker"
+    create(bootstrap, topic, 1)
+    with Producer(bootstrap) as producer:
+        for i in range(50):
+            producer.send(topic, f"s-{i}")
+    tp = ("aio-seek", 0)
+
+    async def seek():
+        async with AsyncConsumer(bootstrap, group=group, topics=topic, auto_offset_reset="earliest",
+                                 enable_auto_commit=False) as consumer:
+            read = []
+            while len(read) < 50:
+                read += [r.offset for r in await consumer.poll(0.5)]
+            await consumer.commit()
+            at_end = await consumer.committed(tp)
+            await consumer.seek_to_beginning()
+            again = [r.offset for r in await consumer.poll(5.0, max_records=10)]
+            await consumer.commit()
+            rewound = await consumer.committed(tp)
+            await consumer.seek_to_time(2**62)
+            after_time = consumer.position(tp)
+            await consumer.seek_to_end()
+            return read, at_end, again, rewound, after_time, consumer.position(tp)
+
+    read, at_end, again, rewound, after_time, after_end = asyncio.run(seek())
+    assert read == list(range(50)) and at_end == 50
+    assert again == list(range(10)) and rewound == 10
+    assert after_time == after_end == 50
+
+
 def test_queue_lease_ack_nack_extend(bootstrap):
     """AsyncProducer enqueues (an idempotency key sent twice names one message); leased messages are settled
     through asyncio futures: a nacked message comes back with its delivery count raised, extend returns the new
