@@ -45,12 +45,14 @@ def test_produce_then_read(bootstrap):
             first = await producer.send_batch("aio-log", 1, [b"bulk-0", (b"k", b"bulk-1")])
         return acked, first
 
-    async def read():
+    async def read(batch_offset: int):
         async with AsyncReader(bootstrap) as reader:
-            return [r async for r in reader.iter_topic("aio-log", from_beginning=True, stop_at_end=True)]
+            tail = [r.value async for r in reader.iter_partition("aio-log", 1, batch_offset, stop_at_end=True)]
+            return [r async for r in reader.iter_topic("aio-log", from_beginning=True, stop_at_end=True)], tail
 
     acked, first = asyncio.run(produce())
-    records = asyncio.run(read())
+    records, tail = asyncio.run(read(first.offset))
+    assert tail == [b"bulk-0", b"bulk-1"]
     by_place = {(r.topic, r.partition, r.offset): r.value for r in records}
     assert len(records) == 2_022
     assert len({m.partition for m in acked[:20]}) == 1
@@ -123,7 +125,7 @@ class Assignments:
 
 def test_group_of_two_rebalances_and_commits(bootstrap):
     """A second member takes half the partitions from the first (which commits and gives them up), both read
-    every record between them, commits land at the end of each partition, and a commit for a partition the
+    every record between them exactly once, commits land at the end of each partition, and a commit for a partition the
     member no longer owns is refused with a typed error."""
     topic, group, total = "aio-group", "aio-billing", 4_000
     create(bootstrap, topic, 4)
@@ -162,6 +164,7 @@ def test_group_of_two_rebalances_and_commits(bootstrap):
 
     seen, first, second, first_listener, second_listener, committed = asyncio.run(consume())
     assert set(seen) == {f"r-{i}".encode() for i in range(total)}
+    assert max(seen.values()) == 1  # revoked partitions were committed at their positions before the hand-over
     assert first.assignment() == set() and second.assignment() == set()  # both left on close
     assert first_listener.revoked[0] == second_listener.assigned[0]
     assert len(second_listener.assigned[0]) == 2
@@ -185,8 +188,10 @@ def test_consumer_seeks_and_commits_backwards_after_a_seek(bootstrap):
         async with AsyncConsumer(bootstrap, group=group, topics=topic, auto_offset_reset="earliest",
                                  enable_auto_commit=False) as consumer:
             read = []
-            while len(read) < 50:
-                read += [r.offset for r in await consumer.poll(0.5)]
+            async for record in consumer:
+                read.append(record.offset)
+                if len(read) == 50:
+                    break
             await consumer.commit()
             at_end = await consumer.committed(tp)
             await consumer.seek_to_beginning()
