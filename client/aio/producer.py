@@ -11,6 +11,8 @@ so the broker drops a retried batch it already appended and answers with the ori
 stops its lane until every batch in flight there has answered; the failed ones then go again in sequence
 order. A batch that fails for good (non-retriable error, or `delivery_timeout_ms` spent) fails its records,
 and the lane starts over under a fresh producer id with sequences from 0, as the sync Producer does.
+Queue topics take the same path with message batches sent as idempotent Enqueue calls, one at a time per
+partition (client/aio/queue_batches.py).
 """
 from __future__ import annotations
 
@@ -59,7 +61,7 @@ class _Lane:
 
 
 class AsyncProducer(AsyncClient):
-    """Sends records to stream topics from asyncio code; see the module docstring."""
+    """Sends records to stream and queue topics from asyncio code; see the module docstring."""
 
     def __init__(self, bootstrap: str | list[str] | None = None, *, linger_ms: int = settings.LINGER_MS,
                  batch_bytes_max: int = settings.BATCH_BYTES_MAX, buffer_bytes_max: int = settings.BUFFER_BYTES_MAX,
@@ -201,12 +203,11 @@ class AsyncProducer(AsyncClient):
         call per record), else after refreshing it; UnknownTopic when there is no such topic."""
         if self._closed:
             raise Unavailable("producer is closed")
-        cluster, router = self.router._map, self.router
-        known = self._shapes.get(topic)
-        if known is not None and known[0] is cluster and router._clock() - cluster.fetched_at_s <= router.metadata_max_age_s:
+        known, cluster = self._shapes.get(topic), self.router.fresh_map()
+        if known is not None and cluster is not None and known[0] is cluster:
             return known[1]
-        shape = await router.topic_kind(topic), await router.partitions_for(topic)
-        self._shapes[topic] = (router._map, shape)
+        shape = await self.router.topic_kind(topic), await self.router.partitions_for(topic)
+        self._shapes[topic] = (self.router.fresh_map(), shape)
         return shape
 
     def _new_producer_id(self) -> bytes:
@@ -335,7 +336,7 @@ class AsyncProducer(AsyncClient):
 
     def _retry_delay_s(self, err: RaftbusError, attempt: int, lane: _Lane) -> float | None:
         if isinstance(err, OutOfOrderSequence):  # an earlier batch is being resent: give it time
-            return self.router._backoff_s(attempt)
+            return self.router.backoff_s(attempt)
         return self.router.note_failure(err, attempt, topic=lane.topic, partition=lane.partition)
 
     def _resend_failed(self, lane: _Lane) -> None:

@@ -60,10 +60,17 @@ class AsyncRouter(Router):
                 return self._map
             raise failure
 
+    def fresh_map(self) -> ClusterMap | None:
+        """The cached map while it is younger than metadata_max_age_ms, else None (without refreshing)."""
+        current = self._map
+        return current if self._clock() - current.fetched_at_s <= self.metadata_max_age_s else None
+
+    def backoff_s(self, attempt: int) -> float:
+        """The exponential backoff before retry `attempt` (retry_backoff_ms doubling, up to retry_backoff_max_ms)."""
+        return self._backoff_s(attempt)
+
     async def cluster_map(self) -> ClusterMap:
-        if self._clock() - self._map.fetched_at_s > self.metadata_max_age_s:
-            return await self.refresh()
-        return self._map
+        return self.fresh_map() or await self.refresh()
 
     async def _topic_partitions(self, topic: str) -> dict:
         known = (await self.cluster_map()).topics.get(topic)
