@@ -144,8 +144,11 @@ class AsyncProducer(AsyncClient):
         future = asyncio.get_running_loop().create_future()
         if batch.add(item, future, size, self.batch_bytes_max):
             self._close_open(lane)
-        if batch.closed or len(batch.records) == 1:  # full, or the first: start its linger
+        if len(batch.records) == 1:  # the first record: start the batch's linger
             self._pump(lane)
+        elif batch.closed:  # full: send it, and let the loop run so a tight loop of enqueues keeps batches moving
+            self._pump(lane)
+            await asyncio.sleep(0)
         return future
 
     async def send_batch(self, topic: str, partition: int, records: Sequence[Any]) -> RecordMetadata:
