@@ -110,6 +110,25 @@ def test_typed_errors(bootstrap):
     assert read_all(bootstrap, "aio-errors") == []
 
 
+def test_full_buffer_is_overloaded_and_close_delivers_what_was_accepted(bootstrap):
+    """With linger long enough that nothing is sent, a record that does not fit the buffer waits max_block_ms and
+    fails with Overloaded; close() still sends and acknowledges the record already accepted."""
+    create(bootstrap, "aio-buffer", 1)
+
+    async def fill():
+        producer = AsyncProducer(bootstrap, linger_ms=60_000, batch_bytes_max=1_024, buffer_bytes_max=1_024,
+                                 max_block_ms=50)
+        accepted = await producer.enqueue("aio-buffer", b"a" * 600)
+        with pytest.raises(errors.Overloaded):
+            await producer.enqueue("aio-buffer", b"b" * 600)
+        assert not accepted.done()
+        await producer.close()
+        return await accepted
+
+    meta = asyncio.run(fill())
+    assert meta.offset == 0 and [r.value for r in read_all(bootstrap, "aio-buffer")] == [b"a" * 600]
+
+
 class Assignments:
     """What a listener saw."""
 
