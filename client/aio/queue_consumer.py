@@ -91,15 +91,20 @@ class AsyncSettlements:
                 await asyncio.sleep(self.linger_s)
             self._arrived.clear()
             taken, self._pending = self._pending, []
-            requests: dict[tuple[str, str, int], list] = {}
+            requests: dict[tuple[str, int], dict[str, list]] = {}
             for entry in taken:
-                requests.setdefault((entry[0], entry[1].topic, entry[1].partition), []).append(entry)
-            step = settings.QUEUE_BATCH_MESSAGES_MAX
-            await asyncio.gather(*(self._send(kind, topic, partition, entries[i:i + step])
-                                   for (kind, topic, partition), entries in requests.items()
-                                   for i in range(0, len(entries), step)))
+                requests.setdefault((entry[1].topic, entry[1].partition), {}).setdefault(entry[0], []).append(entry)
+            await asyncio.gather(*(self._settle_partition(tp, kinds) for tp, kinds in requests.items()))
             if not self._pending:
                 self._idle.set()
+
+    async def _settle_partition(self, tp: tuple[str, int], kinds: dict[str, list]) -> None:
+        """One partition's requests one after the other (the broker recognises a retry of a settler's last
+        batch only), partitions side by side."""
+        step = settings.QUEUE_BATCH_MESSAGES_MAX
+        for kind, entries in kinds.items():
+            for start in range(0, len(entries), step):
+                await self._send(kind, *tp, entries[start:start + step])
 
     async def _send(self, kind: str, topic: str, partition: int, entries: list) -> None:
         request = settlement_request(kind, topic, partition, entries)
