@@ -1,8 +1,9 @@
 """`raftbus bench aio`: the asyncio SDK's figures, one JSON line (`"bench": "aio"`). Every record is acknowledged
 only after its batch is committed on a majority of the partition's replicas and applied on the leader.
 
-1. light load: single-record `AsyncProducer.send` at BENCH_LIGHT_LOAD_RATE_PER_S for BENCH_LIGHT_LOAD_DURATION_MS
-   with linger 0, each awaited from its own task — latency_p50/p99_ms, send to acknowledgement;
+1. light load, once the topic's leaders sit on their preferred replicas (as `bench produce`): single-record
+   `AsyncProducer.send` at BENCH_LIGHT_LOAD_RATE_PER_S for BENCH_LIGHT_LOAD_DURATION_MS with linger 0, each
+   awaited from its own task — latency_p50/p99_ms, send to acknowledgement;
 2. `--records` records of `--record-bytes` bytes by `--producers` processes, each one event loop:
    - send_records_per_s: `AsyncProducer.send` per record, awaited by BENCH_AIO_SENDERS concurrent tasks;
    - enqueue_records_per_s: `AsyncProducer.enqueue` per record (futures awaited after the last one);
@@ -132,6 +133,9 @@ def bench_aio(bootstrap: str, args, tools) -> dict:
     stamp = time.time_ns() // 1_000_000
     latency_topic = f"bench-aio-{stamp}-latency"
     brokers = tools.ensure_topic(bootstrap, latency_topic, args)
+    if not tools.wait_for_preferred_leaders(bootstrap, latency_topic,
+                                            settings.BENCH_PREFERRED_LEADERS_TIMEOUT_MS / 1000):
+        tools.progress("leaders of the latency topic did not settle on their preferred replicas; measuring anyway")
     tools.progress(f"aio light load: {settings.BENCH_LIGHT_LOAD_RATE_PER_S} AsyncProducer.send/s")
     latencies_ms = light_load_latencies_ms(bootstrap, latency_topic, args.record_bytes)
     figures = {"latency_p50_ms": tools.rounded_ms(tools.percentile(latencies_ms, 0.50)),
