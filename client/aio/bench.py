@@ -6,7 +6,7 @@ only after its batch is committed on a majority of the partition's replicas and 
    awaited from its own task — latency_p50/p99_ms, send to acknowledgement;
 2. `--records` records of `--record-bytes` bytes by `--producers` processes, each one event loop:
    - send_records_per_s: `AsyncProducer.send` per record, awaited by BENCH_AIO_SENDERS concurrent tasks;
-   - enqueue_records_per_s: `AsyncProducer.enqueue` per record (futures awaited after the last one);
+   - enqueue_records_per_s: `AsyncProducer.enqueue` per record, then `flush()` and every future's result;
    - send_batch_records_per_s: `AsyncProducer.send_batch`, whole batches, BENCH_BATCHES_QUEUED_PER_PARTITION
      per partition unacknowledged at a time;
 3. consume_records_per_s: one `AsyncConsumer` (a group of one member, one process) reads the send_batch topic
@@ -59,7 +59,9 @@ async def _per_record_send(producer: AsyncProducer, spec, value: bytes) -> None:
 
 async def _per_record_enqueue(producer: AsyncProducer, spec, value: bytes) -> None:
     futures = [await producer.enqueue(spec.topic, value) for _ in range(spec.records)]
-    await asyncio.gather(*futures)
+    await producer.flush()
+    for future in futures:  # every record acknowledged (an error would raise here)
+        future.result()
 
 
 async def _batches(producer: AsyncProducer, spec, value: bytes) -> None:
