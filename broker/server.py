@@ -8,28 +8,31 @@ import threading
 import time
 from pathlib import Path
 
-from .clock import SystemClock
-from .group_commit import GroupCommit
-from .replication.loop import CONTROL_CHANNEL, RaftLoop
-from .replication.raft import RaftGroup
-from .services.admin import AdminService
-from .services.context import METADATA_GROUP, BrokerContext, PartitionReplica, replica_plan
-from .services.dead_letters import DeadLetters
-from .services.leaders import LeaderTable
-from .services.log import LogService
-from .services.queues import QueueService
-from .state.metadata import MetadataStateMachine
-from .state.partition import PartitionStateMachine
-from .state.queue import QueueStateMachine
-from .storage.lmdb_store import LmdbStore
-from .transport.grpc_server import build_server, core_servicers
-from .transport.hub import RaftHub
+from raftbus.broker.clock import SystemClock
+from raftbus.broker.raft.group_commit import GroupCommit
+from raftbus.broker.raft.loop import CONTROL_CHANNEL, RaftLoop
+from raftbus.broker.raft.group import RaftGroup
+from raftbus.broker.admin.service import AdminService
+from raftbus.broker.context import METADATA_GROUP, BrokerContext, PartitionReplica, replica_plan
+from raftbus.broker.queues.dead_letters import DeadLetters
+from raftbus.broker.leaders import LeaderTable
+from raftbus.broker.log.service import LogService
+from raftbus.broker.queues.service import QueueService
+from raftbus.broker.admin.state import MetadataStateMachine
+from raftbus.broker.log.state import PartitionStateMachine
+from raftbus.broker.queues.state.machine import QueueStateMachine
+from raftbus.broker.storage.lmdb_store import LmdbStore
+from raftbus.broker.admin.servicer import admin_servicers
+from raftbus.broker.call_limits import LongCallSlots
+from raftbus.broker.grpc_server import build_server
+from raftbus.broker.log.servicer import log_servicers
+from raftbus.broker.raft.hub import RaftHub
 # consumer groups
-from .services.groups import GroupService
-from .services.offsets import OffsetService
-from .transport.groups_servicer import group_servicers
-from .transport.queue_forwarder import QueueForwarder
-from .transport.queues_servicer import queue_servicers
+from raftbus.broker.groups.service import GroupService
+from raftbus.broker.groups.offset_service import OffsetService
+from raftbus.broker.groups.servicer import group_servicers
+from raftbus.broker.queues.forwarder import QueueForwarder
+from raftbus.broker.queues.servicer import queue_servicers
 
 log = logging.getLogger(__name__)
 _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
@@ -43,6 +46,11 @@ def resident_bytes() -> int:
     except (OSError, ValueError, IndexError):
         return 0
 
+
+
+def core_servicers(log_service, admin_service) -> list:
+    """The Log and Admin services every broker serves."""
+    return log_servicers(log_service) + admin_servicers(admin_service)
 
 class Broker:
     def __init__(self, settings, clock=None):
@@ -106,6 +114,7 @@ class Broker:
         self.loop.every(s.retention_check_interval_ms, self._enforce_retention)
         self.loop.every(s.offsets_retention_check_interval_ms, self._expire_offsets)
         self.loop.every(s.preferred_leader_check_interval_ms, self._prefer_leaders)
+        self.loop.every(s.drain_check_interval_ms, self._drain_leaderships)
         self.loop.every(s.queue_tick_interval_ms, self._tick_queues)
         self.loop.call_soon(self._reconcile)
         # consumer groups: heartbeats long-poll on metadata changes; the controller expires silent members
@@ -120,7 +129,9 @@ class Broker:
         servicers += group_servicers(self.group_service, self.offset_service)  # consumer groups
         servicers += queue_servicers(self.queue_service, self.dead_letters)
         self.server, self.health, self.grpc_port = build_server(
-            s.listen, servicers, workers_max=s.grpc_workers_max, message_bytes_max=s.grpc_message_bytes_max)
+            s.listen, servicers, workers_max=s.grpc_workers_max, message_bytes_max=s.grpc_message_bytes_max,
+            concurrent_rpcs_max=s.grpc_concurrent_rpcs_max,
+            long_calls=LongCallSlots(s.grpc_long_calls_max, s.grpc_long_calls_per_connection_max))
         self.server.start()
         self._spawn(lambda: self.group_commit.run(self._stopping), "raftbus-group-commit")
         self._spawn(self._register, "raftbus-register")
@@ -250,11 +261,33 @@ class Broker:
                 log.exception("offset expiry check failed", extra={"group": replica.group_id})
 
     def _prefer_leaders(self) -> None:
+        """Leaders move to their preferred replica, unless it is draining."""
         connected = self.hub.connected_peers()
+        draining = self._draining_brokers()
+        if self.node_id in draining:
+            return
         for replica in list(self.context.partitions.values()):
             group = replica.group
-            if group.is_leader and group.preferred_leader in connected:
+            if group.is_leader and group.preferred_leader in connected and group.preferred_leader not in draining:
                 group.maybe_transfer_to_preferred()
+
+    def _draining_brokers(self) -> set[int]:
+        return {b.broker_id for b in self.metadata_sm.brokers().values() if b.draining}
+
+    def _drain_leaderships(self) -> None:
+        """A draining broker hands every group it leads to a connected replica that is not draining (the metadata
+        group included); a denied hand-over (target behind) is tried again at the next check."""
+        draining = self._draining_brokers()
+        if self.node_id not in draining:
+            return
+        connected = self.hub.connected_peers()
+        groups = [self.metadata_group, *(r.group for r in list(self.context.partitions.values()))]
+        for group in groups:
+            if not group.is_leader:
+                continue
+            targets = sorted(p for p in group.transport.nodes if p in connected and p not in draining)
+            if targets:
+                group.hand_over(targets[0])
 
     def _process_stats(self) -> dict:
         """Resource use of this process and the group-commit window (any thread)."""

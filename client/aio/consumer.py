@@ -23,8 +23,6 @@ from collections.abc import AsyncIterator, Iterable
 from raftbus.client import settings
 from raftbus.client.consumer import Consumer, checked_topics
 from raftbus.client.errors import InvalidArgument, MetadataBehind, OffsetOutOfRange, RaftbusError, Unavailable
-from raftbus.client.fetcher import ConsumerRecords
-from raftbus.client.membership import MemberOptions, PartitionHooks
 from raftbus.client.reader import EARLIEST, EARLIEST_TIMESTAMP_MS, LATEST, LATEST_TIMESTAMP_MS
 from raftbus.client.wire import raftbus_pb2 as pb
 
@@ -33,7 +31,7 @@ from raftbus.client.aio.group_calls import AsyncGroupCalls
 from raftbus.client.aio.lifecycle import AsyncClient
 from raftbus.client.aio.membership import AsyncMembership, LoopWake
 from raftbus.client.aio.router import AsyncRouter
-from raftbus.client.aio.shared import REJOIN, RESYNC, TopicPartition
+from raftbus.client.aio.shared import REJOIN, RESYNC, ConsumerRecords, MemberOptions, PartitionHooks, TopicPartition
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """An AsyncConsumer's side of the group protocol, on the event loop: the sync Membership's flags, error
 classification, lost-partition handling and listener calls, with join, sync, two-phase revocation, leave and
-the heartbeat as coroutines. See client/membership.py and docs/groups.md for the protocol itself."""
+the heartbeat as coroutines. See client/groups/membership.py and docs/groups.md for the protocol itself."""
 from __future__ import annotations
 
 import asyncio
@@ -11,11 +11,10 @@ from collections.abc import Callable
 import grpc
 
 from raftbus.client.errors import RaftbusError
-from raftbus.client.membership import REJOIN, MemberOptions, Membership, PartitionHooks
 
 from raftbus.client.aio.group_calls import AsyncGroupCalls
 from raftbus.client.aio.lifecycle import typed
-from raftbus.client.aio.shared import Assignment
+from raftbus.client.aio.shared import REJOIN, Assignment, MemberOptions, Membership, PartitionHooks
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """AsyncProducer on queue topics: messages batched per partition and sent as one idempotent Enqueue, as the sync
-Producer's queue path does (client/queue_producer.py): the producer id and the batch's base sequence make a
+Producer's queue path does (client/queues/producer.py): the producer id and the batch's base sequence make a
 retried batch answer with the original message ids instead of enqueuing twice."""
 from __future__ import annotations
 
