@@ -42,6 +42,8 @@ class BrokerSettings:
     raft_listen: str = "127.0.0.1:7071"
     peers: str = ""
     cluster_secret: str = "raftbus-dev-secret"
+    metrics_listen: str = ""
+    metrics_lag_groups_per_partition_max: int = 1000
     grpc_workers_max: int = 64
     grpc_message_bytes_max: int = 64 * 1024 * 1024
     raft_tick_interval_ms: int = 100
@@ -179,6 +181,8 @@ class BrokerSettings:
         if self.node_id < 1:
             raise errors.InvalidArgument("node_id must be >= 1")
         self.listen_address, self.raft_address  # noqa: B018 - parse errors surface here
+        if self.metrics_listen:
+            parse_address(self.metrics_listen)
         peers = self.peer_addresses
         if peers[self.node_id] != self.raft_address:
             raise errors.InvalidArgument(

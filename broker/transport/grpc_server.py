@@ -60,7 +60,8 @@ def topic_proto(view) -> pb.TopicInfo:
 
 
 def cluster_brokers(view) -> list[pb.BrokerInfo]:
-    return [pb.BrokerInfo(broker_id=b.broker_id, address=b.address, raft_address=b.raft_address, alive=alive)
+    return [pb.BrokerInfo(broker_id=b.broker_id, address=b.address, raft_address=b.raft_address, alive=alive,
+                          metrics_url=b.metrics_url)
             for b, alive in view.brokers]
 
 
@@ -203,7 +204,7 @@ def broker_stats_proto(stats: dict) -> pb.BrokerStatsResponse:
     return pb.BrokerStatsResponse(**{name: stats[name] for name in _STATS_FIELDS if stats.get(name) is not None})
 
 
-def build_server(address: str, servicers, *, workers_max: int, message_bytes_max: int):
+def build_server(address: str, servicers, *, workers_max: int, message_bytes_max: int, interceptors=()):
     """A gRPC server with the given servicers and the standard health service; returns (server, health, port).
 
     `servicers` is a list of (add_XServicer_to_server, servicer) pairs, one per raftbus service.
@@ -213,6 +214,7 @@ def build_server(address: str, servicers, *, workers_max: int, message_bytes_max
         options=[("grpc.max_receive_message_length", message_bytes_max),
                  ("grpc.max_send_message_length", message_bytes_max),
                  ("grpc.so_reuseport", 0)],
+        interceptors=list(interceptors),
     )
     for add_to_server, servicer in servicers:
         add_to_server(servicer, server)
