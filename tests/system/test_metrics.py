@@ -12,6 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from raftbus.client import Admin, Consumer, Producer, Queues, TopicPartition, errors
 from tests.helpers import wait_until
+from tests.observability import exported, queried_metric_names
 from tests.system.conftest import running_cluster
 
 pytestmark = pytest.mark.system
@@ -107,6 +108,9 @@ def test_metrics_follow_produce_consume_and_lease(tmp_path):
             assert total(samples, "raftbus_partition_records_out_total", topic=QUEUE) == 1
             assert total(samples, "raftbus_queue_oldest_ready_age_seconds", topic=QUEUE) >= 0
             assert any(name == "raftbus_queue_oldest_ready_age_seconds" for s in samples for name, _, _ in s)
+            names = {name for s in samples for name, _, _ in s}
+            missing = {n for n in queried_metric_names() if not exported(n, names)}
+            assert not missing, f"the dashboard or alert rules query metrics no broker exports: {missing}"
             queues.ack(leased[0]).result(30)
         assert total(everyone(), "raftbus_partition_records_out_total", topic=STREAM) >= 5
 
