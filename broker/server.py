@@ -119,6 +119,7 @@ class Broker:
         self.loop.every(s.group_expiry_check_interval_ms, self.group_service.expire_due)
         self.loop.start(name=f"raftbus-raft-{self.node_id}")
 
+        self.metrics.start(self)
         servicers = core_servicers(self.log_service, self.admin_service)
         servicers += group_servicers(self.group_service, self.offset_service)  # consumer groups
         servicers += queue_servicers(self.queue_service, self.dead_letters)
@@ -126,7 +127,6 @@ class Broker:
             s.listen, servicers, workers_max=s.grpc_workers_max, message_bytes_max=s.grpc_message_bytes_max,
             interceptors=self.metrics.interceptors())
         self.server.start()
-        self.metrics.start(self)
         self._spawn(lambda: self.group_commit.run(self._stopping), "raftbus-group-commit")
         self._spawn(self._register, "raftbus-register")
         self._spawn(self._move_dead_letters, "raftbus-dead-letters")

@@ -183,6 +183,8 @@ class BrokerSettings:
         self.listen_address, self.raft_address  # noqa: B018 - parse errors surface here
         if self.metrics_listen:
             parse_address(self.metrics_listen)
+        if self.metrics_lag_groups_per_partition_max < 0:
+            raise errors.InvalidArgument("metrics_lag_groups_per_partition_max must be >= 0")
         peers = self.peer_addresses
         if peers[self.node_id] != self.raft_address:
             raise errors.InvalidArgument(
