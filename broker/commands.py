@@ -174,8 +174,15 @@ def decode(command) -> tuple[str, object]:
         return INVALID, errors.InvalidArgument(f"malformed command: {type(exc).__name__}: {exc}")
 
 
-# ---------------------------------------------------------------------- consumer groups (broker/group_commands.py)
-from . import group_commands as _group_commands  # noqa: E402  (registers its command types here)
+# ---------------------------------------------------------------------- feature codecs
+def register(metadata_fields: dict[str, dict[str, type]], prefix: bytes, decoder) -> None:
+    """A feature's commands join the codec: its metadata JSON types and the leading byte of its binary commands.
 
-_FIELDS.update(_group_commands.METADATA_FIELDS)
-_DECODERS[_group_commands.PARTITION_PREFIX[0]] = _group_commands.decode_partition_command
+    Feature command modules (broker/groups/commands.py) call this when imported; the state machines that apply
+    those commands import them, so a command is registered before any replica can decode it.
+    """
+    existing = _DECODERS.get(prefix[0])
+    if existing is not None and existing is not decoder:
+        raise ValueError(f"command prefix {prefix!r} is taken")
+    _FIELDS.update(metadata_fields)
+    _DECODERS[prefix[0]] = decoder

@@ -39,8 +39,8 @@ def setup_logging(level: str) -> None:
 
 
 def _start(args) -> int:
-    from .server import Broker
-    from .settings import load_settings
+    from raftbus.broker.server import Broker
+    from raftbus.broker.settings import load_settings
 
     setup_logging(args.log_level)
     settings = load_settings(args.config, node_id=args.node_id, data_dir=args.data_dir, listen=args.listen,
@@ -96,7 +96,7 @@ def _dev(args) -> int:
         _wait_ready(bootstrap, args.brokers, stop, [proc for proc, _ in procs])
         print("raftbus dev: cluster ready (Ctrl-C stops it)", flush=True)
         if args.demo and not stop.is_set():
-            from .demo import run_demo
+            from raftbus.broker.demo import run_demo
 
             run_demo(bootstrap)
         while not stop.wait(0.5):

@@ -8,29 +8,31 @@ import threading
 import time
 from pathlib import Path
 
-from .clock import SystemClock
-from .group_commit import GroupCommit
-from .metrics.exporter import MetricsExporter
-from .replication.loop import CONTROL_CHANNEL, RaftLoop
-from .replication.raft import RaftGroup
-from .services.admin import AdminService
-from .services.context import METADATA_GROUP, BrokerContext, PartitionReplica, replica_plan
-from .services.dead_letters import DeadLetters
-from .services.leaders import LeaderTable
-from .services.log import LogService
-from .services.queues import QueueService
-from .state.metadata import MetadataStateMachine
-from .state.partition import PartitionStateMachine
-from .state.queue import QueueStateMachine
-from .storage.lmdb_store import LmdbStore
-from .transport.grpc_server import build_server, core_servicers
-from .transport.hub import RaftHub
+from raftbus.broker.clock import SystemClock
+from raftbus.broker.raft.group_commit import GroupCommit
+from raftbus.broker.metrics.exporter import MetricsExporter
+from raftbus.broker.raft.loop import CONTROL_CHANNEL, RaftLoop
+from raftbus.broker.raft.group import RaftGroup
+from raftbus.broker.admin.service import AdminService
+from raftbus.broker.context import METADATA_GROUP, BrokerContext, PartitionReplica, replica_plan
+from raftbus.broker.queues.dead_letters import DeadLetters
+from raftbus.broker.leaders import LeaderTable
+from raftbus.broker.log.service import LogService
+from raftbus.broker.queues.service import QueueService
+from raftbus.broker.admin.state import MetadataStateMachine
+from raftbus.broker.log.state import PartitionStateMachine
+from raftbus.broker.queues.state.machine import QueueStateMachine
+from raftbus.broker.storage.lmdb_store import LmdbStore
+from raftbus.broker.admin.servicer import admin_servicers
+from raftbus.broker.grpc_server import build_server
+from raftbus.broker.log.servicer import log_servicers
+from raftbus.broker.raft.hub import RaftHub
 # consumer groups
-from .services.groups import GroupService
-from .services.offsets import OffsetService
-from .transport.groups_servicer import group_servicers
-from .transport.queue_forwarder import QueueForwarder
-from .transport.queues_servicer import queue_servicers
+from raftbus.broker.groups.service import GroupService
+from raftbus.broker.groups.offset_service import OffsetService
+from raftbus.broker.groups.servicer import group_servicers
+from raftbus.broker.queues.forwarder import QueueForwarder
+from raftbus.broker.queues.servicer import queue_servicers
 
 log = logging.getLogger(__name__)
 _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
@@ -44,6 +46,11 @@ def resident_bytes() -> int:
     except (OSError, ValueError, IndexError):
         return 0
 
+
+
+def core_servicers(log_service, admin_service) -> list:
+    """The Log and Admin services every broker serves."""
+    return log_servicers(log_service) + admin_servicers(admin_service)
 
 class Broker:
     def __init__(self, settings, clock=None):

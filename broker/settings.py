@@ -12,7 +12,7 @@ from dynaconf import Dynaconf
 
 from raftbus.client import errors
 
-from .replication.raft import RaftSettings
+from raftbus.broker.raft.group import RaftSettings
 
 
 def parse_address(text: str) -> tuple[str, int]:

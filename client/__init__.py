@@ -7,16 +7,16 @@ from raftbus.client import errors
 from raftbus.client.admin import Admin, BrokerDescription, BrokerStats, ClusterStatus, PartitionDescription, TopicDescription
 from raftbus.client.errors import RaftbusError
 from raftbus.client.producer import Producer
-from raftbus.client.queue_consumer import QueueConsumer
-from raftbus.client.queue_messages import Message, MessageMetadata, QueueStats
-from raftbus.client.queues import Queues
+from raftbus.client.queues.consumer import QueueConsumer
+from raftbus.client.queues.messages import Message, MessageMetadata, QueueStats
+from raftbus.client.queues.admin import Queues
 from raftbus.client.reader import EARLIEST, LATEST, FetchResult, Reader
 from raftbus.client.records import Record, RecordMetadata
 # consumer groups
 from raftbus.client.consumer import Consumer
-from raftbus.client.fetcher import ConsumerRecords
-from raftbus.client.group_admin import GroupDescription, MemberDescription, PartitionLag
-from raftbus.client.group_calls import TopicPartition
+from raftbus.client.groups.fetcher import ConsumerRecords
+from raftbus.client.groups.admin import GroupDescription, MemberDescription, PartitionLag
+from raftbus.client.groups.calls import TopicPartition
 
 __all__ = [
     "Admin", "BrokerDescription", "BrokerStats", "ClusterStatus", "EARLIEST", "FetchResult", "LATEST", "PartitionDescription",

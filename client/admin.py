@@ -12,10 +12,12 @@ from dataclasses import asdict, dataclass
 
 import grpc
 
-from raftbus.client import group_admin, settings
-from raftbus.client.errors import LeaderNotAvailable
-from raftbus.client.group_admin import GroupDescription
-from raftbus.client.group_calls import GroupCalls
+from raftbus.client import settings
+from raftbus.client.errors import LeaderNotAvailable, UnknownPartition
+from raftbus.client.groups import admin as group_admin
+from raftbus.client.groups.admin import GroupDescription
+from raftbus.client.groups.calls import GroupCalls, TopicPartition
+from raftbus.client.reader import Reader
 from raftbus.client.router import Router
 from raftbus.client.wire import raftbus_pb2 as pb
 
@@ -280,6 +282,33 @@ class Admin:
     def describe_group(self, name: str) -> GroupDescription:
         """Members, assignment, committed offsets and lag (records and seconds) per partition; UnknownGroup."""
         return group_admin.describe_group(GroupCalls(self.router), name)
+
+    def reset_group_offsets(self, group: str, topic: str, *, to_earliest: bool = False, to_latest: bool = False,
+                            to_offset: int | None = None, to_time_ms: int | None = None,
+                            partitions: list[int] | None = None, dry_run: bool = False) -> dict[int, int]:
+        """Set the group's committed offsets on `topic` (every partition, or `partitions`) as kafka-consumer-groups
+        --reset-offsets does: exactly one of `to_earliest`, `to_latest`, `to_offset` (clamped to each
+        partition's log) or `to_time_ms` (the first offset at or after that time). Only while the group has no
+        members (GroupNotEmpty); offsets may move backwards. Returns {partition: offset}; `dry_run` only
+        resolves them."""
+        spec = group_admin.OffsetResetSpec(to_earliest, to_latest, to_offset, to_time_ms)
+        spec.check()
+        reader = Reader(router=self.router, request_timeout_ms=int(self.request_timeout_s * 1000))
+        count = reader.partitions(topic)
+        chosen = list(range(count)) if partitions is None else list(partitions)
+        for partition in chosen:
+            if not isinstance(partition, int) or not 0 <= partition < count:
+                raise UnknownPartition(f"topic {topic!r} has no partition {partition} (it has {count})")
+        plan = {}
+        for partition in chosen:
+            log_start, high_watermark = reader.offsets(topic, partition)
+            at_time = reader.offset_for_time(topic, partition, to_time_ms) if to_time_ms is not None else None
+            plan[partition] = spec.offset_in(log_start, high_watermark, at_time)
+        if not dry_run:
+            calls = GroupCalls(self.router)
+            for partition, offset in plan.items():
+                calls.reset_offset(group, TopicPartition(topic, partition), offset)
+        return plan
 
     # ------------------------------------------------------------------ lifecycle
 

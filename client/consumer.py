@@ -31,9 +31,9 @@ from raftbus.client.errors import (
     RaftbusError,
     Unavailable,
 )
-from raftbus.client.fetcher import ConsumerRecords, Fetcher
-from raftbus.client.group_calls import GroupCalls, TopicPartition
-from raftbus.client.membership import REJOIN, RESYNC, MemberOptions, Membership, PartitionHooks
+from raftbus.client.groups.fetcher import ConsumerRecords, Fetcher
+from raftbus.client.groups.calls import GroupCalls, TopicPartition
+from raftbus.client.groups.membership import REJOIN, RESYNC, MemberOptions, Membership, PartitionHooks
 from raftbus.client.router import Router
 from raftbus.client.wire import raftbus_pb2 as pb
 

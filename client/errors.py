@@ -205,6 +205,12 @@ class OffsetRegression(RaftbusError):
     code = "OFFSET_REGRESSION"
 
 
+class GroupNotEmpty(RaftbusError):
+    """An operator's offset reset while the group has members: stop its consumers first."""
+
+    code = "GROUP_NOT_EMPTY"
+
+
 class GroupLimitReached(RaftbusError):
     """`group_members_max` members are in the group, or `groups_max` groups exist."""
 
@@ -269,6 +275,7 @@ GRPC_STATUS: dict[type[RaftbusError], grpc.StatusCode] = {
     PartitionNotAssigned: grpc.StatusCode.FAILED_PRECONDITION,
     MetadataBehind: grpc.StatusCode.UNAVAILABLE,
     OffsetRegression: grpc.StatusCode.FAILED_PRECONDITION,
+    GroupNotEmpty: grpc.StatusCode.FAILED_PRECONDITION,
     GroupLimitReached: grpc.StatusCode.RESOURCE_EXHAUSTED,
     InvalidSessionTimeout: grpc.StatusCode.INVALID_ARGUMENT,
     # queue topics

@@ -25,7 +25,7 @@ from raftbus.client.errors import (
     error_from_code,
     error_from_rpc,
 )
-from raftbus.client.router import Connection, Router
+from raftbus.client.router import Connection, Router, exponential_backoff_s
 from raftbus.client.wire import raftbus_pb2 as pb
 
 ProduceDone = Callable[["pb.ProduceResponse | None", "RaftbusError | None"], None]
@@ -156,7 +156,7 @@ class StreamProduceTransport:
 
     def retry_delay_s(self, err: RaftbusError, attempt: int, topic: str, partition: int) -> float | None:
         if isinstance(err, OutOfOrderSequence):
-            return min(self.router.retry_backoff_s * (2 ** (attempt - 1)), self.router.retry_backoff_max_s)
+            return exponential_backoff_s(attempt, self.router.retry_backoff_s, self.router.retry_backoff_max_s)
         return self.router.note_failure(err, attempt, topic=topic, partition=partition)
 
     def close(self) -> None:

@@ -17,36 +17,32 @@ from __future__ import annotations
 
 import itertools
 import os
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any, Protocol
 
-import grpc
 
 from raftbus.client import settings
 from raftbus.client.errors import (
     BatchTooLarge,
     EmptyBatch,
     InvalidArgument,
-    OutOfOrderSequence,
-    Overloaded,
     RaftbusError,
     RecordTooLarge,
     RequestTimedOut,
     Unavailable,
     UnknownPartition,
     WrongTopicKind,
-    error_from_rpc,
 )
 from raftbus.client.murmur2 import partition_for_key
 from raftbus.client.produce_stream import StreamProduceTransport
-from raftbus.client.queue_producer import QueueSender, queue_partition
+from raftbus.client.queues.producer import QueueSender, queue_partition
 from raftbus.client.wire import queues_pb2 as qpb
 from raftbus.client.records import Header, RecordMetadata, RecordTuple, encode_batch, record_size
 from raftbus.client.router import Router
+from raftbus.client.sender import PendingBatch, SenderCore
 from raftbus.client.wire import raftbus_pb2 as pb
 
 ProduceDone = Callable[["pb.ProduceResponse | None", "RaftbusError | None"], None]
@@ -117,25 +113,15 @@ class ProduceTransport(Protocol):
     def close(self) -> None: ...
 
 
-class _Batch:
+class _Batch(PendingBatch):
     """Records bound for one partition, sent and retried as one ProduceRequest."""
 
-    __slots__ = ("id", "topic", "partition", "records", "futures", "size_bytes", "created_s", "linger_until_s",
-                 "closed", "sequence", "attempts", "retry_at_s", "encoded", "bulk_future")
+    __slots__ = ("id", "records", "encoded", "bulk_future")
 
     def __init__(self, batch_id: int, topic: str, partition: int, now_s: float, linger_s: float):
+        super().__init__(topic, partition, now_s, linger_s)
         self.id = batch_id
-        self.topic = topic
-        self.partition = partition
         self.records: list[RecordTuple] = []
-        self.futures: list[Future] = []
-        self.size_bytes = 0
-        self.created_s = now_s
-        self.linger_until_s = now_s + linger_s
-        self.closed = False
-        self.sequence: int | None = None
-        self.attempts = 0
-        self.retry_at_s = 0.0
         self.encoded: tuple[bytes, int, int] | None = None
         self.bulk_future: Future | None = None
 
@@ -157,9 +143,10 @@ class _Batch:
             _settle(future, RecordMetadata(topic, partition, base_offset + i, record[0]))
 
     def fail(self, err: BaseException) -> None:
-        for future in [self.bulk_future] if self.bulk_future is not None else self.futures:
-            if not future.done():
-                future.set_exception(err)
+        if self.bulk_future is None:
+            super().fail(err)
+        elif not self.bulk_future.done():
+            self.bulk_future.set_exception(err)
 
 
 def _settle(future: Future, value: Any) -> None:
@@ -173,7 +160,7 @@ def _accepted_future() -> Future:
     return future
 
 
-class Producer:
+class Producer(SenderCore):
     """Sends records to raftbus topics; see the module docstring for batching, ordering and idempotence."""
 
     def __init__(
@@ -204,19 +191,12 @@ class Producer:
                 bootstrap, request_timeout_ms=request_timeout_ms, metadata_max_age_ms=metadata_max_age_ms,
                 retries=retries, retry_backoff_ms=retry_backoff_ms,
             ))
-        self.linger_s = linger_ms / 1000
-        self.batch_bytes_max = batch_bytes_max
-        self.buffer_bytes_max = buffer_bytes_max
-        self.delivery_timeout_s = delivery_timeout_ms / 1000
-        self.max_block_s = max_block_ms / 1000
+        super().__init__(linger_ms=linger_ms, batch_bytes_max=batch_bytes_max, buffer_bytes_max=buffer_bytes_max,
+                         delivery_timeout_ms=delivery_timeout_ms, max_block_ms=max_block_ms, clock=clock)
         self.idempotent = idempotent
         self.max_in_flight_per_partition = max_in_flight_per_partition
         self.producer_id = os.urandom(settings.PRODUCER_ID_BYTES) if idempotent else b""
         self._transport = transport
-        self._clock = clock
-        self._cond = threading.Condition()
-        self._queues: dict[tuple[str, int], deque[_Batch]] = {}
-        self._open: dict[tuple[str, int], _Batch] = {}
         self._in_flight: dict[tuple[str, int], int] = {}  # batches sent and not answered, per partition
         self._failed: dict[tuple[str, int], list[_Batch]] = {}  # to resend once the partition's in-flight drain
         self._restart: dict[tuple[str, int], RaftbusError] = {}  # partitions to restart, and why
@@ -226,12 +206,8 @@ class Producer:
         self._incomplete: set[int] = set()
         self._batch_ids = itertools.count(1)
         self._request_ids = itertools.count(1)
-        self._buffer_used_bytes = 0
-        self._flushing = 0
         self._closed = False
-        self._stopping = False
-        self._sender = threading.Thread(target=self._run, name="raftbus-producer-sender", daemon=True)
-        self._sender.start()
+        self._start_sender("raftbus-producer-sender")
         # queue topics: a sender of their own, started on the first queue message
         self._queue_options = dict(linger_ms=linger_ms, batch_bytes_max=batch_bytes_max,
                                    buffer_bytes_max=buffer_bytes_max, delivery_timeout_ms=delivery_timeout_ms,
@@ -362,7 +338,7 @@ class Producer:
             with self._cond:
                 self._stopping = True
                 self._cond.notify_all()
-            self._sender.join(timeout=5)
+            self._thread.join(timeout=5)
             if self._queue_sender is not None:
                 self._queue_sender.close(timeout_s)
             self._transport.close()
@@ -384,16 +360,6 @@ class Producer:
         if not isinstance(partition, int) or not 0 <= partition < count:
             raise UnknownPartition(f"topic {topic!r} has no partition {partition} (it has {count})")
         return partition
-
-    def _reserve(self, size: int) -> None:
-        deadline = self._clock() + self.max_block_s
-        while self._buffer_used_bytes + size > self.buffer_bytes_max:
-            remaining = deadline - self._clock()
-            if remaining <= 0:
-                raise Overloaded(f"producer buffer full ({self.buffer_bytes_max} bytes) for {self.max_block_s} s")
-            self._cond.wait(remaining)
-            self._check_open()
-        self._buffer_used_bytes += size
 
     def _sticky_partition(self, topic: str, count: int, size: int) -> int:
         """The topic's sticky partition; a record that would overflow its open batch closes that batch first
@@ -449,9 +415,7 @@ class Producer:
         for tp, queue in self._queues.items():
             while queue and self._in_flight.get(tp, 0) < self.max_in_flight_per_partition and not self._failed.get(tp):
                 head = queue[0]
-                due_s = head.retry_at_s if head.attempts else head.linger_until_s
-                if head.attempts == 0 and (head.closed or self._flushing or self._stopping or len(queue) > 1):
-                    due_s = now_s
+                due_s = self._due_s(head, queue, now_s)
                 if due_s > now_s:
                     wait_s = due_s - now_s if wait_s is None else min(wait_s, due_s - now_s)
                     break
@@ -468,20 +432,8 @@ class Producer:
 
     # ------------------------------------------------------------------ sender thread
 
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while True:
-                    if self._stopping and not self._incomplete:
-                        return
-                    ready, wait_s = self._take_ready(self._clock())
-                    if ready:
-                        break
-                    if self._stopping and not any(self._in_flight.values()) and not any(self._queues.values()):
-                        return
-                    self._cond.wait(wait_s)
-            for batch in ready:
-                self._dispatch(batch)
+    def _sender_idle(self) -> bool:
+        return not self._incomplete or (not any(self._in_flight.values()) and not any(self._queues.values()))
 
     def _dispatch(self, batch: _Batch) -> None:
         blob, count, max_ts = batch.encode()
@@ -514,8 +466,7 @@ class Producer:
         delay = self._transport.retry_delay_s(err, batch.attempts, batch.topic, batch.partition)
         with self._cond:
             self._in_flight[tp] -= 1
-            if delay is not None and not self._stopping and now_s + delay < batch.created_s + self.delivery_timeout_s:
-                batch.retry_at_s = now_s + delay
+            if self._may_retry(batch, now_s, delay):
                 self._failed.setdefault(tp, []).append(batch)
                 failed_for_good = False
             else:
@@ -533,11 +484,6 @@ class Producer:
         self._in_flight[tp] -= 1
         self._release(batch)
         return self._resend_failed(tp) if not self._in_flight[tp] else []
-
-    def _release(self, batch: _Batch) -> None:
-        """Give the batch's bytes back to the buffer (caller holds the lock)."""
-        self._buffer_used_bytes -= batch.size_bytes
-        self._cond.notify_all()
 
     def _settle_failed(self, given_up: list, done: list) -> None:
         """Fail the given-up batches, then mark them and `done` (already settled) complete for flush()."""

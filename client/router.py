@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import grpc
+from boltons.iterutils import backoff
 
 from raftbus.client import settings
 from raftbus.client.errors import (
@@ -35,6 +36,13 @@ HINTS_FOLLOWED_AT_ONCE = 2
 
 # Errors the router retries itself; every other error goes straight back to the caller.
 ROUTER_RETRIABLE = (NotLeader, LeaderNotAvailable, Unavailable, RequestTimedOut, Overloaded)
+
+
+def exponential_backoff_s(attempt: int, base_s: float, max_s: float) -> float:
+    """The delay before retry `attempt` (1 for the first): base_s doubling per attempt, capped at max_s."""
+    if base_s <= 0 or attempt < 1:
+        return 0.0
+    return backoff(base_s, max(base_s, max_s), count=attempt)[-1]
 
 
 @dataclass(slots=True)
@@ -240,7 +248,7 @@ class Router:
         return self._backoff_s(attempt)
 
     def _backoff_s(self, attempt: int) -> float:
-        return min(self.retry_backoff_s * (2 ** (attempt - 1)), self.retry_backoff_max_s)
+        return exponential_backoff_s(attempt, self.retry_backoff_s, self.retry_backoff_max_s)
 
     def _apply_hint(self, err: NotLeader, topic: str | None, partition: int | None) -> bool:
         with self._lock:
@@ -328,7 +336,7 @@ class Router:
             return None
         if attempt > self.retries:
             return None
-        return min(self.retry_backoff_s * (2 ** (attempt - 1)), self.retry_backoff_max_s)
+        return self._backoff_s(attempt)
 
     def close(self) -> None:
         """Close every pooled channel."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import grpc
 from prometheus_client import CollectorRegistry, Counter
 
-from .traffic import Traffic
+from raftbus.broker.metrics.traffic import Traffic
 
 _PENDING_PRODUCES_MAX = 4096  # produce-stream batches remembered until answered (the stream's window is smaller)
 

@@ -7,11 +7,11 @@ from collections import Counter
 
 from prometheus_client import CollectorRegistry, start_http_server
 
-from ..settings import parse_address
-from .address import metrics_url
-from .calls import CallMetrics
-from .collectors import BrokerCollector, GroupLagCollector, PartitionCollector
-from .traffic import Traffic
+from raftbus.broker.metrics.address import metrics_url
+from raftbus.broker.metrics.calls import CallMetrics
+from raftbus.broker.metrics.collectors import BrokerCollector, GroupLagCollector, PartitionCollector
+from raftbus.broker.metrics.traffic import Traffic
+from raftbus.broker.settings import parse_address
 
 
 class RoleChanges:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter
 
-from raftbus.client.queue_wire import iter_messages
+from raftbus.client.queues.codec import iter_messages
 from raftbus.client.records import iter_stored_batches
 
 _LABELS = ("topic", "partition")

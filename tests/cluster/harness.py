@@ -5,11 +5,11 @@ import time
 from pathlib import Path
 
 from raftbus.broker import commands
-from raftbus.broker.replication.loop import RaftLoop
-from raftbus.broker.replication.raft import RaftGroup, RaftSettings
-from raftbus.broker.state.partition import PartitionStateMachine
+from raftbus.broker.raft.loop import RaftLoop
+from raftbus.broker.raft.group import RaftGroup, RaftSettings
+from raftbus.broker.log.state import PartitionStateMachine
 from raftbus.broker.storage.lmdb_store import LmdbStore
-from raftbus.broker.transport.hub import RaftHub
+from raftbus.broker.raft.hub import RaftHub
 from tests.helpers import free_ports
 
 SECRET = b"k" * 32

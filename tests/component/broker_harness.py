@@ -4,15 +4,15 @@ from __future__ import annotations
 import dataclasses
 
 from raftbus.broker.clock import ManualClock
-from raftbus.broker.replication.inprocess import InProcessGroup
-from raftbus.broker.services.admin import AdminService
-from raftbus.broker.services.context import METADATA_GROUP, BrokerContext, PartitionReplica, replica_plan
-from raftbus.broker.services.groups import GroupService
-from raftbus.broker.services.log import LogService
-from raftbus.broker.services.offsets import OffsetService
+from raftbus.broker.raft.inprocess import InProcessGroup
+from raftbus.broker.admin.service import AdminService
+from raftbus.broker.context import METADATA_GROUP, BrokerContext, PartitionReplica, replica_plan
+from raftbus.broker.groups.service import GroupService
+from raftbus.broker.log.service import LogService
+from raftbus.broker.groups.offset_service import OffsetService
 from raftbus.broker.settings import BrokerSettings
-from raftbus.broker.state.metadata import MetadataStateMachine
-from raftbus.broker.state.partition import PartitionStateMachine
+from raftbus.broker.admin.state import MetadataStateMachine
+from raftbus.broker.log.state import PartitionStateMachine
 from raftbus.broker.storage.memory_store import MemoryStore
 from raftbus.client.records import encode_batch
 

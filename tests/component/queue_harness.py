@@ -2,22 +2,16 @@
 from __future__ import annotations
 
 from raftbus.broker.clock import ManualClock
-from raftbus.broker.replication.inprocess import InProcessGroup
-from raftbus.broker.services.admin import AdminService
-from raftbus.broker.services.context import (
-    METADATA_GROUP,
-    BrokerContext,
-    PartitionReplica,
-    partition_group_id,
-    replica_plan,
-)
-from raftbus.broker.services.dead_letters import DeadLetters
-from raftbus.broker.services.queue_types import NewMessage
-from raftbus.broker.services.queues import QueueService
+from raftbus.broker.raft.inprocess import InProcessGroup
+from raftbus.broker.admin.service import AdminService
+from raftbus.broker.context import METADATA_GROUP, BrokerContext, PartitionReplica, partition_group_id, replica_plan
+from raftbus.broker.queues.dead_letters import DeadLetters
+from raftbus.broker.queues.model import NewMessage
+from raftbus.broker.queues.service import QueueService
 from raftbus.broker.settings import BrokerSettings
-from raftbus.broker.state.metadata import MetadataStateMachine
-from raftbus.broker.state.partition import PartitionStateMachine
-from raftbus.broker.state.queue import QueueStateMachine
+from raftbus.broker.admin.state import MetadataStateMachine
+from raftbus.broker.log.state import PartitionStateMachine
+from raftbus.broker.queues.state.machine import QueueStateMachine
 from raftbus.broker.storage.memory_store import MemoryStore
 from raftbus.client.records import encode_batch
 

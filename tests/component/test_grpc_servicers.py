@@ -4,7 +4,8 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from raftbus.broker.transport.grpc_server import build_server, core_servicers
+from raftbus.broker.grpc_server import build_server
+from raftbus.broker.server import core_servicers
 from raftbus.client import errors
 from raftbus.client.records import decode_fetched, encode_batch
 from raftbus.client.wire import raftbus_pb2 as pb

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from raftbus.broker.settings import load_settings, parse_address
-from raftbus.client.cli import build_parser
+from raftbus.client.cli.app import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "config" / "deploy"
@@ -107,7 +107,7 @@ def test_the_copied_tree_builds_a_wheel_with_the_broker_client_and_settings(tmp_
                     str(tmp_path / "dist"), str(context)], check=True, capture_output=True, timeout=300)
     (wheel,) = (tmp_path / "dist").glob("raftbus-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert {"raftbus/broker/main.py", "raftbus/broker/metrics/exporter.py", "raftbus/client/cli.py",
+    assert {"raftbus/broker/main.py", "raftbus/broker/metrics/exporter.py", "raftbus/client/cli/app.py",
             "raftbus/config/defaults.toml", "raftbus/client/wire/raftbus_pb2.py"} <= names
 
 

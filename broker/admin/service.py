@@ -1,0 +1,144 @@
+"""Topics and cluster metadata: the rules, independent of gRPC."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from raftbus.client import errors
+
+from raftbus.broker import commands, model
+from raftbus.broker.context import BrokerContext, partition_group_id, wait_result
+from raftbus.broker.queues.config import resolve_queue_options
+
+
+@dataclass(frozen=True)
+class PartitionView:
+    partition: int
+    leader_id: int | None
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    log_start_offset: int = -1
+    high_watermark: int = -1
+
+
+@dataclass(frozen=True)
+class TopicView:
+    topic: object  # model.Topic
+    partitions: tuple[PartitionView, ...]
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    brokers: tuple  # (model.Broker, alive)
+    controller_id: int | None
+    topics: tuple[TopicView, ...]
+    answering_broker_id: int
+
+
+class AdminService:
+    def __init__(self, context: BrokerContext):
+        self.context = context
+        self.settings = context.settings
+
+    # ------------------------------------------------------------------ writes (controller only)
+    def create_topic(self, name: str, *, partitions: int = 0, replication_factor: int = 0, kind: str = "",
+                     ordering: str = "", retention_ms: int | None = None, retention_bytes: int | None = None,
+                     **queue_options):
+        """Create a topic; a queue topic takes `queue_options` (see queue_config.OPTIONS) and gets `<name>.dlq`."""
+        s = self.settings
+        partitions = partitions or s.default_partitions
+        replication_factor = replication_factor or s.default_replication_factor
+        kind = kind or "stream"
+        if kind != "queue" and ordering:
+            raise errors.InvalidArgument("ordering applies to queue topics only")
+        ordering = ordering or ("priority" if kind == "queue" else "")
+        retention_ms = s.default_retention_ms if retention_ms is None else retention_ms
+        retention_bytes = s.default_retention_bytes if retention_bytes is None else retention_bytes
+        model.validate_topic_name(name)
+        if kind not in ("stream", "queue"):
+            raise errors.InvalidArgument(f"kind must be stream or queue, not {kind!r}")
+        if kind == "queue" and ordering not in ("priority", "fair"):
+            raise errors.InvalidArgument(f"ordering must be priority or fair, not {ordering!r}")
+        if not 1 <= partitions <= s.partitions_per_topic_max:
+            raise errors.InvalidPartitions(
+                f"partitions must be between 1 and partitions_per_topic_max={s.partitions_per_topic_max}")
+        if retention_ms < -1 or retention_bytes < -1:
+            raise errors.InvalidArgument("retention_ms and retention_bytes must be >= 0, or -1 for unlimited")
+        brokers = len(self.context.metadata_sm.brokers())
+        if not 1 <= replication_factor <= max(brokers, 1):
+            raise errors.InvalidReplicationFactor(
+                f"replication factor {replication_factor} needs between 1 and {brokers} brokers")
+        queue = resolve_queue_options(s, kind, **queue_options)
+        self.context.require_controller()
+        command = commands.encode_create_topic(
+            name=name, kind=kind, ordering=ordering, partitions=partitions, replication_factor=replication_factor,
+            retention_ms=retention_ms, retention_bytes=retention_bytes, now_ms=self.context.clock.now_ms(),
+            queue=queue)
+        topic = wait_result(self.context.metadata_group.submit(command), s.produce_timeout_ms / 1000)
+        return self.describe_topic(topic.name, topic=topic)
+
+    def delete_topic(self, name: str) -> None:
+        self.context.require_controller()
+        self.context.topic(name)
+        command = commands.encode_delete_topic(name=name, now_ms=self.context.clock.now_ms())
+        wait_result(self.context.metadata_group.submit(command), self.settings.produce_timeout_ms / 1000)
+
+    def alter_partitions(self, name: str, partitions: int):
+        self.context.require_controller()
+        self.context.topic(name)
+        if partitions > self.settings.partitions_per_topic_max:
+            raise errors.InvalidPartitions(
+                f"partitions must be at most partitions_per_topic_max={self.settings.partitions_per_topic_max}")
+        command = commands.encode_alter_partitions(name=name, partitions=partitions,
+                                                   now_ms=self.context.clock.now_ms())
+        topic = wait_result(self.context.metadata_group.submit(command), self.settings.produce_timeout_ms / 1000)
+        return self.describe_topic(topic.name, topic=topic)
+
+    def register_broker(self, broker_id: int, address: str, raft_address: str, metrics_url: str = "") -> None:
+        command = commands.encode_register_broker(broker_id=broker_id, address=address, raft_address=raft_address,
+                                                  now_ms=self.context.clock.now_ms(), metrics_url=metrics_url)
+        wait_result(self.context.metadata_group.submit(command), self.settings.produce_timeout_ms / 1000)
+
+    # ------------------------------------------------------------------ reads (any broker)
+    def list_topics(self) -> list[TopicView]:
+        topics = self.context.metadata_sm.topics()
+        return [self.describe_topic(name, topic=topics[name]) for name in sorted(topics)]
+
+    def describe_topic(self, name: str, *, topic=None) -> TopicView:
+        topic = topic or self.context.topic(name)
+        views = []
+        for placement in topic.partitions:
+            group_id = partition_group_id(topic.topic_id, placement.partition)
+            log_start = high_watermark = -1
+            replica = self.context.partitions.get(group_id)
+            if replica is not None and topic.kind == "stream":
+                log_start, high_watermark = replica.state_machine.offsets()
+            views.append(PartitionView(
+                partition=placement.partition,
+                leader_id=self.context.leader_of(group_id),
+                replicas=tuple(placement.replicas),
+                isr=tuple(self.context.isr_of(group_id)),
+                log_start_offset=log_start,
+                high_watermark=high_watermark,
+            ))
+        return TopicView(topic=topic, partitions=tuple(views))
+
+    def broker_stats(self) -> dict:
+        """This broker's resource use and group-commit durability window (see BrokerStatsResponse)."""
+        return {"broker_id": self.context.node_id, **self.context.process_stats()}
+
+    def cluster(self, topic_names=()) -> ClusterView:
+        self.context.require_running()
+        alive = self.context.alive_brokers()
+        brokers = self.context.metadata_sm.brokers()
+        topics = self.context.metadata_sm.topics()
+        wanted = topic_names or sorted(topics)
+        views = []
+        for name in wanted:
+            if name in topics:
+                views.append(self.describe_topic(name, topic=topics[name]))
+        return ClusterView(
+            brokers=tuple((brokers[b], b in alive) for b in sorted(brokers)),
+            controller_id=self.context.controller_id(),
+            topics=tuple(views),
+            answering_broker_id=self.context.node_id,
+        )

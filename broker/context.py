@@ -1,0 +1,156 @@
+"""What services see of the broker: metadata, the partition replicas hosted here, leaders, settings, clock."""
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from typing import Callable
+
+from raftbus.client import errors
+
+from raftbus.broker.leaders import LeaderTable
+
+METADATA_GROUP = "meta"
+
+
+def partition_group_id(topic_id: int, partition: int) -> str:
+    return f"p{topic_id}.{partition}"
+
+
+def replica_plan(topics, node_id: int, hosted) -> tuple[dict, list[str]]:
+    """Which partition replicas to open here ({group_id: (topic, placement)}) and which to drop."""
+    desired = {}
+    for topic in topics:
+        for placement in topic.partitions:
+            if node_id in placement.replicas:
+                desired[partition_group_id(topic.topic_id, placement.partition)] = (topic, placement)
+    create = {g: v for g, v in desired.items() if g not in hosted}
+    drop = [g for g in hosted if g not in desired]
+    return create, drop
+
+
+@dataclass
+class PartitionReplica:
+    """One partition replica hosted by this broker: its Raft group, state machine and fetch waiters."""
+
+    topic: str
+    topic_id: int
+    partition: int
+    group: object
+    state_machine: object
+    store: object
+    appended: threading.Condition = field(default_factory=threading.Condition)
+    waiters: int = 0
+
+    @property
+    def group_id(self) -> str:
+        return partition_group_id(self.topic_id, self.partition)
+
+    def notify_appended(self) -> None:
+        with self.appended:
+            self.appended.notify_all()
+
+    def wait_beyond(self, offset: int, timeout_s: float, waiters_max: int) -> None:
+        """Block until the high watermark passes `offset` or the timeout ends (a long-poll fetch)."""
+        with self.appended:
+            if self.waiters >= waiters_max:
+                raise errors.Overloaded(f"too many waiting fetches on this partition (fetch_waiters_max={waiters_max})")
+            self.waiters += 1
+            try:
+                self.appended.wait_for(lambda: self.state_machine.offsets()[1] > offset, timeout_s)
+            finally:
+                self.waiters -= 1
+
+
+def wait_result(future: Future, timeout_s: float):
+    """The state machine's result, or the typed error it returned or the group raised."""
+    try:
+        result = future.result(timeout_s)
+    except FutureTimeout:
+        raise errors.RequestTimedOut(f"not committed within {timeout_s:.1f} s; retry idempotently") from None
+    if isinstance(result, errors.RaftbusError):
+        raise result
+    return result
+
+
+class BrokerContext:
+    def __init__(self, *, node_id: int, settings, clock, metadata_sm, metadata_group,
+                 leaders: LeaderTable | None = None, alive: Callable[[], set[int]] | None = None):
+        self.node_id = node_id
+        self.settings = settings
+        self.clock = clock
+        self.metadata_sm = metadata_sm
+        self.metadata_group = metadata_group
+        self.leaders = leaders or LeaderTable()
+        self.partitions: dict[str, PartitionReplica] = {}
+        self._alive = alive or (lambda: {node_id})
+        self.stopping = threading.Event()  # set by Broker.stop before it hands its groups over
+        # What the broker process reports about itself (BrokerStats); the server replaces it.
+        self.process_stats: Callable[[], dict] = lambda: {}
+
+    # ------------------------------------------------------------------ brokers
+    def alive_brokers(self) -> set[int]:
+        return set(self._alive()) | {self.node_id}
+
+    def broker_address(self, broker_id: int | None) -> str | None:
+        if broker_id is None:
+            return None
+        broker = self.metadata_sm.brokers().get(broker_id)
+        return broker.address if broker is not None else None
+
+    def controller_id(self) -> int | None:
+        return self.metadata_group.leader_id
+
+    # ------------------------------------------------------------------ leaders
+    def leader_of(self, group_id: str) -> int | None:
+        replica = self.partitions.get(group_id)
+        if replica is not None and replica.group.leader_id is not None:
+            return replica.group.leader_id
+        info = self.leaders.get(group_id)
+        return info.leader_id if info is not None else None
+
+    def isr_of(self, group_id: str) -> list[int]:
+        replica = self.partitions.get(group_id)
+        if replica is not None and replica.group.is_leader:
+            return replica.group.in_sync_replicas(self.node_id)
+        info = self.leaders.get(group_id)
+        return list(info.isr) if info is not None else []
+
+    def not_leader(self, leader_id: int | None, what: str) -> errors.RaftbusError:
+        if leader_id is None or leader_id == self.node_id:
+            return errors.LeaderNotAvailable(f"{what} has no leader right now")
+        return errors.NotLeader(f"broker {self.node_id} does not lead {what}", leader_id=leader_id,
+                                leader_address=self.broker_address(leader_id))
+
+    # ------------------------------------------------------------------ lookups
+    def topic(self, name: str):
+        topic = self.metadata_sm.topic(name)
+        if topic is None:
+            raise errors.UnknownTopic(f"topic {name!r} does not exist")
+        return topic
+
+    def leader_replica(self, topic_name: str, partition: int, kind: str | None = None) -> PartitionReplica:
+        """The replica of (topic, partition) if this broker leads it; otherwise a typed error with a hint."""
+        topic = self.topic(topic_name)
+        if kind is not None and topic.kind != kind:
+            raise errors.WrongTopicKind(f"topic {topic_name!r} is a {topic.kind} topic, not a {kind} topic")
+        if not 0 <= partition < len(topic.partitions):
+            raise errors.UnknownPartition(f"topic {topic_name!r} has no partition {partition}")
+        group_id = partition_group_id(topic.topic_id, partition)
+        self.require_running()
+        replica = self.partitions.get(group_id)
+        if replica is None or not replica.group.is_leader:
+            raise self.not_leader(self.leader_of(group_id), f"partition {topic_name}/{partition}")
+        return replica
+
+    def require_running(self) -> None:
+        """Unavailable once the broker is stopping: it is handing its groups over and its view of who leads what
+        is about to go stale, so clients should ask another broker (the router moves on at once)."""
+        if self.stopping.is_set():
+            raise errors.Unavailable(f"broker {self.node_id} is stopping")
+
+    def require_controller(self) -> None:
+        self.require_running()
+        if not self.metadata_group.is_leader:
+            raise self.not_leader(self.metadata_group.leader_id, "the metadata group")

@@ -1,0 +1,70 @@
+"""The broker's gRPC server and what every servicer shares: typed errors ⇄ status codes, never a crash.
+
+Servicers live in their feature packages (log, groups, queues, admin); they translate proto ⇄ service calls
+and hold no business rule.
+"""
+from __future__ import annotations
+
+import logging
+from concurrent import futures
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from raftbus.client import errors
+from raftbus.client.wire import raftbus_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+
+def _abort(context: grpc.ServicerContext, error: errors.RaftbusError):
+    context.set_trailing_metadata(errors.trailing_metadata(error))
+    context.abort(errors.status_for(error), error.message)
+
+
+def _error_proto(error: errors.RaftbusError) -> pb.Error:
+    return pb.Error(code=error.code, message=error.message, leader_id=error.leader_id or 0,
+                    leader_address=error.leader_address or "")
+
+
+def _typed(exc: Exception) -> errors.RaftbusError:
+    if isinstance(exc, errors.RaftbusError):
+        return exc
+    log.exception("unexpected error while serving a request", exc_info=exc)
+    return errors.InternalError(f"{type(exc).__name__}: {exc}")
+
+
+def unary(method):
+    """Run a servicer method, turning any error into a status + stable code (never a crash)."""
+
+    def wrapper(self, request, context):
+        try:
+            return method(self, request, context)
+        except Exception as exc:  # every failure gets a typed answer
+            _abort(context, _typed(exc))
+
+    wrapper.__name__ = method.__name__
+    return wrapper
+
+
+def build_server(address: str, servicers, *, workers_max: int, message_bytes_max: int, interceptors=()):
+    """A gRPC server with the given servicers and the standard health service; returns (server, health, port).
+
+    `servicers` is a list of (add_XServicer_to_server, servicer) pairs, one per raftbus service.
+    """
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=workers_max, thread_name_prefix="raftbus-grpc"),
+        options=[("grpc.max_receive_message_length", message_bytes_max),
+                 ("grpc.max_send_message_length", message_bytes_max),
+                 ("grpc.so_reuseport", 0)],
+        interceptors=list(interceptors),
+    )
+    for add_to_server, servicer in servicers:
+        add_to_server(servicer, server)
+    health_servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    port = server.add_insecure_port(address)
+    if port == 0:
+        raise OSError(f"cannot listen on {address}")
+    health_servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
+    return server, health_servicer, port

@@ -1,0 +1,88 @@
+"""Produce, fetch and list offsets on stream topics: the rules, independent of gRPC."""
+from __future__ import annotations
+
+from concurrent.futures import Future
+
+from raftbus.client import errors
+
+from raftbus.broker import commands
+from raftbus.broker.context import BrokerContext, wait_result
+from raftbus.broker.groups.offset_service import check_member
+
+EARLIEST = -2
+LATEST = -1
+
+
+class LogService:
+    def __init__(self, context: BrokerContext):
+        self.context = context
+        self.settings = context.settings
+
+    def produce(self, topic: str, partition: int, *, producer_id: bytes, base_sequence: int, record_count: int,
+                max_timestamp_ms: int, records: bytes):
+        """Append one batch; answers once it is committed on a majority and applied on this leader."""
+        future = self.submit_produce(topic, partition, producer_id=producer_id, base_sequence=base_sequence,
+                                     record_count=record_count, max_timestamp_ms=max_timestamp_ms, records=records)
+        return wait_result(future, self.settings.produce_timeout_ms / 1000)
+
+    def submit_produce(self, topic: str, partition: int, *, producer_id: bytes, base_sequence: int,
+                       record_count: int, max_timestamp_ms: int, records: bytes) -> Future:
+        """Validate and propose one batch without waiting: bad input raises at once; the future resolves to the
+        state machine's result (a ProduceResult or a typed error value) once committed and applied here.
+        Batches submitted one after another are proposed, and so appended, in that order."""
+        if not records or record_count < 1:
+            raise errors.EmptyBatch("a produce request needs at least one record")
+        if len(records) > self.settings.batch_bytes_max:
+            raise errors.BatchTooLarge(
+                f"batch of {len(records)} bytes exceeds batch_bytes_max={self.settings.batch_bytes_max}")
+        if len(producer_id) not in (0, 16):
+            raise errors.InvalidArgument("producer_id must be empty or 16 bytes")
+        if base_sequence < 0:
+            raise errors.InvalidArgument("base_sequence must be >= 0")
+        replica = self.context.leader_replica(topic, partition, kind="stream")
+        command = commands.encode_produce(self.context.clock.now_ms(), producer_id, base_sequence, record_count,
+                                          max_timestamp_ms, records)
+        return replica.group.submit(command)
+
+    def fetch(self, topic: str, partition: int, offset: int, *, max_bytes: int, max_wait_ms: int,
+              member: tuple[str, str, int] | None = None):
+        """Committed batches from the one holding `offset` on; long-polls up to max_wait_ms at the end of the log.
+
+        `member` (group, member_id, generation) makes it a consumer-group fetch, refused unless the member owns
+        the partition at that generation.
+        """
+        replica = self.context.leader_replica(topic, partition, kind="stream")
+        if member is not None:
+            check_member(self.context, *member, topic, partition)
+        max_bytes = min(max(max_bytes, 1), self.settings.fetch_bytes_max)
+        max_wait_ms = min(max(max_wait_ms, 0), self.settings.fetch_wait_max_ms)
+        _, high_watermark = replica.state_machine.offsets()
+        if offset == high_watermark and max_wait_ms > 0:
+            replica.wait_beyond(offset, max_wait_ms / 1000, self.settings.fetch_waiters_max)
+            replica = self.context.leader_replica(topic, partition, kind="stream")
+        return replica.state_machine.read(offset, max_bytes)
+
+    def list_offsets(self, topic: str, partition: int, timestamp_ms: int) -> tuple[int, int, int]:
+        """(offset, log_start_offset, high_watermark) for earliest (-2), latest (-1) or a time."""
+        replica = self.context.leader_replica(topic, partition, kind="stream")
+        log_start, high_watermark = replica.state_machine.offsets()
+        if timestamp_ms == EARLIEST:
+            return log_start, log_start, high_watermark
+        if timestamp_ms == LATEST:
+            return high_watermark, log_start, high_watermark
+        if timestamp_ms < 0:
+            raise errors.InvalidArgument("timestamp_ms must be -2 (earliest), -1 (latest) or a time in ms")
+        return replica.state_machine.offset_for_time(timestamp_ms), log_start, high_watermark
+
+    def trim_if_due(self, replica, retention_ms: int, retention_bytes: int) -> None:
+        """Submit a retention command when the oldest batch or the size is past the topic's limits (leader only)."""
+        sm = replica.state_machine
+        now_ms = self.context.clock.now_ms()
+        oldest = sm.oldest_append_time_ms()
+        if oldest is None:
+            return
+        by_time = retention_ms >= 0 and oldest <= now_ms - retention_ms
+        by_size = retention_bytes >= 0 and sm.size_bytes() > retention_bytes
+        if by_time or by_size:
+            replica.group.submit(commands.encode_trim(now_ms, retention_ms, retention_bytes,
+                                                      self.settings.producer_idle_ms))

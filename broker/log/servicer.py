@@ -1,0 +1,93 @@
+"""The Log gRPC service: produce (unary and pipelined stream), fetch (unary and long-poll stream), offsets."""
+from __future__ import annotations
+
+from raftbus.client.wire import raftbus_pb2 as pb
+from raftbus.client.wire import raftbus_pb2_grpc as pb_grpc
+
+from raftbus.broker.grpc_server import _error_proto, _typed, unary
+from raftbus.broker.log.produce_stream import ProducePipeline
+
+
+class LogServicer(pb_grpc.LogServicer):
+    def __init__(self, log_service):
+        self.service = log_service
+
+    def _produce(self, request) -> pb.ProduceResponse:
+        result = self.service.produce(
+            request.topic, request.partition, producer_id=request.producer_id,
+            base_sequence=request.base_sequence, record_count=request.record_count,
+            max_timestamp_ms=request.max_timestamp_ms, records=request.records)
+        return pb.ProduceResponse(request_id=request.request_id, topic=request.topic, partition=request.partition,
+                                  base_offset=result.base_offset, duplicate=result.duplicate,
+                                  append_time_ms=result.append_time_ms)
+
+    @unary
+    def Produce(self, request, context):
+        return self._produce(request)
+
+    def _submit_produce(self, request):
+        return self.service.submit_produce(
+            request.topic, request.partition, producer_id=request.producer_id,
+            base_sequence=request.base_sequence, record_count=request.record_count,
+            max_timestamp_ms=request.max_timestamp_ms, records=request.records)
+
+    def ProduceStream(self, request_iterator, context):
+        """Pipelined: each request is proposed on arrival, in order; answers stream back as batches commit."""
+        settings = self.service.settings
+        pipeline = ProducePipeline(self._submit_produce, in_flight_max=settings.produce_stream_in_flight_max,
+                                   timeout_s=settings.produce_timeout_ms / 1000, typed=_typed)
+        yield from pipeline.run(request_iterator, context.is_active)
+
+    def _fetch(self, request, offset: int) -> pb.FetchResponse:
+        member = (request.group, request.member_id, request.generation) if request.group else None
+        result = self.service.fetch(request.topic, request.partition, offset, max_bytes=request.max_bytes or 1 << 20,
+                                    max_wait_ms=request.max_wait_ms, member=member)
+        return pb.FetchResponse(topic=request.topic, partition=request.partition,
+                                high_watermark=result.high_watermark, log_start_offset=result.log_start_offset,
+                                batches=result.batches)
+
+    @unary
+    def Fetch(self, request, context):
+        return self._fetch(request, request.offset)
+
+    def FetchStream(self, request, context):
+        """Server-streaming long-poll: one answer per batch range, following the log until the client cancels."""
+        offset = request.offset
+        while context.is_active():
+            try:
+                response = self._fetch(request, offset)
+            except Exception as exc:
+                yield pb.FetchResponse(topic=request.topic, partition=request.partition,
+                                       error=_error_proto(_typed(exc)))
+                return
+            if response.batches:
+                offset = _next_offset(response.batches, offset)
+                yield response
+            elif request.max_wait_ms <= 0:
+                yield response
+                return
+
+    @unary
+    def ListOffsets(self, request, context):
+        offset, log_start, high_watermark = self.service.list_offsets(request.topic, request.partition,
+                                                                      request.timestamp_ms)
+        return pb.ListOffsetsResponse(offset=offset, log_start_offset=log_start, high_watermark=high_watermark)
+
+
+def _next_offset(batches: bytes, offset: int) -> int:
+    """The offset after the last stored batch in a fetch answer (reads only batch headers)."""
+    import struct
+
+    header = struct.Struct(">qIqqI")
+    view = memoryview(batches)
+    position, last = 0, offset
+    while position + header.size <= len(view):
+        base, count, _, _, blob_len = header.unpack_from(view, position)
+        last = base + count
+        position += header.size + blob_len
+    return max(last, offset)
+
+
+def log_servicers(log_service) -> list:
+    """(add_to_server, servicer) pairs of the Log service."""
+    return [(pb_grpc.add_LogServicer_to_server, LogServicer(log_service))]

@@ -1,0 +1,296 @@
+"""The stream partition's state machine: appends batches, deduplicates producer retries, trims, reads by offset.
+
+Pure: time arrives inside commands and storage is reached only through the Store seam. Every command and
+the applied Raft index are written in one store transaction; readers on other threads use the immutable
+`_LogState` published after each commit plus read transactions.
+
+Tables:
+    meta        b"state" -> _LogState (applied index, offsets, size, running max timestamp, oldest append time)
+    batches     base_offset >q -> stored value (record_count >I, append_time_ms >q, max_timestamp_ms >q,
+                records_len >I, records): key + value is one stored batch of client/records.py
+    producers   producer_id -> last_seen_ms >q + up to 5 remembered batches (>qIqq each)
+    time_index  running max timestamp (sign-flipped >Q) -> base offset >q of the batch that first reached it
+    offsets     consumer groups' committed offsets (see groups/offset_state.py)
+"""
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+from raftbus.client import errors
+
+from raftbus.broker import commands
+from raftbus.broker.groups import commands as group_commands
+from raftbus.broker.groups import offset_state as offsets
+
+META, BATCHES, PRODUCERS, TIME_INDEX = "meta", "batches", "producers", "time_index"
+STATE_KEY = b"state"
+PRODUCER_BATCHES_MAX = 5
+_NO_TIMESTAMP = -(2**63)
+
+_OFFSET = struct.Struct(">q")
+_TIMESTAMP_KEY = struct.Struct(">Q")
+_LAST_SEEN = struct.Struct(">q")
+_PRODUCER_BATCH = struct.Struct(">qIqq")  # base_sequence, record_count, base_offset, append_time_ms
+
+
+class ProduceResult(NamedTuple):
+    base_offset: int
+    duplicate: bool
+    append_time_ms: int
+
+
+class ReadResult(NamedTuple):
+    high_watermark: int
+    log_start_offset: int
+    batches: bytes
+
+
+class _LogState(NamedTuple):
+    applied_index: int = 0
+    log_start_offset: int = 0
+    high_watermark: int = 0
+    size_bytes: int = 0
+    max_timestamp_ms: int = _NO_TIMESTAMP
+    oldest_append_time_ms: int = -1
+
+
+_STATE = struct.Struct(">qqqqqq")
+
+
+class _ProducerBatch(NamedTuple):
+    base_sequence: int
+    record_count: int
+    base_offset: int
+    append_time_ms: int
+
+
+def _offset_key(offset: int) -> bytes:
+    return _OFFSET.pack(offset)
+
+
+def _timestamp_key(timestamp_ms: int) -> bytes:
+    """Big-endian with the sign bit flipped, so negative timestamps sort first."""
+    return _TIMESTAMP_KEY.pack(timestamp_ms + 2**63)
+
+
+def _load_producer(raw: bytes | None) -> tuple[int, tuple[_ProducerBatch, ...]]:
+    if raw is None:
+        return -1, ()
+    (last_seen_ms,) = _LAST_SEEN.unpack_from(raw)
+    batches = tuple(_ProducerBatch(*fields) for fields in _PRODUCER_BATCH.iter_unpack(raw[_LAST_SEEN.size:]))
+    return last_seen_ms, batches
+
+
+def _dump_producer(last_seen_ms: int, batches: tuple[_ProducerBatch, ...]) -> bytes:
+    return _LAST_SEEN.pack(last_seen_ms) + b"".join(_PRODUCER_BATCH.pack(*b) for b in batches)
+
+
+class PartitionStateMachine:
+    TABLES = (META, BATCHES, PRODUCERS, TIME_INDEX, offsets.OFFSETS)
+
+    def __init__(self, store):
+        self._store = store
+        self._state = _LogState()
+        self.reload()
+
+    # ------------------------------------------------------------------ apply (the Raft thread)
+    def apply(self, index: int, command: bytes):
+        """Apply one committed command; returns a result or a typed error value, never raises."""
+        if index <= self._state.applied_index:
+            return None
+        try:
+            kind, payload = commands.decode(command)
+            with self._store.write() as txn:
+                result, state = self._dispatch(txn, kind, payload)
+                state = state._replace(applied_index=index)
+                txn.put(META, STATE_KEY, _STATE.pack(*state))
+            self._state = state
+            return result
+        except Exception as exc:  # nothing of the command was committed
+            return errors.InternalError(f"partition command {index} failed: {type(exc).__name__}: {exc}")
+
+    def _dispatch(self, txn, kind: str, payload):
+        if kind == commands.PRODUCE:
+            return self._produce(txn, payload)
+        if kind == commands.TRIM:
+            return self._trim(txn, payload)
+        if kind == commands.INVALID:
+            return payload, self._state
+        if kind == group_commands.COMMIT_OFFSET:  # consumer groups
+            return offsets.commit(txn, self._state.high_watermark, payload), self._state
+        if kind == group_commands.READ_OFFSET:
+            return offsets.load(txn, payload["group"]), self._state
+        if kind == group_commands.EXPIRE_OFFSETS:
+            return offsets.expire(txn, payload), self._state
+        return errors.InvalidArgument(f"{kind} is not a partition command"), self._state
+
+    def _produce(self, txn, produce: commands.ProduceCommand):
+        state = self._state
+        producer_id = produce.producer_id
+        if producer_id:
+            _, remembered = _load_producer(txn.get(PRODUCERS, producer_id))
+            refusal = _check_sequence(remembered, produce)
+            if refusal is not None:
+                return refusal, state
+        base_offset = state.high_watermark
+        txn.put(BATCHES, _offset_key(base_offset), produce.value)
+        if producer_id:
+            batch = _ProducerBatch(produce.base_sequence, produce.record_count, base_offset, produce.append_time_ms)
+            kept = (remembered + (batch,))[-PRODUCER_BATCHES_MAX:]
+            txn.put(PRODUCERS, producer_id, _dump_producer(produce.append_time_ms, kept))
+        max_timestamp_ms = commands.stored_max_timestamp_ms(produce.value)
+        if max_timestamp_ms > state.max_timestamp_ms:
+            txn.put(TIME_INDEX, _timestamp_key(max_timestamp_ms), _offset_key(base_offset))
+        state = state._replace(
+            high_watermark=base_offset + produce.record_count,
+            size_bytes=state.size_bytes + _OFFSET.size + len(produce.value),
+            max_timestamp_ms=max(max_timestamp_ms, state.max_timestamp_ms),
+            oldest_append_time_ms=(produce.append_time_ms if state.log_start_offset == state.high_watermark
+                                   else state.oldest_append_time_ms),
+        )
+        return ProduceResult(base_offset, False, produce.append_time_ms), state
+
+    def _trim(self, txn, trim: commands.TrimCommand):
+        state = _remove_old_batches(txn, self._state, trim)
+        _drop_time_entries_before(txn, state.log_start_offset)
+        _expire_producers(txn, trim.now_ms, trim.producer_idle_ms)
+        return state.log_start_offset, state
+
+    # ------------------------------------------------------------------ reads (any thread)
+    def applied_index(self) -> int:
+        return self._state.applied_index
+
+    def offsets(self) -> tuple[int, int]:
+        """(log_start_offset, high_watermark)."""
+        state = self._state
+        return state.log_start_offset, state.high_watermark
+
+    def size_bytes(self) -> int:
+        return self._state.size_bytes
+
+    def oldest_append_time_ms(self) -> int | None:
+        state = self._state
+        return None if state.log_start_offset == state.high_watermark else state.oldest_append_time_ms
+
+    def read(self, offset: int, max_bytes: int) -> ReadResult:
+        """Stored batches from the one holding `offset` on, at least one, up to max_bytes when more than one."""
+        with self._store.read() as txn:
+            state = _state_in(txn)
+            if not state.log_start_offset <= offset <= state.high_watermark:
+                raise errors.OffsetOutOfRange(
+                    f"offset {offset} is outside the log: log_start_offset={state.log_start_offset}, "
+                    f"high_watermark={state.high_watermark}")
+            batches = b"" if offset == state.high_watermark else _collect(txn, offset, max_bytes)
+        return ReadResult(state.high_watermark, state.log_start_offset, batches)
+
+    def offset_for_time(self, timestamp_ms: int) -> int:
+        """The base offset of the first batch whose max timestamp is >= timestamp_ms, else the high watermark."""
+        with self._store.read() as txn:
+            state = _state_in(txn)
+            found = next(txn.items(TIME_INDEX, _timestamp_key(timestamp_ms)), None)
+        if found is None:
+            return state.high_watermark
+        return max(_OFFSET.unpack(found[1])[0], state.log_start_offset)
+
+    # consumer groups
+    def committed(self, group: str) -> offsets.CommittedOffset | None:
+        """The group's committed offset here as applied so far (not a read barrier)."""
+        with self._store.read() as txn:
+            return offsets.load(txn, group)
+
+    def offsets_committed_before(self, cutoff_ms: int) -> list[str]:
+        """Groups whose offset here was last committed before `cutoff_ms` (as applied so far)."""
+        with self._store.read() as txn:
+            return offsets.committed_before(txn, cutoff_ms)
+
+    def append_time_ms_at(self, offset: int) -> int | None:
+        """When the batch holding `offset` was appended (the oldest batch for an offset below the log start);
+        None at or beyond the high watermark."""
+        with self._store.read() as txn:
+            state = _state_in(txn)
+            if offset >= state.high_watermark:
+                return None
+            found = txn.floor(BATCHES, _offset_key(max(offset, state.log_start_offset)))
+        return None if found is None else commands.stored_header(found[1])[1]
+
+    def reload(self) -> None:
+        """Re-read the published state from the store (after a snapshot restore)."""
+        with self._store.read() as txn:
+            self._state = _state_in(txn)
+
+
+def _state_in(txn) -> _LogState:
+    raw = txn.get(META, STATE_KEY)
+    return _LogState() if raw is None else _LogState(*_STATE.unpack(raw))
+
+
+def _check_sequence(remembered: tuple[_ProducerBatch, ...], produce: commands.ProduceCommand):
+    """None to append; a ProduceResult for a retried batch; OutOfOrderSequence for a gap or an old sequence."""
+    if not remembered:
+        return None
+    for batch in remembered:
+        if batch.base_sequence == produce.base_sequence and batch.record_count == produce.record_count:
+            return ProduceResult(batch.base_offset, True, batch.append_time_ms)
+    last = remembered[-1]
+    expected = last.base_sequence + last.record_count
+    if produce.base_sequence == expected:
+        return None
+    return errors.OutOfOrderSequence(
+        f"batch with base_sequence {produce.base_sequence} ({produce.record_count} records) does not follow "
+        f"the last appended sequence; expected {expected}")
+
+
+def _collect(txn, offset: int, max_bytes: int) -> bytes:
+    floor = txn.floor(BATCHES, _offset_key(offset))
+    parts: list[bytes] = []
+    total = 0
+    for key, value in txn.items(BATCHES, floor[0] if floor else None):
+        size = len(key) + len(value)
+        if parts and total + size > max_bytes:
+            break
+        parts.append(key)
+        parts.append(value)
+        total += size
+    return b"".join(parts)
+
+
+def _remove_old_batches(txn, state: _LogState, trim: commands.TrimCommand) -> _LogState:
+    """Delete whole batches from the start while older than the retention time or beyond the retention size."""
+    cutoff_ms = trim.now_ms - trim.retention_ms if trim.retention_ms >= 0 else None
+    size_bytes = state.size_bytes
+    doomed: list[bytes] = []
+    next_start, oldest_ms = state.high_watermark, -1
+    for key, value in txn.items(BATCHES):
+        _, append_time_ms, _, _ = commands.stored_header(value)
+        too_old = cutoff_ms is not None and append_time_ms <= cutoff_ms
+        too_big = trim.retention_bytes >= 0 and size_bytes > trim.retention_bytes
+        if not (too_old or too_big):
+            next_start, oldest_ms = _OFFSET.unpack(key)[0], append_time_ms
+            break
+        doomed.append(key)
+        size_bytes -= len(key) + len(value)
+    for key in doomed:
+        txn.delete(BATCHES, key)
+    return state._replace(log_start_offset=next_start if doomed else state.log_start_offset,
+                          size_bytes=size_bytes,
+                          oldest_append_time_ms=oldest_ms if doomed else state.oldest_append_time_ms)
+
+
+def _drop_time_entries_before(txn, log_start_offset: int) -> None:
+    """Drop time-index entries of removed batches, keeping the newest (reads clamp it to the log start)."""
+    stale = []
+    for key, value in txn.items(TIME_INDEX):
+        if _OFFSET.unpack(value)[0] >= log_start_offset:
+            break
+        stale.append(key)
+    for key in stale[:-1]:
+        txn.delete(TIME_INDEX, key)
+
+
+def _expire_producers(txn, now_ms: int, producer_idle_ms: int) -> None:
+    if producer_idle_ms < 0:
+        return
+    idle = [pid for pid, raw in txn.items(PRODUCERS) if now_ms - _LAST_SEEN.unpack_from(raw)[0] > producer_idle_ms]
+    for producer_id in idle:
+        txn.delete(PRODUCERS, producer_id)

@@ -1,0 +1,151 @@
+"""The queue partition's state machine: enqueue, lease, ack, nack, extend, delete, reschedule, dead-letter.
+
+Pure and deterministic: time and the topic's policy arrive inside every command (stamped by the leader) and
+storage is reached only through the Store seam. Each command first does the partition's due work (expired
+leases go back to ready after a backoff or are marked dead, due delayed messages become ready, expired
+idempotency keys and idle producers are forgotten), then its own work (queue_work), and writes all of it with
+the applied Raft index in one transaction. A refused command writes nothing but the applied index and returns a
+typed error value; per-message refusals inside a batch (an ack from a lost lease) are error values in the result
+list. Time never goes backwards: a command stamped earlier than the last one (a new leader's clock) uses the
+last. The tables are described in queue_tables.
+"""
+from __future__ import annotations
+
+import itertools
+
+from raftbus.client import errors
+
+from raftbus.broker.queues import commands as qc
+from raftbus.broker.queues.state.fair import group_path
+from raftbus.broker.queues.state.reads import (
+    due_in,
+    oldest_in_buckets,
+    oldest_per_group,
+    peek_in_flight,
+    state_in,
+    stored_message,
+)
+from raftbus.broker.queues.state.records import IN_FLIGHT, StoredMessage, seq_of
+from raftbus.broker.queues.state.tables import (
+    GROUP,
+    GROUPS,
+    INDEX_OF,
+    META,
+    STATE,
+    STATE_KEY,
+    TABLES,
+    Due,
+    Enqueued,
+    EnqueueResult,
+    GroupStats,
+    Leased,
+    PartitionStats,
+    QueueState,
+)
+from raftbus.broker.queues.state.work import HANDLERS, QueueWork
+
+
+__all__ = ["QueueStateMachine", "Enqueued", "EnqueueResult", "Leased", "GroupStats", "PartitionStats"]
+
+
+class _Refused(Exception):
+    def __init__(self, error: errors.RaftbusError):
+        self.error = error
+
+
+class QueueStateMachine:
+    TABLES = TABLES
+
+    def __init__(self, store, ordering: str = "priority"):
+        self._store = store
+        self._fair = ordering == "fair"
+        self._state = QueueState()
+        self._due = Due()
+        self.reload()
+
+    # ------------------------------------------------------------------ apply (the Raft thread)
+    def apply(self, index: int, command: bytes):
+        """Apply one committed command; returns a result or a typed error value, never raises."""
+        if index <= self._state.applied_index:
+            return None
+        try:
+            try:
+                cmd = qc.decode(command)
+            except errors.RaftbusError as exc:
+                return self._refuse(index, exc)
+            now_ms = max(cmd.now_ms, self._state.now_ms)
+            with self._store.write() as txn:
+                work = QueueWork(txn, self._state, now_ms, cmd.policy, self._fair)
+                work.advance()
+                result = HANDLERS[cmd.op](work, cmd.body)
+                if isinstance(result, errors.RaftbusError):
+                    raise _Refused(result)
+                state, due = work.finish(index)
+            self._state, self._due = state, due
+            return result
+        except _Refused as refused:
+            return self._refuse(index, refused.error)
+        except Exception as exc:  # nothing of the command was committed
+            return errors.InternalError(f"queue command {index} failed: {type(exc).__name__}: {exc}")
+
+    def _refuse(self, index: int, error: errors.RaftbusError):
+        """Record only the applied index; the command changes nothing else."""
+        state = self._state._replace(applied_index=index)
+        with self._store.write() as txn:
+            txn.put(META, STATE_KEY, STATE.pack(*state))
+        self._state = state
+        return error
+
+    # ------------------------------------------------------------------ reads (any thread)
+    def applied_index(self) -> int:
+        return self._state.applied_index
+
+    def counts(self) -> tuple[int, int, int, int]:
+        """(ready, delayed, in_flight, dead) as of the last applied command."""
+        s = self._state
+        return s.ready, s.delayed, s.in_flight, s.dead
+
+    def next_due_ms(self) -> int | None:
+        return self._due.next_due_ms
+
+    def deliverable(self) -> bool:
+        return self._due.deliverable
+
+    def get(self, seq: int) -> StoredMessage | None:
+        with self._store.read() as txn:
+            return stored_message(txn, seq)
+
+    def peek(self, state: int, max_messages: int) -> list[tuple[int, StoredMessage]]:
+        """Up to max_messages messages in `state`, in that index's order (delivery order for ready ones)."""
+        with self._store.read() as txn:
+            if state == IN_FLIGHT:
+                return peek_in_flight(txn, max_messages)
+            keys = [bytes(k) for k, _ in itertools.islice(txn.items(INDEX_OF[state]), max_messages)]
+            found = [(seq_of(k), stored_message(txn, seq_of(k))) for k in keys]
+        return [(seq, m) for seq, m in found if m is not None]
+
+    def stats(self, groups_max: int, scan_max: int) -> PartitionStats:
+        """Counts, the oldest ready message and per-group counts. The oldest ready message is found by visiting
+        the first message of each (group,) priority bucket, at most scan_max of them; a group's oldest in a
+        priority-ordered partition by scanning up to scan_max ready messages (None for groups beyond that)."""
+        with self._store.read() as txn:
+            s = state_in(txn)
+            oldest = oldest_in_buckets(txn, b"", scan_max)
+            rows = list(itertools.islice(txn.items(GROUPS), groups_max + 1))
+            truncated = len(rows) > groups_max
+            groups = [(bytes(k[1:]), GROUP.unpack(v)) for k, v in rows[:groups_max]]
+            wanted = {g for g, c in groups if c[0]}
+            if self._fair:
+                firsts = {g: oldest_in_buckets(txn, group_path(g), scan_max) for g in wanted}
+            else:
+                firsts = oldest_per_group(txn, wanted, scan_max)
+        group_stats = tuple(GroupStats(g, *c, firsts.get(g)) for g, c in groups)
+        return PartitionStats(s.ready, s.delayed, s.in_flight, s.dead, oldest, self._due.next_due_ms,
+                              s.next_seq - 1, group_stats, truncated)
+
+    def reload(self) -> None:
+        """Re-read the published state from the store (after a snapshot restore)."""
+        with self._store.read() as txn:
+            state = state_in(txn)
+            self._due = due_in(txn, state.ready, self._fair)
+        self._state = state

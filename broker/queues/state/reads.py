@@ -1,0 +1,91 @@
+"""Reads of a queue partition's tables shared by the state machine's commands and its readers."""
+from __future__ import annotations
+
+import itertools
+
+from raftbus.broker.queues.state.records import (
+    IN_FLIGHT,
+    StoredMessage,
+    decode_message,
+    read_ready_value,
+    seq_key,
+    time_of,
+)
+from raftbus.broker.queues.state.tables import (
+    DELAYED_T,
+    IN_FLIGHT_T,
+    LEAVES,
+    LOCATORS,
+    MESSAGES,
+    META,
+    READY_T,
+    SEQ,
+    STATE,
+    STATE_KEY,
+    Due,
+    QueueState,
+)
+
+
+def state_in(txn) -> QueueState:
+    raw = txn.get(META, STATE_KEY)
+    return QueueState() if raw is None else QueueState(*STATE.unpack(raw))
+
+
+def due_in(txn, ready: int, fair: bool) -> Due:
+    times = [time_of(bytes(found[0])) for found in (txn.first(DELAYED_T), txn.first(IN_FLIGHT_T)) if found]
+    deliverable = txn.first(LEAVES) is not None if fair else ready > 0
+    return Due(min(times) if times else None, deliverable)
+
+
+def stored_message(txn, seq: int) -> StoredMessage | None:
+    """The message of a seq, found through its locator."""
+    key = txn.get(LOCATORS, seq_key(seq))
+    return None if key is None else decode_message(txn.get(MESSAGES, key))
+
+
+def in_flight_entry(txn, key: bytes, value: bytes) -> list[tuple[int, StoredMessage]]:
+    """The messages of an in-flight index entry that are still in flight under that deadline."""
+    deadline = time_of(key)
+    live = []
+    for (seq,) in SEQ.iter_unpack(value):
+        m = stored_message(txn, seq)
+        if m is not None and m.state == IN_FLIGHT and m.deadline_ms == deadline:
+            live.append((seq, m))
+    return live
+
+
+def peek_in_flight(txn, max_messages: int) -> list[tuple[int, StoredMessage]]:
+    found: list[tuple[int, StoredMessage]] = []
+    for key, value in txn.items(IN_FLIGHT_T):
+        found += in_flight_entry(txn, bytes(key), bytes(value))
+        if len(found) >= max_messages:
+            break
+    return found[:max_messages]
+
+
+def oldest_in_buckets(txn, prefix: bytes, buckets_max: int) -> int | None:
+    """The earliest enqueue time among ready messages under `prefix`: within a bucket (same group path and
+    priority) arrival order is seq order, so each bucket's first message is its oldest; jump bucket to bucket."""
+    oldest, start = None, prefix
+    for _ in range(buckets_max):
+        found = next(txn.items(READY_T, start or None), None)
+        if found is None or not bytes(found[0]).startswith(prefix):
+            break
+        key = bytes(found[0])
+        enqueued_ms, _ = read_ready_value(found[1])
+        oldest = enqueued_ms if oldest is None else min(oldest, enqueued_ms)
+        start = key[:-8] + b"\xff" * 9
+    return oldest
+
+
+def oldest_per_group(txn, wanted: set[bytes], scan_max: int) -> dict[bytes, int]:
+    """Each wanted group's earliest enqueue time among the first scan_max ready messages."""
+    oldest: dict[bytes, int] = {}
+    if not wanted:
+        return oldest
+    for _, value in itertools.islice(txn.items(READY_T), scan_max):
+        enqueued_ms, group = read_ready_value(value)
+        if group in wanted and enqueued_ms < oldest.get(group, enqueued_ms + 1):
+            oldest[group] = enqueued_ms
+    return oldest

@@ -1,0 +1,558 @@
+"""One Raft group (pysyncobj) per replicated state machine, driven by the broker's loop.
+
+What this module adds on top of pysyncobj 0.3.17 (see docs/replication.md):
+- `GroupTransport` plugs the group into the broker's one multiplexed, authenticated transport (`RaftHub`);
+- the state machine is reached through ONE replicated method, `apply(bytes)`, with the Raft index passed in;
+- two message fixes that keep acknowledged entries safe under pipelined load (`_guard_append_entries`,
+  `_guard_next_index`);
+- snapshots that copy the LMDB store off the loop thread (`SnapshotWriter`), handed to pysyncobj through its
+  serializer/deserializer hooks only once complete.
+"""
+from __future__ import annotations
+
+import logging
+import marshal
+import os
+import pickle
+import struct
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+
+import pysyncobj.pickle as raft_pickle
+import pysyncobj.syncobj as raft_syncobj
+from pysyncobj import SyncObj, SyncObjConf, replicated
+from pysyncobj.config import FAIL_REASON
+from pysyncobj.monotonic import monotonic as raft_monotonic
+from pysyncobj.node import Node
+from pysyncobj.transport import Transport
+
+from raftbus.client import errors
+
+from raftbus.broker.raft.journal import create_journal
+from raftbus.broker.raft.latency import LatencyHistogram
+
+log = logging.getLogger(__name__)
+
+SNAPSHOT_MAGIC = b"RBSNAP01"
+_FOOTER_TAIL = struct.Struct(">Q8s")
+_REGULAR_COMMAND = 0  # pysyncobj's _COMMAND_TYPE.REGULAR
+_ROLES = {0: "follower", 1: "candidate", 2: "leader"}  # pysyncobj's _RAFT_STATE
+_FOLLOWER, _LEADER = 0, 2
+
+
+@dataclass(frozen=True)
+class RaftSettings:
+    """Timers and bounds of every Raft group (see config/defaults.toml for units and defaults)."""
+
+    election_timeout_min_ms: int = 600
+    election_timeout_max_ms: int = 1200
+    heartbeat_interval_ms: int = 150
+    leader_fallback_timeout_ms: int = 3000
+    command_bytes_max: int = 4 * 1024 * 1024
+    commands_queue_max: int = 100_000
+    log_compaction_bytes: int = 64 * 1024 * 1024
+    log_compaction_entries: int = 20_000
+    log_bytes_max: int = 256 * 1024 * 1024
+    log_entries_max: int = 200_000
+    snapshot_copy_ratio_max: int = 4
+    isr_lag_time_ms: int = 10_000
+
+    def syncobj_conf(self, data_dir: Path, serializer, deserializer, on_state_changed) -> SyncObjConf:
+        return SyncObjConf(
+            autoTick=False,
+            appendEntriesUseBatch=False,
+            # Larger than any command: pysyncobj's chunked path for bigger entries is broken.
+            appendEntriesBatchSizeBytes=self.command_bytes_max + 64 * 1024,
+            raftMinTimeout=self.election_timeout_min_ms / 1000,
+            raftMaxTimeout=self.election_timeout_max_ms / 1000,
+            appendEntriesPeriod=self.heartbeat_interval_ms / 1000,
+            connectionTimeout=self.election_timeout_max_ms / 1000,
+            leaderFallbackTimeout=self.leader_fallback_timeout_ms / 1000,
+            commandsQueueSize=self.commands_queue_max,
+            commandsWaitLeader=False,
+            journalFile=str(data_dir / "raft.journal"),
+            fullDumpFile=str(data_dir / "raft.snapshot"),
+            serializer=serializer,
+            deserializer=deserializer,
+            # Compaction is driven by RaftGroup.maybe_compact (by bytes), never by pysyncobj's own timers.
+            logCompactionMinEntries=2**62,
+            logCompactionMinTime=2**40,
+            onStateChanged=on_state_changed,
+            pollerType="select",
+        )
+
+
+def error_for_fail_reason(reason: int, leader_id: int | None) -> errors.RaftbusError:
+    if reason == FAIL_REASON.QUEUE_FULL:
+        return errors.Overloaded("the group's command queue is full (raft_commands_queue_max)")
+    if reason == FAIL_REASON.MISSING_LEADER:
+        return errors.LeaderNotAvailable("no leader is elected right now")
+    if reason in (FAIL_REASON.NOT_LEADER, FAIL_REASON.LEADER_CHANGED, FAIL_REASON.DISCARDED):
+        return errors.NotLeader("leadership changed before the command committed", leader_id=leader_id)
+    if reason == FAIL_REASON.UNKNOWN_OUTCOME:
+        return errors.RequestTimedOut("the command's outcome is unknown; retry idempotently")
+    return errors.InternalError(f"raft refused the command (reason {reason})")
+
+
+def _install_pysyncobj_fixes() -> None:
+    """Make pysyncobj use raftbus's journal (`AppendJournal`, durable term and vote) and pickle its replicated
+    calls with protocol 5: its default protocol 2 encodes a bytes argument through latin-1 text, ~135 MB/s
+    against ~30 GB/s, which made pickling a large share of a leader's CPU. Both are read back by pysyncobj's
+    own `loads`, which accepts any protocol."""
+    raft_syncobj.createJournal = create_journal
+    vars(raft_pickle)["__protocol"] = pickle.HIGHEST_PROTOCOL
+
+
+_install_pysyncobj_fixes()
+
+
+def compaction_due(settings: RaftSettings, log_bytes: int, entries: int, store_bytes) -> bool:
+    """Whether a group should snapshot now, after `log_bytes` in `entries` applied since its last snapshot.
+
+    A snapshot copies the whole store, so it waits until that log is at least 1/snapshot_copy_ratio_max of the
+    store (`store_bytes()`, asked only then): each written byte is copied at most that many times however large
+    the partition grows. The log held in memory is bounded regardless (log_bytes_max, log_entries_max).
+    """
+    if log_bytes >= settings.log_bytes_max or entries >= settings.log_entries_max:
+        return True
+    if log_bytes < settings.log_compaction_bytes and entries < settings.log_compaction_entries:
+        return False
+    return store_bytes() <= settings.snapshot_copy_ratio_max * log_bytes
+
+
+class GroupTransport(Transport):
+    """pysyncobj's view of the broker's shared transport: one channel of the hub."""
+
+    def __init__(self, hub, channel: str, peer_ids):
+        super().__init__(None, None, None)
+        self._hub = hub
+        self.channel = channel
+        self.nodes = {peer_id: Node(str(peer_id)) for peer_id in peer_ids}
+        self.raft: SyncObj | None = None
+
+    def send(self, node, message):
+        if message.get("type") == "next_node_idx":
+            # Lets the leader tell a reply of this term from a stale one of an earlier term.
+            message["term_tag"] = self.raft.raftCurrentTerm
+        try:
+            return self._hub.send(int(node.id), self.channel, message)
+        except ValueError:
+            log.error("%s: message to %s exceeds the frame limit; dropped", self.channel, node.id)
+            return False
+
+    def peer_connected(self, peer_id: int) -> None:
+        node = self.nodes.get(peer_id)
+        if node is not None:
+            self._onNodeConnected(node)
+
+    def peer_disconnected(self, peer_id: int) -> None:
+        node = self.nodes.get(peer_id)
+        if node is not None:
+            self._onNodeDisconnected(node)
+
+    def deliver(self, peer_id: int, message) -> None:
+        node = self.nodes.get(peer_id)
+        if node is None or not isinstance(message, dict):
+            return
+        kind = message.get("type")
+        if kind == "append_entries":
+            _guard_append_entries(self.raft, message)
+            self._onMessageReceived(node, message)
+        elif kind == "next_node_idx":
+            _guard_next_index(self.raft, node, message, self._onMessageReceived)
+        else:
+            self._onMessageReceived(node, message)
+
+
+def _guard_append_entries(raft: SyncObj, message: dict) -> None:
+    """Keep a follower from dropping entries it already holds when nothing conflicts.
+
+    pysyncobj truncates everything after `prevLogIdx` whenever the follower's log is longer, even when the
+    entries match. Under pipelining the leader re-sends from an older index, so a follower could drop entries
+    the leader already counted as replicated (acknowledged) — and lose them if the leader then dies. Raft only
+    truncates on a term conflict, so: entries the follower already holds with the same term are removed from
+    the message and `prevLogIdx` moves past them. A follower reply built on the rewritten message is truthful:
+    it only claims entries it holds that carry the leader's term, and all such entries came from this leader.
+    """
+    prev_idx = message.get("prevLogIdx")
+    if prev_idx is None or "transmission" in message or message.get("serialized") is not None:
+        return
+    journal = raft._SyncObj__raftLog
+    first_idx = journal[0][1]
+    last_idx = journal[-1][1]
+    if last_idx <= prev_idx or prev_idx < first_idx:
+        return
+    if journal[prev_idx - first_idx][2] != message["prevLogTerm"]:
+        return
+    entries = message.get("entries") or []
+    term = message["term"]
+    overlap = [e for e in entries if e[1] <= last_idx]
+    for entry in overlap:
+        if journal[entry[1] - first_idx][2] != entry[2]:
+            return  # a real conflict: let pysyncobj truncate and replace
+    new_entries = entries[len(overlap):]
+    if new_entries or journal[last_idx - first_idx][2] == term:
+        # Everything up to last_idx is verified (by the overlap, or because entries of the leader's own
+        # term can only have come from this leader after a consistency check).
+        message["prevLogIdx"] = last_idx
+        message["prevLogTerm"] = journal[last_idx - first_idx][2]
+        message["entries"] = new_entries
+        return
+    # The follower's extra entries are of an older term and cannot be claimed; claim only what the message
+    # proved. pysyncobj then drops that unverified suffix, which the leader re-sends.
+    covered = entries[-1][1] if entries else prev_idx
+    message["prevLogIdx"] = covered
+    message["prevLogTerm"] = journal[covered - first_idx][2]
+    message["entries"] = []
+
+
+def _guard_next_index(raft: SyncObj, node: Node, message: dict, deliver) -> None:
+    """Drop replies from an earlier term and keep pipelined replies from moving `nextIndex` backwards.
+
+    pysyncobj sets nextIndex from every successful reply, so the reply to entry n arriving after n+1 and n+2
+    were sent makes the leader re-send them (and the follower truncate them). Raft's optimistic nextIndex only
+    moves back on a rejection.
+    """
+    if message.get("term_tag", raft.raftCurrentTerm) != raft.raftCurrentTerm:
+        return
+    next_index = raft._SyncObj__raftNextIndex
+    before = next_index.get(node)
+    deliver(node, message)
+    after = next_index.get(node)
+    if message.get("success") and not message.get("reset") and before is not None and after is not None:
+        if after < before:
+            next_index[node] = before
+
+
+class _NoSockets:
+    """pysyncobj's poller for a group whose transport is the broker's hub: there are no sockets of its own, so
+    every tick's poll is nothing. (The stock select poller made one syscall per group per tick: a third of an
+    idle broker's loop with 100 partitions.)"""
+
+    def poll(self, timeout) -> None:
+        pass
+
+    def subscribe(self, descr, callback, eventMask) -> None:
+        raise RuntimeError("raftbus groups have no sockets of their own")
+
+    def unsubscribe(self, descr) -> None:
+        pass
+
+
+class _LoopNotifier:
+    """pysyncobj wakes its own tick thread through a pipe on every submitted command (one write syscall each, and
+    the pipe is drained only by the poller raftbus does not use); the broker's loop is woken by `RaftGroup.submit`
+    (`RaftLoop.mark_dirty`) instead, so this notifier does nothing."""
+
+    def notify(self) -> None:
+        pass
+
+
+class _Raft(SyncObj):
+    def __init__(self, owner: "RaftGroup", self_node, other_nodes, conf, transport):
+        self._owner = owner
+        super().__init__(self_node, other_nodes, conf=conf, transport=transport)
+        self._poller = _NoSockets()
+        pipe = getattr(self, "_SyncObj__pipeNotifier", None)
+        if pipe is not None:
+            for fd in (pipe._PipeNotifier__pipeR, pipe._PipeNotifier__pipeW):
+                os.close(fd)
+            self._SyncObj__pipeNotifier = _LoopNotifier()
+
+    @replicated
+    def apply(self, command):
+        return self._owner._apply_committed(command)
+
+
+class SnapshotWriter:
+    """Copies a pinned store view to `snapshot.ready` on a thread of its own."""
+
+    def __init__(self, data_dir: Path):
+        self.partial = data_dir / "snapshot.partial"
+        self.ready = data_dir / "snapshot.ready"
+        self._thread: threading.Thread | None = None
+        self.ready_index: int | None = None
+        self.failed = False
+        for stale in (self.partial, self.ready):
+            stale.unlink(missing_ok=True)
+
+    @property
+    def busy(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self, pinned, index: int) -> None:
+        self.ready_index = None
+        self.failed = False
+
+        def run():
+            try:
+                with open(self.partial, "wb") as f:
+                    pinned.write_to(f)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(self.partial, self.ready)
+                self.ready_index = index
+            except Exception:
+                log.exception("snapshot copy failed")
+                self.failed = True
+            finally:
+                pinned.close()
+
+        self._thread = threading.Thread(target=run, name="raftbus-snapshot", daemon=True)
+        self._thread.start()
+
+
+class _LimitedReader:
+    def __init__(self, f, length: int):
+        self._f, self._left = f, length
+
+    def read(self, n: int = -1) -> bytes:
+        if self._left <= 0:
+            return b""
+        n = self._left if n is None or n < 0 else min(n, self._left)
+        data = self._f.read(n)
+        self._left -= len(data)
+        return data
+
+    def readinto(self, buf) -> int:
+        data = self.read(len(buf))
+        buf[: len(data)] = data
+        return len(data)
+
+
+def _decode_journal_command(entry_command: bytes) -> bytes | None:
+    if not entry_command or entry_command[0] != _REGULAR_COMMAND:
+        return None
+    call = raft_pickle.loads(entry_command[1:])
+    return call[1][0]
+
+
+class RaftGroup:
+    """A replicated state machine on the broker's shared loop and transport (the production `Replica`)."""
+
+    def __init__(self, group_id: str, state_machine, store, *, hub, loop, self_id: int, peer_ids,
+                 data_dir: Path, settings: RaftSettings, preferred_leader: int | None = None):
+        self.group_id = group_id
+        self.state_machine = state_machine
+        self.store = store
+        self.settings = settings
+        self.preferred_leader = preferred_leader
+        self.data_dir = Path(data_dir)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._loop = loop
+        self._snapshot = SnapshotWriter(self.data_dir)
+        self._bytes_since_compaction = 0
+        self._entries_since_compaction = 0
+        self.leader_changes = 0
+        self.role = "follower"
+        self.commit_latency = LatencyHistogram()  # submit → committed and applied here (leader)
+        self.fsync_latency = LatencyHistogram()   # one group-commit sync of this group
+        self._handing_over: tuple[int | None, float] | None = None  # (target, until) while stepping aside
+        self.transport = GroupTransport(hub, group_id, peer_ids)
+        conf = settings.syncobj_conf(self.data_dir, self._serialize, self._deserialize, self._on_state_changed)
+        self.raft = _Raft(self, Node(str(self_id)), list(self.transport.nodes.values()), conf, self.transport)
+        self.transport.raft = self.raft
+
+    # ------------------------------------------------------------------ seam
+    def submit(self, command: bytes) -> Future:
+        future: Future = Future()
+        if len(command) > self.settings.command_bytes_max:
+            future.set_exception(errors.BatchTooLarge(
+                f"command of {len(command)} bytes exceeds raft_command_bytes_max={self.settings.command_bytes_max}"))
+            return future
+
+        handing_over = self._handing_over
+        if handing_over is not None and raft_monotonic() < handing_over[1] and self.is_leader:
+            future.set_exception(errors.LeaderNotAvailable(
+                f"leadership is being handed over to broker {handing_over[0]}", leader_id=handing_over[0]))
+            return future
+
+        submitted = time.monotonic()
+
+        def done(result, reason):
+            if reason == FAIL_REASON.SUCCESS:
+                self.commit_latency.observe(time.monotonic() - submitted)
+                future.set_result(result)
+            else:
+                future.set_exception(error_for_fail_reason(reason, self.leader_id))
+
+        self.raft.apply(command, callback=done)
+        self._loop.mark_dirty(self.group_id)
+        return future
+
+    @property
+    def is_leader(self) -> bool:
+        return self.raft._isLeader()
+
+    @property
+    def leader_id(self) -> int | None:
+        leader = self.raft._getLeader()
+        return int(leader.id) if leader is not None else None
+
+    @property
+    def term(self) -> int:
+        return self.raft.raftCurrentTerm
+
+    # ------------------------------------------------------------------ loop thread
+    def tick(self) -> None:
+        self.raft.doTick(0.0)
+
+    def in_sync_replicas(self, self_id: int) -> list[int]:
+        """Replicas that acknowledged recently and hold nearly all committed entries (leader only)."""
+        now_monotonic = raft_monotonic()  # pysyncobj's clock (CLOCK_MONOTONIC_RAW), which stamps the responses
+        if not self.is_leader:
+            return []
+        match = self.raft._SyncObj__raftMatchIndex
+        last_response = self.raft._SyncObj__lastResponseTime
+        commit = self.raft.raftCommitIndex
+        lag_s = self.settings.isr_lag_time_ms / 1000
+        isr = [self_id]
+        for node, index in match.items():
+            fresh = now_monotonic - last_response.get(node, 0) <= lag_s
+            if fresh and index >= commit - 1 and self.raft.isNodeConnected(node):
+                isr.append(int(node.id))
+        return sorted(isr)
+
+    def maybe_transfer_to_preferred(self) -> None:
+        """Hand leadership to the preferred replica when it is connected and fully caught up (loop thread)."""
+        target = self.preferred_leader
+        if target is None or not self.is_leader or target not in self.transport.nodes:
+            return
+        self.hand_over(target)
+
+    def hand_over(self, target: int | None = None) -> None:
+        """Raft's leadership transfer, done as the paper says: stop taking new commands (LEADER_NOT_AVAILABLE, so
+        clients back off briefly and look again) for up to one election timeout, and send TimeoutNow only once every command
+        submitted so far is in the log and the target holds all of it. pysyncobj alone keeps appending: the
+        target then stood with a shorter log than its peers, lost, and the partition had no leader until an
+        election timeout passed (~1 s of unavailability per hand-over under writes)."""
+        if not self.is_leader or self.raft._SyncObj__commandsQueue._FastQueue__queue:
+            return  # commands still to append: try again at the next check
+        node = self.transport.nodes.get(target) if target is not None else None
+        self._handing_over = (target, raft_monotonic() + self.settings.election_timeout_max_ms / 1000)
+
+        def sent(_result, reason) -> None:
+            if reason != FAIL_REASON.SUCCESS:
+                self._handing_over = None  # denied (target not caught up): keep leading, try at the next check
+
+        self.raft.transferLeadership(node, callback=sent)
+
+    @property
+    def log_bytes(self) -> int:
+        """Bytes of Raft log this group holds in memory (its journal's entries)."""
+        journal = self.raft._SyncObj__raftLog
+        return getattr(journal, "size_bytes", 0)
+
+    def maybe_compact(self, force: bool = False) -> None:
+        """Start a snapshot copy once enough log has accumulated (or at once with `force`, when the broker's
+        logs together pass their memory budget); hand it to pysyncobj once complete."""
+        snapshot = self._snapshot
+        if snapshot.busy:
+            return
+        if snapshot.ready_index is not None:
+            self.raft.forceLogCompaction()
+            return
+        if not force and not compaction_due(self.settings, self._bytes_since_compaction,
+                                            self._entries_since_compaction, self.store.size_bytes):
+            return
+        self._bytes_since_compaction = 0
+        self._entries_since_compaction = 0
+        snapshot.start(self.store.snapshot(), self.raft.raftLastApplied)
+
+    def sync(self) -> None:
+        """Make everything applied and journaled so far durable: the store first, then the Raft journal (so the
+        durable journal always covers the durable applied index). Called by the group commit thread."""
+        started = time.monotonic()
+        self.store.sync()
+        journal = self.data_dir / "raft.journal"
+        try:
+            fd = os.open(journal, os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            os.fsync(fd)  # also writes back the pages pysyncobj dirtied through its mmap
+        finally:
+            os.close(fd)
+        self.fsync_latency.observe(time.monotonic() - started)
+
+    def close(self) -> None:
+        self.raft.destroy()
+
+    # ------------------------------------------------------------------ pysyncobj hooks
+    def _apply_committed(self, command: bytes):
+        index = self.raft.raftLastApplied + 1
+        self._bytes_since_compaction += len(command)
+        self._entries_since_compaction += 1
+        result = self.state_machine.apply(index, command)
+        self._loop.on_applied(self)
+        return result
+
+    def _on_state_changed(self, old_state, new_state) -> None:
+        if old_state == _LEADER and new_state == _FOLLOWER:
+            self._restart_election_timer()
+        self.leader_changes += 1
+        self.role = _ROLES.get(new_state, str(new_state))
+        log.info("raft role changed", extra={"group": self.group_id, "from": _ROLES.get(old_state, old_state),
+                                             "to": _ROLES.get(new_state, new_state), "term": self.term})
+        self._loop.on_leadership_changed(self)
+
+    def _restart_election_timer(self) -> None:
+        """A leader that steps down starts a fresh election timeout, as Raft has it.
+
+        pysyncobj leaves a former leader with the deadline it had before it was elected, long past, so the moment
+        a higher term reaches it (a leadership hand-over's vote request) it stands for election at once. Under
+        writes its log is a little longer than the new candidate's, so it refused that vote, won its own
+        election, and every hand-over to the preferred replica failed and was tried again 5 s later.
+        """
+        raft = self.raft
+        raft._SyncObj__raftElectionDeadline = raft_monotonic() + raft._SyncObj__generateRaftTimeout()
+
+    def _serialize(self, tmp_file: str, data) -> None:
+        """pysyncobj's serializer: turn the completed copy into the snapshot file (fast, no data copy)."""
+        last_entry, prev_entry, cluster = data
+        data_index = self._snapshot.ready_index
+        if data_index is None or not self._snapshot.ready.exists():
+            raise RuntimeError("no completed snapshot copy to hand over")
+        journal = self.raft._SyncObj__raftLog
+        first_idx = journal[0][1]
+        tail = journal[data_index + 1 - first_idx: last_entry[1] + 1 - first_idx]
+        data_len = self._snapshot.ready.stat().st_size
+        os.replace(self._snapshot.ready, tmp_file)
+        self._snapshot.ready_index = None
+        footer = marshal.dumps({
+            "last": tuple(last_entry),
+            "prev": tuple(prev_entry),
+            "cluster": sorted(str(node.id) for node in cluster),
+            "data_len": data_len,
+            "data_index": data_index,
+            "entries": [(entry[0], entry[1]) for entry in tail],
+        })
+        with open(tmp_file, "ab") as f:
+            f.write(footer)
+            f.write(_FOOTER_TAIL.pack(len(footer), SNAPSHOT_MAGIC))
+            f.flush()
+            os.fsync(f.fileno())
+
+    def _deserialize(self, file_name: str):
+        """pysyncobj's deserializer: restore the store if ours is older, replay the entries after the copy."""
+        with open(file_name, "rb") as f:
+            f.seek(-_FOOTER_TAIL.size, os.SEEK_END)
+            footer_len, magic = _FOOTER_TAIL.unpack(f.read(_FOOTER_TAIL.size))
+            if magic != SNAPSHOT_MAGIC:
+                raise ValueError(f"{file_name} is not a raftbus snapshot")
+            f.seek(-_FOOTER_TAIL.size - footer_len, os.SEEK_END)
+            footer = marshal.loads(f.read(footer_len))
+            if self.state_machine.applied_index() < footer["data_index"]:
+                f.seek(0)
+                self.store.restore(_LimitedReader(f, footer["data_len"]))
+                reload = getattr(self.state_machine, "reload", None)
+                if reload is not None:
+                    reload()
+        for entry_command, index in footer["entries"]:
+            command = _decode_journal_command(entry_command)
+            if command is not None:
+                self.state_machine.apply(index, command)
+        return footer["last"], footer["prev"], tuple(footer["cluster"])

@@ -1,0 +1,299 @@
+"""The QueueConsumer: leases messages of queue topics and settles them, batched per partition.
+
+One LeaseStream per partition (a server stream on the partition leader) delivers messages as they become
+due; the broker keeps at most `prefetch` of this consumer's leases per partition unsettled, so a slow consumer
+does not hold leases it cannot work on. A stream that fails (leader moved, broker down) is reopened on the
+new leader; leases already handed out stay valid there, since leases are replicated. ack(), nack() and
+extend() of a message go through one background thread that sends each partition's pending settlements as
+one request every `ack_linger_ms` (or sooner when QUEUE_BATCH_MESSAGES_MAX are pending).
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import queue
+import threading
+from collections.abc import Iterator
+from concurrent.futures import Future
+
+import grpc
+
+from raftbus.client import settings
+from raftbus.client.errors import (
+    InvalidArgument,
+    RaftbusError,
+    RequestTimedOut,
+    Unavailable,
+    WrongTopicKind,
+    error_from_code,
+    error_from_rpc,
+)
+from raftbus.client.queues.messages import Message, leased_messages
+from raftbus.client.queues.producer import QueueStubs
+from raftbus.client.queues.codec import pack_leases
+from raftbus.client.queues.admin import item_errors, packed_errors
+from raftbus.client.router import Router, exponential_backoff_s
+from raftbus.client.wire import queues_pb2 as qpb
+
+_ACK, _NACK, _EXTEND = "Ack", "Nack", "Extend"
+
+
+class _Settlements:
+    """Pending acks, nacks and extends, sent per (kind, topic, partition) as one request by one thread."""
+
+    def __init__(self, router: Router, stubs: QueueStubs, linger_s: float, timeout_s: float):
+        self.router, self.stubs = router, stubs
+        self.settler_id = os.urandom(16)
+        self._sequences: dict[tuple[str, int], itertools.count] = {}
+        self.linger_s, self.timeout_s = linger_s, timeout_s
+        self._cond = threading.Condition()
+        self._pending: list[tuple[str, Message, object, Future]] = []
+        self._in_progress = 0
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="raftbus-queue-settle", daemon=True)
+        self._thread.start()
+
+    # Settler
+    def ack(self, message: Message) -> Future:
+        return self._add(_ACK, message, None)
+
+    def nack(self, message: Message, delay_ms: int | None, reason: str) -> Future:
+        return self._add(_NACK, message, (delay_ms, reason))
+
+    def extend(self, message: Message, visibility_ms: int) -> Future:
+        return self._add(_EXTEND, message, visibility_ms)
+
+    def _add(self, kind: str, message: Message, argument) -> Future:
+        future: Future = Future()
+        future.set_running_or_notify_cancel()
+        with self._cond:
+            if self._stopping:
+                raise Unavailable("consumer is closed")
+            self._pending.append((kind, message, argument, future))
+            if len(self._pending) == 1 or len(self._pending) >= settings.QUEUE_BATCH_MESSAGES_MAX:
+                self._cond.notify_all()
+        return future
+
+    def flush(self, timeout_s: float | None) -> bool:
+        with self._cond:
+            self._cond.notify_all()
+            return self._cond.wait_for(lambda: not self._pending and not self._in_progress, timeout_s)
+
+    def close(self, timeout_s: float | None) -> None:
+        self.flush(timeout_s)
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._pending or self._stopping)
+                if self._stopping and not self._pending:
+                    return
+                if len(self._pending) < settings.QUEUE_BATCH_MESSAGES_MAX and not self._stopping:
+                    self._cond.wait(self.linger_s)
+                batch, self._pending = self._pending, []
+                self._in_progress = len(batch)
+            try:
+                groups: dict[tuple[str, str, int], list] = {}
+                for entry in batch:
+                    groups.setdefault((entry[0], entry[1].topic, entry[1].partition), []).append(entry)
+                for (kind, topic, partition), entries in groups.items():
+                    for start in range(0, len(entries), settings.QUEUE_BATCH_MESSAGES_MAX):
+                        self._send(kind, topic, partition, entries[start:start + settings.QUEUE_BATCH_MESSAGES_MAX])
+            finally:
+                with self._cond:
+                    self._in_progress = 0
+                    self._cond.notify_all()
+
+    def _send(self, kind: str, topic: str, partition: int, entries: list) -> None:
+        request = _request(kind, topic, partition, entries)
+        if kind != _EXTEND:  # acks and nacks carry a batch number, so a retry is answered as the first attempt
+            request.settler_id = self.settler_id
+            request.sequence = next(self._sequences.setdefault((topic, partition), itertools.count(1)))
+        try:
+            response = self.router.call_partition(
+                topic, partition, lambda conn: getattr(self.stubs(conn), kind)(request, timeout=self.timeout_s))
+        except RaftbusError as err:
+            for *_, future in entries:
+                future.set_exception(err)
+            return
+        if kind == _ACK:
+            for (*_, future), error in zip(entries, packed_errors(response, len(entries))):
+                future.set_result(None) if error is None else future.set_exception(error)
+            return
+        for (kind_, message, _, future), error, result in zip(entries, item_errors(response), response.results):
+            if error is not None:
+                future.set_exception(error)
+            elif kind_ == _EXTEND:
+                message.lease_deadline_ms = result.lease_deadline_ms
+                future.set_result(result.lease_deadline_ms)
+            else:
+                future.set_result(None)
+
+
+def _request(kind: str, topic: str, partition: int, entries: list):
+    if kind == _ACK:
+        return qpb.AckRequest(topic=topic, partition=partition, packed_leases=pack_leases(
+            (m.message_id, m.delivery_count) for _, m, _, _ in entries))
+    if kind == _NACK:
+        return qpb.NackRequest(topic=topic, partition=partition, nacks=[
+            qpb.NackItem(message_id=m.message_id, delivery_count=m.delivery_count, reason=reason,
+                         **({} if delay_ms is None else {"delay_ms": delay_ms}))
+            for _, m, (delay_ms, reason), _ in entries])
+    return qpb.ExtendRequest(topic=topic, partition=partition, extensions=[
+        qpb.ExtendItem(message_id=m.message_id, delivery_count=m.delivery_count, visibility_ms=visibility_ms)
+        for _, m, visibility_ms, _ in entries])
+
+
+class QueueConsumer:
+    """Consumes queue topics: `poll` (or iterate) for leased messages, then ack/nack/extend each one.
+
+    One lease stream per partition, to its leader. Without `partitions` the consumer follows whole topics: every
+    `partitions_check_ms` it reads fresh metadata and opens streams for partitions added since.
+    """
+
+    def __init__(self, bootstrap: str | list[str] | None = None, *, topics: list[str] | str,
+                 partitions: list[int] | None = None, visibility_ms: int = settings.QUEUE_VISIBILITY_MS,
+                 prefetch: int = settings.QUEUE_PREFETCH_MESSAGES,
+                 lease_batch_messages: int = settings.QUEUE_LEASE_BATCH_MESSAGES,
+                 ack_linger_ms: int = settings.QUEUE_ACK_LINGER_MS,
+                 partitions_check_ms: int = settings.QUEUE_PARTITIONS_CHECK_MS,
+                 request_timeout_ms: int = settings.REQUEST_TIMEOUT_MS, router: Router | None = None):
+        self.topics = [topics] if isinstance(topics, str) else list(topics)
+        if not self.topics or prefetch < 1 or lease_batch_messages < 1 or partitions_check_ms < 1:
+            raise InvalidArgument("a QueueConsumer needs topics, prefetch >= 1, lease_batch_messages >= 1 and "
+                                  "partitions_check_ms >= 1")
+        self.router = router or Router(bootstrap, request_timeout_ms=request_timeout_ms)
+        self._owns_router = router is None
+        self.stubs = QueueStubs(self.router)
+        self.visibility_ms = visibility_ms
+        self.prefetch = prefetch
+        self.lease_batch_messages = min(lease_batch_messages, prefetch)
+        self.settlements = _Settlements(self.router, self.stubs, ack_linger_ms / 1000, request_timeout_ms / 1000)
+        self._buffer: queue.SimpleQueue[Message] = queue.SimpleQueue()
+        self._stopping = threading.Event()
+        self._failure: RaftbusError | None = None
+        self._calls: dict[tuple[str, int], object] = {}
+        self._lock = threading.Lock()
+        self._threads = []
+        self._streaming: set[tuple[str, int]] = set()
+        for topic in self.topics:
+            if self.router.topic_kind(topic) != "queue":
+                self.settlements.close(0)
+                raise WrongTopicKind(f"{topic!r} is a stream topic; read it with Reader (or a Consumer)")
+        for topic in self.topics:
+            for partition in partitions if partitions is not None else range(self.router.partitions_for(topic)):
+                self._start_stream(topic, partition)
+        if partitions is None:  # whole topics: partitions added later are leased from too
+            watcher = threading.Thread(target=self._watch_partitions, args=(partitions_check_ms / 1000,),
+                                       daemon=True, name="raftbus-lease-partitions")
+            watcher.start()
+            self._threads.append(watcher)
+
+    # ------------------------------------------------------------------ public API
+    def poll(self, timeout_s: float = 1.0, max_messages: int = settings.QUEUE_POLL_MESSAGES_MAX) -> list[Message]:
+        """Up to max_messages leased messages, waiting up to timeout_s for the first one."""
+        if self._failure is not None:
+            raise self._failure
+        messages = []
+        try:
+            messages.append(self._buffer.get(timeout=timeout_s))
+            while len(messages) < max_messages:
+                messages.append(self._buffer.get_nowait())
+        except queue.Empty:
+            pass
+        return messages
+
+    def __iter__(self) -> Iterator[Message]:
+        while not self._stopping.is_set():
+            yield from self.poll()
+
+    def flush(self, timeout_s: float | None = None) -> None:
+        """Wait until every ack, nack and extend made so far has its answer."""
+        if not self.settlements.flush(timeout_s):
+            raise RequestTimedOut(f"settlements not answered within {timeout_s} s")
+
+    def close(self, timeout_s: float | None = 10.0) -> None:
+        """Send pending settlements, stop the streams (unsettled leases expire on the broker)."""
+        if self._stopping.is_set():
+            return
+        self._stopping.set()
+        self.settlements.close(timeout_s)
+        with self._lock:
+            calls = list(self._calls.values())
+        for call in calls:
+            call.cancel()
+        with self._lock:
+            threads = list(self._threads)
+        for thread in threads:
+            thread.join(5)
+        if self._owns_router:
+            self.router.close()
+
+    def __enter__(self) -> "QueueConsumer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ stream threads
+    def _start_stream(self, topic: str, partition: int) -> None:
+        with self._lock:
+            if (topic, partition) in self._streaming or self._stopping.is_set():
+                return
+            self._streaming.add((topic, partition))
+            thread = threading.Thread(target=self._stream, args=(topic, partition), daemon=True,
+                                      name=f"raftbus-lease-{topic}-{partition}")
+            self._threads.append(thread)
+        thread.start()
+
+    def _watch_partitions(self, interval_s: float) -> None:
+        """Every interval, fresh metadata: a lease stream for each partition added to a topic since."""
+        while not self._stopping.wait(interval_s):
+            try:
+                topics = self.router.refresh().topics
+            except RaftbusError:
+                continue  # no broker answered: the next round asks again
+            for topic in self.topics:
+                for partition in sorted(topics.get(topic, {})):
+                    self._start_stream(topic, partition)
+
+    def _stream(self, topic: str, partition: int) -> None:
+        failures = 0
+        request = qpb.LeaseRequest(topic=topic, partition=partition, max_messages=self.lease_batch_messages,
+                                   visibility_ms=self.visibility_ms, max_in_flight=self.prefetch, packed=True)
+        while not self._stopping.is_set():
+            try:
+                call = self.stubs.for_partition(topic, partition).LeaseStream(request)
+                with self._lock:
+                    self._calls[(topic, partition)] = call
+                if self._stopping.is_set():
+                    call.cancel()
+                for response in call:
+                    if response.HasField("error") and response.error.code:
+                        raise error_from_code(response.error.code, response.error.message,
+                                              leader_id=response.error.leader_id or None,
+                                              leader_address=response.error.leader_address or None)
+                    failures = 0
+                    for message in leased_messages(topic, partition, response, self.settlements):
+                        self._buffer.put(message)
+                err: RaftbusError = Unavailable("lease stream ended")
+            except grpc.RpcError as exc:
+                err = error_from_rpc(exc)
+            except RaftbusError as exc:
+                err = exc
+            if self._stopping.is_set():
+                return
+            failures += 1
+            if not err.retriable:
+                self._failure = err
+                return
+            hinted = self.router.note_failure(err, 1, topic=topic, partition=partition) == 0.0
+            if hinted and failures <= 2:
+                continue  # a NOT_LEADER hint: reopen on the named leader at once
+            self._stopping.wait(exponential_backoff_s(failures, settings.QUEUE_STREAM_RETRY_BACKOFF_MS / 1000,
+                                                      settings.QUEUE_STREAM_RETRY_BACKOFF_MAX_MS / 1000))
+

@@ -1,0 +1,230 @@
+"""Enqueueing to queue topics for the Producer: per-partition batches sent as Queue.Enqueue from one thread.
+
+The same rules as the stream path: batches close at batch_bytes_max, QUEUE_BATCH_MESSAGES_MAX messages or after
+linger_ms; one batch per partition is in flight at a time; an idempotent producer tags each batch with its id and
+the partition's message sequence, so a retried batch is not enqueued twice and answers with the original ids.
+A message goes to its explicit partition, else by murmur2 of its group, else of its idempotency key (so a
+retried key meets its original), else of its record key, else to the topic's sticky partition.
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+
+import grpc
+
+from raftbus.client import settings
+from raftbus.client.errors import OutOfOrderSequence, RaftbusError, Unavailable, error_from_rpc
+from raftbus.client.murmur2 import partition_for_key
+from raftbus.client.queues.messages import MessageMetadata
+from raftbus.client.router import Router, exponential_backoff_s
+from raftbus.client.sender import PendingBatch, SenderCore
+from raftbus.client.wire import queues_pb2 as qpb
+from raftbus.client.wire import queues_pb2_grpc as qpb_grpc
+
+
+def queue_partition(count: int, group: str | None, idempotency_key: str | None, key: bytes | None) -> int | None:
+    """The partition a routing field picks, or None for the sticky partition."""
+    for field in (group, idempotency_key):
+        if field:
+            return partition_for_key(field.encode(), count)
+    return partition_for_key(key, count) if key is not None else None
+
+
+class QueueStubs:
+    """Queue service stubs over the router's pooled channels."""
+
+    def __init__(self, router: Router):
+        self.router = router
+        self._lock = threading.Lock()
+        self._stubs: dict[str, qpb_grpc.QueueStub] = {}
+
+    def __call__(self, conn) -> qpb_grpc.QueueStub:
+        with self._lock:
+            stub = self._stubs.get(conn.address)
+            if stub is None:
+                stub = self._stubs[conn.address] = qpb_grpc.QueueStub(conn.channel)
+            return stub
+
+    def for_partition(self, topic: str, partition: int) -> qpb_grpc.QueueStub:
+        return self(self.router.connection(self.router.leader_address(topic, partition)))
+
+
+class _QueueBatch(PendingBatch):
+    __slots__ = ("messages",)
+
+    def __init__(self, topic: str, partition: int, now_s: float, linger_s: float):
+        super().__init__(topic, partition, now_s, linger_s)
+        self.messages: list[qpb.EnqueueMessage] = []
+
+
+class QueueSender(SenderCore):
+    """Enqueue batches of one producer: one batch in flight per partition, tagged with the producer's id and the
+    partition's message sequence."""
+
+    def __init__(self, router: Router, producer_id: bytes, *, linger_ms: int, batch_bytes_max: int,
+                 buffer_bytes_max: int, delivery_timeout_ms: int, max_block_ms: int,
+                 clock: Callable[[], float] = time.monotonic):
+        super().__init__(linger_ms=linger_ms, batch_bytes_max=batch_bytes_max, buffer_bytes_max=buffer_bytes_max,
+                         delivery_timeout_ms=delivery_timeout_ms, max_block_ms=max_block_ms, clock=clock)
+        self.router = router
+        self.stubs = QueueStubs(router)
+        self.producer_id = producer_id
+        self._in_flight: set[tuple[str, int]] = set()
+        self._next_sequence: dict[tuple[str, int], int] = {}
+        self._sticky: dict[str, int] = {}
+        self._request_ids = itertools.count(1)
+        self._pending = 0
+        self._start_sender("raftbus-queue-sender")
+
+    # ------------------------------------------------------------------ callers
+    def send(self, topic: str, partition: int | None, count: int, message: qpb.EnqueueMessage) -> Future:
+        """Queue one message for `partition` (None: the sticky one); the future resolves to MessageMetadata."""
+        size = len(message.record) + len(message.group) + len(message.idempotency_key) + 32
+        future: Future = Future()
+        future.set_running_or_notify_cancel()
+        with self._cond:
+            if self._stopping:
+                raise Unavailable("producer is closed")
+            self._reserve(size)
+            if partition is None:
+                partition = self._sticky.setdefault(topic, 0) % count
+            tp = (topic, partition)
+            batch = self._open.get(tp)
+            if batch is not None and (batch.size_bytes + size > self.batch_bytes_max
+                                      or len(batch.messages) >= settings.QUEUE_BATCH_MESSAGES_MAX):
+                self._close(tp, count)
+                batch = None
+            if batch is None:
+                batch = self._open[tp] = _QueueBatch(topic, partition, self._clock(), self.linger_s)
+                self._queues.setdefault(tp, deque()).append(batch)
+            batch.messages.append(message)
+            batch.futures.append(future)
+            batch.size_bytes += size
+            self._pending += 1
+            self._cond.notify_all()
+        return future
+
+    def flush(self, timeout_s: float | None = None) -> bool:
+        with self._cond:
+            self._flushing += 1
+            self._cond.notify_all()
+            try:
+                return self._cond.wait_for(lambda: self._pending == 0, timeout_s)
+            finally:
+                self._flushing -= 1
+
+    def close(self, timeout_s: float | None = None) -> None:
+        self.flush(timeout_s)
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        self._thread.join(5)
+        with self._cond:
+            left = [b for queue in self._queues.values() for b in queue]
+            self._queues.clear()
+            self._open.clear()
+        for batch in left:
+            batch.fail(Unavailable("producer closed before the message was enqueued"))
+
+    # ------------------------------------------------------------------ accumulator (lock held)
+    def _close(self, tp: tuple[str, int], count: int | None = None) -> None:
+        batch = self._open.pop(tp, None)
+        if batch is None:
+            return
+        batch.closed = True
+        topic, partition = tp
+        if count and self._sticky.get(topic, 0) % count == partition:
+            self._sticky[topic] = (partition + 1) % count
+
+    def _take_ready(self, now_s: float) -> tuple[list[_QueueBatch], float | None]:
+        ready, wait_s = [], None
+        for tp, queue in self._queues.items():
+            if not queue or tp in self._in_flight:
+                continue
+            head = queue[0]
+            due_s = self._due_s(head, queue, now_s)
+            if due_s > now_s:
+                wait_s = due_s - now_s if wait_s is None else min(wait_s, due_s - now_s)
+                continue
+            queue.popleft()
+            if self._open.get(tp) is head:
+                self._open.pop(tp)
+            head.closed = True
+            if head.sequence is None:
+                head.sequence = self._next_sequence.get(tp, 0)
+            self._in_flight.add(tp)
+            ready.append(head)
+        return ready, wait_s
+
+    # ------------------------------------------------------------------ sender thread
+    def _sender_idle(self) -> bool:
+        return not self._in_flight
+
+    def _dispatch(self, batch: _QueueBatch) -> None:
+        request = qpb.EnqueueRequest(request_id=next(self._request_ids), topic=batch.topic, partition=batch.partition,
+                                     producer_id=self.producer_id, base_sequence=batch.sequence,
+                                     messages=batch.messages)
+        batch.attempts += 1
+        try:
+            call = self.stubs.for_partition(batch.topic, batch.partition).Enqueue.future(
+                request, timeout=self.router.request_timeout_s)
+        except grpc.RpcError as exc:
+            self._done(batch, None, error_from_rpc(exc))
+            return
+        except RaftbusError as err:
+            self._done(batch, None, err)
+            return
+
+        def on_done(f) -> None:
+            try:
+                response = f.result()
+            except grpc.RpcError as exc:
+                self._done(batch, None, error_from_rpc(exc))
+            except Exception as exc:  # a cancelled call (channel closed)
+                self._done(batch, None, Unavailable(f"enqueue call ended: {exc!r}"))
+            else:
+                self._done(batch, response, None)
+
+        call.add_done_callback(on_done)
+
+    def _done(self, batch: _QueueBatch, response, err: RaftbusError | None) -> None:
+        tp = (batch.topic, batch.partition)
+        if err is None:
+            with self._cond:
+                self._next_sequence[tp] = batch.sequence + len(batch.messages)
+                self._finish(batch, tp)
+            for future, result in zip(batch.futures, response.results):
+                future.set_result(MessageMetadata(batch.topic, batch.partition, result.message_id, result.duplicate,
+                                                  response.enqueued_ms))
+            self._settled(batch)
+            return
+        now_s = self._clock()
+        if isinstance(err, OutOfOrderSequence):
+            delay = exponential_backoff_s(batch.attempts, self.router.retry_backoff_s, self.router.retry_backoff_max_s)
+        else:
+            delay = self.router.note_failure(err, batch.attempts, topic=batch.topic, partition=batch.partition)
+        with self._cond:
+            if self._may_retry(batch, now_s, delay):
+                self._queues[tp].appendleft(batch)
+                self._in_flight.discard(tp)
+                self._cond.notify_all()
+                return
+            self._finish(batch, tp)
+        batch.fail(err)
+        self._settled(batch)
+
+    def _finish(self, batch: _QueueBatch, tp: tuple[str, int]) -> None:
+        self._in_flight.discard(tp)
+        self._release(batch)
+
+    def _settled(self, batch: _QueueBatch) -> None:
+        """The batch's futures are done: only now may flush() stop waiting for it."""
+        with self._cond:
+            self._pending -= len(batch.messages)
+            self._cond.notify_all()
+

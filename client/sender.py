@@ -1,0 +1,128 @@
+"""The batching core shared by the stream Producer and the queue sender.
+
+Both accumulate per-partition batches under one lock and send them from one background thread: a record
+reserves room in a bounded buffer (blocking up to `max_block_ms`, then Overloaded), a partition's head batch is
+due when it closed, lingered `linger_ms`, has a batch queued behind it or a flush is waiting, a failed batch is
+retried after the delay its error allows while `delivery_timeout_ms` is not spent. What differs (the request,
+how many batches a partition may have in flight, how answers settle) is each sender's own.
+"""
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+
+from raftbus.client.errors import Overloaded
+
+
+class PendingBatch:
+    """What every batch of a sender carries: where it goes, its futures and its send and retry bookkeeping."""
+
+    __slots__ = ("topic", "partition", "futures", "size_bytes", "created_s", "linger_until_s", "closed",
+                 "sequence", "attempts", "retry_at_s")
+
+    def __init__(self, topic: str, partition: int, now_s: float, linger_s: float):
+        self.topic = topic
+        self.partition = partition
+        self.futures: list[Future] = []
+        self.size_bytes = 0
+        self.created_s = now_s
+        self.linger_until_s = now_s + linger_s
+        self.closed = False
+        self.sequence: int | None = None
+        self.attempts = 0
+        self.retry_at_s = 0.0
+
+    def fail(self, err: BaseException) -> None:
+        for future in self.futures:
+            if not future.done():
+                future.set_exception(err)
+
+
+class SenderCore:
+    """Buffer budget, batch readiness, retry deadline and the sender thread; subclasses take and send batches."""
+
+    def __init__(self, *, linger_ms: int, batch_bytes_max: int, buffer_bytes_max: int, delivery_timeout_ms: int,
+                 max_block_ms: int, clock: Callable[[], float]):
+        self.linger_s = linger_ms / 1000
+        self.batch_bytes_max = batch_bytes_max
+        self.buffer_bytes_max = buffer_bytes_max
+        self.delivery_timeout_s = delivery_timeout_ms / 1000
+        self.max_block_s = max_block_ms / 1000
+        self._clock = clock
+        self._cond = threading.Condition()
+        self._queues: dict[tuple[str, int], deque] = {}
+        self._open: dict[tuple[str, int], PendingBatch] = {}
+        self._buffer_used_bytes = 0
+        self._flushing = 0
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+
+    def _start_sender(self, name: str) -> None:
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------------ buffer (caller holds the lock)
+    def _reserve(self, size: int) -> None:
+        """Take `size` bytes of the buffer, waiting up to max_block_ms for room; Overloaded after that."""
+        deadline = self._clock() + self.max_block_s
+        while self._buffer_used_bytes + size > self.buffer_bytes_max:
+            remaining = deadline - self._clock()
+            if remaining <= 0:
+                raise Overloaded(f"producer buffer full ({self.buffer_bytes_max} bytes) for {self.max_block_s} s")
+            self._cond.wait(remaining)
+            self._check_open()
+        self._buffer_used_bytes += size
+
+    def _release(self, batch: PendingBatch) -> None:
+        """Give the batch's bytes back to the buffer."""
+        self._buffer_used_bytes -= batch.size_bytes
+        self._cond.notify_all()
+
+    def _check_open(self) -> None:
+        """Raise if callers may no longer add records (the Producer raises once closed)."""
+
+    # ------------------------------------------------------------------ readiness (caller holds the lock)
+    def _due_s(self, head: PendingBatch, queue: deque, now_s: float) -> float:
+        """When a partition's head batch may go: now if it is closed, flushed, stopping or has one behind it,
+        else after its linger; a retried batch after its backoff."""
+        if head.attempts:
+            return head.retry_at_s
+        if head.closed or self._flushing or self._stopping or len(queue) > 1:
+            return now_s
+        return head.linger_until_s
+
+    def _may_retry(self, batch: PendingBatch, now_s: float, delay_s: float | None) -> bool:
+        """A failed batch goes again after `delay_s` unless its error is final, the sender stops or the retry
+        would land past delivery_timeout_ms; when it may, its retry time is set."""
+        if delay_s is None or self._stopping or now_s + delay_s >= batch.created_s + self.delivery_timeout_s:
+            return False
+        batch.retry_at_s = now_s + delay_s
+        return True
+
+    # ------------------------------------------------------------------ sender thread
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while True:
+                    ready, wait_s = self._take_ready(self._clock())
+                    if ready:
+                        break
+                    if self._stopping and self._sender_idle():
+                        return
+                    self._cond.wait(wait_s)
+            for batch in ready:
+                self._dispatch(batch)
+
+    def _take_ready(self, now_s: float) -> tuple[list, float | None]:
+        """Pop the batches that are due and may be sent now, and how long to wait otherwise (lock held)."""
+        raise NotImplementedError
+
+    def _sender_idle(self) -> bool:
+        """Nothing is left for a stopping sender thread to do (lock held)."""
+        raise NotImplementedError
+
+    def _dispatch(self, batch: PendingBatch) -> None:
+        """Send one batch; its answer arrives on another thread (lock not held)."""
+        raise NotImplementedError

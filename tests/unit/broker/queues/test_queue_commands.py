@@ -1,0 +1,62 @@
+"""Goal: every queue command round-trips through the binary codec, and malformed bytes decode to typed errors."""
+import pytest
+
+from raftbus.broker.queues import commands as qc
+from raftbus.client import errors
+
+POLICY = qc.QueuePolicy(7, 10, 20, 3, 40, 50, 60)
+ITEMS = [qc.EnqueueItem(-5, 123, 2, 99, 1 << 40 | 5, b"a.b", b"key", b"err", b"\x00record"),
+         qc.EnqueueItem(2**31 - 1, 0, 0, 0, 0, b"", b"", b"", b"")]
+
+
+@pytest.mark.parametrize("command, op, body", [
+    (qc.encode_enqueue(5, POLICY, ITEMS, producer_id=b"p" * 16, base_sequence=9), qc.ENQUEUE,
+     qc.Enqueue(b"p" * 16, 9, tuple(ITEMS))),
+    (qc.encode_lease(5, POLICY, 10, 1000, 30_000), qc.LEASE, qc.Lease(10, 1000, 30_000)),
+    (qc.encode_ack(5, POLICY, [(1, 1), (2**64 - 1, 7)]), qc.ACK, qc.Settle(b"", 0, [(1, 1), (2**64 - 1, 7)])),
+    (qc.encode_ack(5, POLICY, [(1, 1)], settler_id=b"s" * 16, sequence=3), qc.ACK,
+     qc.Settle(b"s" * 16, 3, [(1, 1)])),
+    (qc.encode_ack_packed(5, POLICY, bytes.fromhex("000000000000000a 00000002 00000000000000ff 00000001"),
+                          settler_id=b"s", sequence=4), qc.ACK, qc.Settle(b"s", 4, [(10, 2), (255, 1)])),
+    (qc.encode_nack(5, POLICY, [qc.Nack(3, 1, qc.BACKOFF, b""), qc.Nack(4, 2, 500, b"why")], settler_id=b"c",
+                    sequence=9), qc.NACK,
+     qc.Settle(b"c", 9, [qc.Nack(3, 1, qc.BACKOFF, b""), qc.Nack(4, 2, 500, b"why")])),
+    (qc.encode_extend(5, POLICY, [(3, 1, 100)]), qc.EXTEND, [(3, 1, 100)]),
+    (qc.encode_delete(5, POLICY, [3, 4]), qc.DELETE, [3, 4]),
+    (qc.encode_dead_remove(5, POLICY, [8]), qc.DEAD_REMOVE, [8]),
+    (qc.encode_change(5, POLICY, 3, -1, None), qc.CHANGE, qc.Change(3, -1, None)),
+    (qc.encode_change(5, POLICY, 3, None, 77), qc.CHANGE, qc.Change(3, None, 77)),
+    (qc.encode_tick(5, POLICY), qc.TICK, None),
+])
+def test_round_trip(command, op, body):
+    assert qc.decode(command) == qc.QueueCommand(op, 5, POLICY, body)
+
+
+@pytest.mark.parametrize("bad", [
+    b"", b"Q", b"P" + bytes(60), qc.encode_tick(5, POLICY).replace(b"QK", b"Q?", 1),
+    qc.encode_ack(5, POLICY, [(1, 1)]) + b"\x00",
+    qc.encode_nack(5, POLICY, [qc.Nack(3, 1, 0, b"why")])[:-1],
+    qc.encode_enqueue(5, POLICY, ITEMS)[:-3],
+    qc.encode_enqueue(5, POLICY, []),
+    qc.encode_change(5, POLICY, 1, 1, None)[:-1],
+])
+def test_malformed_commands_raise_typed_errors(bad):
+    with pytest.raises(errors.InvalidArgument):
+        qc.decode(bad)
+
+
+def test_packed_acks_must_hold_whole_leases():
+    with pytest.raises(errors.InvalidArgument):
+        qc.encode_ack_packed(5, POLICY, bytes(13))
+
+
+@pytest.mark.parametrize("group, ok", [
+    (b"", True), (b"a", True), (b"acme.web.alice", True), (b"caf\xc3\xa9", True),
+    (b".a", False), (b"a.", False), (b"a..b", False), (b"a\x01b", False), (b"\x00", False),
+])
+def test_group_rules(group, ok):
+    if ok:
+        qc.check_group(group)
+    else:
+        with pytest.raises(errors.InvalidArgument):
+            qc.check_group(group)

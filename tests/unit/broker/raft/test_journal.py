@@ -1,0 +1,89 @@
+"""Goal: the Raft journal keeps exactly the entries it was told to keep, across reopen, truncation, compaction
+and a torn tail, and never reads another format as its own."""
+import os
+
+import pytest
+
+from raftbus.broker.raft.journal import MAGIC, RECORD, AppendJournal
+
+
+def entries(journal):
+    return [journal[i] for i in range(len(journal))]
+
+
+@pytest.fixture
+def path(tmp_path):
+    return str(tmp_path / "raft.journal")
+
+
+def fill(journal, count, first=1, term=1):
+    for idx in range(first, first + count):
+        journal.add(f"command-{idx}".encode(), idx, term)
+
+
+def test_entries_survive_a_reopen_in_order(path):
+    journal = AppendJournal(path)
+    fill(journal, 5)
+    journal._destroy()
+    reopened = AppendJournal(path)
+    assert entries(reopened) == [(f"command-{i}".encode(), i, 1) for i in range(1, 6)]
+    assert reopened[-1][1] == 5 and reopened[1:3] == entries(reopened)[1:3]
+
+
+def test_delete_from_truncates_and_later_entries_follow_the_cut(path):
+    journal = AppendJournal(path)
+    fill(journal, 5)
+    journal.deleteEntriesFrom(2)
+    journal.add(b"replacement", 3, 2)
+    journal._destroy()
+    assert entries(AppendJournal(path)) == [(b"command-1", 1, 1), (b"command-2", 2, 1), (b"replacement", 3, 2)]
+
+
+def test_delete_to_keeps_the_tail_after_compaction_and_reopen(path):
+    journal = AppendJournal(path)
+    fill(journal, 6)
+    journal.deleteEntriesTo(4)
+    fill(journal, 1, first=7)
+    journal._destroy()
+    assert [e[1] for e in entries(AppendJournal(path))] == [5, 6, 7]
+    assert not os.path.exists(path + ".compact")
+
+
+def test_a_torn_or_corrupt_tail_is_cut_at_the_last_good_entry(path):
+    journal = AppendJournal(path)
+    fill(journal, 3)
+    journal._destroy()
+    size = os.path.getsize(path)
+    with open(path, "ab") as f:
+        f.write(RECORD.pack(100, 4, 1, 0) + b"half")  # torn: shorter than it claims
+    assert [e[1] for e in entries(AppendJournal(path))] == [1, 2, 3]
+    assert os.path.getsize(path) == size
+    with open(path, "r+b") as f:  # flip a byte inside the last entry: its CRC no longer matches
+        f.seek(size - 1)
+        f.write(b"X")
+    reopened = AppendJournal(path)
+    assert [e[1] for e in entries(reopened)] == [1, 2]
+    reopened.add(b"next", 3, 1)
+    reopened._destroy()
+    assert entries(AppendJournal(path))[-1] == (b"next", 3, 1)
+
+
+def test_a_file_of_another_format_is_refused_not_overwritten(path):
+    with open(path, "wb") as f:
+        f.write(b"PYSYNCOBJ" + bytes(100))
+    with pytest.raises(ValueError, match="not a raftbus journal"):
+        AppendJournal(path)
+    with open(path, "rb") as f:
+        assert f.read(9) == b"PYSYNCOBJ"
+
+
+def test_term_and_vote_are_stored_and_reloaded(path):
+    journal = AppendJournal(path)
+    journal.setCurrentTerm(7, "2")
+    journal.setRaftCommitIndex(42)
+    journal.onOneSecondTimer()
+    journal._destroy()
+    reopened = AppendJournal(path)
+    assert (reopened.getCurrentTerm(), reopened.getVotedForNodeId(), reopened.getRaftCommitIndex()) == (7, "2", 42)
+    with open(path, "rb") as f:
+        assert f.read(len(MAGIC)) == MAGIC
