@@ -121,9 +121,13 @@ def encode_register_broker(*, broker_id: int, address: str, raft_address: str, n
 
 
 def encode_create_topic(*, name: str, kind: str, ordering: str, partitions: int, replication_factor: int,
-                        retention_ms: int, retention_bytes: int, now_ms: int, queue: dict | None = None) -> bytes:
-    """`queue`: the QueueConfig fields of a queue topic (see model.QueueConfig)."""
+                        retention_ms: int, retention_bytes: int, now_ms: int, queue: dict | None = None,
+                        limits: dict | None = None) -> bytes:
+    """`queue`: the QueueConfig fields of a queue topic (see model.QueueConfig); `limits`: the counts the topic
+    must fit in (see model.CountLimits), stamped by the controller so every replica checks the same ones."""
     extra = {"queue": queue} if queue is not None else {}
+    if limits is not None:
+        extra["limits"] = limits
     return _encode_json(CREATE_TOPIC, name=name, kind=kind, ordering=ordering, partitions=partitions,
                         replication_factor=replication_factor, retention_ms=retention_ms,
                         retention_bytes=retention_bytes, now_ms=now_ms, **extra)
@@ -133,8 +137,9 @@ def encode_delete_topic(*, name: str, now_ms: int) -> bytes:
     return _encode_json(DELETE_TOPIC, name=name, now_ms=now_ms)
 
 
-def encode_alter_partitions(*, name: str, partitions: int, now_ms: int) -> bytes:
-    return _encode_json(ALTER_PARTITIONS, name=name, partitions=partitions, now_ms=now_ms)
+def encode_alter_partitions(*, name: str, partitions: int, now_ms: int, limits: dict | None = None) -> bytes:
+    extra = {"limits": limits} if limits is not None else {}
+    return _encode_json(ALTER_PARTITIONS, name=name, partitions=partitions, now_ms=now_ms, **extra)
 
 
 def decode_json(command: bytes) -> tuple[str, dict]:

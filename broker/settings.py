@@ -78,6 +78,9 @@ class BrokerSettings:
     default_partitions: int = 3
     default_replication_factor: int = 3
     partitions_per_topic_max: int = 10_000
+    topics_max: int = 10_000
+    cluster_partitions_max: int = 40_000
+    broker_replicas_max: int = 12_000
     default_retention_ms: int = 7 * 24 * 3600 * 1000
     default_retention_bytes: int = -1
     retention_check_interval_ms: int = 5000

@@ -146,17 +146,21 @@ class BrokerStats:
         return asdict(self)
 
 
-def create_topic_request(name: str, partitions: int, replication_factor: int, kind: str, ordering: str | None,
-                         retention_ms: int | None, retention_bytes: int | None,
+def create_topic_request(name: str, partitions: int | None, replication_factor: int | None, kind: str,
+                         ordering: str | None, retention_ms: int | None, retention_bytes: int | None,
                          **queue_options: int | None) -> pb.CreateTopicRequest:
-    """The CreateTopic request; unset retention and queue fields mean "the broker's default"."""
+    """The CreateTopic request; None (unset) partitions, replication factor, retention and queue fields mean "the
+    broker's default"; any value given is sent as given, so a bad one is refused, never replaced."""
     optional = {name: value for name, value in queue_options.items() if value is not None}
+    if partitions is not None:
+        optional["partitions"] = partitions
+    if replication_factor is not None:
+        optional["replication_factor"] = replication_factor
     if retention_ms is not None:
         optional["retention_ms"] = retention_ms
     if retention_bytes is not None:
         optional["retention_bytes"] = retention_bytes
-    return pb.CreateTopicRequest(name=name, partitions=partitions, replication_factor=replication_factor,
-                                 kind=kind, ordering=ordering or "", **optional)
+    return pb.CreateTopicRequest(name=name, kind=kind, ordering=ordering or "", **optional)
 
 
 class Admin:
@@ -182,7 +186,8 @@ class Admin:
 
     # ------------------------------------------------------------------ topics
 
-    def create_topic(self, name: str, partitions: int = 3, replication_factor: int = 3, kind: str = "stream",
+    def create_topic(self, name: str, partitions: int | None = 3, replication_factor: int | None = 3,
+                     kind: str = "stream",
                      ordering: str | None = None, retention_ms: int | None = None,
                      retention_bytes: int | None = None, wait: bool = True, *, max_deliveries: int | None = None,
                      backoff_base_ms: int | None = None, backoff_max_ms: int | None = None,

@@ -217,6 +217,12 @@ class GroupLimitReached(RaftbusError):
     code = "GROUP_LIMIT_REACHED"
 
 
+class LimitReached(RaftbusError):
+    """The change would exceed a configured count: `topics_max`, `cluster_partitions_max` or `broker_replicas_max`."""
+
+    code = "LIMIT_REACHED"
+
+
 class InvalidSessionTimeout(InvalidArgument):
     """A session or rebalance timeout outside the broker's bounds (`group_session_timeout_min_ms`...)."""
 
@@ -278,6 +284,7 @@ GRPC_STATUS: dict[type[RaftbusError], grpc.StatusCode] = {
     GroupNotEmpty: grpc.StatusCode.FAILED_PRECONDITION,
     GroupLimitReached: grpc.StatusCode.RESOURCE_EXHAUSTED,
     InvalidSessionTimeout: grpc.StatusCode.INVALID_ARGUMENT,
+    LimitReached: grpc.StatusCode.RESOURCE_EXHAUSTED,
     # queue topics
     UnknownMessage: grpc.StatusCode.NOT_FOUND,
     LeaseLost: grpc.StatusCode.FAILED_PRECONDITION,

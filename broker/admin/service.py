@@ -40,13 +40,14 @@ class AdminService:
         self.settings = context.settings
 
     # ------------------------------------------------------------------ writes (controller only)
-    def create_topic(self, name: str, *, partitions: int = 0, replication_factor: int = 0, kind: str = "",
+    def create_topic(self, name: str, *, partitions: int | None = None, replication_factor: int | None = None,
+                     kind: str = "",
                      ordering: str = "", retention_ms: int | None = None, retention_bytes: int | None = None,
                      **queue_options):
         """Create a topic; a queue topic takes `queue_options` (see queue_config.OPTIONS) and gets `<name>.dlq`."""
         s = self.settings
-        partitions = partitions or s.default_partitions
-        replication_factor = replication_factor or s.default_replication_factor
+        partitions = s.default_partitions if partitions is None else partitions
+        replication_factor = s.default_replication_factor if replication_factor is None else replication_factor
         kind = kind or "stream"
         if kind != "queue" and ordering:
             raise errors.InvalidArgument("ordering applies to queue topics only")
@@ -72,7 +73,7 @@ class AdminService:
         command = commands.encode_create_topic(
             name=name, kind=kind, ordering=ordering, partitions=partitions, replication_factor=replication_factor,
             retention_ms=retention_ms, retention_bytes=retention_bytes, now_ms=self.context.clock.now_ms(),
-            queue=queue)
+            queue=queue, limits=self._limits())
         topic = wait_result(self.context.metadata_group.submit(command), s.produce_timeout_ms / 1000)
         return self.describe_topic(topic.name, topic=topic)
 
@@ -89,9 +90,13 @@ class AdminService:
             raise errors.InvalidPartitions(
                 f"partitions must be at most partitions_per_topic_max={self.settings.partitions_per_topic_max}")
         command = commands.encode_alter_partitions(name=name, partitions=partitions,
-                                                   now_ms=self.context.clock.now_ms())
+                                                   now_ms=self.context.clock.now_ms(), limits=self._limits())
         topic = wait_result(self.context.metadata_group.submit(command), self.settings.produce_timeout_ms / 1000)
         return self.describe_topic(topic.name, topic=topic)
+
+    def _limits(self) -> dict:
+        s = self.settings
+        return model.CountLimits(s.topics_max, s.cluster_partitions_max, s.broker_replicas_max).to_command()
 
     def register_broker(self, broker_id: int, address: str, raft_address: str, metrics_url: str = "") -> None:
         command = commands.encode_register_broker(broker_id=broker_id, address=address, raft_address=raft_address,

@@ -33,7 +33,8 @@ class AdminServicer(pb_grpc.AdminServicer):
     @unary
     def CreateTopic(self, request, context):
         view = self.service.create_topic(
-            request.name, partitions=request.partitions, replication_factor=request.replication_factor,
+            request.name, partitions=request.partitions if request.HasField("partitions") else None,
+            replication_factor=request.replication_factor if request.HasField("replication_factor") else None,
             kind=request.kind, ordering=request.ordering,
             retention_ms=request.retention_ms if request.HasField("retention_ms") else None,
             retention_bytes=request.retention_bytes if request.HasField("retention_bytes") else None,

@@ -133,7 +133,18 @@ class MetadataStateMachine:
         if planner is None:
             raise errors.InvalidArgument(f"{kind} is not a metadata command")
         result, change = planner(payload)
+        self._check_limits(payload, change)
         return result, self._resettle_groups(index, payload, change)
+
+    def _check_limits(self, payload: dict, change: _Change) -> None:
+        """A created or grown topic must fit in the count limits its command carries (LimitReached)."""
+        limits = model.CountLimits.from_command(payload.get("limits"))
+        if limits is None or change.topic is None:
+            return
+        after = {**self._topics, change.topic.name: change.topic}
+        if change.companion is not None:
+            after[change.companion.name] = change.companion
+        limits.check(after)
 
     def _resettle_groups(self, index: int, payload: dict, change: _Change) -> _Change:
         """Consumer groups subscribed to a created, grown or deleted topic get a new assignment."""
