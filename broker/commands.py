@@ -23,6 +23,7 @@ REGISTER_BROKER = "register_broker"
 CREATE_TOPIC = "create_topic"
 DELETE_TOPIC = "delete_topic"
 ALTER_PARTITIONS = "alter_partitions"
+ALTER_TOPIC = "alter_topic"
 INVALID = "invalid"
 
 _SEQUENCE = struct.Struct(">q")
@@ -36,6 +37,7 @@ _FIELDS: dict[str, dict[str, type]] = {
                    "retention_ms": int, "retention_bytes": int, "now_ms": int},
     DELETE_TOPIC: {"name": str, "now_ms": int},
     ALTER_PARTITIONS: {"name": str, "partitions": int, "now_ms": int},
+    ALTER_TOPIC: {"name": str, "changes": dict, "now_ms": int},
 }
 
 
@@ -140,6 +142,11 @@ def encode_delete_topic(*, name: str, now_ms: int) -> bytes:
 def encode_alter_partitions(*, name: str, partitions: int, now_ms: int, limits: dict | None = None) -> bytes:
     extra = {"limits": limits} if limits is not None else {}
     return _encode_json(ALTER_PARTITIONS, name=name, partitions=partitions, now_ms=now_ms, **extra)
+
+
+def encode_alter_topic(*, name: str, changes: dict, now_ms: int) -> bytes:
+    """`changes`: retention_ms, retention_bytes and queue options (model.QueueConfig fields) to set."""
+    return _encode_json(ALTER_TOPIC, name=name, changes=changes, now_ms=now_ms)
 
 
 def decode_json(command: bytes) -> tuple[str, dict]:

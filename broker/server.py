@@ -24,6 +24,7 @@ from raftbus.broker.log.state import PartitionStateMachine
 from raftbus.broker.queues.state.machine import QueueStateMachine
 from raftbus.broker.storage.lmdb_store import LmdbStore
 from raftbus.broker.admin.servicer import admin_servicers
+from raftbus.broker.call_limits import LongCallSlots
 from raftbus.broker.grpc_server import build_server
 from raftbus.broker.log.servicer import log_servicers
 from raftbus.broker.raft.hub import RaftHub
@@ -132,6 +133,8 @@ class Broker:
         servicers += queue_servicers(self.queue_service, self.dead_letters)
         self.server, self.health, self.grpc_port = build_server(
             s.listen, servicers, workers_max=s.grpc_workers_max, message_bytes_max=s.grpc_message_bytes_max,
+            concurrent_rpcs_max=s.grpc_concurrent_rpcs_max,
+            long_calls=LongCallSlots(s.grpc_long_calls_max, s.grpc_long_calls_per_connection_max),
             interceptors=self.metrics.interceptors())
         self.server.start()
         self._spawn(lambda: self.group_commit.run(self._stopping), "raftbus-group-commit")

@@ -45,6 +45,9 @@ class BrokerSettings:
     metrics_listen: str = ""
     metrics_lag_groups_per_partition_max: int = 1000
     grpc_workers_max: int = 64
+    grpc_concurrent_rpcs_max: int = 1024
+    grpc_long_calls_max: int = 48
+    grpc_long_calls_per_connection_max: int = 32
     grpc_message_bytes_max: int = 64 * 1024 * 1024
     raft_tick_interval_ms: int = 100
     raft_election_timeout_min_ms: int = 600
@@ -198,6 +201,12 @@ class BrokerSettings:
             raise errors.InvalidArgument("raft_election_timeout_min_ms must exceed 3 × raft_heartbeat_interval_ms")
         if self.raft_election_timeout_max_ms <= self.raft_election_timeout_min_ms:
             raise errors.InvalidArgument("raft_election_timeout_max_ms must exceed raft_election_timeout_min_ms")
+        if not 0 < self.grpc_long_calls_per_connection_max <= self.grpc_long_calls_max < self.grpc_workers_max:
+            raise errors.InvalidArgument("need 0 < grpc_long_calls_per_connection_max <= grpc_long_calls_max < "
+                                         "grpc_workers_max (short calls need workers of their own)")
+        for name in ("grpc_concurrent_rpcs_max", "topics_max", "cluster_partitions_max", "broker_replicas_max"):
+            if getattr(self, name) < 1:
+                raise errors.InvalidArgument(f"{name} must be >= 1")
         self._validate_consumer_groups()
         return self
 

@@ -238,6 +238,20 @@ class Admin:
         altered = TopicDescription.from_proto(response)
         return self.wait_for_leaders(name) if wait else altered
 
+    def alter_topic(self, name: str, *, retention_ms: int | None = None, retention_bytes: int | None = None,
+                    max_deliveries: int | None = None, backoff_base_ms: int | None = None,
+                    backoff_max_ms: int | None = None, max_in_flight_per_group: int | None = None,
+                    idempotency_window_ms: int | None = None) -> TopicDescription:
+        """Change a topic's retention and (queue topics) queue options; None leaves a setting as it is.
+        Raises UnknownTopic, WrongTopicKind (queue options on a stream topic), InvalidArgument."""
+        given = dict(retention_ms=retention_ms, retention_bytes=retention_bytes, max_deliveries=max_deliveries,
+                     backoff_base_ms=backoff_base_ms, backoff_max_ms=backoff_max_ms,
+                     max_in_flight_per_group=max_in_flight_per_group, idempotency_window_ms=idempotency_window_ms)
+        request = pb.AlterTopicRequest(name=name, **{k: v for k, v in given.items() if v is not None})
+        response = self.router.call_controller(
+            lambda conn: conn.admin.AlterTopic(request, timeout=self.request_timeout_s))
+        return TopicDescription.from_proto(response)
+
     def wait_for_leaders(self, name: str) -> TopicDescription:
         """Poll metadata until every partition of `name` has a leader, bounded by topic_ready_timeout_ms."""
         deadline = self._clock() + self.topic_ready_timeout_s

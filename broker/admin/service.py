@@ -7,7 +7,7 @@ from raftbus.client import errors
 
 from raftbus.broker import commands, model
 from raftbus.broker.context import BrokerContext, partition_group_id, wait_result
-from raftbus.broker.queues.config import resolve_queue_options
+from raftbus.broker.queues.config import check_altered_options, resolve_queue_options
 
 
 @dataclass(frozen=True)
@@ -91,6 +91,23 @@ class AdminService:
                 f"partitions must be at most partitions_per_topic_max={self.settings.partitions_per_topic_max}")
         command = commands.encode_alter_partitions(name=name, partitions=partitions,
                                                    now_ms=self.context.clock.now_ms(), limits=self._limits())
+        topic = wait_result(self.context.metadata_group.submit(command), self.settings.produce_timeout_ms / 1000)
+        return self.describe_topic(topic.name, topic=topic)
+
+    def alter_topic(self, name: str, *, retention_ms: int | None = None, retention_bytes: int | None = None,
+                    **queue_options):
+        """Change a topic's retention and, for a queue topic, its queue options (None = unchanged)."""
+        self.context.require_controller()
+        self.context.topic(name)
+        changes = check_altered_options(self.settings, **queue_options)
+        for field, value in (("retention_ms", retention_ms), ("retention_bytes", retention_bytes)):
+            if value is not None:
+                if value < -1:
+                    raise errors.InvalidArgument(f"{field} must be >= 0, or -1 for unlimited")
+                changes[field] = value
+        if not changes:
+            raise errors.InvalidArgument("alter a topic's retention_ms, retention_bytes or queue options")
+        command = commands.encode_alter_topic(name=name, changes=changes, now_ms=self.context.clock.now_ms())
         topic = wait_result(self.context.metadata_group.submit(command), self.settings.produce_timeout_ms / 1000)
         return self.describe_topic(topic.name, topic=topic)
 

@@ -59,6 +59,13 @@ class AdminServicer(pb_grpc.AdminServicer):
         return topic_proto(self.service.alter_partitions(request.name, request.partitions))
 
     @unary
+    def AlterTopic(self, request, context):
+        return topic_proto(self.service.alter_topic(
+            request.name, retention_ms=request.retention_ms if request.HasField("retention_ms") else None,
+            retention_bytes=request.retention_bytes if request.HasField("retention_bytes") else None,
+            **queue_options_of(request)))
+
+    @unary
     def GetMetadata(self, request, context):
         view = self.service.cluster(tuple(request.topics))
         return pb.MetadataResponse(brokers=cluster_brokers(view), controller_id=view.controller_id or 0,

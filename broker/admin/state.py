@@ -24,6 +24,7 @@ from raftbus.broker import commands, model
 from raftbus.broker.groups import commands as group_commands
 from raftbus.broker.groups import planning as group_planning
 from raftbus.broker.groups.state import ConsumerGroup
+from raftbus.broker.queues.config import OPTIONS as QUEUE_OPTIONS
 
 META, BROKERS, TOPICS = "meta", "brokers", "topics"
 GROUPS = "groups"
@@ -129,11 +130,14 @@ class MetadataStateMachine:
             commands.CREATE_TOPIC: self._plan_create_topic,
             commands.DELETE_TOPIC: self._plan_delete_topic,
             commands.ALTER_PARTITIONS: self._plan_alter_partitions,
+            commands.ALTER_TOPIC: self._plan_alter_topic,
         }.get(kind)
         if planner is None:
             raise errors.InvalidArgument(f"{kind} is not a metadata command")
         result, change = planner(payload)
         self._check_limits(payload, change)
+        if kind == commands.ALTER_TOPIC:  # settings only: no partition moves, no group changes
+            return result, change
         return result, self._resettle_groups(index, payload, change)
 
     def _check_limits(self, payload: dict, change: _Change) -> None:
@@ -233,6 +237,29 @@ class MetadataStateMachine:
                                        list(self._brokers))
         grown = dataclasses.replace(topic, partitions=topic.partitions + added)
         return grown, _Change(topic=grown)
+
+    def _plan_alter_topic(self, p: dict):
+        topic = self._topics.get(p["name"])
+        if topic is None:
+            raise errors.UnknownTopic(f"topic {p['name']!r} does not exist")
+        changes = dict(p["changes"])
+        unknown = set(changes) - {"retention_ms", "retention_bytes", *QUEUE_OPTIONS}
+        if unknown or not changes:
+            raise errors.InvalidArgument(f"alter_topic changes retention_ms, retention_bytes or queue options, "
+                                         f"not {sorted(unknown) or 'nothing'}")
+        retention = {n: changes.pop(n) for n in ("retention_ms", "retention_bytes") if n in changes}
+        if any(not isinstance(v, int) or isinstance(v, bool) or v < -1 for v in retention.values()):
+            raise errors.InvalidArgument("retention_ms and retention_bytes must be >= 0, or -1 for unlimited")
+        altered = dataclasses.replace(topic, **retention)
+        if changes:
+            if topic.queue is None:
+                raise errors.WrongTopicKind(f"{', '.join(sorted(changes))} apply to queue topics only; "
+                                            f"{topic.name!r} is a {topic.kind} topic")
+            if topic.queue.dead_letter_of:
+                raise errors.InvalidArgument(f"{topic.name!r} is the dead-letter topic of "
+                                             f"{topic.queue.dead_letter_of!r}; its queue options follow that topic")
+            altered = dataclasses.replace(altered, queue=dataclasses.replace(topic.queue, **changes).validate())
+        return altered, _Change(topic=altered)
 
     # ------------------------------------------------------------------ reads (any thread)
     def applied_index(self) -> int:

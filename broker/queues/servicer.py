@@ -67,7 +67,7 @@ class QueueServicer(qpb_grpc.QueueServicer):
     def Enqueue(self, request, context):
         enqueued_ms, results = self.service.enqueue(
             request.topic, request.partition, [new_message(m) for m in request.messages],
-            producer_id=request.producer_id, base_sequence=request.base_sequence)
+            producer_id=request.producer_id, base_sequence=request.base_sequence, history_mac=request.history_mac)
         return qpb.EnqueueResponse(request_id=request.request_id, enqueued_ms=enqueued_ms,
                                    results=[qpb.EnqueueResult(message_id=mid, duplicate=dup) for mid, dup in results])
 

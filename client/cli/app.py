@@ -107,9 +107,13 @@ def _add_topic_commands(sub, common) -> None:
         parser = actions.add_parser(action, parents=[common], help=text)
         parser.add_argument("name")
         parser.set_defaults(handler=handler)
-    alter = actions.add_parser("alter", parents=[common], help="grow a topic's partitions")
+    alter = actions.add_parser("alter", parents=[common],
+                               help="grow a topic's partitions, change its retention or its queue options")
     alter.add_argument("name")
-    alter.add_argument("--partitions", type=int, required=True)
+    alter.add_argument("--partitions", type=int, help="new total (grow only)")
+    alter.add_argument("--retention-ms", type=int, help="-1 = unlimited")
+    alter.add_argument("--retention-bytes", type=int, help="per partition; -1 = unlimited")
+    cli_queues.add_topic_queue_options(alter)
     alter.set_defaults(handler=run_topics_alter)
 
 
@@ -166,6 +170,9 @@ def check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
         parser.error("consume: --offset needs --partition")
     if args.command == "consume" and args.max is not None and args.max < 0:
         parser.error("consume: --max must be >= 0")
+    if args.command == "topics" and args.topics_command == "alter" and not _alterations(args) \
+            and args.partitions is None:
+        parser.error("topics alter: give --partitions, --retention-ms, --retention-bytes or a queue option")
     group_cli.check_group_usage(parser, args)
 
 
@@ -306,9 +313,20 @@ def run_topics_delete(args) -> int:
     return 0
 
 
+def _alterations(args) -> dict:
+    """The settings `topics alter` changes (partitions apart)."""
+    changed = {name: getattr(args, name) for name in ("retention_ms", "retention_bytes")
+               if getattr(args, name) is not None}
+    return {**changed, **cli_queues.topic_queue_options(args)}
+
+
 def run_topics_alter(args) -> int:
+    settings_changed = _alterations(args)
     with Admin(bootstrap_of(args)) as admin:
-        print_topic(admin.alter_partitions(args.name, args.partitions), args.json)
+        topic = admin.alter_topic(args.name, **settings_changed) if settings_changed else None
+        if args.partitions is not None:
+            topic = admin.alter_partitions(args.name, args.partitions)
+        print_topic(topic, args.json)
     return 0
 
 

@@ -250,6 +250,26 @@ class AlterPartitionsRequest(_message.Message):
     partitions: int
     def __init__(self, name: _Optional[str] = ..., partitions: _Optional[int] = ...) -> None: ...
 
+class AlterTopicRequest(_message.Message):
+    __slots__ = ("name", "retention_ms", "retention_bytes", "max_deliveries", "backoff_base_ms", "backoff_max_ms", "max_in_flight_per_group", "idempotency_window_ms")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    RETENTION_MS_FIELD_NUMBER: _ClassVar[int]
+    RETENTION_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MAX_DELIVERIES_FIELD_NUMBER: _ClassVar[int]
+    BACKOFF_BASE_MS_FIELD_NUMBER: _ClassVar[int]
+    BACKOFF_MAX_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_IN_FLIGHT_PER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_WINDOW_MS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    retention_ms: int
+    retention_bytes: int
+    max_deliveries: int
+    backoff_base_ms: int
+    backoff_max_ms: int
+    max_in_flight_per_group: int
+    idempotency_window_ms: int
+    def __init__(self, name: _Optional[str] = ..., retention_ms: _Optional[int] = ..., retention_bytes: _Optional[int] = ..., max_deliveries: _Optional[int] = ..., backoff_base_ms: _Optional[int] = ..., backoff_max_ms: _Optional[int] = ..., max_in_flight_per_group: _Optional[int] = ..., idempotency_window_ms: _Optional[int] = ...) -> None: ...
+
 class MetadataRequest(_message.Message):
     __slots__ = ("topics",)
     TOPICS_FIELD_NUMBER: _ClassVar[int]

@@ -303,6 +303,11 @@ class AdminStub:
                 request_serializer=raftbus__pb2.AlterPartitionsRequest.SerializeToString,
                 response_deserializer=raftbus__pb2.TopicInfo.FromString,
                 _registered_method=True)
+        self.AlterTopic = channel.unary_unary(
+                '/raftbus.v1.Admin/AlterTopic',
+                request_serializer=raftbus__pb2.AlterTopicRequest.SerializeToString,
+                response_deserializer=raftbus__pb2.TopicInfo.FromString,
+                _registered_method=True)
         self.GetMetadata = channel.unary_unary(
                 '/raftbus.v1.Admin/GetMetadata',
                 request_serializer=raftbus__pb2.MetadataRequest.SerializeToString,
@@ -353,6 +358,12 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterTopic(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetMetadata(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -397,6 +408,11 @@ def add_AdminServicer_to_server(servicer, server):
             'AlterPartitions': grpc.unary_unary_rpc_method_handler(
                     servicer.AlterPartitions,
                     request_deserializer=raftbus__pb2.AlterPartitionsRequest.FromString,
+                    response_serializer=raftbus__pb2.TopicInfo.SerializeToString,
+            ),
+            'AlterTopic': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterTopic,
+                    request_deserializer=raftbus__pb2.AlterTopicRequest.FromString,
                     response_serializer=raftbus__pb2.TopicInfo.SerializeToString,
             ),
             'GetMetadata': grpc.unary_unary_rpc_method_handler(
@@ -549,6 +565,33 @@ class Admin:
             target,
             '/raftbus.v1.Admin/AlterPartitions',
             raftbus__pb2.AlterPartitionsRequest.SerializeToString,
+            raftbus__pb2.TopicInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterTopic(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftbus.v1.Admin/AlterTopic',
+            raftbus__pb2.AlterTopicRequest.SerializeToString,
             raftbus__pb2.TopicInfo.FromString,
             options,
             channel_credentials,
