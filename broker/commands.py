@@ -24,6 +24,7 @@ CREATE_TOPIC = "create_topic"
 DELETE_TOPIC = "delete_topic"
 ALTER_PARTITIONS = "alter_partitions"
 ALTER_TOPIC = "alter_topic"
+SET_BROKER_STATE = "set_broker_state"
 INVALID = "invalid"
 
 _SEQUENCE = struct.Struct(">q")
@@ -38,6 +39,7 @@ _FIELDS: dict[str, dict[str, type]] = {
     DELETE_TOPIC: {"name": str, "now_ms": int},
     ALTER_PARTITIONS: {"name": str, "partitions": int, "now_ms": int},
     ALTER_TOPIC: {"name": str, "changes": dict, "now_ms": int},
+    SET_BROKER_STATE: {"broker_id": int, "state": str, "now_ms": int},
 }
 
 
@@ -142,6 +144,11 @@ def encode_delete_topic(*, name: str, now_ms: int) -> bytes:
 def encode_alter_partitions(*, name: str, partitions: int, now_ms: int, limits: dict | None = None) -> bytes:
     extra = {"limits": limits} if limits is not None else {}
     return _encode_json(ALTER_PARTITIONS, name=name, partitions=partitions, now_ms=now_ms, **extra)
+
+
+def encode_set_broker_state(*, broker_id: int, state: str, now_ms: int) -> bytes:
+    """`state`: model.BROKER_STATES (active, draining)."""
+    return _encode_json(SET_BROKER_STATE, broker_id=broker_id, state=state, now_ms=now_ms)
 
 
 def encode_alter_topic(*, name: str, changes: dict, now_ms: int) -> bytes:

@@ -69,6 +69,7 @@ class BrokerSettings:
     isr_lag_time_ms: int = 10_000
     leader_gossip_interval_ms: int = 1000
     preferred_leader_check_interval_ms: int = 5000
+    drain_check_interval_ms: int = 500
     storage_sync_interval_ms: int = 200
     storage_map_size_bytes: int = 64 * 1024 * 1024
     batch_bytes_max: int = 4 * 1024 * 1024

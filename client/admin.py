@@ -89,11 +89,13 @@ class BrokerDescription:
     address: str
     raft_address: str
     alive: bool
+    state: str = "active"  # or "draining": it hands its leaderships away and is given none
     metrics_url: str = ""
 
     @classmethod
     def from_proto(cls, info: pb.BrokerInfo) -> "BrokerDescription":
-        return cls(info.broker_id, info.address, info.raft_address, info.alive, info.metrics_url)
+        return cls(info.broker_id, info.address, info.raft_address, info.alive, info.state or "active",
+                   info.metrics_url)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -237,6 +239,44 @@ class Admin:
             lambda conn: conn.admin.AlterPartitions(request, timeout=self.request_timeout_s))
         altered = TopicDescription.from_proto(response)
         return self.wait_for_leaders(name) if wait else altered
+
+    def drain_broker(self, broker_id: int, wait: bool = True, timeout_s: float = 60.0,
+                     progress: Callable[[int], None] | None = None) -> BrokerDescription:
+        """Mark a broker draining: it hands every leadership it holds (partitions and the metadata group) to a
+        replica that is not draining, and none is given back to it until `undrain_broker`. With `wait`, return
+        once it leads nothing (LeaderNotAvailable after `timeout_s`); `progress` gets the leaderships left."""
+        drained = self._set_broker_state(broker_id, "draining")
+        if wait:
+            self.wait_until_leaderless(broker_id, timeout_s, progress)
+        return drained
+
+    def undrain_broker(self, broker_id: int) -> BrokerDescription:
+        """Let a drained broker lead again (its preferred partitions move back within a preferred-leader check)."""
+        return self._set_broker_state(broker_id, "active")
+
+    def _set_broker_state(self, broker_id: int, state: str) -> BrokerDescription:
+        request = pb.SetBrokerStateRequest(broker_id=broker_id, state=state)
+        return BrokerDescription.from_proto(self.router.call_controller(
+            lambda conn: conn.admin.SetBrokerState(request, timeout=self.request_timeout_s)))
+
+    def leaderships_of(self, broker_id: int) -> int:
+        """Partitions this broker leads, plus one if it is the controller (the metadata group's leader)."""
+        status = self.cluster_status()
+        led = sum(1 for t in status.topics for p in t.partitions if p.leader_id == broker_id)
+        return led + (1 if status.controller_id == broker_id else 0)
+
+    def wait_until_leaderless(self, broker_id: int, timeout_s: float,
+                              progress: Callable[[int], None] | None = None) -> None:
+        deadline = self._clock() + timeout_s
+        while True:
+            left = self.leaderships_of(broker_id)
+            if progress is not None:
+                progress(left)
+            if left == 0:
+                return
+            if self._clock() >= deadline:
+                raise LeaderNotAvailable(f"broker {broker_id} still leads {left} group(s) after {timeout_s} s")
+            self._sleep(self.topic_ready_poll_s)
 
     def alter_topic(self, name: str, *, retention_ms: int | None = None, retention_bytes: int | None = None,
                     max_deliveries: int | None = None, backoff_base_ms: int | None = None,

@@ -111,6 +111,13 @@ class AdminService:
         topic = wait_result(self.context.metadata_group.submit(command), self.settings.produce_timeout_ms / 1000)
         return self.describe_topic(topic.name, topic=topic)
 
+    def set_broker_state(self, broker_id: int, state: str):
+        """Mark a broker draining (it hands every leadership away and is given none) or active again."""
+        self.context.require_controller()
+        command = commands.encode_set_broker_state(broker_id=broker_id, state=state,
+                                                   now_ms=self.context.clock.now_ms())
+        return wait_result(self.context.metadata_group.submit(command), self.settings.produce_timeout_ms / 1000)
+
     def _limits(self) -> dict:
         s = self.settings
         return model.CountLimits(s.topics_max, s.cluster_partitions_max, s.broker_replicas_max).to_command()

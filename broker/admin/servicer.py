@@ -20,10 +20,13 @@ def topic_proto(view) -> pb.TopicInfo:
     )
 
 
+def broker_proto(b, alive: bool) -> pb.BrokerInfo:
+    return pb.BrokerInfo(broker_id=b.broker_id, address=b.address, raft_address=b.raft_address, alive=alive,
+                         state=b.state, metrics_url=b.metrics_url)
+
+
 def cluster_brokers(view) -> list[pb.BrokerInfo]:
-    return [pb.BrokerInfo(broker_id=b.broker_id, address=b.address, raft_address=b.raft_address, alive=alive,
-                          metrics_url=b.metrics_url)
-            for b, alive in view.brokers]
+    return [broker_proto(b, alive) for b, alive in view.brokers]
 
 
 class AdminServicer(pb_grpc.AdminServicer):
@@ -57,6 +60,10 @@ class AdminServicer(pb_grpc.AdminServicer):
     @unary
     def AlterPartitions(self, request, context):
         return topic_proto(self.service.alter_partitions(request.name, request.partitions))
+
+    @unary
+    def SetBrokerState(self, request, context):
+        return broker_proto(self.service.set_broker_state(request.broker_id, request.state), alive=True)
 
     @unary
     def AlterTopic(self, request, context):

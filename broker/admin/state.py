@@ -131,12 +131,13 @@ class MetadataStateMachine:
             commands.DELETE_TOPIC: self._plan_delete_topic,
             commands.ALTER_PARTITIONS: self._plan_alter_partitions,
             commands.ALTER_TOPIC: self._plan_alter_topic,
+            commands.SET_BROKER_STATE: self._plan_set_broker_state,
         }.get(kind)
         if planner is None:
             raise errors.InvalidArgument(f"{kind} is not a metadata command")
         result, change = planner(payload)
         self._check_limits(payload, change)
-        if kind == commands.ALTER_TOPIC:  # settings only: no partition moves, no group changes
+        if kind in (commands.ALTER_TOPIC, commands.SET_BROKER_STATE):  # no partition moves, no group changes
             return result, change
         return result, self._resettle_groups(index, payload, change)
 
@@ -171,8 +172,19 @@ class MetadataStateMachine:
         if known is not None and (known.address, known.raft_address, known.metrics_url) == (
                 p["address"], p["raft_address"], metrics_url):
             return None, _Change()
-        broker = model.Broker(p["broker_id"], p["address"], p["raft_address"], p["now_ms"], metrics_url)
+        broker = model.Broker(p["broker_id"], p["address"], p["raft_address"], p["now_ms"],
+                              known.state if known is not None else model.ACTIVE,  # a restart keeps draining
+                              metrics_url)
         return None, _Change(broker=broker)
+
+    def _plan_set_broker_state(self, p: dict):
+        known = self._brokers.get(p["broker_id"])
+        if known is None:
+            raise errors.InvalidArgument(f"broker {p['broker_id']} is not registered")
+        if p["state"] not in model.BROKER_STATES:
+            raise errors.InvalidArgument(f"broker state must be one of {model.BROKER_STATES}, not {p['state']!r}")
+        changed = dataclasses.replace(known, state=p["state"])
+        return changed, _Change(broker=changed)
 
     def _plan_create_topic(self, p: dict):
         name = p["name"]

@@ -20,6 +20,7 @@ from boltons.strutils import bytes2human
 
 from raftbus.client import settings
 from raftbus.client.bench import runner as bench
+from raftbus.client.cli import brokers as broker_cli
 from raftbus.client.cli import groups as group_cli
 from raftbus.client.cli import queues as cli_queues
 from raftbus.client.admin import Admin, ClusterStatus, TopicDescription
@@ -161,6 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     group_cli.add_group_commands(sub, common, {"list": run_groups_list, "describe": run_groups_describe,
                                                "reset-offsets": run_groups_reset_offsets})
     cli_queues.add_queue_commands(sub, common, bootstrap_of)
+    broker_cli.add_broker_admin_commands(sub, common, bootstrap_of)
     return parser
 
 
@@ -244,8 +246,8 @@ def print_topic(topic: TopicDescription, as_json: bool) -> None:
 
 def print_cluster(status: ClusterStatus) -> None:
     print(f"controller: {status.controller_id or 'none'} (answered by broker {status.answering_broker_id})")
-    print_table(["BROKER", "ADDRESS", "RAFT_ADDRESS", "ALIVE", "ROLE", "METRICS_URL"],
-                [[b.broker_id, b.address, b.raft_address, "yes" if b.alive else "no",
+    print_table(["BROKER", "ADDRESS", "RAFT_ADDRESS", "ALIVE", "STATE", "ROLE", "METRICS_URL"],
+                [[b.broker_id, b.address, b.raft_address, "yes" if b.alive else "no", b.state,
                   "controller" if b.broker_id == status.controller_id else "", b.metrics_url or "-"]
                  for b in status.brokers])
     rows = [[t.name, p.partition, p.leader_id or "-", ids(p.replicas), ids(p.isr)]

@@ -308,6 +308,11 @@ class AdminStub:
                 request_serializer=raftbus__pb2.AlterTopicRequest.SerializeToString,
                 response_deserializer=raftbus__pb2.TopicInfo.FromString,
                 _registered_method=True)
+        self.SetBrokerState = channel.unary_unary(
+                '/raftbus.v1.Admin/SetBrokerState',
+                request_serializer=raftbus__pb2.SetBrokerStateRequest.SerializeToString,
+                response_deserializer=raftbus__pb2.BrokerInfo.FromString,
+                _registered_method=True)
         self.GetMetadata = channel.unary_unary(
                 '/raftbus.v1.Admin/GetMetadata',
                 request_serializer=raftbus__pb2.MetadataRequest.SerializeToString,
@@ -364,6 +369,12 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetBrokerState(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetMetadata(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -414,6 +425,11 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.AlterTopic,
                     request_deserializer=raftbus__pb2.AlterTopicRequest.FromString,
                     response_serializer=raftbus__pb2.TopicInfo.SerializeToString,
+            ),
+            'SetBrokerState': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetBrokerState,
+                    request_deserializer=raftbus__pb2.SetBrokerStateRequest.FromString,
+                    response_serializer=raftbus__pb2.BrokerInfo.SerializeToString,
             ),
             'GetMetadata': grpc.unary_unary_rpc_method_handler(
                     servicer.GetMetadata,
@@ -593,6 +609,33 @@ class Admin:
             '/raftbus.v1.Admin/AlterTopic',
             raftbus__pb2.AlterTopicRequest.SerializeToString,
             raftbus__pb2.TopicInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetBrokerState(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftbus.v1.Admin/SetBrokerState',
+            raftbus__pb2.SetBrokerStateRequest.SerializeToString,
+            raftbus__pb2.BrokerInfo.FromString,
             options,
             channel_credentials,
             insecure,
