@@ -19,6 +19,7 @@ from raftbus.client.records import STORED_HEADER
 
 PRODUCE = "produce"
 TRIM = "trim"
+START_AT = "start_at"
 REGISTER_BROKER = "register_broker"
 CREATE_TOPIC = "create_topic"
 DELETE_TOPIC = "delete_topic"
@@ -100,6 +101,18 @@ def stored_header(value) -> tuple[int, int, int, int]:
     return STORED_HEADER.unpack_from(value)
 
 
+# ---------------------------------------------------------------------- start at (restoring a backup)
+def encode_start_at(offset: int) -> bytes:
+    """An empty partition's next offset becomes `offset` (b"S" | offset >q)."""
+    return b"S" + _SEQUENCE.pack(offset)
+
+
+def decode_start_at(command: bytes) -> int:
+    if len(command) != 1 + _SEQUENCE.size or command[:1] != b"S":
+        raise errors.InvalidArgument(f"start_at command of {len(command)} bytes is malformed")
+    return _SEQUENCE.unpack_from(command, 1)[0]
+
+
 # ---------------------------------------------------------------------- trim
 def encode_trim(now_ms: int, retention_ms: int, retention_bytes: int, producer_idle_ms: int) -> bytes:
     return b"T" + _TRIM.pack(now_ms, retention_ms, retention_bytes, producer_idle_ms)
@@ -176,6 +189,7 @@ def decode_json(command: bytes) -> tuple[str, dict]:
 _DECODERS = {
     ord("P"): lambda command: (PRODUCE, decode_produce(command)),
     ord("T"): lambda command: (TRIM, decode_trim(command)),
+    ord("S"): lambda command: (START_AT, decode_start_at(command)),
     ord("J"): decode_json,
 }
 

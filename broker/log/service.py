@@ -47,6 +47,14 @@ class LogService:
                                           max_timestamp_ms, records)
         return replica.group.submit(command)
 
+    def start_at(self, topic: str, partition: int, offset: int) -> int:
+        """An empty partition's next offset becomes `offset` (restoring a backup at the same offsets)."""
+        if offset < 0:
+            raise errors.InvalidArgument(f"offset {offset} must be >= 0")
+        replica = self.context.leader_replica(topic, partition, kind="stream")
+        return wait_result(replica.group.submit(commands.encode_start_at(offset)),
+                           self.settings.produce_timeout_ms / 1000)
+
     def fetch(self, topic: str, partition: int, offset: int, *, max_bytes: int, max_wait_ms: int,
               member: tuple[str, str, int] | None = None):
         """Committed batches from the one holding `offset` on; long-polls up to max_wait_ms at the end of the log.

@@ -393,6 +393,21 @@ class QueueService:
         replica = self.replica(topic, partition)
         return [MessageView.of(partition, seq, m) for seq, m in replica.state_machine.peek(STATES[state], max_messages)]
 
+    def scan(self, topic: str, partition: int, *, after_message_id: int = 0,
+             max_messages: int = 100) -> list[MessageView]:
+        """Messages of every state after `after_message_id` (0: from the first), in id order: a full read in pages
+        (backups). max_messages is bounded by queue_peek_messages_max."""
+        if not 1 <= max_messages <= self.settings.queue_peek_messages_max:
+            raise errors.InvalidArgument(f"max_messages must be between 1 and queue_peek_messages_max="
+                                         f"{self.settings.queue_peek_messages_max}")
+        after_seq = 0
+        if after_message_id:
+            at, after_seq = split_message_id(after_message_id)
+            if at != partition:
+                raise errors.InvalidArgument(f"message {after_message_id} belongs to partition {at}, not {partition}")
+        replica = self.replica(topic, partition)
+        return [MessageView.of(partition, seq, m) for seq, m in replica.state_machine.scan(after_seq, max_messages)]
+
     def stats(self, topic: str, partition: int) -> PartitionStatsView:
         replica = self.replica(topic, partition)
         s = self.settings

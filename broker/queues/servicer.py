@@ -138,6 +138,12 @@ class QueueServicer(qpb_grpc.QueueServicer):
         return qpb.PeekResponse(messages=[message_proto(m) for m in peeked])
 
     @unary
+    def Scan(self, request, context):
+        scanned = self.service.scan(request.topic, request.partition, after_message_id=request.after_message_id,
+                                    max_messages=request.max_messages or 100)
+        return qpb.PeekResponse(messages=[message_proto(m) for m in scanned])
+
+    @unary
     def Redrive(self, request, context):
         moved = self.dead_letters.redrive(request.topic, request.partition, request.max_messages)
         return qpb.RedriveResponse(moved=moved)

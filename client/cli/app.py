@@ -20,6 +20,7 @@ from boltons.strutils import bytes2human
 
 from raftbus.client import settings
 from raftbus.client.bench import runner as bench
+from raftbus.client.cli import backup as backup_cli
 from raftbus.client.cli import brokers as broker_cli
 from raftbus.client.cli import groups as group_cli
 from raftbus.client.cli import queues as cli_queues
@@ -163,6 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                "reset-offsets": run_groups_reset_offsets})
     cli_queues.add_queue_commands(sub, common, bootstrap_of)
     broker_cli.add_broker_admin_commands(sub, common, bootstrap_of)
+    backup_cli.add_backup_commands(sub, common, bootstrap_of)
     return parser
 
 

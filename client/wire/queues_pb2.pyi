@@ -247,6 +247,18 @@ class ChangePriorityRequest(_message.Message):
     deliver_at_ms: int
     def __init__(self, topic: _Optional[str] = ..., message_id: _Optional[int] = ..., priority: _Optional[int] = ..., deliver_at_ms: _Optional[int] = ...) -> None: ...
 
+class ScanRequest(_message.Message):
+    __slots__ = ("topic", "partition", "after_message_id", "max_messages")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    AFTER_MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    MAX_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    after_message_id: int
+    max_messages: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., after_message_id: _Optional[int] = ..., max_messages: _Optional[int] = ...) -> None: ...
+
 class PeekRequest(_message.Message):
     __slots__ = ("topic", "partition", "state", "max_messages")
     TOPIC_FIELD_NUMBER: _ClassVar[int]

@@ -260,6 +260,16 @@ class SetBrokerStateRequest(_message.Message):
     state: str
     def __init__(self, broker_id: _Optional[int] = ..., state: _Optional[str] = ...) -> None: ...
 
+class StartAtRequest(_message.Message):
+    __slots__ = ("topic", "partition", "offset")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    offset: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
+
 class AlterTopicRequest(_message.Message):
     __slots__ = ("name", "retention_ms", "retention_bytes", "max_deliveries", "backoff_base_ms", "backoff_max_ms", "max_in_flight_per_group", "idempotency_window_ms")
     NAME_FIELD_NUMBER: _ClassVar[int]

@@ -27,7 +27,7 @@ BROKER_CLIENT_MODULES = ("errors", "records", "wire", "router", "queues.codec", 
 
 CLIENT_KERNEL = {"errors", "records", "router", "settings", "murmur2", "wire", "produce_stream", "sender"}
 CLIENT_FACADES = {"", "admin", "producer", "consumer", "reader"}
-CLIENT_APPS = {"cli", "bench", "spark", "http", "aio"}
+CLIENT_APPS = {"cli", "bench", "spark", "http", "aio", "backup"}
 CLIENT_ALLOWED = {
     "kernel": set(),
     "queues": {"kernel"},
