@@ -137,6 +137,9 @@ class BrokerCollector:
         b = self.broker
         groups = list(b.loop.groups.values())
         yield _gauge("raftbus_broker_id", "This broker's node id", b.node_id)
+        registered = b.metadata_sm.brokers().get(b.node_id)
+        yield _gauge("raftbus_broker_draining", "1 while this broker is draining (handing its leaderships away)",
+                     int(registered is not None and registered.draining))
         yield _gauge("raftbus_raft_groups_hosted", "Raft groups on this broker (metadata + replicas)", len(groups))
         yield _gauge("raftbus_raft_groups_led", "Raft groups this broker leads", sum(1 for x in groups if x.is_leader))
         yield _gauge("raftbus_controller", "1 when this broker leads the metadata group", int(b.metadata_group.is_leader))

@@ -77,6 +77,8 @@ def test_metrics_follow_produce_consume_and_lease(tmp_path):
         assert total(samples, "raftbus_partition_commit_latency_seconds_count", topic=STREAM) >= 5
         assert total(samples, "raftbus_queue_messages", topic=QUEUE, state="in_flight") == 0
         assert total(samples, "raftbus_controller") == 1
+        assert total(samples, "raftbus_broker_draining") == 0 and len([s for s in samples
+                                                                       if total([s], "raftbus_broker_id") > 0]) == 3
         assert total(samples, "raftbus_raft_role_changes_total", role="leader") >= 3  # metadata + 2 partitions
         assert total(samples, "raftbus_grpc_calls_total", method="DescribeTopic", code="NOT_FOUND") >= 1
         assert all(total([s], "raftbus_disk_free_bytes") > 0 for s in samples)
@@ -113,6 +115,14 @@ def test_metrics_follow_produce_consume_and_lease(tmp_path):
             assert not missing, f"the dashboard or alert rules query metrics no broker exports: {missing}"
             queues.ack(leased[0]).result(30)
         assert total(everyone(), "raftbus_partition_records_out_total", topic=STREAM) >= 5
+
+        with Admin(cluster.bootstrap) as admin:
+            admin.drain_broker(1, wait=False)
+            wait_until(lambda: total([scrape(urls[0])], "raftbus_broker_draining") == 1, 30, 0.3,
+                       what="broker 1 reporting that it drains")
+            admin.undrain_broker(1)
+            wait_until(lambda: total([scrape(urls[0])], "raftbus_broker_draining") == 0, 30, 0.3,
+                       what="broker 1 reporting that it no longer drains")
 
 
 def test_metrics_off_by_default(tmp_path):
