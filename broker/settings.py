@@ -44,10 +44,10 @@ class BrokerSettings:
     cluster_secret: str = "raftbus-dev-secret"
     metrics_listen: str = ""
     metrics_lag_groups_per_partition_max: int = 1000
-    grpc_workers_max: int = 64
+    grpc_workers_max: int = 128
     grpc_concurrent_rpcs_max: int = 1024
-    grpc_long_calls_max: int = 48
-    grpc_long_calls_per_connection_max: int = 32
+    grpc_long_calls_max: int = 96
+    grpc_long_calls_per_connection_max: int = 64
     grpc_message_bytes_max: int = 64 * 1024 * 1024
     raft_tick_interval_ms: int = 100
     raft_election_timeout_min_ms: int = 600
