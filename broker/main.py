@@ -45,13 +45,14 @@ def _start(args) -> int:
     setup_logging(args.log_level)
     settings = load_settings(args.config, node_id=args.node_id, data_dir=args.data_dir, listen=args.listen,
                              raft_listen=args.raft_listen, peers=args.peers,
-                             advertised_listen=args.advertised_listen)
+                             advertised_listen=args.advertised_listen, metrics_listen=args.metrics_listen)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):  # before "ready": a SIGTERM right after it stops cleanly
         signal.signal(sig, lambda *_: stop.set())
     broker = Broker(settings).start()
     print(json.dumps({"event": "ready", "node_id": settings.node_id, "listen": settings.listen,
-                      "grpc_port": broker.grpc_port, "raft_listen": settings.raft_listen}), flush=True)
+                      "grpc_port": broker.grpc_port, "raft_listen": settings.raft_listen,
+                      "metrics_url": broker.metrics.url}), flush=True)
     stop.wait()
     broker.stop()
     return 0
@@ -76,9 +77,15 @@ def dev_broker_env(data_dir: Path, node: int, raft_pki=None) -> dict[str, str]:
     return env
 
 
+def dev_metrics_ports(count: int, metrics_base_port: int) -> list[int | None]:
+    """One metrics port per broker from metrics_base_port on; none when it is 0."""
+    return [metrics_base_port + i if metrics_base_port else None for i in range(count)]
+
+
 def _dev(args) -> int:
     """A local N-broker cluster on loopback, one process per broker; Ctrl-C stops it cleanly."""
     ports = dev_ports(args.brokers, args.base_port)
+    metrics_ports = dev_metrics_ports(args.brokers, args.metrics_base_port)
     peers = ",".join(f"{i + 1}@127.0.0.1:{raft}" for i, (_, raft) in enumerate(ports))
     data_dir = Path(args.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -88,11 +95,16 @@ def _dev(args) -> int:
         cmd = [sys.executable, "-m", "raftbus.broker", "start", "--node-id", str(node),
                "--data-dir", str(data_dir / f"broker-{node}"), "--listen", f"127.0.0.1:{grpc_port}",
                "--raft-listen", f"127.0.0.1:{raft_port}", "--peers", peers, "--log-level", args.log_level]
+        if metrics_ports[i] is not None:
+            cmd += ["--metrics-listen", f"127.0.0.1:{metrics_ports[i]}"]
         log_file = open(data_dir / f"broker-{node}.log", "ab")
         env = dev_broker_env(data_dir, node)
         procs.append((subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log_file, env=env), log_file))
     bootstrap = ",".join(f"127.0.0.1:{g}" for g, _ in ports)
     print(f"raftbus dev: {args.brokers} brokers, bootstrap {bootstrap}, logs in {data_dir}/broker-N.log", flush=True)
+    for node, port in enumerate(metrics_ports, start=1):
+        if port is not None:
+            print(f"raftbus dev: broker {node} metrics http://127.0.0.1:{port}/metrics", flush=True)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -159,11 +171,14 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--advertised-listen", help="address clients should use, if not --listen")
     start.add_argument("--raft-listen", help="peer Raft address host:port (private or loopback)")
     start.add_argument("--peers", help="id@host:port,... Raft addresses of all brokers")
+    start.add_argument("--metrics-listen", help="host:port serving Prometheus metrics at /metrics")
     start.add_argument("--log-level", default=os.environ.get("RAFTBUS_LOG_LEVEL", "INFO"))
     dev = sub.add_parser("dev", help="a local N-broker cluster on loopback")
     dev.add_argument("--brokers", type=int, default=3)
     dev.add_argument("--data-dir", default="./data")
     dev.add_argument("--base-port", type=int, default=7070)
+    dev.add_argument("--metrics-base-port", type=int, default=9570,
+                     help="broker N serves metrics on this port + N - 1 (0 = no metrics)")
     dev.add_argument("--demo", action="store_true", help="create a topic, produce and consume a few records")
     dev.add_argument("--log-level", default="INFO")
     return parser

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from raftbus.broker.clock import SystemClock
 from raftbus.broker.raft.group_commit import GroupCommit
+from raftbus.broker.metrics.exporter import MetricsExporter
 from raftbus.broker.raft.loop import CONTROL_CHANNEL, RaftLoop
 from raftbus.broker.raft.group import RaftGroup
 from raftbus.broker.admin.service import AdminService
@@ -66,12 +67,14 @@ class Broker:
         self.started_monotonic = time.monotonic()
         self._threads: list[threading.Thread] = []
         self.grpc_port: int | None = None
+        self.metrics = MetricsExporter(settings)
 
     # ------------------------------------------------------------------ start
     def start(self) -> "Broker":
         s = self.settings
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.loop = RaftLoop(tick_interval_ms=s.raft_tick_interval_ms, log_bytes_max=s.raft_log_bytes_broker_max)
+        self.metrics.watch(self.loop)
         peers = {node: addr for node, addr in s.peer_addresses.items() if node != self.node_id}
         self.hub = RaftHub(
             self.node_id, s.raft_address, peers, s.raft_secret,
@@ -130,13 +133,15 @@ class Broker:
         self.loop.every(s.group_expiry_check_interval_ms, self.group_service.expire_due)
         self.loop.start(name=f"raftbus-raft-{self.node_id}")
 
+        self.metrics.start(self)
         servicers = core_servicers(self.log_service, self.admin_service)
         servicers += group_servicers(self.group_service, self.offset_service)  # consumer groups
         servicers += queue_servicers(self.queue_service, self.dead_letters)
         self.server, self.health, self.grpc_port = build_server(
             s.listen, servicers, workers_max=s.grpc_workers_max, message_bytes_max=s.grpc_message_bytes_max,
             concurrent_rpcs_max=s.grpc_concurrent_rpcs_max,
-            long_calls=LongCallSlots(s.grpc_long_calls_max, s.grpc_long_calls_per_connection_max))
+            long_calls=LongCallSlots(s.grpc_long_calls_max, s.grpc_long_calls_per_connection_max),
+            interceptors=self.metrics.interceptors())
         self.server.start()
         self._spawn(lambda: self.group_commit.run(self._stopping), "raftbus-group-commit")
         self._spawn(self._register, "raftbus-register")
@@ -337,14 +342,15 @@ class Broker:
         raft_address = s.raft_listen
         while not self._stopping.wait(0.2):
             known = self.metadata_sm.brokers().get(self.node_id)
-            if known is not None and known.address == s.client_address and known.raft_address == raft_address:
+            if known is not None and (known.address, known.raft_address, known.metrics_url) == (
+                    s.client_address, raft_address, self.metrics.url):
                 if self._stopping.wait(2.0):
                     return
                 continue
             if self.metadata_group.leader_id is None:
                 continue
             try:
-                self.admin_service.register_broker(self.node_id, s.client_address, raft_address)
+                self.admin_service.register_broker(self.node_id, s.client_address, raft_address, self.metrics.url)
             except Exception as exc:
                 log.debug("broker registration will be retried: %s", exc)
 
@@ -359,6 +365,7 @@ class Broker:
         self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
         self._hand_off_leadership()
         self.server.stop(grace=1.0).wait(2.0)
+        self.metrics.stop()
         self.queue_forwarder.close()
         self.loop.stop()
         self.hub.close()

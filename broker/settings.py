@@ -45,6 +45,8 @@ class BrokerSettings:
     cluster_id: str = secret_policy.DEFAULT_CLUSTER_ID
     cluster_secret_bytes_min: int = 32
     cluster_secret_accepted: str = ""
+    metrics_listen: str = ""
+    metrics_lag_groups_per_partition_max: int = 1000
     grpc_workers_max: int = 128
     grpc_concurrent_rpcs_max: int = 1024
     grpc_long_calls_max: int = 96
@@ -206,6 +208,10 @@ class BrokerSettings:
         if self.node_id < 1:
             raise errors.InvalidArgument("node_id must be >= 1")
         self.listen_address, self.raft_address  # noqa: B018 - parse errors surface here
+        if self.metrics_listen:
+            parse_address(self.metrics_listen)
+        if self.metrics_lag_groups_per_partition_max < 0:
+            raise errors.InvalidArgument("metrics_lag_groups_per_partition_max must be >= 0")
         peers = self.peer_addresses
         if peers[self.node_id] != self.raft_address:
             raise errors.InvalidArgument(

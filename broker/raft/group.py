@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ from raftbus.client import errors
 
 from raftbus.broker.raft import entry_codec, snapshot_footer
 from raftbus.broker.raft.journal import create_journal
+from raftbus.broker.raft.latency import LatencyHistogram
 
 log = logging.getLogger(__name__)
 
@@ -355,6 +357,9 @@ class RaftGroup:
         self._bytes_since_compaction = 0
         self._entries_since_compaction = 0
         self.leader_changes = 0
+        self.role = "follower"
+        self.commit_latency = LatencyHistogram()  # submit → committed and applied here (leader)
+        self.fsync_latency = LatencyHistogram()   # one group-commit sync of this group
         self._handing_over: tuple[int | None, float] | None = None  # (target, until) while stepping aside
         self.transport = GroupTransport(hub, group_id, peer_ids)
         conf = settings.syncobj_conf(self.data_dir, self._serialize, self._deserialize, self._on_state_changed)
@@ -375,8 +380,11 @@ class RaftGroup:
                 f"leadership is being handed over to broker {handing_over[0]}", leader_id=handing_over[0]))
             return future
 
+        submitted = time.monotonic()
+
         def done(result, reason):
             if reason == FAIL_REASON.SUCCESS:
+                self.commit_latency.observe(time.monotonic() - submitted)
                 future.set_result(result)
             else:
                 future.set_exception(error_for_fail_reason(reason, self.leader_id))
@@ -467,6 +475,7 @@ class RaftGroup:
     def sync(self) -> None:
         """Make everything applied and journaled so far durable: the store first, then the Raft journal (so the
         durable journal always covers the durable applied index). Called by the group commit thread."""
+        started = time.monotonic()
         self.store.sync()
         journal = self.data_dir / "raft.journal"
         try:
@@ -477,6 +486,7 @@ class RaftGroup:
             os.fsync(fd)  # also writes back the pages pysyncobj dirtied through its mmap
         finally:
             os.close(fd)
+        self.fsync_latency.observe(time.monotonic() - started)
 
     def close(self) -> None:
         self.raft.destroy()
@@ -494,6 +504,7 @@ class RaftGroup:
         if old_state == _LEADER and new_state == _FOLLOWER:
             self._restart_election_timer()
         self.leader_changes += 1
+        self.role = _ROLES.get(new_state, str(new_state))
         log.info("raft role changed", extra={"group": self.group_id, "from": _ROLES.get(old_state, old_state),
                                              "to": _ROLES.get(new_state, new_state), "term": self.term})
         self._loop.on_leadership_changed(self)
