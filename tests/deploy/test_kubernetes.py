@@ -129,6 +129,7 @@ def test_every_pod_starts_a_broker_whose_settings_agree_with_the_peers_list(ordi
     args = broker_argv(pod, namespace)
     env = env_of(container())
     assert env["RAFTBUS_CLUSTER_SECRET"]["valueFrom"]["secretKeyRef"]["key"]
+    assert env["RAFTBUS_CLUSTER_ID"]["value"].startswith("raftbus-")
     assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
     peers = expand_env_references(env["RAFTBUS_PEERS"]["value"], {"POD_NAMESPACE": namespace})
     service = one("StatefulSet")["spec"]["serviceName"]
