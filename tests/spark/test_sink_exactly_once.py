@@ -15,7 +15,7 @@ from tests.spark.support import QUERY_TIMEOUT_S, create_topic, produce, stored_r
 # has dozens of produce batches acknowledged (more than the 5 a broker remembers per producer) before it dies.
 ARROW_RECORDS_PER_BATCH = 50
 MISSING_PARTITION = 99
-SINK_OPTIONS = {"batchBytesMax": "1000", "bufferBytesMax": "2000"}
+SINK_OPTIONS = {"batchBytesMax": "300", "bufferBytesMax": "600"}
 
 
 @pytest.fixture
