@@ -226,9 +226,18 @@ def _state_in(txn) -> _LogState:
 
 
 def _check_sequence(remembered: tuple[_ProducerBatch, ...], produce: commands.ProduceCommand):
-    """None to append; a ProduceResult for a retried batch; OutOfOrderSequence for a gap or an old sequence."""
+    """None to append; a ProduceResult for a retried batch; OutOfOrderSequence for a gap or an old sequence;
+    UnknownProducerId for a producer without state here whose batch does not start at sequence 0.
+
+    An unknown producer must start at 0: a later batch appended first (its earlier batches failed over to
+    another broker, or were refused while this one was being elected) would make those earlier batches
+    impossible to append ever after."""
     if not remembered:
-        return None
+        if produce.base_sequence == 0:
+            return None
+        return errors.UnknownProducerId(
+            f"no state for this producer id and its batch starts at sequence {produce.base_sequence}, not 0; "
+            f"earlier batches come first")
     for batch in remembered:
         if batch.base_sequence == produce.base_sequence and batch.record_count == produce.record_count:
             return ProduceResult(batch.base_offset, True, batch.append_time_ms)
