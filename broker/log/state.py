@@ -120,7 +120,7 @@ class PartitionStateMachine:
         if kind == group_commands.COMMIT_OFFSET:  # consumer groups
             return offsets.commit(txn, self._state.high_watermark, payload), self._state
         if kind == group_commands.READ_OFFSET:
-            return offsets.load(txn, payload["group"]), self._state
+            return offsets.read(txn, payload), self._state
         if kind == group_commands.EXPIRE_OFFSETS:
             return offsets.expire(txn, payload), self._state
         return errors.InvalidArgument(f"{kind} is not a partition command"), self._state
