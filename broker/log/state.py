@@ -117,6 +117,8 @@ class PartitionStateMachine:
             return self._trim(txn, payload)
         if kind == commands.INVALID:
             return payload, self._state
+        if kind == commands.BARRIER:
+            return None, self._state
         if kind == group_commands.COMMIT_OFFSET:  # consumer groups
             return offsets.commit(txn, self._state.high_watermark, payload), self._state
         if kind == group_commands.READ_OFFSET:

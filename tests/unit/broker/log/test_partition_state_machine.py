@@ -240,3 +240,10 @@ def test_a_store_failure_is_an_internal_error_value_and_applies_nothing(memory_l
     result = memory_log.produce(1, sequence=1)
     assert isinstance(result, errors.InternalError)
     assert memory_log.sm.offsets() == (0, 1)
+
+
+def test_a_read_barrier_changes_nothing_but_the_applied_index(log):
+    log.produce(2)
+    before = log.sm.read(0, 1 << 20)
+    assert log.apply(commands.READ_BARRIER_COMMAND) is None
+    assert log.sm.read(0, 1 << 20) == before and log.sm.applied_index() == log.index
