@@ -7,6 +7,7 @@ where the stored value is what the partition keeps under its 8-byte big-endian b
 so a stored key + value is exactly one stored batch of client/records.py.
 Trim (binary): b"T" | now_ms >q | retention_ms >q | retention_bytes >q | producer_idle_ms >q.
 Read barrier: b"B" (changes nothing; a leader serves a read once one proposed after the read committed).
+Checkpoint: b"C" (every replica records its checksums at this index, to be compared: broker/log/digest.py).
 Metadata commands: b"J" + compact JSON object with a "type" field.
 """
 from __future__ import annotations
@@ -25,8 +26,10 @@ CREATE_TOPIC = "create_topic"
 DELETE_TOPIC = "delete_topic"
 ALTER_PARTITIONS = "alter_partitions"
 BARRIER = "barrier"
+CHECKPOINT = "checkpoint"
 INVALID = "invalid"
 READ_BARRIER_COMMAND = b"B"
+CHECKPOINT_COMMAND = b"C"
 
 _SEQUENCE = struct.Struct(">q")
 _TRIM = struct.Struct(">qqqq")
@@ -158,6 +161,7 @@ _DECODERS = {
     ord("P"): lambda command: (PRODUCE, decode_produce(command)),
     ord("T"): lambda command: (TRIM, decode_trim(command)),
     ord("B"): lambda command: (BARRIER, None),
+    ord("C"): lambda command: (CHECKPOINT, None),
     ord("J"): decode_json,
 }
 
