@@ -6,11 +6,13 @@ from raftbus.client.wire import raftbus_pb2_grpc as pb_grpc
 
 from raftbus.broker.grpc_server import _error_proto, _typed, unary
 from raftbus.broker.log.produce_stream import ProducePipeline
+from raftbus.broker.log.verify import VerifyService
 
 
 class LogServicer(pb_grpc.LogServicer):
-    def __init__(self, log_service):
+    def __init__(self, log_service, verify_service: VerifyService):
         self.service = log_service
+        self.verify = verify_service
 
     def _produce(self, request) -> pb.ProduceResponse:
         result = self.service.produce(
@@ -74,6 +76,25 @@ class LogServicer(pb_grpc.LogServicer):
         return pb.ListOffsetsResponse(offset=offset, log_start_offset=log_start, high_watermark=high_watermark)
 
 
+    @unary
+    def CheckpointPartition(self, request, context):
+        index, replicas = self.verify.checkpoint(request.topic, request.partition)
+        return pb.CheckpointPartitionResponse(index=index, replicas=[pb.ReplicaRef(broker_id=b, address=a)
+                                                                     for b, a in replicas])
+
+    @unary
+    def ReplicaCheckpoint(self, request, context):
+        report = self.verify.replica_report(request.topic, request.partition, request.index, request.max_wait_ms)
+        checkpoint = report.checkpoint
+        fields = {} if checkpoint is None else {
+            "index": checkpoint.index, "log_start_offset": checkpoint.log_start_offset,
+            "high_watermark": checkpoint.high_watermark, "digest_tracked": checkpoint.digest is not None,
+            "digest": checkpoint.digest or 0}
+        return pb.ReplicaCheckpointResponse(broker_id=report.broker_id, applied_index=report.applied_index,
+                                            store_checked=report.store_consistent is not None,
+                                            store_consistent=bool(report.store_consistent), **fields)
+
+
 def _next_offset(batches: bytes, offset: int) -> int:
     """The offset after the last stored batch in a fetch answer (reads only batch headers)."""
     import struct
@@ -90,4 +111,4 @@ def _next_offset(batches: bytes, offset: int) -> int:
 
 def log_servicers(log_service) -> list:
     """(add_to_server, servicer) pairs of the Log service."""
-    return [(pb_grpc.add_LogServicer_to_server, LogServicer(log_service))]
+    return [(pb_grpc.add_LogServicer_to_server, LogServicer(log_service, VerifyService(log_service.context)))]

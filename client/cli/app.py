@@ -22,6 +22,7 @@ from raftbus.client import settings
 from raftbus.client.bench import runner as bench
 from raftbus.client.cli import groups as group_cli
 from raftbus.client.cli import queues as cli_queues
+from raftbus.client.cli import verify as cli_verify
 from raftbus.client.admin import Admin, ClusterStatus, TopicDescription
 from raftbus.client.errors import InvalidArgument, RaftbusError
 from raftbus.client.producer import Producer
@@ -108,6 +109,7 @@ def _add_topic_commands(sub, common) -> None:
     alter.add_argument("name")
     alter.add_argument("--partitions", type=int, required=True)
     alter.set_defaults(handler=run_topics_alter)
+    cli_verify.add_topic_verify(actions, common, bootstrap_of)
 
 
 def _add_data_commands(sub, common) -> None:
