@@ -6,6 +6,8 @@ with its record and re-reads its stored batches against the kept digest.
 """
 from __future__ import annotations
 
+import logging
+import threading
 import time
 from typing import NamedTuple
 
@@ -14,6 +16,30 @@ from raftbus.client import errors
 from raftbus.broker import commands
 from raftbus.broker.context import BrokerContext, partition_group_id, wait_result
 from raftbus.broker.log.digest import Checkpoint
+
+
+log = logging.getLogger(__name__)
+
+
+def check_on_open(group_id: str, state_machine, store, bytes_max: int) -> threading.Thread | None:
+    """Re-read a stream store just opened against its kept checksum, on a thread of its own (stores larger than
+    `bytes_max` are left to `raftbus topics verify`); a mismatch is logged as an error."""
+    if bytes_max == 0 or (bytes_max > 0 and store.size_bytes() > bytes_max):
+        return None
+
+    def run():
+        try:
+            consistent = state_machine.store_consistent()
+        except Exception:
+            log.exception("partition store check failed", extra={"group": group_id})
+            return
+        if consistent is False:
+            log.error("partition store does not match its checksum: a stored batch changed on disk; rebuild this "
+                      "replica", extra={"group": group_id})
+
+    thread = threading.Thread(target=run, name=f"raftbus-store-check-{group_id}", daemon=True)
+    thread.start()
+    return thread
 
 
 class ReplicaReport(NamedTuple):

@@ -47,8 +47,8 @@ def flip_a_byte_of_the_first_batch(store_dir) -> None:
 
 def test_verify_agrees_then_finds_a_changed_replica(cluster):
     """Every partition's replicas agree after 1,000 records; after a byte of one follower's stored batch is
-    flipped while it is stopped, that partition no longer agrees, the changed replica says so, the other
-    partition still agrees, and the command exits 1."""
+    flipped while it is stopped, the broker reports it when it opens the store, that partition no longer agrees,
+    the changed replica says so, the other partition still agrees, and the command exits 1."""
     with Admin(cluster.bootstrap) as admin:
         admin.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=3)
     with Producer(cluster.bootstrap, linger_ms=2) as producer:
@@ -72,6 +72,9 @@ def test_verify_agrees_then_finds_a_changed_replica(cluster):
     group_dir = next(d for d in stores if d.parent.name.endswith(".0"))
     flip_a_byte_of_the_first_batch(group_dir)
     broker.start()
+    broker_log = broker.data_dir.parent / f"broker-{follower}.log"
+    wait_until(lambda: "does not match its checksum" in broker_log.read_text(), 30,
+               what="the changed store reported when opened")
     wait_until(lambda: in_sync(cluster.bootstrap), 60, what="the stopped broker back in sync")
     status, report = verify(cluster.bootstrap)
     assert status == 1, report

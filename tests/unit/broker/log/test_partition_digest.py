@@ -79,3 +79,16 @@ def test_a_diverged_replica_disagrees_and_a_changed_batch_is_found(make):
         value[-1] ^= 1
         txn.put(BATCHES, key, bytes(value))
     assert a.sm.store_consistent() is False and b.sm.store_consistent() is True
+
+
+def test_a_store_changed_on_disk_is_reported_when_opened(make, caplog):
+    from raftbus.broker.log.verify import check_on_open
+    r = make()
+    r.produce(b"kept")
+    assert check_on_open("p1.0", r.sm, r.store, 0) is None  # checking on open is off
+    with r.store.write() as txn:
+        key, value = next(iter(txn.items(BATCHES)))
+        txn.put(BATCHES, bytes(key), bytes(value)[:-1] + b"!")
+    with caplog.at_level("ERROR", logger="raftbus.broker.log.verify"):
+        check_on_open("p1.0", r.sm, r.store, -1).join(10)
+    assert "does not match its checksum" in caplog.text
