@@ -115,6 +115,7 @@ class Broker:
         self.loop.every(s.offsets_retention_check_interval_ms, self._expire_offsets)
         self.loop.every(s.preferred_leader_check_interval_ms, self._prefer_leaders)
         self.loop.every(s.queue_tick_interval_ms, self._tick_queues)
+        self.context.run_on_loop = self.loop.call
         self.loop.call_soon(self._reconcile)
         # consumer groups: heartbeats long-poll on metadata changes; the controller expires silent members
         self.group_service = GroupService(self.context)

@@ -155,6 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data_commands(sub, common)
     group_cli.add_group_commands(sub, common, {"list": run_groups_list, "describe": run_groups_describe})
     cli_queues.add_queue_commands(sub, common, bootstrap_of)
+    cli_verify.add_partition_commands(sub, common, bootstrap_of)
     return parser
 
 

@@ -1,4 +1,5 @@
-"""`raftbus topics verify TOPIC [--json]`: compare every replica of every partition of a stream topic.
+"""`raftbus topics verify TOPIC [--json]`: compare every replica of every partition of a stream topic;
+`raftbus partitions rebuild TOPIC PARTITION --broker N`: replace broker N's replica by a copy of the leader's.
 
 For each partition the leader proposes a checkpoint (one Raft command); every replica records, at that log index,
 its log start, high watermark and the checksum of its stored batches. Each replica's broker then answers with its
@@ -12,11 +13,12 @@ import json
 
 import grpc
 
-from raftbus.client.errors import error_from_rpc
+from raftbus.client.errors import InvalidArgument, error_from_rpc
 from raftbus.client.router import Router
 from raftbus.client.wire import raftbus_pb2 as pb
 
 REPLICA_WAIT_MS = 10_000  # how long a replica may take to apply the checkpoint before it counts as behind
+REBUILD_TIMEOUT_S = 600   # copying and installing a store image
 
 
 def add_topic_verify(actions, common: argparse.ArgumentParser, bootstrap_of) -> None:
@@ -24,6 +26,37 @@ def add_topic_verify(actions, common: argparse.ArgumentParser, bootstrap_of) -> 
                                 help="compare every replica of every partition (checksums at one log index)")
     verify.add_argument("name")
     verify.set_defaults(handler=lambda args: run_topics_verify(args, bootstrap_of(args)))
+
+
+def add_partition_commands(sub, common: argparse.ArgumentParser, bootstrap_of) -> None:
+    partitions = sub.add_parser("partitions", help="repair partition replicas")
+    actions = partitions.add_subparsers(dest="partitions_command", required=True)
+    rebuild = actions.add_parser("rebuild", parents=[common],
+                                 help="replace one broker's replica by a copy of the leader's store")
+    rebuild.add_argument("topic")
+    rebuild.add_argument("partition", type=int)
+    rebuild.add_argument("--broker", type=int, required=True, help="the broker whose replica is rebuilt")
+    rebuild.set_defaults(handler=lambda args: run_partitions_rebuild(args, bootstrap_of(args)))
+
+
+def run_partitions_rebuild(args, bootstrap: str) -> int:
+    with Router(bootstrap) as router:
+        address = router.refresh().brokers.get(args.broker)
+        if address is None:
+            raise InvalidArgument(f"--broker {args.broker}: no such broker in the cluster")
+        request = pb.RebuildReplicaRequest(topic=args.topic, partition=args.partition)
+        try:
+            r = router.connection(address).log.RebuildReplica(request, timeout=REBUILD_TIMEOUT_S)
+        except grpc.RpcError as exc:
+            raise error_from_rpc(exc) from None
+    result = {"topic": args.topic, "partition": args.partition, "broker_id": r.broker_id,
+              "source_broker_id": r.source_broker_id, "applied_index": r.applied_index, "image_bytes": r.image_bytes}
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"rebuilt {args.topic}/{args.partition} on broker {r.broker_id} from broker {r.source_broker_id} "
+              f"(index {r.applied_index}, {r.image_bytes} bytes)")
+    return 0
 
 
 def run_topics_verify(args, bootstrap: str) -> int:

@@ -1,5 +1,6 @@
-"""System test: `raftbus topics verify` finds replicas in agreement after writes, and finds the one replica whose
-stored batch was changed on disk (bit rot) while its broker was down."""
+"""System test: `raftbus topics verify` finds replicas in agreement after writes, finds the one replica whose
+stored batch was changed on disk (bit rot) while its broker was down, and `raftbus partitions rebuild` repairs it
+from the leader."""
 from __future__ import annotations
 
 import json
@@ -19,12 +20,16 @@ TOPIC = "verified"
 PARTITIONS = 2
 
 
-def verify(bootstrap: str) -> tuple[int, dict]:
+def raftbus_json(bootstrap: str, *argv: str) -> tuple[int, dict]:
     command = [sys.executable, "-c", "from raftbus.client.cli import main; raise SystemExit(main())",
-               "--bootstrap", bootstrap, "--json", "topics", "verify", TOPIC]
+               "--bootstrap", bootstrap, "--json", *argv]
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
-    assert done.returncode in (0, 1), done.stderr
+    assert done.returncode in (0, 1) and done.stdout, done.stderr
     return done.returncode, json.loads(done.stdout)
+
+
+def verify(bootstrap: str) -> tuple[int, dict]:
+    return raftbus_json(bootstrap, "topics", "verify", TOPIC)
 
 
 def in_sync(bootstrap: str):
@@ -45,10 +50,11 @@ def flip_a_byte_of_the_first_batch(store_dir) -> None:
         store.close()
 
 
-def test_verify_agrees_then_finds_a_changed_replica(cluster):
+def test_verify_agrees_finds_a_changed_replica_and_rebuild_repairs_it(cluster):
     """Every partition's replicas agree after 1,000 records; after a byte of one follower's stored batch is
     flipped while it is stopped, the broker reports it when it opens the store, that partition no longer agrees,
-    the changed replica says so, the other partition still agrees, and the command exits 1."""
+    the changed replica says so, the other partition still agrees, and the command exits 1; after rebuilding that
+    replica from the leader, and more writes, every partition agrees again."""
     with Admin(cluster.bootstrap) as admin:
         admin.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=3)
     with Producer(cluster.bootstrap, linger_ms=2) as producer:
@@ -82,3 +88,13 @@ def test_verify_agrees_then_finds_a_changed_replica(cluster):
     assert not first["replicas_agree"] and second["replicas_agree"], report
     changed = [r["broker_id"] for r in first["replicas"] if r["store_consistent"] is False]
     assert changed == [follower], first
+
+    status, rebuilt = raftbus_json(cluster.bootstrap, "partitions", "rebuild", TOPIC, "0", "--broker", str(follower))
+    assert status == 0 and rebuilt["broker_id"] == follower and rebuilt["source_broker_id"] != follower, rebuilt
+    with Producer(cluster.bootstrap, linger_ms=2) as producer:
+        for i in range(200):
+            producer.send(TOPIC, f"after-{i}".encode(), partition=0)
+        producer.flush(60)
+    status, report = verify(cluster.bootstrap)
+    assert status == 0, report
+    assert all(r["store_consistent"] for p in report["partitions"] for r in p["replicas"]), report
