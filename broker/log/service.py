@@ -84,7 +84,8 @@ class LogService:
         barrier = replica.read_barrier
         if barrier is None:
             with self._barriers_lock:
-                barrier = replica.read_barrier = replica.read_barrier or ReadBarrier(replica.group.submit)
+                barrier = replica.read_barrier = replica.read_barrier or ReadBarrier(
+                    replica.group.submit, self.settings.produce_timeout_ms / 1000)
         wait_result(barrier.confirm(), self.settings.produce_timeout_ms / 1000)
         return replica
 
