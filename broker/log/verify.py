@@ -7,6 +7,7 @@ with its record and re-reads its stored batches against the kept digest.
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 from typing import NamedTuple
@@ -21,25 +22,38 @@ from raftbus.broker.log.digest import Checkpoint
 log = logging.getLogger(__name__)
 
 
-def check_on_open(group_id: str, state_machine, store, bytes_max: int) -> threading.Thread | None:
-    """Re-read a stream store just opened against its kept checksum, on a thread of its own (stores larger than
-    `bytes_max` are left to `raftbus topics verify`); a mismatch is logged as an error."""
+_CHECKS: queue.SimpleQueue = queue.SimpleQueue()
+_checker_lock = threading.Lock()
+_checker: threading.Thread | None = None
+
+
+def check_on_open(group_id: str, state_machine, store, bytes_max: int) -> threading.Event | None:
+    """Queue a re-read of a stream store just opened against its kept checksum (stores larger than `bytes_max`
+    are left to `raftbus topics verify`); one checker thread per process takes them one at a time, and logs a
+    mismatch as an error. Returns an event set once this store was checked."""
     if bytes_max == 0 or (bytes_max > 0 and store.size_bytes() > bytes_max):
         return None
+    global _checker
+    done = threading.Event()
+    _CHECKS.put((group_id, state_machine, done))
+    with _checker_lock:
+        if _checker is None or not _checker.is_alive():
+            _checker = threading.Thread(target=_check_stores, name="raftbus-store-check", daemon=True)
+            _checker.start()
+    return done
 
-    def run():
+
+def _check_stores() -> None:
+    while True:
+        group_id, state_machine, done = _CHECKS.get()
         try:
-            consistent = state_machine.store_consistent()
-        except Exception:
+            if state_machine.store_consistent() is False:
+                log.error("partition store does not match its checksum: a stored batch changed on disk; rebuild "
+                          "this replica (raftbus partitions rebuild)", extra={"group": group_id})
+        except Exception:  # a store closed meanwhile (replica dropped) or unreadable
             log.exception("partition store check failed", extra={"group": group_id})
-            return
-        if consistent is False:
-            log.error("partition store does not match its checksum: a stored batch changed on disk; rebuild this "
-                      "replica", extra={"group": group_id})
-
-    thread = threading.Thread(target=run, name=f"raftbus-store-check-{group_id}", daemon=True)
-    thread.start()
-    return thread
+        finally:
+            done.set()
 
 
 class ReplicaReport(NamedTuple):

@@ -90,5 +90,5 @@ def test_a_store_changed_on_disk_is_reported_when_opened(make, caplog):
         key, value = next(iter(txn.items(BATCHES)))
         txn.put(BATCHES, bytes(key), bytes(value)[:-1] + b"!")
     with caplog.at_level("ERROR", logger="raftbus.broker.log.verify"):
-        check_on_open("p1.0", r.sm, r.store, -1).join(10)
+        assert check_on_open("p1.0", r.sm, r.store, -1).wait(10)
     assert "does not match its checksum" in caplog.text
