@@ -4,13 +4,15 @@ The leader pins its store on the loop thread (so the image and its applied index
 to a temporary file and streams it. The replica's broker writes the image beside its store and installs it on
 its own loop thread, only if its replica has not applied past the image's index: entries up to that index are
 then skipped as already applied, and the log after it applies on top as usual. A replica that moved past the
-copy asks for a fresh one (`REBUILD_ATTEMPTS_MAX` times).
+copy asks for a fresh one (`REBUILD_ATTEMPTS_MAX` times). A replica that leads first hands leadership to an
+in-sync replica and copies from it (the preferred-leader check may hand it back afterwards; that is harmless).
 """
 from __future__ import annotations
 
 import logging
 import os
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -22,6 +24,7 @@ log = logging.getLogger(__name__)
 
 CHUNK_BYTES = 1 << 20
 REBUILD_ATTEMPTS_MAX = 3
+HAND_OVER_WAIT_S = 5.0  # how long a leading replica waits for another to lead before it gives up (retriable)
 
 # (topic, partition, leader address) -> the leader's image as (applied_index, chunk) pairs
 CopySource = Callable[[str, int, str], Iterator[tuple[int, bytes]]]
@@ -61,8 +64,7 @@ class RebuildService:
         if replica is None:
             raise errors.UnknownPartition(f"broker {self.context.node_id} holds no replica of {topic}/{partition}")
         if replica.group.is_leader:
-            raise errors.InvalidArgument(f"broker {self.context.node_id} leads {topic}/{partition}: its copy is the "
-                                         "reference; move leadership first (stop or restart this broker)")
+            self._step_aside(replica, group_id)
         leader_id = self.context.leader_of(group_id)
         address = self.context.broker_address(leader_id)
         if not address:
@@ -75,6 +77,19 @@ class RebuildService:
                             extra={"group": group_id, "leader": leader_id, "index": index})
                 return leader_id, index, size
         raise errors.Unavailable(f"the replica kept applying past the leader's copy ({REBUILD_ATTEMPTS_MAX} tries)")
+
+    def _step_aside(self, replica, group_id: str) -> None:
+        """Hand this replica's leadership to an in-sync replica and wait until another leads."""
+        others = [r for r in replica.group.in_sync_replicas(self.context.node_id) if r != self.context.node_id]
+        if not others:
+            raise errors.LeaderNotAvailable(f"{group_id}: no in-sync replica to take over leadership; retry")
+        self.context.run_on_loop(lambda: replica.group.hand_over(others[0]))
+        deadline = time.monotonic() + HAND_OVER_WAIT_S
+        while replica.group.is_leader or self.context.leader_of(group_id) in (None, self.context.node_id):
+            if time.monotonic() >= deadline:
+                raise errors.LeaderNotAvailable(f"{group_id}: leadership did not move within {HAND_OVER_WAIT_S} s; "
+                                                "retry")
+            time.sleep(0.05)
 
     def _copy_and_install(self, replica, topic: str, partition: int, address: str,
                           work_dir: Path) -> tuple[int, int] | None:

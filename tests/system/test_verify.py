@@ -51,10 +51,11 @@ def flip_a_byte_of_the_first_batch(store_dir) -> None:
 
 
 def test_verify_agrees_finds_a_changed_replica_and_rebuild_repairs_it(cluster):
-    """Every partition's replicas agree after 1,000 records; after a byte of one follower's stored batch is
-    flipped while it is stopped, the broker reports it when it opens the store, that partition no longer agrees,
-    the changed replica says so, the other partition still agrees, and the command exits 1; after rebuilding that
-    replica from the leader, and more writes, every partition agrees again."""
+    """Every partition's replicas agree after 1,000 records; after a byte of one replica's stored batch is
+    flipped while its broker is stopped, the broker reports it when it opens the store, that partition no longer
+    agrees, the changed replica says so, the other partition still agrees, and the command exits 1; the changed
+    replica leads again (it is the preferred one), and rebuilding it moves leadership away, copies the new
+    leader's store, and after more writes every partition agrees again."""
     with Admin(cluster.bootstrap) as admin:
         admin.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=3)
     with Producer(cluster.bootstrap, linger_ms=2) as producer:
@@ -70,27 +71,28 @@ def test_verify_agrees_finds_a_changed_replica_and_rebuild_repairs_it(cluster):
         assert {r["store_consistent"] for r in p["replicas"]} == {True}
         assert len({r["digest"] for r in p["replicas"]}) == 1 and p["replicas"][0]["high_watermark"] > 0
 
-    victim_partition = parts[0]
-    follower = next(r for r in victim_partition.replicas if r != victim_partition.leader_id)
-    broker = cluster.broker(follower)
+    victim = parts[0].replicas[0]  # the preferred replica: it leads again once back, so rebuild must move it
+    broker = cluster.broker(victim)
     assert broker.terminate() == 0
     stores = [d / "store" for d in (broker.data_dir / "partitions").iterdir()]
     group_dir = next(d for d in stores if d.parent.name.endswith(".0"))
     flip_a_byte_of_the_first_batch(group_dir)
     broker.start()
-    broker_log = broker.data_dir.parent / f"broker-{follower}.log"
+    broker_log = broker.data_dir.parent / f"broker-{victim}.log"
     wait_until(lambda: "does not match its checksum" in broker_log.read_text(), 30,
                what="the changed store reported when opened")
     wait_until(lambda: in_sync(cluster.bootstrap), 60, what="the stopped broker back in sync")
+    wait_until(lambda: in_sync(cluster.bootstrap)[0].leader_id == victim, 60,
+               what="the changed replica leading again (preferred leader)")
     status, report = verify(cluster.bootstrap)
     assert status == 1, report
     first, second = report["partitions"]
     assert not first["replicas_agree"] and second["replicas_agree"], report
     changed = [r["broker_id"] for r in first["replicas"] if r["store_consistent"] is False]
-    assert changed == [follower], first
+    assert changed == [victim], first
 
-    status, rebuilt = raftbus_json(cluster.bootstrap, "partitions", "rebuild", TOPIC, "0", "--broker", str(follower))
-    assert status == 0 and rebuilt["broker_id"] == follower and rebuilt["source_broker_id"] != follower, rebuilt
+    status, rebuilt = raftbus_json(cluster.bootstrap, "partitions", "rebuild", TOPIC, "0", "--broker", str(victim))
+    assert status == 0 and rebuilt["broker_id"] == victim and rebuilt["source_broker_id"] != victim, rebuilt
     with Producer(cluster.bootstrap, linger_ms=2) as producer:
         for i in range(200):
             producer.send(TOPIC, f"after-{i}".encode(), partition=0)
