@@ -66,6 +66,12 @@ def load(txn, group: str) -> CommittedOffset | None:
     return None if entry is None or entry.offset == _FENCE_ONLY else entry
 
 
+def highest_generation(txn, group: str) -> int:
+    """The highest generation this partition has seen for the group (by a commit or a new owner's read); 0 if none."""
+    entry = _load_entry(txn, group)
+    return 0 if entry is None else entry.highest_generation
+
+
 def read(txn, payload: dict) -> CommittedOffset | None | errors.RaftbusError:
     """The committed offset, read by the log; with a generation (a new owner's first read) it first raises the
     group's highest generation here, so commits from older generations are refused from now on."""

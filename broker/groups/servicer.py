@@ -74,6 +74,12 @@ class GroupsServicer(gpb_grpc.GroupsServicer):
         return gpb.CommitOffsetResponse(offset=stored.offset, commit_time_ms=stored.commit_time_ms)
 
     @unary
+    def ResetOffset(self, request, context):
+        stored = self.offsets.reset(request.group, topic=request.topic, partition=request.partition,
+                                    offset=request.offset)
+        return gpb.CommitOffsetResponse(offset=stored.offset, commit_time_ms=stored.commit_time_ms)
+
+    @unary
     def FetchOffset(self, request, context):
         member = (request.member_id, request.generation) if request.member_id else None
         return offset_proto(self.offsets.fetch(request.group, request.topic, request.partition,

@@ -117,6 +117,8 @@ class PartitionStateMachine:
             return self._produce(txn, payload)
         if kind == commands.TRIM:
             return self._trim(txn, payload)
+        if kind == commands.START_AT:
+            return self._start_at(payload)
         if kind == commands.INVALID:
             return payload, self._state
         if kind == commands.BARRIER:
@@ -168,6 +170,19 @@ class PartitionStateMachine:
                                        checks.load(txn.get(META, checks.DIGEST_KEY)))
         txn.put(META, checks.CHECKPOINT_KEY, checks.dump_checkpoint(checkpoint))
         return checkpoint
+
+    def _start_at(self, offset: int):
+        """An empty partition moves its log start and high watermark to `offset` (never back): a restored backup
+        then gets every record at its original offset."""
+        state = self._state
+        if state.log_start_offset != state.high_watermark:
+            return errors.InvalidArgument(f"only an empty partition can start at another offset; this one holds "
+                                          f"[{state.log_start_offset}, {state.high_watermark})"), state
+        if offset < state.high_watermark:
+            return errors.InvalidArgument(f"offset {offset} is below the partition's next offset "
+                                          f"{state.high_watermark}"), state
+        state = state._replace(log_start_offset=offset, high_watermark=offset)
+        return offset, state
 
     def _trim(self, txn, trim: commands.TrimCommand):
         state = _remove_old_batches(txn, self._state, trim)
@@ -231,6 +246,11 @@ class PartitionStateMachine:
         """The group's committed offset here as applied so far (not a read barrier)."""
         with self._store.read() as txn:
             return offsets.load(txn, group)
+
+    def highest_generation(self, group: str) -> int:
+        """The highest generation seen here for the group (commits and new owners' reads), as applied so far."""
+        with self._store.read() as txn:
+            return offsets.highest_generation(txn, group)
 
     def offsets_committed_before(self, cutoff_ms: int) -> list[str]:
         """Groups whose offset here was last committed before `cutoff_ms` (as applied so far)."""

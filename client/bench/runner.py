@@ -57,7 +57,7 @@ from raftbus.client.producer import Producer
 from raftbus.client.reader import Reader
 from raftbus.client.records import RECORD_OVERHEAD_BYTES
 
-WORKLOADS = ("produce", "consume", "queue", "failover", "idle", "all", "spark")
+WORKLOADS = ("produce", "consume", "queue", "failover", "idle", "all", "spark", "http")
 LOOPBACK = "127.0.0.1"
 
 
@@ -538,6 +538,9 @@ def run_workloads(bootstrap: str, args) -> list[dict]:
     if args.workload == "spark":  # needs the spark extra (pyspark, pyarrow); see client/spark/bench.py
         from raftbus.client.spark.bench import bench_spark
         results.append(emit(bench_spark(bootstrap, args, fill_topic, progress)))
+    if args.workload == "http":  # through a `raftbus http` gateway process (the http extra): client/http/bench.py
+        from raftbus.client.http.bench import bench_http
+        results.append(emit(bench_http(bootstrap, args, progress)))
     return results
 
 
