@@ -61,6 +61,21 @@ def dev_ports(count: int, base_port: int) -> list[tuple[int, int]]:
     return [(base_port + 2 * i, base_port + 2 * i + 1) for i in range(count)]
 
 
+def dev_broker_env(data_dir: Path, node: int, raft_pki=None) -> dict[str, str]:
+    """The environment of development broker `node`: the data dir's own random cluster secret and id (made on
+    first use, reused on restart) and, given a `tls_dev.DevPki`, mutual TLS on the Raft port with its certificate."""
+    from raftbus.broker.raft.cluster_secret import dev_credentials
+
+    credentials = dev_credentials(data_dir)
+    env = {**os.environ, "RAFTBUS_CLUSTER_SECRET": credentials["cluster_secret"],
+           "RAFTBUS_CLUSTER_ID": credentials["cluster_id"]}
+    if raft_pki is not None:
+        cert, key = raft_pki.broker(node)
+        env.update(RAFTBUS_RAFT_TLS_CERT_FILE=str(cert), RAFTBUS_RAFT_TLS_KEY_FILE=str(key),
+                   RAFTBUS_RAFT_TLS_CA_FILE=str(raft_pki.ca_file))
+    return env
+
+
 def _dev(args) -> int:
     """A local N-broker cluster on loopback, one process per broker; Ctrl-C stops it cleanly."""
     ports = dev_ports(args.brokers, args.base_port)
@@ -74,7 +89,8 @@ def _dev(args) -> int:
                "--data-dir", str(data_dir / f"broker-{node}"), "--listen", f"127.0.0.1:{grpc_port}",
                "--raft-listen", f"127.0.0.1:{raft_port}", "--peers", peers, "--log-level", args.log_level]
         log_file = open(data_dir / f"broker-{node}.log", "ab")
-        procs.append((subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log_file), log_file))
+        env = dev_broker_env(data_dir, node)
+        procs.append((subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log_file, env=env), log_file))
     bootstrap = ",".join(f"127.0.0.1:{g}" for g, _ in ports)
     print(f"raftbus dev: {args.brokers} brokers, bootstrap {bootstrap}, logs in {data_dir}/broker-N.log", flush=True)
     stop = threading.Event()

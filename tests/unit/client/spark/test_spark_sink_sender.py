@@ -3,7 +3,7 @@ state machine appends only what the earlier attempt did not, whatever the broker
 import pytest
 
 from raftbus.broker import commands
-from raftbus.broker.state.partition import PartitionStateMachine, ProduceResult
+from raftbus.broker.log.state import PartitionStateMachine, ProduceResult
 from raftbus.broker.storage.memory_store import MemoryStore
 from raftbus.client import errors
 from raftbus.client.records import decode_fetched, record_size
