@@ -6,6 +6,8 @@ where the stored value is what the partition keeps under its 8-byte big-endian b
     record_count >I | append_time_ms >q | max_timestamp_ms >q | records_len >I | records
 so a stored key + value is exactly one stored batch of client/records.py.
 Trim (binary): b"T" | now_ms >q | retention_ms >q | retention_bytes >q | producer_idle_ms >q.
+Read barrier: b"B" (changes nothing; a leader serves a read once one proposed after the read committed).
+Checkpoint: b"C" (every replica records its checksums at this index, to be compared: broker/log/digest.py).
 Metadata commands: b"J" + compact JSON object with a "type" field.
 """
 from __future__ import annotations
@@ -24,9 +26,13 @@ REGISTER_BROKER = "register_broker"
 CREATE_TOPIC = "create_topic"
 DELETE_TOPIC = "delete_topic"
 ALTER_PARTITIONS = "alter_partitions"
+BARRIER = "barrier"
+CHECKPOINT = "checkpoint"
 ALTER_TOPIC = "alter_topic"
 SET_BROKER_STATE = "set_broker_state"
 INVALID = "invalid"
+READ_BARRIER_COMMAND = b"B"
+CHECKPOINT_COMMAND = b"C"
 
 _SEQUENCE = struct.Struct(">q")
 _TRIM = struct.Struct(">qqqq")
@@ -189,6 +195,8 @@ def decode_json(command: bytes) -> tuple[str, dict]:
 _DECODERS = {
     ord("P"): lambda command: (PRODUCE, decode_produce(command)),
     ord("T"): lambda command: (TRIM, decode_trim(command)),
+    ord("B"): lambda command: (BARRIER, None),
+    ord("C"): lambda command: (CHECKPOINT, None),
     ord("S"): lambda command: (START_AT, decode_start_at(command)),
     ord("J"): decode_json,
 }

@@ -42,6 +42,7 @@ class PartitionReplica:
     store: object
     appended: threading.Condition = field(default_factory=threading.Condition)
     waiters: int = 0
+    read_barrier: object = None  # log/read_barrier.py, made on the first read served as leader
 
     @property
     def group_id(self) -> str:
@@ -88,6 +89,8 @@ class BrokerContext:
         self.stopping = threading.Event()  # set by Broker.stop before it hands its groups over
         # What the broker process reports about itself (BrokerStats); the server replaces it.
         self.process_stats: Callable[[], dict] = lambda: {}
+        # Runs fn where commands are applied (the server's Raft loop thread), so nothing applies meanwhile.
+        self.run_on_loop: Callable[[Callable[[], object]], object] = lambda fn: fn()
 
     # ------------------------------------------------------------------ brokers
     def alive_brokers(self) -> set[int]:

@@ -21,6 +21,7 @@ from raftbus.broker.log.service import LogService
 from raftbus.broker.queues.service import QueueService
 from raftbus.broker.admin.state import MetadataStateMachine
 from raftbus.broker.log.state import PartitionStateMachine
+from raftbus.broker.log.verify import check_on_open
 from raftbus.broker.queues.state.machine import QueueStateMachine
 from raftbus.broker.storage.lmdb_store import LmdbStore
 from raftbus.broker.admin.servicer import admin_servicers
@@ -124,6 +125,7 @@ class Broker:
         self.loop.every(s.preferred_leader_check_interval_ms, self._prefer_leaders)
         self.loop.every(s.drain_check_interval_ms, self._drain_leaderships)
         self.loop.every(s.queue_tick_interval_ms, self._tick_queues)
+        self.context.run_on_loop = self.loop.call
         self.loop.call_soon(self._reconcile)
         # consumer groups: heartbeats long-poll on metadata changes; the controller expires silent members
         self.group_service = GroupService(self.context)
@@ -224,6 +226,7 @@ class Broker:
             store = LmdbStore(str(base / "store"), tables=PartitionStateMachine.TABLES,
                               map_size_bytes=s.storage_map_size_bytes)
             sm = PartitionStateMachine(store)
+            check_on_open(group_id, sm, store, s.storage_verify_on_open_bytes_max)
         peers = sorted(r for r in placement.replicas if r != self.node_id)
         group = RaftGroup(group_id, sm, store, hub=self.hub, loop=self.loop, self_id=self.node_id,
                           peer_ids=peers, data_dir=base / "raft", settings=s.raft(),

@@ -238,14 +238,17 @@ class Consumer:
             log.info("auto-commit of %d partitions failed: %s", len(offsets), error)
 
     # ------------------------------------------------------------------ positions
-    def _start_reading(self, gained) -> None:
+    def _start_reading(self, gained, member: tuple[str, int]) -> None:
         """Position newly owned partitions at the committed offset, else at auto_offset_reset."""
-        futures = {tp: self._calls.submit(self._start_position, tp) for tp in gained}
-        for tp, future in futures.items():
-            self._fetcher.assign(tp, future.result())
+        futures = {tp: self._calls.submit(self._start_position, tp, member) for tp in gained}
+        positions = {tp: future.result() for tp, future in futures.items()}  # all or none: a failure syncs again
+        for tp, position in positions.items():
+            self._fetcher.assign(tp, position)
 
-    def _start_position(self, tp: TopicPartition) -> int:
-        answer = self.calls.fetch_offset(self.group, tp, consistent=True)
+    def _start_position(self, tp: TopicPartition, member: tuple[str, int]) -> int:
+        """Where to start reading a gained partition; the read through the log, as its owner, also fences
+        commits of earlier owners there (docs/groups.md)."""
+        answer = self.calls.fetch_offset(self.group, tp, consistent=True, member=member)
         with self._commit_lock:
             self._rewound.discard(tp)
             if answer.committed_offset >= 0:

@@ -125,6 +125,16 @@ class OutOfOrderSequence(RaftbusError):
     retriable = True
 
 
+class UnknownProducerId(RaftbusError):
+    """The partition holds no state for this idempotent producer id and the batch does not start at sequence 0
+    (its earlier batches are not appended yet, or the state expired after `producer_idle_ms`); the producer
+    resends its earlier batches first, or restarts the partition's sequences under a fresh producer id when
+    every earlier batch is acknowledged."""
+
+    code = "UNKNOWN_PRODUCER_ID"
+    retriable = True
+
+
 class NotLeader(RaftbusError):
     """This broker does not lead the group; `leader_id`/`leader_address` hint at the one that does."""
 
@@ -274,6 +284,7 @@ GRPC_STATUS: dict[type[RaftbusError], grpc.StatusCode] = {
     TopicExists: grpc.StatusCode.ALREADY_EXISTS,
     OffsetOutOfRange: grpc.StatusCode.OUT_OF_RANGE,
     OutOfOrderSequence: grpc.StatusCode.FAILED_PRECONDITION,
+    UnknownProducerId: grpc.StatusCode.FAILED_PRECONDITION,
     NotLeader: grpc.StatusCode.FAILED_PRECONDITION,
     LeaderNotAvailable: grpc.StatusCode.UNAVAILABLE,
     RequestTimedOut: grpc.StatusCode.DEADLINE_EXCEEDED,

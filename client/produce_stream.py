@@ -22,6 +22,7 @@ from raftbus.client.errors import (
     RaftbusError,
     RequestTimedOut,
     Unavailable,
+    UnknownProducerId,
     error_from_code,
     error_from_rpc,
 )
@@ -155,7 +156,7 @@ class StreamProduceTransport:
                     self._forget(stream)
 
     def retry_delay_s(self, err: RaftbusError, attempt: int, topic: str, partition: int) -> float | None:
-        if isinstance(err, OutOfOrderSequence):
+        if isinstance(err, (OutOfOrderSequence, UnknownProducerId)):
             return exponential_backoff_s(attempt, self.router.retry_backoff_s, self.router.retry_backoff_max_s)
         return self.router.note_failure(err, attempt, topic=topic, partition=partition)
 

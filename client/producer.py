@@ -34,6 +34,7 @@ from raftbus.client.errors import (
     RequestTimedOut,
     Unavailable,
     UnknownPartition,
+    UnknownProducerId,
     WrongTopicKind,
 )
 from raftbus.client.murmur2 import partition_for_key
@@ -226,6 +227,7 @@ class Producer(SenderCore):
         self._in_flight: dict[tuple[str, int], int] = {}  # batches sent and not answered, per partition
         self._failed: dict[tuple[str, int], list[_Batch]] = {}  # to resend once the partition's in-flight drain
         self._restart: dict[tuple[str, int], RaftbusError] = {}  # partitions to restart, and why
+        self._unknown_to_broker: dict[tuple[str, int], set[int]] = {}  # batches refused with UnknownProducerId
         self._next_sequence: dict[tuple[str, int], int] = {}  # sequence of the next batch sent first time
         self._producer_ids: dict[tuple[str, int], bytes] = {}  # per partition, after a restart
         self._sticky: dict[str, tuple[int, int]] = {}  # topic -> (sticky partition, partition count)
@@ -479,6 +481,8 @@ class Producer(SenderCore):
             self._in_flight[tp] -= 1
             if self._may_retry(batch, now_s, delay):
                 self._failed.setdefault(tp, []).append(batch)
+                if isinstance(err, UnknownProducerId):
+                    self._unknown_to_broker.setdefault(tp, set()).add(batch.id)
                 failed_for_good = False
             else:
                 self._release(batch)
@@ -511,19 +515,32 @@ class Producer(SenderCore):
         """Every batch sent to `tp` has answered: put the failed ones back at the head of its queue, in sequence
         order. After a batch failed for good, the failed ones (later in sequence, their outcome possibly unknown)
         fail too rather than be resent out of order or twice; they are returned with the reason, for the caller
-        to fail outside the lock. The partition then restarts under a fresh producer id, sequences from 0."""
+        to fail outside the lock. The partition then restarts under a fresh producer id, sequences from 0.
+
+        When the first failed batch was refused with UnknownProducerId, every batch before it is acknowledged
+        and the partition has no state for this producer id (it expired after the broker's producer_idle_ms):
+        the failed and queued batches restart under a fresh producer id from sequence 0, none failing (KIP-360's
+        epoch bump). A later batch refused so while an earlier one failed otherwise just waits for it."""
         failed = sorted(self._failed.pop(tp, []), key=lambda b: b.sequence)
         reason = self._restart.pop(tp, None)
+        unknown = self._unknown_to_broker.pop(tp, set())
         if reason is None:
+            if failed and failed[0].id in unknown:
+                self._renumber(tp, failed)
             self._queues.setdefault(tp, deque()).extendleft(reversed(failed))
             return []
         for batch in failed:
             self._release(batch)
+        self._renumber(tp, self._queues.get(tp, ()))
+        return [(batch, reason) for batch in failed]
+
+    def _renumber(self, tp: tuple[str, int], batches: Iterable[_Batch]) -> None:
+        """Start the partition over under a fresh producer id; `batches` and the queued ones get their sequence
+        when next sent, from 0 in queue order."""
         self._producer_ids[tp] = os.urandom(settings.PRODUCER_ID_BYTES) if self.idempotent else b""
         self._next_sequence[tp] = 0
-        for batch in self._queues.get(tp, ()):
+        for batch in itertools.chain(batches, self._queues.get(tp, ())):
             batch.sequence = None
-        return [(batch, reason) for batch in failed]
 
     def _abort(self, err: RaftbusError) -> None:
         """Fail every batch not yet in flight (close() after its flush timed out)."""

@@ -4,7 +4,8 @@ Metadata commands are JSON objects like every metadata command (b"J" + JSON with
 checks the top-level fields listed in METADATA_FIELDS, the group rules check nested values).
 Partition commands: b"G" + compact JSON object with a "type" field:
     commit_offset  store a group's committed offset for this partition (fenced, never backwards unless reset)
-    read_offset    read a group's committed offset through the log (a read barrier on a new leader)
+    read_offset    read a group's committed offset through the log (a read barrier on a new leader); with a
+                   generation (a new owner's first read) it also fences commits from older generations
 """
 from __future__ import annotations
 
@@ -78,7 +79,9 @@ def encode_commit_offset(*, group: str, member_id: str, generation: int, offset:
                                     offset=offset, metadata=metadata, reset=reset, now_ms=now_ms)
 
 
-def encode_read_offset(*, group: str) -> bytes:
+def encode_read_offset(*, group: str, generation: int = 0) -> bytes:
+    if generation:
+        return PARTITION_PREFIX + _json(READ_OFFSET, group=group, generation=generation)
     return PARTITION_PREFIX + _json(READ_OFFSET, group=group)
 
 

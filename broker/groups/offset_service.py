@@ -83,8 +83,7 @@ class OffsetService:
         if not log_start <= offset <= high_watermark:
             raise errors.OffsetOutOfRange(f"offset {offset} of {topic}/{partition} is outside the log "
                                           f"[{log_start}, {high_watermark}]")
-        stored = replica.state_machine.committed(group)
-        generation = stored.highest_generation if stored is not None else 0
+        generation = replica.state_machine.highest_generation(group)
         command = gc.encode_commit_offset(group=group, member_id="", generation=generation, offset=offset,
                                           metadata="", reset=True, now_ms=self.context.clock.now_ms())
         return wait_result(replica.group.submit(command), self.settings.produce_timeout_ms / 1000)
@@ -103,14 +102,20 @@ class OffsetService:
             replica.group.submit(gc.encode_expire_offsets(groups=stale, committed_before_ms=cutoff_ms))
         return stale
 
-    def fetch(self, group: str, topic: str, partition: int, *, consistent: bool = False) -> PartitionLag:
+    def fetch(self, group: str, topic: str, partition: int, *, consistent: bool = False,
+              member: tuple[str, int] | None = None) -> PartitionLag:
         """The group's committed offset and lag; `consistent` reads through the log (sees every acknowledged
-        commit even on a leader elected a moment ago)."""
+        commit even on a leader elected a moment ago). `member` (member_id, generation) makes a consistent read
+        the owner's start: checked like a commit, it fences commits of older generations in the partition."""
         rules.validate_group_name(group)
         replica = self.context.leader_replica(topic, partition, kind="stream")
         sm = replica.state_machine
+        generation = 0
+        if consistent and member is not None:
+            check_member(self.context, group, member[0], member[1], topic, partition)
+            generation = member[1]
         if consistent:
-            committed = wait_result(replica.group.submit(gc.encode_read_offset(group=group)),
+            committed = wait_result(replica.group.submit(gc.encode_read_offset(group=group, generation=generation)),
                                     self.settings.produce_timeout_ms / 1000)
         else:
             committed = sm.committed(group)

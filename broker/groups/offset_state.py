@@ -10,9 +10,15 @@ Expiry: a leader proposes to drop the offsets of groups that no longer exist onc
 more than `offsets_retention_ms` ago; the command names the groups and the cut-off, and each entry is dropped
 only if it is still older than the cut-off when applied (a commit in between keeps it).
 
+Fence: a new owner reads its start position through the log (`read_offset` with its generation), which raises
+the group's highest generation here before the owner has committed anything. A group that never committed here
+then gets a fence-only entry (offset -1, commit time 0: reads see no committed offset, and expiry treats it as
+old). So the partition's own state orders "the new owner started" before any later commit of an older owner.
+
 Rules of a commit (each refusal is a typed error value and writes nothing):
-- a generation below the highest this partition has seen for the group is stale (a member that lost the
-  partition cannot overwrite its new owner's progress, even through a broker whose metadata lags);
+- a generation below the highest this partition has seen for the group (by a commit or an owner's read) is
+  stale: a member that lost the partition cannot overwrite its new owner's progress, even through a broker
+  whose metadata replica lags and still believes it owns the partition;
 - the offset never moves backwards unless the commit is an explicit reset (a seek);
 - the offset is at most the high watermark (the end of what has been appended before the commit).
 """
@@ -39,7 +45,10 @@ def _key(group: str) -> bytes:
     return group.encode()
 
 
-def load(txn, group: str) -> CommittedOffset | None:
+_FENCE_ONLY = -1  # the offset of an entry that only carries a highest generation
+
+
+def _load_entry(txn, group: str) -> CommittedOffset | None:
     raw = txn.get(OFFSETS, _key(group))
     if raw is None:
         return None
@@ -47,10 +56,40 @@ def load(txn, group: str) -> CommittedOffset | None:
     return CommittedOffset(offset, generation, commit_time_ms, highest, bytes(raw[_ENTRY.size:]).decode())
 
 
+def _store(txn, group: str, entry: CommittedOffset) -> None:
+    txn.put(OFFSETS, _key(group), _ENTRY.pack(*entry[:4]) + entry.metadata.encode())
+
+
+def load(txn, group: str) -> CommittedOffset | None:
+    """The group's committed offset here; None when it never committed (or only a new owner's fence is there)."""
+    entry = _load_entry(txn, group)
+    return None if entry is None or entry.offset == _FENCE_ONLY else entry
+
+
+def highest_generation(txn, group: str) -> int:
+    """The highest generation this partition has seen for the group (by a commit or a new owner's read); 0 if none."""
+    entry = _load_entry(txn, group)
+    return 0 if entry is None else entry.highest_generation
+
+
+def read(txn, payload: dict) -> CommittedOffset | None | errors.RaftbusError:
+    """The committed offset, read by the log; with a generation (a new owner's first read) it first raises the
+    group's highest generation here, so commits from older generations are refused from now on."""
+    generation = payload.get("generation", 0)
+    if not isinstance(generation, int) or isinstance(generation, bool) or generation < 0:
+        return errors.InvalidArgument("read_offset generation must be an int >= 0")
+    group = payload["group"]
+    entry = _load_entry(txn, group)
+    if generation and (entry is None or generation > entry.highest_generation):
+        fenced = (entry or CommittedOffset(_FENCE_ONLY, 0, 0, 0, ""))._replace(highest_generation=generation)
+        _store(txn, group, fenced)
+    return load(txn, group)
+
+
 def commit(txn, high_watermark: int, payload: dict):
     """Store the group's committed offset; returns the stored CommittedOffset or a typed error value."""
     group, offset, generation = payload["group"], payload["offset"], payload["generation"]
-    stored = load(txn, group)
+    stored = _load_entry(txn, group)
     if offset < 0:
         return errors.InvalidArgument(f"offset {offset} must be >= 0")
     if offset > high_watermark:
@@ -63,7 +102,7 @@ def commit(txn, high_watermark: int, payload: dict):
                                        "(seek first to rewind)")
     highest = generation if stored is None else max(stored.highest_generation, generation)
     entry = CommittedOffset(offset, generation, payload["now_ms"], highest, payload["metadata"])
-    txn.put(OFFSETS, _key(group), _ENTRY.pack(*entry[:4]) + entry.metadata.encode())
+    _store(txn, group, entry)
     return entry
 
 
@@ -79,7 +118,7 @@ def expire(txn, payload: dict) -> list[str] | errors.RaftbusError:
         return errors.InvalidArgument("expire_offsets needs group names as strings")
     dropped = []
     for group in groups:
-        stored = load(txn, group)
+        stored = _load_entry(txn, group)
         if stored is not None and stored.commit_time_ms < cutoff_ms:
             txn.delete(OFFSETS, _key(group))
             dropped.append(group)

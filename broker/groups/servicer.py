@@ -81,8 +81,9 @@ class GroupsServicer(gpb_grpc.GroupsServicer):
 
     @unary
     def FetchOffset(self, request, context):
+        member = (request.member_id, request.generation) if request.member_id else None
         return offset_proto(self.offsets.fetch(request.group, request.topic, request.partition,
-                                               consistent=request.consistent))
+                                               consistent=request.consistent, member=member))
 
     @unary
     def ListGroups(self, request, context):

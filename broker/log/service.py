@@ -1,6 +1,7 @@
 """Produce, fetch and list offsets on stream topics: the rules, independent of gRPC."""
 from __future__ import annotations
 
+import threading
 from concurrent.futures import Future
 
 from raftbus.client import errors
@@ -9,6 +10,7 @@ from raftbus.client.records import check_framing
 from raftbus.broker import commands
 from raftbus.broker.context import BrokerContext, wait_result
 from raftbus.broker.groups.offset_service import check_member
+from raftbus.broker.log.read_barrier import ReadBarrier
 
 EARLIEST = -2
 LATEST = -1
@@ -18,6 +20,7 @@ class LogService:
     def __init__(self, context: BrokerContext):
         self.context = context
         self.settings = context.settings
+        self._barriers_lock = threading.Lock()
 
     def produce(self, topic: str, partition: int, *, producer_id: bytes, base_sequence: int, record_count: int,
                 max_timestamp_ms: int, records: bytes):
@@ -62,7 +65,7 @@ class LogService:
         `member` (group, member_id, generation) makes it a consumer-group fetch, refused unless the member owns
         the partition at that generation.
         """
-        replica = self.context.leader_replica(topic, partition, kind="stream")
+        replica = self._confirmed_leader_replica(topic, partition)
         if member is not None:
             check_member(self.context, *member, topic, partition)
         max_bytes = min(max(max_bytes, 1), self.settings.fetch_bytes_max)
@@ -75,7 +78,7 @@ class LogService:
 
     def list_offsets(self, topic: str, partition: int, timestamp_ms: int) -> tuple[int, int, int]:
         """(offset, log_start_offset, high_watermark) for earliest (-2), latest (-1) or a time."""
-        replica = self.context.leader_replica(topic, partition, kind="stream")
+        replica = self._confirmed_leader_replica(topic, partition)
         log_start, high_watermark = replica.state_machine.offsets()
         if timestamp_ms == EARLIEST:
             return log_start, log_start, high_watermark
@@ -84,6 +87,18 @@ class LogService:
         if timestamp_ms < 0:
             raise errors.InvalidArgument("timestamp_ms must be -2 (earliest), -1 (latest) or a time in ms")
         return replica.state_machine.offset_for_time(timestamp_ms), log_start, high_watermark
+
+    def _confirmed_leader_replica(self, topic: str, partition: int):
+        """The partition's replica here once a read barrier proposed now has committed in this leader's term, so
+        a read from it sees every write acknowledged before (log/read_barrier.py); a deposed leader raises."""
+        replica = self.context.leader_replica(topic, partition, kind="stream")
+        barrier = replica.read_barrier
+        if barrier is None:
+            with self._barriers_lock:
+                barrier = replica.read_barrier = replica.read_barrier or ReadBarrier(
+                    replica.group.submit, self.settings.produce_timeout_ms / 1000)
+        wait_result(barrier.confirm(), self.settings.produce_timeout_ms / 1000)
+        return replica
 
     def trim_if_due(self, replica, retention_ms: int, retention_bytes: int) -> None:
         """Submit a retention command when the oldest batch or the size is past the topic's limits (leader only)."""

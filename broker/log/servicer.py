@@ -1,16 +1,26 @@
 """The Log gRPC service: produce (unary and pipelined stream), fetch (unary and long-poll stream), offsets."""
 from __future__ import annotations
 
+from pathlib import Path
+
+import grpc
+
+from raftbus.client.errors import error_from_rpc
+from raftbus.client.router import grpc_connect
 from raftbus.client.wire import raftbus_pb2 as pb
 from raftbus.client.wire import raftbus_pb2_grpc as pb_grpc
 
-from raftbus.broker.grpc_server import _error_proto, _typed, unary
+from raftbus.broker.grpc_server import _abort, _error_proto, _typed, unary
 from raftbus.broker.log.produce_stream import ProducePipeline
+from raftbus.broker.log.rebuild import RebuildService
+from raftbus.broker.log.verify import VerifyService
 
 
 class LogServicer(pb_grpc.LogServicer):
-    def __init__(self, log_service):
+    def __init__(self, log_service, verify_service: VerifyService, rebuild_service: RebuildService):
         self.service = log_service
+        self.verify = verify_service
+        self.rebuild = rebuild_service
 
     def _produce(self, request) -> pb.ProduceResponse:
         result = self.service.produce(
@@ -79,6 +89,53 @@ class LogServicer(pb_grpc.LogServicer):
         return pb.ListOffsetsResponse(offset=offset, log_start_offset=log_start, high_watermark=high_watermark)
 
 
+    @unary
+    def CheckpointPartition(self, request, context):
+        index, replicas = self.verify.checkpoint(request.topic, request.partition)
+        return pb.CheckpointPartitionResponse(index=index, replicas=[pb.ReplicaRef(broker_id=b, address=a)
+                                                                     for b, a in replicas])
+
+    @unary
+    def ReplicaCheckpoint(self, request, context):
+        report = self.verify.replica_report(request.topic, request.partition, request.index, request.max_wait_ms)
+        checkpoint = report.checkpoint
+        fields = {} if checkpoint is None else {
+            "index": checkpoint.index, "log_start_offset": checkpoint.log_start_offset,
+            "high_watermark": checkpoint.high_watermark, "digest_tracked": checkpoint.digest is not None,
+            "digest": checkpoint.digest or 0}
+        return pb.ReplicaCheckpointResponse(broker_id=report.broker_id, applied_index=report.applied_index,
+                                            store_checked=report.store_consistent is not None,
+                                            store_consistent=bool(report.store_consistent), **fields)
+
+
+    def StoreCopy(self, request, context):
+        """Server-streaming: the leader's store image in chunks (see broker/log/rebuild.py)."""
+        try:
+            for index, chunk in self.rebuild.store_copy(request.topic, request.partition):
+                yield pb.StoreChunk(data=chunk, applied_index=index)
+        except Exception as exc:  # a typed status, never a crash
+            _abort(context, _typed(exc))
+
+    @unary
+    def RebuildReplica(self, request, context):
+        data_dir = Path(self.service.settings.data_dir)
+        leader, index, size = self.rebuild.rebuild(request.topic, request.partition, data_dir / "rebuild")
+        return pb.RebuildReplicaResponse(broker_id=self.service.context.node_id, source_broker_id=leader,
+                                         applied_index=index, image_bytes=size)
+
+
+def copy_from_leader(topic: str, partition: int, address: str):
+    """The leader's store image for (topic, partition), as (applied_index, chunk) pairs."""
+    conn = grpc_connect(address)
+    try:
+        for chunk in conn.log.StoreCopy(pb.StoreCopyRequest(topic=topic, partition=partition), timeout=600):
+            yield chunk.applied_index, chunk.data
+    except grpc.RpcError as exc:
+        raise error_from_rpc(exc) from None
+    finally:
+        conn.close()
+
+
 def _next_offset(batches: bytes, offset: int) -> int:
     """The offset after the last stored batch in a fetch answer (reads only batch headers)."""
     import struct
@@ -95,4 +152,6 @@ def _next_offset(batches: bytes, offset: int) -> int:
 
 def log_servicers(log_service) -> list:
     """(add_to_server, servicer) pairs of the Log service."""
-    return [(pb_grpc.add_LogServicer_to_server, LogServicer(log_service))]
+    context = log_service.context
+    servicer = LogServicer(log_service, VerifyService(context), RebuildService(context, copy_from_leader))
+    return [(pb_grpc.add_LogServicer_to_server, servicer)]

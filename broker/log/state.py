@@ -6,6 +6,7 @@ the applied Raft index are written in one store transaction; readers on other th
 
 Tables:
     meta        b"state" -> _LogState (applied index, offsets, size, running max timestamp, oldest append time)
+                b"digest" -> checksum of the stored batches; b"checkpoint" -> the last checkpoint (log/digest.py)
     batches     base_offset >q -> stored value (record_count >I, append_time_ms >q, max_timestamp_ms >q,
                 records_len >I, records): key + value is one stored batch of client/records.py
     producers   producer_id -> last_seen_ms >q + up to 5 remembered batches (>qIqq each)
@@ -22,6 +23,7 @@ from raftbus.client import errors
 from raftbus.broker import commands
 from raftbus.broker.groups import commands as group_commands
 from raftbus.broker.groups import offset_state as offsets
+from raftbus.broker.log import digest as checks
 
 META, BATCHES, PRODUCERS, TIME_INDEX = "meta", "batches", "producers", "time_index"
 STATE_KEY = b"state"
@@ -102,7 +104,7 @@ class PartitionStateMachine:
         try:
             kind, payload = commands.decode(command)
             with self._store.write() as txn:
-                result, state = self._dispatch(txn, kind, payload)
+                result, state = self._dispatch(txn, kind, payload, index)
                 state = state._replace(applied_index=index)
                 txn.put(META, STATE_KEY, _STATE.pack(*state))
             self._state = state
@@ -110,7 +112,7 @@ class PartitionStateMachine:
         except Exception as exc:  # nothing of the command was committed
             return errors.InternalError(f"partition command {index} failed: {type(exc).__name__}: {exc}")
 
-    def _dispatch(self, txn, kind: str, payload):
+    def _dispatch(self, txn, kind: str, payload, index: int):
         if kind == commands.PRODUCE:
             return self._produce(txn, payload)
         if kind == commands.TRIM:
@@ -119,10 +121,14 @@ class PartitionStateMachine:
             return self._start_at(payload)
         if kind == commands.INVALID:
             return payload, self._state
+        if kind == commands.BARRIER:
+            return None, self._state
+        if kind == commands.CHECKPOINT:
+            return self._checkpoint(txn, index), self._state
         if kind == group_commands.COMMIT_OFFSET:  # consumer groups
             return offsets.commit(txn, self._state.high_watermark, payload), self._state
         if kind == group_commands.READ_OFFSET:
-            return offsets.load(txn, payload["group"]), self._state
+            return offsets.read(txn, payload), self._state
         if kind == group_commands.EXPIRE_OFFSETS:
             return offsets.expire(txn, payload), self._state
         return errors.InvalidArgument(f"{kind} is not a partition command"), self._state
@@ -136,7 +142,12 @@ class PartitionStateMachine:
             if refusal is not None:
                 return refusal, state
         base_offset = state.high_watermark
-        txn.put(BATCHES, _offset_key(base_offset), produce.value)
+        key = _offset_key(base_offset)
+        txn.put(BATCHES, key, produce.value)
+        digest = None if state.log_start_offset != state.high_watermark else 0  # an empty store starts tracking
+        digest = checks.load(txn.get(META, checks.DIGEST_KEY)) if digest is None else digest
+        if digest is not None:
+            txn.put(META, checks.DIGEST_KEY, checks.dump(checks.add(digest, checks.batch_term(key, produce.value))))
         if producer_id:
             batch = _ProducerBatch(produce.base_sequence, produce.record_count, base_offset, produce.append_time_ms)
             kept = (remembered + (batch,))[-PRODUCER_BATCHES_MAX:]
@@ -152,6 +163,13 @@ class PartitionStateMachine:
                                    else state.oldest_append_time_ms),
         )
         return ProduceResult(base_offset, False, produce.append_time_ms), state
+
+    def _checkpoint(self, txn, index: int) -> checks.Checkpoint:
+        state = self._state
+        checkpoint = checks.Checkpoint(index, state.log_start_offset, state.high_watermark,
+                                       checks.load(txn.get(META, checks.DIGEST_KEY)))
+        txn.put(META, checks.CHECKPOINT_KEY, checks.dump_checkpoint(checkpoint))
+        return checkpoint
 
     def _start_at(self, offset: int):
         """An empty partition moves its log start and high watermark to `offset` (never back): a restored backup
@@ -208,11 +226,31 @@ class PartitionStateMachine:
             return state.high_watermark
         return max(_OFFSET.unpack(found[1])[0], state.log_start_offset)
 
+    # checksums (log/digest.py)
+    def checkpoint(self) -> checks.Checkpoint | None:
+        """The last checkpoint applied here."""
+        with self._store.read() as txn:
+            return checks.load_checkpoint(txn.get(META, checks.CHECKPOINT_KEY))
+
+    def store_consistent(self) -> bool | None:
+        """Whether the stored batches still add up to the kept digest (one read transaction; None: untracked)."""
+        with self._store.read() as txn:
+            kept = checks.load(txn.get(META, checks.DIGEST_KEY))
+            state = _state_in(txn)
+            if kept is None:
+                return None if state.log_start_offset != state.high_watermark else True
+            return checks.of_batches(txn.items(BATCHES)) == kept
+
     # consumer groups
     def committed(self, group: str) -> offsets.CommittedOffset | None:
         """The group's committed offset here as applied so far (not a read barrier)."""
         with self._store.read() as txn:
             return offsets.load(txn, group)
+
+    def highest_generation(self, group: str) -> int:
+        """The highest generation seen here for the group (commits and new owners' reads), as applied so far."""
+        with self._store.read() as txn:
+            return offsets.highest_generation(txn, group)
 
     def offsets_committed_before(self, cutoff_ms: int) -> list[str]:
         """Groups whose offset here was last committed before `cutoff_ms` (as applied so far)."""
@@ -241,9 +279,18 @@ def _state_in(txn) -> _LogState:
 
 
 def _check_sequence(remembered: tuple[_ProducerBatch, ...], produce: commands.ProduceCommand):
-    """None to append; a ProduceResult for a retried batch; OutOfOrderSequence for a gap or an old sequence."""
+    """None to append; a ProduceResult for a retried batch; OutOfOrderSequence for a gap or an old sequence;
+    UnknownProducerId for a producer without state here whose batch does not start at sequence 0.
+
+    An unknown producer must start at 0: a later batch appended first (its earlier batches failed over to
+    another broker, or were refused while this one was being elected) would make those earlier batches
+    impossible to append ever after."""
     if not remembered:
-        return None
+        if produce.base_sequence == 0:
+            return None
+        return errors.UnknownProducerId(
+            f"no state for this producer id and its batch starts at sequence {produce.base_sequence}, not 0; "
+            f"earlier batches come first")
     for batch in remembered:
         if batch.base_sequence == produce.base_sequence and batch.record_count == produce.record_count:
             return ProduceResult(batch.base_offset, True, batch.append_time_ms)
@@ -276,6 +323,7 @@ def _remove_old_batches(txn, state: _LogState, trim: commands.TrimCommand) -> _L
     size_bytes = state.size_bytes
     doomed: list[bytes] = []
     next_start, oldest_ms = state.high_watermark, -1
+    digest = checks.load(txn.get(META, checks.DIGEST_KEY))
     for key, value in txn.items(BATCHES):
         _, append_time_ms, _, _ = commands.stored_header(value)
         too_old = cutoff_ms is not None and append_time_ms <= cutoff_ms
@@ -284,9 +332,12 @@ def _remove_old_batches(txn, state: _LogState, trim: commands.TrimCommand) -> _L
             next_start, oldest_ms = _OFFSET.unpack(key)[0], append_time_ms
             break
         doomed.append(key)
+        digest = checks.remove(digest, checks.batch_term(bytes(key), value))
         size_bytes -= len(key) + len(value)
     for key in doomed:
         txn.delete(BATCHES, key)
+    if digest is not None and doomed:
+        txn.put(META, checks.DIGEST_KEY, checks.dump(digest))
     return state._replace(log_start_offset=next_start if doomed else state.log_start_offset,
                           size_bytes=size_bytes,
                           oldest_append_time_ms=oldest_ms if doomed else state.oldest_append_time_ms)

@@ -18,6 +18,7 @@ from raftbus.client.queues.ids import SEQ_BITS, SEQ_MASK, message_id, split_mess
 from raftbus.client.queues.codec import LEASE_REF, unpack_leases
 from raftbus.client.records import check_framing
 
+from raftbus.broker.clock import TermClock
 from raftbus.broker.queues import commands as qc
 from raftbus.broker.queues.state.records import DEAD, DELAYED, IN_FLIGHT, READY
 from raftbus.broker.context import BrokerContext, PartitionReplica, partition_group_id, wait_result
@@ -35,6 +36,7 @@ class QueueService:
         self.context = context
         self.settings = context.settings
         self.streams = StreamRegistry()
+        self.term_clock = TermClock(context.clock)
         self.history = HistorySigner(context.settings.cluster_secret)
         self._ticks: dict[str, Future] = {}
         self._waiting_lock = threading.Lock()
@@ -50,8 +52,10 @@ class QueueService:
     def submit(self, replica: PartitionReplica, command: bytes):
         return wait_result(replica.group.submit(command), self.settings.produce_timeout_ms / 1000)
 
-    def now_ms(self) -> int:
-        return self.context.clock.now_ms()
+    def now_ms(self, replica: PartitionReplica) -> int:
+        """The time stamped into the replica's commands and compared with its deadlines: term-relative and
+        monotonic (broker/clock.py), never the wall clock of the moment."""
+        return self.term_clock.now_ms(replica.group_id, replica.group.term, replica.state_machine.stamped_ms())
 
     # ------------------------------------------------------------------ enqueue
     def enqueue(self, topic: str, partition: int, messages: list[NewMessage], *, producer_id: bytes = b"",
@@ -64,7 +68,8 @@ class QueueService:
     def enqueue_moved(self, topic: str, partition: int, messages: list[NewMessage], *, producer_id: bytes = b"",
                       base_sequence: int = 0) -> tuple[int, list[tuple[int, bool]]]:
         """enqueue() for this broker's own dead-letter moves and redrives: history fields are taken as given."""
-        now = self.now_ms()
+        replica = self.replica(topic, partition)
+        now = self.now_ms(replica)
         items = [self._item(m, now) for m in self._bounded(messages, "enqueue")]
         size = sum(len(i.record) for i in items)
         if size > self.settings.batch_bytes_max:
@@ -72,7 +77,6 @@ class QueueService:
                                        f"{self.settings.batch_bytes_max}")
         if len(producer_id) not in (0, 16) or base_sequence < 0:
             raise errors.InvalidArgument("producer_id must be empty or 16 bytes and base_sequence >= 0")
-        replica = self.replica(topic, partition)
         command = qc.encode_enqueue(now, self.policy(topic), items, producer_id=producer_id,
                                     base_sequence=base_sequence)
         result = self.submit(replica, command)
@@ -129,11 +133,11 @@ class QueueService:
     def _due_now(self, replica: PartitionReplica) -> bool:
         sm = replica.state_machine
         due = sm.next_due_ms()
-        return sm.deliverable() or (due is not None and due <= self.now_ms())
+        return sm.deliverable() or (due is not None and due <= self.now_ms(replica))
 
     def _lease_now(self, replica: PartitionReplica, topic: str, max_messages: int,
                    visibility_ms: int) -> LeasedMessages:
-        command = qc.encode_lease(self.now_ms(), self.policy(topic), max_messages, self.settings.queue_lease_bytes_max,
+        command = qc.encode_lease(self.now_ms(replica), self.policy(topic), max_messages, self.settings.queue_lease_bytes_max,
                                   visibility_ms)
         return LeasedMessages(replica.partition, self.submit(replica, command))
 
@@ -179,7 +183,7 @@ class QueueService:
         try:
             while is_active():
                 replica = self.replica(topic, partition)
-                room = self.streams.room(window, self.now_ms())
+                room = self.streams.room(window, self.now_ms(replica))
                 tried = room > 0 and self._due_now(replica)
                 if tried:
                     leased = self._lease_now(replica, topic, min(room, max_messages), visibility_ms)
@@ -209,20 +213,20 @@ class QueueService:
                 self._waiting_calls -= 1
 
     def _stream_can_go(self, replica: PartitionReplica, window) -> bool:
-        return self.streams.room(window, self.now_ms()) > 0 and self._due_now(replica)
+        return self.streams.room(window, self.now_ms(replica)) > 0 and self._due_now(replica)
 
     def _stream_wait_s(self, replica: PartitionReplica, window, room: int) -> float:
         slice_s = self.settings.queue_stream_wait_slice_ms / 1000
         if room > 0:
             return self._until_due_s(replica, slice_s)
         deadline = self.streams.earliest_deadline_ms(window)
-        return slice_s if deadline is None else min(slice_s, max(deadline - self.now_ms(), 0) / 1000 + 0.001)
+        return slice_s if deadline is None else min(slice_s, max(deadline - self.now_ms(replica), 0) / 1000 + 0.001)
 
     def _until_due_s(self, replica: PartitionReplica, cap_s: float) -> float:
         due = replica.state_machine.next_due_ms()
         if due is None:
             return cap_s
-        return min(cap_s, max(due - self.now_ms(), 0) / 1000 + 0.001)
+        return min(cap_s, max(due - self.now_ms(replica), 0) / 1000 + 0.001)
 
     def _wait(self, replica: PartitionReplica, timeout_s: float, ready: Callable[[], bool] | None) -> None:
         """Sleep until an apply on the partition makes `ready` true (any apply when None) or the timeout."""
@@ -255,13 +259,14 @@ class QueueService:
                 refusals.append(exc)
         return seqs, refusals
 
-    def _settle(self, topic: str, partition: int, ids, encode: Callable[[list], bytes], items: list) -> list:
-        """Submit one batch command for the valid ids; merge its per-message answers with the refusals."""
+    def _settle(self, topic: str, partition: int, ids, encode: Callable[[list, int], bytes], items: list) -> list:
+        """Submit one batch command (encode(chosen items, now_ms)) for the valid ids; merge its per-message answers
+        with the refusals."""
         replica = self.replica(topic, partition)
         seqs, answers = self._seqs(partition, ids)
         valid = [(i, seq) for i, seq in enumerate(seqs) if seq is not None]
         if valid:
-            results = self.submit(replica, encode([items[i] for i, _ in valid]))
+            results = self.submit(replica, encode([items[i] for i, _ in valid], self.now_ms(replica)))
             for (i, _), result in zip(valid, results):
                 answers[i] = _about(ids[i], result)
         return answers
@@ -276,8 +281,8 @@ class QueueService:
         _check_settler(settler_id)
         ids = [mid for mid, _ in leases]
         pairs = [(mid & SEQ_MASK, count) for mid, count in leases]
-        answers = self._settle(topic, partition, ids, lambda chosen: qc.encode_ack(
-            self.now_ms(), self.policy(topic), chosen, settler_id=settler_id, sequence=sequence), pairs)
+        answers = self._settle(topic, partition, ids, lambda chosen, now: qc.encode_ack(
+            now, self.policy(topic), chosen, settler_id=settler_id, sequence=sequence), pairs)
         self._freed(topic, partition, ids, answers)
         return answers
 
@@ -299,7 +304,7 @@ class QueueService:
         seq_leases = bytearray(packed)
         for position in range(_PARTITION_BYTES):
             seq_leases[position::LEASE_REF.size] = bytes(count)
-        answers = self.submit(replica, qc.encode_ack_packed(self.now_ms(), self.policy(topic), bytes(seq_leases),
+        answers = self.submit(replica, qc.encode_ack_packed(self.now_ms(replica), self.policy(topic), bytes(seq_leases),
                                                             settler_id=settler_id, sequence=sequence))
         if self.streams.holding():
             self._freed(topic, partition, [mid for mid, _ in LEASE_REF.iter_unpack(packed)], answers)
@@ -319,8 +324,8 @@ class QueueService:
             items.append(qc.Nack(mid & SEQ_MASK, count, qc.BACKOFF if delay_ms is None else delay_ms,
                                  _utf8(reason, "reason", s.queue_nack_reason_bytes_max)))
         ids = [n[0] for n in nacks]
-        answers = self._settle(topic, partition, ids, lambda chosen: qc.encode_nack(
-            self.now_ms(), self.policy(topic), chosen, settler_id=settler_id, sequence=sequence), items)
+        answers = self._settle(topic, partition, ids, lambda chosen, now: qc.encode_nack(
+            now, self.policy(topic), chosen, settler_id=settler_id, sequence=sequence), items)
         self._freed(topic, partition, ids, answers)
         return answers
 
@@ -332,7 +337,7 @@ class QueueService:
         ids = [e[0] for e in extensions]
         items = [(mid & SEQ_MASK, count, visibility_ms) for mid, count, visibility_ms in extensions]
         answers = self._settle(topic, partition, ids,
-                               lambda chosen: qc.encode_extend(self.now_ms(), self.policy(topic), chosen), items)
+                               lambda chosen, now: qc.encode_extend(now, self.policy(topic), chosen), items)
         self.streams.extended(self._group_id(topic, partition), [(mid & SEQ_MASK, answer) for mid, answer in zip(ids, answers)
                                          if isinstance(answer, int)])
         return answers
@@ -363,7 +368,7 @@ class QueueService:
         """Delete (cancel) messages in any state; a leased one is gone too and its holder's ack is refused."""
         self._bounded(ids, "delete")
         answers = self._settle(topic, partition, ids,
-                               lambda chosen: qc.encode_delete(self.now_ms(), self.policy(topic), chosen),
+                               lambda chosen, now: qc.encode_delete(now, self.policy(topic), chosen),
                                [mid & SEQ_MASK for mid in ids])
         self._freed(topic, partition, ids, answers)
         return answers
@@ -374,12 +379,12 @@ class QueueService:
         delayed one can be rescheduled)."""
         if priority is None and deliver_at_ms is None:
             raise errors.InvalidArgument("change_priority needs a priority, a deliver_at_ms or both")
-        now = self.now_ms()
+        partition, seq = split_message_id(mid)
+        replica = self.replica(topic, partition)
+        now = self.now_ms(replica)
         if deliver_at_ms is not None and not 0 <= deliver_at_ms <= now + self.settings.queue_delay_max_ms:
             raise errors.InvalidArgument(f"deliver_at_ms must be 0 or a time at most queue_delay_max_ms="
                                          f"{self.settings.queue_delay_max_ms} ahead")
-        partition, seq = split_message_id(mid)
-        replica = self.replica(topic, partition)
         changed = self.submit(replica, qc.encode_change(now, self.policy(topic), seq, priority, deliver_at_ms))
         return MessageView.of(partition, seq, changed)
 
@@ -412,7 +417,7 @@ class QueueService:
         replica = self.replica(topic, partition)
         s = self.settings
         raw = replica.state_machine.stats(s.queue_stats_groups_max, s.queue_stats_scan_max)
-        now = self.now_ms()
+        now = self.now_ms(replica)
 
         def age(enqueued_ms):
             return None if enqueued_ms is None else max(now - enqueued_ms, 0)
@@ -430,7 +435,7 @@ class QueueService:
         if pending is not None and not pending.done():
             return
         due = replica.state_machine.next_due_ms()
-        now = self.now_ms()
+        now = self.now_ms(replica)
         if due is None or due > now or topic.queue is None:
             self._ticks.pop(replica.group_id, None)
             return
@@ -438,6 +443,7 @@ class QueueService:
 
     def forget(self, group_id: str) -> None:
         self._ticks.pop(group_id, None)
+        self.term_clock.forget(group_id)
 
 
 

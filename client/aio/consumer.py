@@ -172,10 +172,11 @@ class AsyncConsumer(AsyncClient):
             log.info("%s failed: %s", what, err)
 
     # ------------------------------------------------------------------ positions
-    async def _start_reading(self, gained) -> None:
-        """Position newly owned partitions at the committed offset, else at auto_offset_reset."""
+    async def _start_reading(self, gained, member: tuple[str, int]) -> None:
+        """Position newly owned partitions at the committed offset, else at auto_offset_reset; the reads, as the
+        new owner, fence commits of earlier owners (docs/groups.md)."""
         gained = list(gained)
-        answers = await asyncio.gather(*(self.calls.fetch_offset(self.group, tp) for tp in gained))
+        answers = await asyncio.gather(*(self.calls.fetch_offset(self.group, tp, member) for tp in gained))
         for tp, answer in zip(gained, answers):
             self._rewound.discard(tp)
             if answer.committed_offset >= 0:

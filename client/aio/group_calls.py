@@ -62,7 +62,10 @@ class AsyncGroupCalls:
             reset=reset))
         return committed.offset
 
-    async def fetch_offset(self, group: str, tp: TopicPartition) -> gpb.PartitionOffset:
-        """The committed offset (read through the partition's log), the log start and the high watermark."""
+    async def fetch_offset(self, group: str, tp: TopicPartition,
+                           member: tuple[str, int] | None = None) -> gpb.PartitionOffset:
+        """The committed offset (read through the partition's log), the log start and the high watermark;
+        `member` (member_id, generation) makes it the owner's start read, which fences older generations' commits."""
+        member_id, generation = member or ("", 0)
         return await self._on_leader(tp, "FetchOffset", gpb.FetchOffsetRequest(
-            group=group, topic=tp[0], partition=tp[1], consistent=True))
+            group=group, topic=tp[0], partition=tp[1], consistent=True, member_id=member_id, generation=generation))

@@ -90,7 +90,7 @@ class AsyncMembership(Membership):
             if view.revoking:
                 view = await self._revoke(view)
             gained = view.owned - self.assigned
-            await self.hooks.start_reading(gained)
+            await self.hooks.start_reading(gained, (member_id, view.generation))
             self.adopt_assignment(member_id, view, gained)
         except BaseException:
             self.flag_sync()

@@ -24,6 +24,7 @@ from raftbus.client.cli import backup as backup_cli
 from raftbus.client.cli import brokers as broker_cli
 from raftbus.client.cli import groups as group_cli
 from raftbus.client.cli import queues as cli_queues
+from raftbus.client.cli import verify as cli_verify
 from raftbus.client.admin import Admin, ClusterStatus, TopicDescription
 from raftbus.client.errors import InvalidArgument, RaftbusError
 from raftbus.client.http.cli import add_http_command
@@ -118,6 +119,7 @@ def _add_topic_commands(sub, common) -> None:
     alter.add_argument("--retention-bytes", type=int, help="per partition; -1 = unlimited")
     cli_queues.add_topic_queue_options(alter)
     alter.set_defaults(handler=run_topics_alter)
+    cli_verify.add_topic_verify(actions, common, bootstrap_of)
 
 
 def _add_data_commands(sub, common) -> None:
@@ -164,6 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     group_cli.add_group_commands(sub, common, {"list": run_groups_list, "describe": run_groups_describe,
                                                "reset-offsets": run_groups_reset_offsets})
     cli_queues.add_queue_commands(sub, common, bootstrap_of)
+    cli_verify.add_partition_commands(sub, common, bootstrap_of)
     broker_cli.add_broker_admin_commands(sub, common, bootstrap_of)
     backup_cli.add_backup_commands(sub, common, bootstrap_of)
     add_http_command(sub, common)

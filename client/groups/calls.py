@@ -108,8 +108,13 @@ class GroupCalls:
                                        lambda conn: self.stub(conn).ResetOffset(request, timeout=self.timeout_s))
         return r.offset
 
-    def fetch_offset(self, group: str, tp: TopicPartition, consistent: bool = False) -> gpb.PartitionOffset:
-        request = gpb.FetchOffsetRequest(group=group, topic=tp[0], partition=tp[1], consistent=consistent)
+    def fetch_offset(self, group: str, tp: TopicPartition, consistent: bool = False,
+                     member: tuple[str, int] | None = None) -> gpb.PartitionOffset:
+        """The committed offset; `member` (member_id, generation) on a consistent read makes it the owner's start,
+        which fences commits of older generations at the partition."""
+        member_id, generation = member or ("", 0)
+        request = gpb.FetchOffsetRequest(group=group, topic=tp[0], partition=tp[1], consistent=consistent,
+                                         member_id=member_id, generation=generation)
         return self.router.call_partition(tp[0], tp[1],
                                           lambda conn: self.stub(conn).FetchOffset(request, timeout=self.timeout_s))
 

@@ -50,7 +50,8 @@ class PartitionHooks:
 
     positions: Callable[[], dict[TopicPartition, int]]
     stop_reading: Callable[[Iterable[TopicPartition]], None]
-    start_reading: Callable[[Iterable[TopicPartition]], None]  # at the committed offset or the reset policy
+    # at the committed offset or the reset policy, read as the owner (member_id, generation of the assignment)
+    start_reading: Callable[[Iterable[TopicPartition], tuple[str, int]], None]
     commit_revoked: Callable[[dict[TopicPartition, int]], object] | None  # None without auto-commit
 
 
@@ -107,6 +108,11 @@ class Membership:
                 self._sync()
         except REJOIN:
             self.flag_rejoin()
+        except RESYNC as err:  # the assignment moved on while gained partitions were being started
+            if self.need_rejoin or not self.need_sync:
+                raise
+            log.info("group %s: assignment moved on, syncing again: %s", self.options.group, err)
+            self._retry_at_s = self._clock() + settings.RETRY_BACKOFF_MS / 1000
         except RaftbusError as err:
             if not err.retriable:
                 raise
@@ -155,7 +161,7 @@ class Membership:
         if view.revoking:
             view = self._give_up(view)
         gained = view.owned - self.assigned
-        self.hooks.start_reading(gained)
+        self.hooks.start_reading(gained, (member_id, view.generation))
         self.adopt_assignment(member_id, view, gained)
 
     def adopt_member(self, member_id: str) -> None:

@@ -141,16 +141,20 @@ class ResetOffsetRequest(_message.Message):
     def __init__(self, group: _Optional[str] = ..., topic: _Optional[str] = ..., partition: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
 
 class FetchOffsetRequest(_message.Message):
-    __slots__ = ("group", "topic", "partition", "consistent")
+    __slots__ = ("group", "topic", "partition", "consistent", "member_id", "generation")
     GROUP_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     CONSISTENT_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
     group: str
     topic: str
     partition: int
     consistent: bool
-    def __init__(self, group: _Optional[str] = ..., topic: _Optional[str] = ..., partition: _Optional[int] = ..., consistent: _Optional[bool] = ...) -> None: ...
+    member_id: str
+    generation: int
+    def __init__(self, group: _Optional[str] = ..., topic: _Optional[str] = ..., partition: _Optional[int] = ..., consistent: _Optional[bool] = ..., member_id: _Optional[str] = ..., generation: _Optional[int] = ...) -> None: ...
 
 class PartitionOffset(_message.Message):
     __slots__ = ("topic", "partition", "committed_offset", "generation", "commit_time_ms", "metadata", "log_start_offset", "high_watermark", "lag_records", "lag_ms")

@@ -184,6 +184,100 @@ class ListOffsetsResponse(_message.Message):
     high_watermark: int
     def __init__(self, offset: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ...) -> None: ...
 
+class CheckpointPartitionRequest(_message.Message):
+    __slots__ = ("topic", "partition")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ...) -> None: ...
+
+class ReplicaRef(_message.Message):
+    __slots__ = ("broker_id", "address")
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    address: str
+    def __init__(self, broker_id: _Optional[int] = ..., address: _Optional[str] = ...) -> None: ...
+
+class CheckpointPartitionResponse(_message.Message):
+    __slots__ = ("index", "replicas")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    replicas: _containers.RepeatedCompositeFieldContainer[ReplicaRef]
+    def __init__(self, index: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaRef, _Mapping]]] = ...) -> None: ...
+
+class ReplicaCheckpointRequest(_message.Message):
+    __slots__ = ("topic", "partition", "index", "max_wait_ms")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    MAX_WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    index: int
+    max_wait_ms: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., index: _Optional[int] = ..., max_wait_ms: _Optional[int] = ...) -> None: ...
+
+class ReplicaCheckpointResponse(_message.Message):
+    __slots__ = ("broker_id", "index", "applied_index", "log_start_offset", "high_watermark", "digest_tracked", "digest", "store_checked", "store_consistent")
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
+    LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_TRACKED_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_FIELD_NUMBER: _ClassVar[int]
+    STORE_CHECKED_FIELD_NUMBER: _ClassVar[int]
+    STORE_CONSISTENT_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    index: int
+    applied_index: int
+    log_start_offset: int
+    high_watermark: int
+    digest_tracked: bool
+    digest: int
+    store_checked: bool
+    store_consistent: bool
+    def __init__(self, broker_id: _Optional[int] = ..., index: _Optional[int] = ..., applied_index: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., digest_tracked: _Optional[bool] = ..., digest: _Optional[int] = ..., store_checked: _Optional[bool] = ..., store_consistent: _Optional[bool] = ...) -> None: ...
+
+class StoreCopyRequest(_message.Message):
+    __slots__ = ("topic", "partition")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ...) -> None: ...
+
+class StoreChunk(_message.Message):
+    __slots__ = ("data", "applied_index")
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    applied_index: int
+    def __init__(self, data: _Optional[bytes] = ..., applied_index: _Optional[int] = ...) -> None: ...
+
+class RebuildReplicaRequest(_message.Message):
+    __slots__ = ("topic", "partition")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ...) -> None: ...
+
+class RebuildReplicaResponse(_message.Message):
+    __slots__ = ("broker_id", "source_broker_id", "applied_index", "image_bytes")
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    source_broker_id: int
+    applied_index: int
+    image_bytes: int
+    def __init__(self, broker_id: _Optional[int] = ..., source_broker_id: _Optional[int] = ..., applied_index: _Optional[int] = ..., image_bytes: _Optional[int] = ...) -> None: ...
+
 class CreateTopicRequest(_message.Message):
     __slots__ = ("name", "partitions", "replication_factor", "kind", "ordering", "retention_ms", "retention_bytes", "max_deliveries", "backoff_base_ms", "backoff_max_ms", "max_in_flight_per_group", "idempotency_window_ms")
     NAME_FIELD_NUMBER: _ClassVar[int]

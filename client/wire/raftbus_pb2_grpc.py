@@ -64,6 +64,26 @@ class LogStub:
                 request_serializer=raftbus__pb2.ListOffsetsRequest.SerializeToString,
                 response_deserializer=raftbus__pb2.ListOffsetsResponse.FromString,
                 _registered_method=True)
+        self.CheckpointPartition = channel.unary_unary(
+                '/raftbus.v1.Log/CheckpointPartition',
+                request_serializer=raftbus__pb2.CheckpointPartitionRequest.SerializeToString,
+                response_deserializer=raftbus__pb2.CheckpointPartitionResponse.FromString,
+                _registered_method=True)
+        self.ReplicaCheckpoint = channel.unary_unary(
+                '/raftbus.v1.Log/ReplicaCheckpoint',
+                request_serializer=raftbus__pb2.ReplicaCheckpointRequest.SerializeToString,
+                response_deserializer=raftbus__pb2.ReplicaCheckpointResponse.FromString,
+                _registered_method=True)
+        self.StoreCopy = channel.unary_stream(
+                '/raftbus.v1.Log/StoreCopy',
+                request_serializer=raftbus__pb2.StoreCopyRequest.SerializeToString,
+                response_deserializer=raftbus__pb2.StoreChunk.FromString,
+                _registered_method=True)
+        self.RebuildReplica = channel.unary_unary(
+                '/raftbus.v1.Log/RebuildReplica',
+                request_serializer=raftbus__pb2.RebuildReplicaRequest.SerializeToString,
+                response_deserializer=raftbus__pb2.RebuildReplicaResponse.FromString,
+                _registered_method=True)
 
 
 class LogServicer:
@@ -106,6 +126,34 @@ class LogServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CheckpointPartition(self, request, context):
+        """on the leader
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReplicaCheckpoint(self, request, context):
+        """on any replica
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StoreCopy(self, request, context):
+        """on the leader
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RebuildReplica(self, request, context):
+        """on the replica's broker
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LogServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -138,6 +186,26 @@ def add_LogServicer_to_server(servicer, server):
                     servicer.ListOffsets,
                     request_deserializer=raftbus__pb2.ListOffsetsRequest.FromString,
                     response_serializer=raftbus__pb2.ListOffsetsResponse.SerializeToString,
+            ),
+            'CheckpointPartition': grpc.unary_unary_rpc_method_handler(
+                    servicer.CheckpointPartition,
+                    request_deserializer=raftbus__pb2.CheckpointPartitionRequest.FromString,
+                    response_serializer=raftbus__pb2.CheckpointPartitionResponse.SerializeToString,
+            ),
+            'ReplicaCheckpoint': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReplicaCheckpoint,
+                    request_deserializer=raftbus__pb2.ReplicaCheckpointRequest.FromString,
+                    response_serializer=raftbus__pb2.ReplicaCheckpointResponse.SerializeToString,
+            ),
+            'StoreCopy': grpc.unary_stream_rpc_method_handler(
+                    servicer.StoreCopy,
+                    request_deserializer=raftbus__pb2.StoreCopyRequest.FromString,
+                    response_serializer=raftbus__pb2.StoreChunk.SerializeToString,
+            ),
+            'RebuildReplica': grpc.unary_unary_rpc_method_handler(
+                    servicer.RebuildReplica,
+                    request_deserializer=raftbus__pb2.RebuildReplicaRequest.FromString,
+                    response_serializer=raftbus__pb2.RebuildReplicaResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -302,6 +370,114 @@ class Log:
             '/raftbus.v1.Log/ListOffsets',
             raftbus__pb2.ListOffsetsRequest.SerializeToString,
             raftbus__pb2.ListOffsetsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CheckpointPartition(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftbus.v1.Log/CheckpointPartition',
+            raftbus__pb2.CheckpointPartitionRequest.SerializeToString,
+            raftbus__pb2.CheckpointPartitionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReplicaCheckpoint(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftbus.v1.Log/ReplicaCheckpoint',
+            raftbus__pb2.ReplicaCheckpointRequest.SerializeToString,
+            raftbus__pb2.ReplicaCheckpointResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StoreCopy(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/raftbus.v1.Log/StoreCopy',
+            raftbus__pb2.StoreCopyRequest.SerializeToString,
+            raftbus__pb2.StoreChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RebuildReplica(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftbus.v1.Log/RebuildReplica',
+            raftbus__pb2.RebuildReplicaRequest.SerializeToString,
+            raftbus__pb2.RebuildReplicaResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -106,6 +106,10 @@ class QueueStateMachine:
         s = self._state
         return s.ready, s.delayed, s.in_flight, s.dead
 
+    def stamped_ms(self) -> int:
+        """The latest stamped time applied (a new leader's clock starts no earlier)."""
+        return self._state.now_ms
+
     def next_due_ms(self) -> int | None:
         return self._due.next_due_ms
 

@@ -215,6 +215,39 @@ def test_lagging_metadata_replica_answers_retriable_and_the_partition_fences_the
         lagging.offsets.commit(G, member_id=a, generation=view_a.generation, topic=tp[0], partition=tp[1], offset=0)
 
 
+def test_the_new_owners_start_read_fences_a_zombie_commit_through_a_lagging_replica(broker):
+    """The new owner has not committed yet, only read its start position (as the SDK does on gaining a partition);
+    the old owner's commit through a broker whose metadata replica still names it owner is refused by the
+    partition's own state, and the new owner's first commit is not refused as an offset regression."""
+    a = join(broker).member_id
+    view_a = sync(broker, a)
+    lagging = broker.lagging_copy(len(broker.metadata_group.log))  # knows a owns everything
+    b = join(broker).member_id
+    sync(broker, b)
+    moving = sync(broker, a).revoking
+    sync(broker, a, view_a.generation, moving)
+    view_b = sync(broker, b)
+    tp = view_b.owned[0]
+    start = broker.offsets.fetch(G, tp[0], tp[1], consistent=True, member=(b, view_b.generation))
+    assert start.committed is None
+    with pytest.raises(errors.StaleGeneration):
+        lagging.offsets.commit(G, member_id=a, generation=view_a.generation, topic=tp[0], partition=tp[1], offset=0)
+    stored = broker.offsets.commit(G, member_id=b, generation=view_b.generation, topic=tp[0], partition=tp[1],
+                                   offset=0)
+    assert stored.offset == 0 and stored.generation == view_b.generation
+
+
+def test_a_start_read_is_checked_like_a_commit(broker):
+    """Only the owner at its generation may fence: another member's start read is refused."""
+    a = join(broker).member_id
+    view_a = sync(broker, a)
+    tp = view_a.owned[0]
+    with pytest.raises(errors.UnknownMember):
+        broker.offsets.fetch(G, tp[0], tp[1], consistent=True, member=("nobody", view_a.generation))
+    with pytest.raises(errors.MetadataBehind):
+        broker.offsets.fetch(G, tp[0], tp[1], consistent=True, member=(a, view_a.generation + 1000))
+
+
 def test_offsets_never_go_back_without_reset_and_report_lag(broker):
     a = join(broker).member_id
     view = sync(broker, a)

@@ -12,6 +12,7 @@ from raftbus.client.errors import (
     Overloaded,
     RecordTooLarge,
     UnknownPartition,
+    UnknownProducerId,
     UnknownTopic,
 )
 from raftbus.client.murmur2 import partition_for_key
@@ -196,6 +197,46 @@ def test_a_batch_failing_for_good_fails_later_failed_ones_and_restarts_the_parti
     assert restart[0].base_sequence == 0 and restart[0].producer_id != a[0].producer_id
     transport.complete(restart)
     assert queued.result(1).offset == 0
+    producer.close()
+
+
+def test_a_later_batch_refused_as_unknown_producer_waits_for_the_earlier_one(transport):
+    """A failover refuses the first batch (no leader yet) and the new leader refuses the next one as coming from
+    an unknown producer: both go again in order, under the same id and sequences, and both succeed."""
+    producer = make_producer(transport, batch_bytes_max=100, max_in_flight_per_partition=2)
+    futures = [producer.send("t", bytes(40), partition=0) for _ in range(2)]
+    a, b = transport.take(2)
+    transport.fail(a, NotLeader("moved"))
+    transport.fail(b, UnknownProducerId("no state"))
+    a2, b2 = transport.take(2)
+    assert [(r.producer_id, r.base_sequence) for r, _ in (a2, b2)] == [(a[0].producer_id, 0), (a[0].producer_id, 1)]
+    transport.complete(a2)
+    transport.complete(b2)
+    assert [f.result(1).offset for f in futures] == [0, 1]
+    producer.close()
+
+
+def test_unknown_producer_after_every_earlier_batch_acked_restarts_sequences_without_failing(transport):
+    """The partition forgot the producer (idle expiry): the refused batch and those behind it go again under a
+    fresh producer id from sequence 0, and no future fails."""
+    producer = make_producer(transport, batch_bytes_max=100, max_in_flight_per_partition=2)
+    first = producer.send("t", bytes(40), partition=0)
+    transport.complete(transport.take()[0])
+    later = [producer.send("t", bytes(40), partition=0) for _ in range(3)]
+    b, c = transport.take(2)
+    assert (b[0].base_sequence, c[0].base_sequence) == (1, 2)
+    transport.fail(b, UnknownProducerId("expired"))
+    transport.fail(c, UnknownProducerId("expired"))
+    b2, c2 = transport.take(2)
+    fresh = b2[0].producer_id
+    assert fresh != b[0].producer_id and (b2[0].base_sequence, c2[0].base_sequence) == (0, 1)
+    assert (b2[0].records, c2[0].records) == (b[0].records, c[0].records)
+    transport.complete(b2)
+    transport.complete(c2)
+    (d,) = transport.take()
+    assert (d[0].producer_id, d[0].base_sequence) == (fresh, 2)
+    transport.complete(d)
+    assert first.result(1).offset == 0 and [f.result(1).offset for f in later] == [1, 2, 3]
     producer.close()
 
 

@@ -29,8 +29,8 @@ class Partition:
         return self.apply(gc.encode_commit_offset(group=group, member_id="m", generation=generation, offset=offset,
                                                   metadata=metadata, reset=reset, now_ms=now_ms))
 
-    def read(self, group="g"):
-        return self.apply(gc.encode_read_offset(group=group))
+    def read(self, group="g", generation=0):
+        return self.apply(gc.encode_read_offset(group=group, generation=generation))
 
 
 @pytest.fixture(params=["memory", "lmdb"])
@@ -139,3 +139,28 @@ def test_expire_command_with_bad_group_names_is_refused(part):
                 b'G{"type":"expire_offsets","groups":["g"]}'):
         assert isinstance(part.apply(bad), errors.InvalidArgument)
     assert part.sm.committed("g").offset == 4
+
+
+def test_a_new_owners_read_fences_older_generations_before_it_commits(part):
+    """The new owner (generation 12) has only read its start; the old owner's late commit (generation 10) is
+    refused by the partition itself, and the new owner's commits go through."""
+    assert part.read(generation=12) is None  # never committed: the fence alone reads as no committed offset
+    assert part.sm.committed("g") is None
+    assert isinstance(part.commit(5, generation=10), errors.StaleGeneration)
+    assert part.commit(3, generation=12) == CommittedOffset(3, 12, 5_000, 12, "")
+
+
+def test_a_fence_keeps_the_committed_offset_and_never_lowers_the_highest_generation(part):
+    part.commit(7, generation=10)
+    assert part.read(generation=15) == CommittedOffset(7, 10, 5_000, 15, "")
+    assert part.read(generation=11) == CommittedOffset(7, 10, 5_000, 15, "")
+    assert part.read() == CommittedOffset(7, 10, 5_000, 15, "")
+    assert isinstance(part.commit(9, generation=14), errors.StaleGeneration)
+    assert part.commit(9, generation=15).offset == 9
+
+
+def test_a_fence_only_entry_expires_like_an_old_commit(part):
+    part.read(group="gone", generation=3)
+    assert part.sm.offsets_committed_before(1) == ["gone"]
+    assert part.apply(gc.encode_expire_offsets(groups=["gone"], committed_before_ms=1)) == ["gone"]
+    assert part.commit(1, group="gone", generation=1).offset == 1

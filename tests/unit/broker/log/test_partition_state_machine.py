@@ -72,7 +72,8 @@ def test_stored_batch_is_the_fetch_format(log):
     ([(0, 2), (0, 2)], [(0, False), (0, True)]),
     ([(0, 2), (2, 1), (0, 2), (2, 1)], [(0, False), (2, False), (0, True), (2, True)]),
     ([(0, 1), (2, 1)], [(0, False), errors.OutOfOrderSequence]),
-    ([(7, 1), (8, 3), (11, 1)], [(0, False), (1, False), (4, False)]),
+    ([(0, 7), (7, 1), (8, 3), (11, 1)], [(0, False), (7, False), (8, False), (11, False)]),
+    ([(216, 5), (0, 216), (216, 5)], [errors.UnknownProducerId, (0, False), (216, False)]),
     ([(0, 2), (0, 3)], [(0, False), errors.OutOfOrderSequence]),
     ([(i, 1) for i in range(7)] + [(1, 1), (2, 1)], [(i, False) for i in range(7)]
      + [errors.OutOfOrderSequence, (2, True)]),
@@ -169,7 +170,8 @@ def test_trim_expires_idle_producers(memory_log):
     memory_log.produce(1, producer=PRODUCER, sequence=0, now_ms=100)
     memory_log.produce(1, producer=OTHER, sequence=0, now_ms=900)
     memory_log.trim(now_ms=1_000, producer_idle_ms=500)
-    assert memory_log.produce(1, producer=PRODUCER, sequence=50, now_ms=1_000).base_offset == 2
+    assert isinstance(memory_log.produce(1, producer=PRODUCER, sequence=1, now_ms=1_000), errors.UnknownProducerId)
+    assert memory_log.produce(1, producer=PRODUCER, sequence=0, now_ms=1_000).base_offset == 2
     assert isinstance(memory_log.produce(1, producer=OTHER, sequence=50, now_ms=1_000), errors.OutOfOrderSequence)
 
 
@@ -238,3 +240,10 @@ def test_a_store_failure_is_an_internal_error_value_and_applies_nothing(memory_l
     result = memory_log.produce(1, sequence=1)
     assert isinstance(result, errors.InternalError)
     assert memory_log.sm.offsets() == (0, 1)
+
+
+def test_a_read_barrier_changes_nothing_but_the_applied_index(log):
+    log.produce(2)
+    before = log.sm.read(0, 1 << 20)
+    assert log.apply(commands.READ_BARRIER_COMMAND) is None
+    assert log.sm.read(0, 1 << 20) == before and log.sm.applied_index() == log.index

@@ -1,0 +1,95 @@
+"""Replica comparison for `raftbus topics verify`: the rules, independent of gRPC.
+
+The partition leader proposes a checkpoint command; every replica records its checksums when it applies it
+(broker/log/digest.py), so all of them describe the same log index. Each broker hosting a replica then answers
+with its record and re-reads its stored batches against the kept digest.
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from typing import NamedTuple
+
+from raftbus.client import errors
+
+from raftbus.broker import commands
+from raftbus.broker.context import BrokerContext, partition_group_id, wait_result
+from raftbus.broker.log.digest import Checkpoint
+
+
+log = logging.getLogger(__name__)
+
+
+_CHECKS: queue.SimpleQueue = queue.SimpleQueue()
+_checker_lock = threading.Lock()
+_checker: threading.Thread | None = None
+
+
+def check_on_open(group_id: str, state_machine, store, bytes_max: int) -> threading.Event | None:
+    """Queue a re-read of a stream store just opened against its kept checksum (stores larger than `bytes_max`
+    are left to `raftbus topics verify`); one checker thread per process takes them one at a time, and logs a
+    mismatch as an error. Returns an event set once this store was checked."""
+    if bytes_max == 0 or (bytes_max > 0 and store.size_bytes() > bytes_max):
+        return None
+    global _checker
+    done = threading.Event()
+    _CHECKS.put((group_id, state_machine, done))
+    with _checker_lock:
+        if _checker is None or not _checker.is_alive():
+            _checker = threading.Thread(target=_check_stores, name="raftbus-store-check", daemon=True)
+            _checker.start()
+    return done
+
+
+def _check_stores() -> None:
+    while True:
+        group_id, state_machine, done = _CHECKS.get()
+        try:
+            if state_machine.store_consistent() is False:
+                log.error("partition store does not match its checksum: a stored batch changed on disk; rebuild "
+                          "this replica (raftbus partitions rebuild)", extra={"group": group_id})
+        except Exception:  # a store closed meanwhile (replica dropped) or unreadable
+            log.exception("partition store check failed", extra={"group": group_id})
+        finally:
+            done.set()
+
+
+class ReplicaReport(NamedTuple):
+    broker_id: int
+    applied_index: int
+    checkpoint: Checkpoint | None
+    store_consistent: bool | None  # None: a store without checksums
+
+
+class VerifyService:
+    def __init__(self, context: BrokerContext):
+        self.context = context
+        self.settings = context.settings
+
+    def checkpoint(self, topic: str, partition: int) -> tuple[int, list[tuple[int, str]]]:
+        """Propose a checkpoint on the partition's leader (this broker); its index and the replicas
+        (broker id, client address) that record it."""
+        replica = self.context.leader_replica(topic, partition, kind="stream")
+        recorded = wait_result(replica.group.submit(commands.CHECKPOINT_COMMAND),
+                               self.settings.produce_timeout_ms / 1000)
+        placement = self.context.topic(topic).partitions[partition]
+        return recorded.index, [(b, self.context.broker_address(b) or "") for b in placement.replicas]
+
+    def replica_report(self, topic: str, partition: int, index: int, max_wait_ms: int) -> ReplicaReport:
+        """This broker's replica's record of checkpoint `index` (waiting up to max_wait_ms for it to apply it)."""
+        found = self.context.topic(topic)
+        if found.kind != "stream":
+            raise errors.WrongTopicKind(f"topic {topic!r} is a {found.kind} topic; verify compares stream topics")
+        if not 0 <= partition < len(found.partitions):
+            raise errors.UnknownPartition(f"topic {topic!r} has no partition {partition}")
+        replica = self.context.partitions.get(partition_group_id(found.topic_id, partition))
+        if replica is None:
+            raise errors.UnknownPartition(f"broker {self.context.node_id} holds no replica of {topic}/{partition}")
+        sm = replica.state_machine
+        wait_s = min(max(max_wait_ms, 0), self.settings.fetch_wait_max_ms) / 1000
+        deadline = time.monotonic() + wait_s
+        with replica.appended:
+            replica.appended.wait_for(lambda: sm.applied_index() >= index or time.monotonic() >= deadline, wait_s)
+        return ReplicaReport(self.context.node_id, sm.applied_index(), sm.checkpoint(), sm.store_consistent())
