@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 
 from raftbus.broker.clock import SystemClock
+from raftbus.broker.raft.disk import DiskSpace
+from raftbus.broker.raft.faults import FaultWatch
 from raftbus.broker.raft.group_commit import GroupCommit
 from raftbus.broker.raft.loop import CONTROL_CHANNEL, RaftLoop
 from raftbus.broker.raft.group import RaftGroup
@@ -83,6 +85,10 @@ class Broker:
         )
         self.loop.attach(self.hub)
         self.hub.start()
+        self.disk = DiskSpace(self.data_dir, s.storage_free_bytes_min)
+        self.disk.check()
+        self.faults = FaultWatch(self.disk, self.loop.groups, broker_group=METADATA_GROUP)
+        self.loop.stopped_listeners.append(self.faults.on_group_stopped)
 
         meta_dir = self.data_dir / "metadata"
         self.metadata_store = LmdbStore(str(meta_dir / "store"), tables=MetadataStateMachine.TABLES,
@@ -91,6 +97,7 @@ class Broker:
         self.metadata_group = RaftGroup(
             METADATA_GROUP, self.metadata_sm, self.metadata_store, hub=self.hub, loop=self.loop,
             self_id=self.node_id, peer_ids=sorted(peers), data_dir=meta_dir / "raft", settings=s.raft())
+        self.metadata_group.disk = self.disk
         self.leaders = LeaderTable(stale_after_s=max(3 * s.leader_gossip_interval_ms / 1000, 3.0))
         self.context = BrokerContext(node_id=self.node_id, settings=s, clock=self.clock,
                                      metadata_sm=self.metadata_sm, metadata_group=self.metadata_group,
@@ -114,6 +121,7 @@ class Broker:
         self.loop.every(s.offsets_retention_check_interval_ms, self._expire_offsets)
         self.loop.every(s.preferred_leader_check_interval_ms, self._prefer_leaders)
         self.loop.every(s.queue_tick_interval_ms, self._tick_queues)
+        self.loop.every(s.storage_free_check_interval_ms, self._check_faults)
         self.loop.call_soon(self._reconcile)
         # consumer groups: heartbeats long-poll on metadata changes; the controller expires silent members
         self.group_service = GroupService(self.context)
@@ -135,6 +143,7 @@ class Broker:
         from grpc_health.v1 import health_pb2
 
         self.health.set("", health_pb2.HealthCheckResponse.SERVING)
+        self.faults.attach_health(self.health)
         log.info("broker started", extra={"node_id": self.node_id, "listen": s.listen,
                                           "raft_listen": s.raft_listen})
         return self
@@ -166,6 +175,10 @@ class Broker:
     def _on_control(self, peer_id: int, message) -> None:
         if not isinstance(message, dict):
             return
+        if message.get("disk_full"):
+            self.faults.peers_disk_full.add(peer_id)
+        else:
+            self.faults.peers_disk_full.discard(peer_id)
         for entry in message.get("leaders", ()):
             try:
                 group_id, term, isr = entry
@@ -176,7 +189,7 @@ class Broker:
     def _gossip(self) -> None:
         led = [(g.group_id, g.term, g.in_sync_replicas(self.node_id))
                for g in self.loop.groups.values() if g.is_leader]
-        message = {"leaders": led}
+        message = {"leaders": led, "disk_full": self.disk.full}
         for peer in self.hub.connected_peers():
             self.hub.send(peer, CONTROL_CHANNEL, message)
         self._gossip_due = False
@@ -204,7 +217,7 @@ class Broker:
         base = self._partition_dir(group_id)
         if topic.kind == "queue":
             store = LmdbStore(str(base / "store"), tables=QueueStateMachine.TABLES,
-                              map_size_bytes=s.storage_map_size_bytes, writemap=True)
+                              map_size_bytes=s.storage_map_size_bytes)
             sm = QueueStateMachine(store, topic.ordering)
         else:
             store = LmdbStore(str(base / "store"), tables=PartitionStateMachine.TABLES,
@@ -214,13 +227,14 @@ class Broker:
         group = RaftGroup(group_id, sm, store, hub=self.hub, loop=self.loop, self_id=self.node_id,
                           peer_ids=peers, data_dir=base / "raft", settings=s.raft(),
                           preferred_leader=placement.replicas[0])
+        group.disk = self.disk
         self.context.partitions[group_id] = PartitionReplica(topic.name, topic.topic_id, placement.partition,
                                                              group, sm, store)
         self.loop.add_group(group)
         log.info("partition replica created", extra={"group": group_id, "topic": topic.name,
                                                      "partition": placement.partition})
 
-    def _drop_replica(self, group_id: str) -> None:
+    def _close_replica(self, group_id: str) -> None:
         replica = self.context.partitions.pop(group_id)
         self.loop.remove_group(group_id)
         self.leaders.forget_group(group_id)
@@ -228,9 +242,23 @@ class Broker:
         replica.notify_appended()
         self.group_commit.forget(replica.group)
         replica.store.close()
+
+    def _drop_replica(self, group_id: str) -> None:
+        self._close_replica(group_id)
         path = self._partition_dir(group_id)
         threading.Thread(target=shutil.rmtree, args=(path,), kwargs={"ignore_errors": True}, daemon=True).start()
         log.info("partition replica removed", extra={"group": group_id})
+
+    def _check_faults(self) -> None:
+        """Measure the disk (hand leaderships away while it is full) and reopen, from their journals, the
+        partition replicas that stopped for lack of space once there is room again."""
+        self.faults.check_disk()
+        for group_id in self.faults.reopenable():
+            if group_id in self.context.partitions:
+                self._close_replica(group_id)
+            self.faults.on_group_reopened(group_id)
+            self._metadata_changed = True  # the next reconcile opens it again
+            log.warning("reopening partition replica after the disk has room again", extra={"group": group_id})
 
     def _led_stream_partitions(self):
         """(replica, topic) of every stream partition this broker leads now."""
@@ -258,8 +286,12 @@ class Broker:
 
     def _prefer_leaders(self) -> None:
         connected = self.hub.connected_peers()
+        if self.disk.full:
+            return
         for replica in list(self.context.partitions.values()):
             group = replica.group
+            if group.preferred_leader in self.faults.peers_disk_full:
+                continue
             if group.is_leader and group.preferred_leader in connected:
                 group.maybe_transfer_to_preferred()
 
@@ -276,7 +308,7 @@ class Broker:
             "durability_window_p50_ms": window["p50_ms"] if window["p50_ms"] is not None else missing,
             "durability_window_p99_ms": window["p99_ms"] if window["p99_ms"] is not None else missing,
             "durability_window_max_ms": window["max_ms"] if window["max_ms"] is not None else missing,
-            "group_commit_rounds": self.group_commit.rounds, "pid": os.getpid(),
+            "group_commit_rounds": self.group_commit.rounds, "pid": os.getpid(), **self.faults.stats(),
         }
 
     def _tick_queues(self) -> None:

@@ -160,6 +160,14 @@ class Overloaded(RaftbusError):
     retriable = True
 
 
+class DiskFull(RaftbusError):
+    """The leader's disk is below `storage_free_bytes_min` free: it takes no new writes (reads go on) and hands
+    its leaderships to replicas with room, so a retry usually lands on a new leader."""
+
+    code = "DISK_FULL"
+    retriable = True
+
+
 class Unauthenticated(RaftbusError):
     """Missing or wrong credentials."""
 
@@ -261,6 +269,7 @@ GRPC_STATUS: dict[type[RaftbusError], grpc.StatusCode] = {
     RequestTimedOut: grpc.StatusCode.DEADLINE_EXCEEDED,
     Unavailable: grpc.StatusCode.UNAVAILABLE,
     Overloaded: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    DiskFull: grpc.StatusCode.RESOURCE_EXHAUSTED,
     Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
     # consumer groups
     UnknownGroup: grpc.StatusCode.NOT_FOUND,

@@ -31,6 +31,7 @@ from pysyncobj.transport import Transport
 from raftbus.client import errors
 
 from raftbus.broker.raft.journal import create_journal
+from raftbus.broker.storage.base import is_disk_full
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +122,11 @@ def compaction_due(settings: RaftSettings, log_bytes: int, entries: int, store_b
     return store_bytes() <= settings.snapshot_copy_ratio_max * log_bytes
 
 
+class GroupStopped(Exception):
+    """Raised out of pysyncobj's apply loop when the group had to stop: pysyncobj then does not count the entry
+    as applied, and the group never ticks again in this process."""
+
+
 class GroupTransport(Transport):
     """pysyncobj's view of the broker's shared transport: one channel of the hub."""
 
@@ -130,6 +136,7 @@ class GroupTransport(Transport):
         self.channel = channel
         self.nodes = {peer_id: Node(str(peer_id)) for peer_id in peer_ids}
         self.raft: SyncObj | None = None
+        self.stopped = False  # a stopped group neither receives nor answers: to its peers it is down
 
     def send(self, node, message):
         if message.get("type") == "next_node_idx":
@@ -153,7 +160,7 @@ class GroupTransport(Transport):
 
     def deliver(self, peer_id: int, message) -> None:
         node = self.nodes.get(peer_id)
-        if node is None or not isinstance(message, dict):
+        if node is None or not isinstance(message, dict) or self.stopped:
             return
         kind = message.get("type")
         if kind == "append_entries":
@@ -163,6 +170,14 @@ class GroupTransport(Transport):
             _guard_next_index(self.raft, node, message, self._onMessageReceived)
         else:
             self._onMessageReceived(node, message)
+
+    def receive(self, peer_id: int, message, on_fault) -> None:
+        """`deliver`, with a fault of the group's own disk (a journal write that failed) handed to `on_fault`
+        instead of the hub: the message is then not acknowledged, and the leader sends it again."""
+        try:
+            self.deliver(peer_id, message)
+        except (OSError, GroupStopped) as exc:
+            on_fault(exc)
 
 
 def _guard_append_entries(raft: SyncObj, message: dict) -> None:
@@ -346,6 +361,11 @@ class RaftGroup:
         self._entries_since_compaction = 0
         self.leader_changes = 0
         self._handing_over: tuple[int | None, float] | None = None  # (target, until) while stepping aside
+        self.stopped: str | None = None  # why the group stopped applying (a storage failure), None while healthy
+        self.stopped_disk_full = False   # it stopped because its disk was full (the broker may reopen it)
+        self.journal_disk_full = False   # the last journal write failed for lack of space
+        self._pending: set[Future] = set()  # submitted commands not answered yet
+        self.disk = None  # the broker's DiskSpace: while it is full, a leader takes no new commands
         self.transport = GroupTransport(hub, group_id, peer_ids)
         conf = settings.syncobj_conf(self.data_dir, self._serialize, self._deserialize, self._on_state_changed)
         self.raft = _Raft(self, Node(str(self_id)), list(self.transport.nodes.values()), conf, self.transport)
@@ -365,24 +385,64 @@ class RaftGroup:
                 f"leadership is being handed over to broker {handing_over[0]}", leader_id=handing_over[0]))
             return future
 
+        if self.stopped is not None:
+            future.set_exception(self._stopped_error())
+            return future
+        disk = self.disk
+        if disk is not None and disk.full and self.is_leader:
+            future.set_exception(errors.DiskFull(
+                f"{disk.free_bytes} bytes free under the data directory of the leader of {self.group_id} "
+                f"(storage_free_bytes_min={disk.free_bytes_min}); leadership is being handed to a replica with room"))
+            return future
+
         def done(result, reason):
+            self._pending.discard(future)
+            if future.done():
+                return
             if reason == FAIL_REASON.SUCCESS:
                 future.set_result(result)
             else:
                 future.set_exception(error_for_fail_reason(reason, self.leader_id))
 
+        self._pending.add(future)
         self.raft.apply(command, callback=done)
         self._loop.mark_dirty(self.group_id)
         return future
 
     @property
     def is_leader(self) -> bool:
-        return self.raft._isLeader()
+        return self.stopped is None and self.raft._isLeader()
 
     @property
     def leader_id(self) -> int | None:
+        if self.stopped is not None:
+            return None
         leader = self.raft._getLeader()
         return int(leader.id) if leader is not None else None
+
+    def _stopped_error(self) -> errors.RaftbusError:
+        return errors.Unavailable(f"the replica of {self.group_id} on this broker stopped: {self.stopped}")
+
+    def stop(self, reason: str, *, disk_full: bool = False) -> None:
+        """Crash-stop this group (any thread): it never applies, votes, acknowledges or ticks again in this
+        process. A replica that cannot apply a committed entry must not skip it (the others applied it), and
+        after a failed fsync the page cache may have dropped what it was asked to write (so nothing written
+        since can be trusted). On restart it recovers from its journal, or from the leader's snapshot."""
+        if self.stopped is not None:
+            return
+        self.stopped = reason
+        self.stopped_disk_full = disk_full
+        self.transport.stopped = True
+        log.critical("raft group %s stopped: %s; it stays stopped until it is reopened", self.group_id, reason,
+                     extra={"group": self.group_id, "disk_full": disk_full})
+        for future in list(self._pending):
+            self._pending.discard(future)
+            try:
+                future.set_exception(errors.RequestTimedOut(
+                    f"the outcome is unknown: the replica of {self.group_id} stopped ({reason}); retry idempotently"))
+            except Exception:  # answered meanwhile
+                pass
+        self._loop.on_group_stopped(self)
 
     @property
     def term(self) -> int:
@@ -390,7 +450,28 @@ class RaftGroup:
 
     # ------------------------------------------------------------------ loop thread
     def tick(self) -> None:
-        self.raft.doTick(0.0)
+        if self.stopped is not None:
+            return
+        try:
+            self.raft.doTick(0.0)
+            self.journal_disk_full = False
+        except GroupStopped:
+            pass
+        except OSError as exc:
+            self.on_disk_fault(exc)
+
+    def on_disk_fault(self, exc: BaseException) -> None:
+        """A journal write (or another file operation of pysyncobj) failed. Lack of space is a state: the entry
+        is not in the log, is not acknowledged, and is written again once there is room. Any other I/O error
+        stops the group."""
+        if isinstance(exc, GroupStopped):
+            return
+        if is_disk_full(exc):
+            if not self.journal_disk_full:
+                log.error("journal write of %s failed: no space left", self.group_id, extra={"group": self.group_id})
+            self.journal_disk_full = True
+            return
+        self.stop(f"journal I/O failed: {type(exc).__name__}: {exc}")
 
     def in_sync_replicas(self, self_id: int) -> list[int]:
         """Replicas that acknowledged recently and hold nearly all committed entries (leader only)."""
@@ -442,7 +523,7 @@ class RaftGroup:
         """Start a snapshot copy once enough log has accumulated (or at once with `force`, when the broker's
         logs together pass their memory budget); hand it to pysyncobj once complete."""
         snapshot = self._snapshot
-        if snapshot.busy:
+        if snapshot.busy or self.stopped is not None:
             return
         if snapshot.ready_index is not None:
             self.raft.forceLogCompaction()
@@ -456,17 +537,23 @@ class RaftGroup:
 
     def sync(self) -> None:
         """Make everything applied and journaled so far durable: the store first, then the Raft journal (so the
-        durable journal always covers the durable applied index). Called by the group commit thread."""
+        durable journal always covers the durable applied index). Called by the group commit thread; a failure
+        raises, and the group commit then stops the group."""
+        if self.stopped is not None:
+            return
         self.store.sync()
-        journal = self.data_dir / "raft.journal"
+        journal = self.raft._SyncObj__raftLog
+        point = journal.sync_point() if hasattr(journal, "sync_point") else None
         try:
-            fd = os.open(journal, os.O_RDONLY)
+            fd = os.open(self.data_dir / "raft.journal", os.O_RDONLY)
         except FileNotFoundError:
             return
         try:
-            os.fsync(fd)  # also writes back the pages pysyncobj dirtied through its mmap
+            os.fsync(fd)
         finally:
             os.close(fd)
+        if point is not None:
+            journal.mark_synced(point)  # tells a torn tail from a damaged record on the next open
 
     def close(self) -> None:
         self.raft.destroy()
@@ -474,9 +561,15 @@ class RaftGroup:
     # ------------------------------------------------------------------ pysyncobj hooks
     def _apply_committed(self, command: bytes):
         index = self.raft.raftLastApplied + 1
+        if self.stopped is not None:
+            raise GroupStopped(self.stopped)
+        try:
+            result = self.state_machine.apply(index, command)
+        except Exception as exc:  # typed answers are returned; this is the store failing
+            self.stop(f"applying entry {index} failed: {type(exc).__name__}: {exc}", disk_full=is_disk_full(exc))
+            raise GroupStopped(self.stopped) from exc  # pysyncobj must not count the entry as applied
         self._bytes_since_compaction += len(command)
         self._entries_since_compaction += 1
-        result = self.state_machine.apply(index, command)
         self._loop.on_applied(self)
         return result
 
