@@ -23,6 +23,7 @@ from raftbus.broker.queues.service import QueueService
 from raftbus.broker.admin.state import MetadataStateMachine
 from raftbus.broker.log.state import PartitionStateMachine
 from raftbus.broker.queues.state.machine import QueueStateMachine
+from raftbus.broker.storage.base import is_disk_full
 from raftbus.broker.storage.lmdb_store import LmdbStore
 from raftbus.broker.admin.servicer import admin_servicers
 from raftbus.broker.grpc_server import build_server
@@ -207,32 +208,42 @@ class Broker:
         for group_id in drop:
             self._drop_replica(group_id)
         for group_id, (topic, placement) in create.items():
-            self._create_replica(group_id, topic, placement)
+            if not self.faults.is_stopped(group_id):
+                self._create_replica(group_id, topic, placement)
 
     def _partition_dir(self, group_id: str) -> Path:
         return self.data_dir / "partitions" / group_id
 
     def _create_replica(self, group_id: str, topic, placement) -> None:
-        s = self.settings
-        base = self._partition_dir(group_id)
-        if topic.kind == "queue":
-            store = LmdbStore(str(base / "store"), tables=QueueStateMachine.TABLES,
-                              map_size_bytes=s.storage_map_size_bytes)
-            sm = QueueStateMachine(store, topic.ordering)
-        else:
-            store = LmdbStore(str(base / "store"), tables=PartitionStateMachine.TABLES,
-                              map_size_bytes=s.storage_map_size_bytes)
-            sm = PartitionStateMachine(store)
-        peers = sorted(r for r in placement.replicas if r != self.node_id)
-        group = RaftGroup(group_id, sm, store, hub=self.hub, loop=self.loop, self_id=self.node_id,
-                          peer_ids=peers, data_dir=base / "raft", settings=s.raft(),
-                          preferred_leader=placement.replicas[0])
-        group.disk = self.disk
+        """Open one replica; one that fails to open (a damaged journal or store, no space) is flagged stopped and
+        never keeps the others from opening."""
+        try:
+            sm, store, group = self._open_replica(group_id, topic, placement)
+        except Exception as exc:
+            self.faults.on_open_failed(group_id, f"{type(exc).__name__}: {exc}", disk_full=is_disk_full(exc))
+            return
         self.context.partitions[group_id] = PartitionReplica(topic.name, topic.topic_id, placement.partition,
                                                              group, sm, store)
         self.loop.add_group(group)
         log.info("partition replica created", extra={"group": group_id, "topic": topic.name,
                                                      "partition": placement.partition})
+
+    def _open_replica(self, group_id: str, topic, placement):
+        s = self.settings
+        base = self._partition_dir(group_id)
+        tables = QueueStateMachine.TABLES if topic.kind == "queue" else PartitionStateMachine.TABLES
+        store = LmdbStore(str(base / "store"), tables=tables, map_size_bytes=s.storage_map_size_bytes)
+        try:
+            sm = QueueStateMachine(store, topic.ordering) if topic.kind == "queue" else PartitionStateMachine(store)
+            peers = sorted(r for r in placement.replicas if r != self.node_id)
+            group = RaftGroup(group_id, sm, store, hub=self.hub, loop=self.loop, self_id=self.node_id,
+                              peer_ids=peers, data_dir=base / "raft", settings=s.raft(),
+                              preferred_leader=placement.replicas[0])
+        except BaseException:
+            store.close()
+            raise
+        group.disk = self.disk
+        return sm, store, group
 
     def _close_replica(self, group_id: str) -> None:
         replica = self.context.partitions.pop(group_id)

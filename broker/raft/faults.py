@@ -52,6 +52,17 @@ class FaultWatch:
             self.stopped[group.group_id] = (group.stopped, group.stopped_disk_full)
         self._publish(group.group_id, serving=False)
 
+    def on_open_failed(self, group_id: str, reason: str, *, disk_full: bool = False) -> None:
+        """The group could not be opened (a damaged journal or store, no space): it counts as stopped."""
+        log.critical("raft group %s cannot be opened: %s", group_id, reason, extra={"group": group_id})
+        with self._lock:
+            self.stopped[group_id] = (reason, disk_full)
+        self._publish(group_id, serving=False)
+
+    def is_stopped(self, group_id: str) -> bool:
+        with self._lock:
+            return group_id in self.stopped
+
     def on_group_reopened(self, group_id: str) -> None:
         with self._lock:
             self.stopped.pop(group_id, None)

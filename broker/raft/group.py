@@ -139,6 +139,8 @@ class GroupTransport(Transport):
         self.stopped = False  # a stopped group neither receives nor answers: to its peers it is down
 
     def send(self, node, message):
+        if self.stopped:
+            return False
         if message.get("type") == "next_node_idx":
             # Lets the leader tell a reply of this term from a stale one of an earlier term.
             message["term_tag"] = self.raft.raftCurrentTerm
@@ -619,7 +621,20 @@ class RaftGroup:
             os.fsync(f.fileno())
 
     def _deserialize(self, file_name: str):
-        """pysyncobj's deserializer: restore the store if ours is older, replay the entries after the copy."""
+        """pysyncobj's deserializer: restore the store if ours is older, replay the entries after the copy.
+
+        pysyncobj logs a failed load and carries on, voting and acknowledging with a state machine frozen
+        before the snapshot; so a snapshot that cannot be loaded stops the group instead (fail closed)."""
+        try:
+            return self._load_snapshot(file_name)
+        except GroupStopped:
+            raise
+        except Exception as exc:
+            self.stop(f"snapshot {file_name} failed to load: {type(exc).__name__}: {exc}",
+                      disk_full=is_disk_full(exc))
+            raise GroupStopped(self.stopped) from exc
+
+    def _load_snapshot(self, file_name: str):
         with open(file_name, "rb") as f:
             f.seek(-_FOOTER_TAIL.size, os.SEEK_END)
             footer_len, magic = _FOOTER_TAIL.unpack(f.read(_FOOTER_TAIL.size))
@@ -636,5 +651,5 @@ class RaftGroup:
         for entry_command, index in footer["entries"]:
             command = _decode_journal_command(entry_command)
             if command is not None:
-                self.state_machine.apply(index, command)
+                self.state_machine.apply(index, command)  # a typed refusal is an answer; a failure raises
         return footer["last"], footer["prev"], tuple(footer["cluster"])

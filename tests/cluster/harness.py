@@ -75,6 +75,10 @@ class RaftCluster:
     def stop(self, node_id: int) -> None:
         self.nodes.pop(node_id).close()
 
+    def nodes_root(self, node_id: int) -> Path:
+        """The data directory of node `node_id` (running or not)."""
+        return self.root / f"node-{node_id}"
+
     def run_until(self, predicate, timeout_s: float = 20.0, what: str = "condition"):
         """Step every running node until predicate() is truthy; fail with the last value seen."""
         deadline = time.monotonic() + timeout_s

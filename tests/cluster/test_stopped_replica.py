@@ -108,3 +108,39 @@ def test_a_leader_on_a_full_disk_refuses_writes_with_disk_full_and_a_new_leader_
     results = raft_cluster.produce(5, first_sequence=10)
     assert [r.base_offset for r in results] == list(range(10, 15))
     raft_cluster.run_until(lambda: replicas_equal(raft_cluster, 15), what="the full replica still follows")
+
+
+def test_a_snapshot_that_fails_to_load_stops_the_group_which_neither_votes_nor_acks(tmp_path):
+    """A replica whose snapshot is damaged does not start with a frozen state machine: it stops, the others keep
+    a leader and commit without it, and once its directory is removed it is rebuilt from the leader."""
+    import shutil
+
+    cluster = RaftCluster(tmp_path)
+    cluster.settings = cluster.settings.__class__(**{**cluster.settings.__dict__, "log_compaction_entries": 50})
+    try:
+        for node_id in (1, 2, 3):
+            cluster.start(node_id)
+        cluster.produce(200)
+        cluster.run_until(lambda: replicas_equal(cluster, 200), what="replicated")
+        follower_id = next(n for n, node in cluster.nodes.items() if not node.groups[GROUP].is_leader)
+        snapshot = cluster.nodes[follower_id].root / GROUP / "raft" / "raft.snapshot"
+        cluster.run_until(lambda: snapshot.exists(), what="the follower took a snapshot")
+        cluster.stop(follower_id)
+        with open(snapshot, "r+b") as f:
+            f.truncate(snapshot.stat().st_size // 2)
+
+        damaged = cluster.start(follower_id).groups[GROUP]
+        cluster.run_until(lambda: damaged.stopped, what="the damaged replica stopped")
+        assert "failed to load" in damaged.stopped
+        votes_before = damaged.term
+        results = cluster.produce(20, first_sequence=200)
+        assert [r.base_offset for r in results] == list(range(200, 220))
+        assert damaged.term == votes_before and not damaged.is_leader
+        assert damaged.state_machine.offsets()[1] <= 200
+
+        cluster.stop(follower_id)
+        shutil.rmtree(cluster.nodes_root(follower_id) / GROUP)
+        cluster.start(follower_id)
+        cluster.run_until(lambda: replicas_equal(cluster, 220), 30, what="the rebuilt replica caught up")
+    finally:
+        cluster.close()
