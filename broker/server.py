@@ -245,7 +245,7 @@ class Broker:
         group.disk = self.disk
         return sm, store, group
 
-    def _close_replica(self, group_id: str) -> None:
+    def _drop_replica(self, group_id: str) -> None:
         replica = self.context.partitions.pop(group_id)
         self.loop.remove_group(group_id)
         self.leaders.forget_group(group_id)
@@ -253,23 +253,25 @@ class Broker:
         replica.notify_appended()
         self.group_commit.forget(replica.group)
         replica.store.close()
-
-    def _drop_replica(self, group_id: str) -> None:
-        self._close_replica(group_id)
         path = self._partition_dir(group_id)
         threading.Thread(target=shutil.rmtree, args=(path,), kwargs={"ignore_errors": True}, daemon=True).start()
         log.info("partition replica removed", extra={"group": group_id})
 
     def _check_faults(self) -> None:
-        """Measure the disk (hand leaderships away while it is full) and reopen, from their journals, the
-        partition replicas that stopped for lack of space once there is room again."""
+        """Measure the disk (hand leaderships away while it is full) and reopen, from their journals, the groups
+        that stopped for lack of space once there is room again."""
         self.faults.check_disk()
         for group_id in self.faults.reopenable():
-            if group_id in self.context.partitions:
-                self._close_replica(group_id)
+            group = self.loop.groups.get(group_id)
+            try:
+                if group is not None:
+                    group.reopen()
+            except Exception as exc:
+                self.faults.on_open_failed(group_id, f"reopening failed: {type(exc).__name__}: {exc}",
+                                           disk_full=is_disk_full(exc))
+                continue
             self.faults.on_group_reopened(group_id)
-            self._metadata_changed = True  # the next reconcile opens it again
-            log.warning("reopening partition replica after the disk has room again", extra={"group": group_id})
+            self._metadata_changed = True  # a replica that failed to open is opened by the next reconcile
 
     def _led_stream_partitions(self):
         """(replica, topic) of every stream partition this broker leads now."""

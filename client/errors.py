@@ -160,9 +160,10 @@ class Overloaded(RaftbusError):
     retriable = True
 
 
-class DiskFull(RaftbusError):
+class DiskFull(Overloaded):
     """The leader's disk is below `storage_free_bytes_min` free: it takes no new writes (reads go on) and hands
-    its leaderships to replicas with room, so a retry usually lands on a new leader."""
+    its leaderships to replicas with room, so a retry usually lands on a new leader. An Overloaded: clients
+    retry it the same way (forget the cached leader, back off)."""
 
     code = "DISK_FULL"
     retriable = True

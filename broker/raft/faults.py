@@ -69,11 +69,11 @@ class FaultWatch:
         self._publish(group_id, serving=True)
 
     def reopenable(self) -> list[str]:
-        """Groups that stopped for lack of space, now that there is room again (never the metadata group)."""
+        """Groups that stopped for lack of space, now that there is room again."""
         if self.disk.full:
             return []
         with self._lock:
-            return [g for g, (_, disk_full) in self.stopped.items() if disk_full and g != self._broker_group]
+            return [g for g, (_, disk_full) in self.stopped.items() if disk_full]
 
     # ------------------------------------------------------------------ disk (loop thread)
     def check_disk(self) -> None:

@@ -368,10 +368,33 @@ class RaftGroup:
         self.journal_disk_full = False   # the last journal write failed for lack of space
         self._pending: set[Future] = set()  # submitted commands not answered yet
         self.disk = None  # the broker's DiskSpace: while it is full, a leader takes no new commands
-        self.transport = GroupTransport(hub, group_id, peer_ids)
-        conf = settings.syncobj_conf(self.data_dir, self._serialize, self._deserialize, self._on_state_changed)
-        self.raft = _Raft(self, Node(str(self_id)), list(self.transport.nodes.values()), conf, self.transport)
+        self._hub, self._self_id, self._peer_ids = hub, self_id, list(peer_ids)
+        self._start_raft()
+
+    def _start_raft(self) -> None:
+        self.transport = GroupTransport(self._hub, self.group_id, self._peer_ids)
+        conf = self.settings.syncobj_conf(self.data_dir, self._serialize, self._deserialize, self._on_state_changed)
+        self.raft = _Raft(self, Node(str(self._self_id)), list(self.transport.nodes.values()), conf, self.transport)
         self.transport.raft = self.raft
+
+    def reopen(self) -> None:
+        """Start a group that stopped for lack of space again, in place, from its journal (loop thread). Its store
+        holds exactly what was applied — a failed apply commits nothing — and the state machine reloads from it;
+        entries after it are replayed from the journal or sent by the leader."""
+        try:
+            self.raft.destroy()
+        except OSError as exc:
+            log.warning("closing the stopped group %s: %s", self.group_id, exc)
+        reload = getattr(self.state_machine, "reload", None)
+        if reload is not None:
+            reload()
+        self._snapshot = SnapshotWriter(self.data_dir)
+        self._start_raft()
+        self.stopped, self.stopped_disk_full, self.journal_disk_full = None, False, False
+        for peer_id in self._hub.connected_peers():
+            self.transport.peer_connected(peer_id)
+        self._loop.mark_dirty(self.group_id)
+        log.warning("raft group %s reopened", self.group_id, extra={"group": self.group_id})
 
     # ------------------------------------------------------------------ seam
     def submit(self, command: bytes) -> Future:
@@ -456,11 +479,23 @@ class RaftGroup:
             return
         try:
             self.raft.doTick(0.0)
-            self.journal_disk_full = False
+            if self.journal_disk_full and not (self.disk is not None and self.disk.full):
+                self.journal_disk_full = False
         except GroupStopped:
             pass
         except OSError as exc:
             self.on_disk_fault(exc)
+
+    def _out_of_space(self, exc: BaseException) -> bool:
+        """Whether a failed write was for lack of space: ENOSPC, or an I/O error while the disk is full (LMDB
+        reports a short write at a full disk as EIO)."""
+        if is_disk_full(exc):
+            return True
+        disk = self.disk
+        if disk is None:
+            return False
+        disk.check()
+        return disk.full
 
     def on_disk_fault(self, exc: BaseException) -> None:
         """A journal write (or another file operation of pysyncobj) failed. Lack of space is a state: the entry
@@ -468,7 +503,7 @@ class RaftGroup:
         stops the group."""
         if isinstance(exc, GroupStopped):
             return
-        if is_disk_full(exc):
+        if self._out_of_space(exc):
             if not self.journal_disk_full:
                 log.error("journal write of %s failed: no space left", self.group_id, extra={"group": self.group_id})
             self.journal_disk_full = True
@@ -568,7 +603,7 @@ class RaftGroup:
         try:
             result = self.state_machine.apply(index, command)
         except Exception as exc:  # typed answers are returned; this is the store failing
-            self.stop(f"applying entry {index} failed: {type(exc).__name__}: {exc}", disk_full=is_disk_full(exc))
+            self.stop(f"applying entry {index} failed: {type(exc).__name__}: {exc}", disk_full=self._out_of_space(exc))
             raise GroupStopped(self.stopped) from exc  # pysyncobj must not count the entry as applied
         self._bytes_since_compaction += len(command)
         self._entries_since_compaction += 1
@@ -631,7 +666,7 @@ class RaftGroup:
             raise
         except Exception as exc:
             self.stop(f"snapshot {file_name} failed to load: {type(exc).__name__}: {exc}",
-                      disk_full=is_disk_full(exc))
+                      disk_full=self._out_of_space(exc))
             raise GroupStopped(self.stopped) from exc
 
     def _load_snapshot(self, file_name: str):
