@@ -99,7 +99,7 @@ def _record_at(view, position: int):
 
 def _check_torn_tail(path: str, entries: list, position: int, synced_index: int) -> None:
     last_index = entries[-1][1] if entries else 0
-    if entries and last_index < synced_index:
+    if last_index < synced_index:
         raise JournalCorrupt(
             f"{path}: the record after index {last_index} (byte {position}) is damaged, but the journal was "
             f"fsynced through index {synced_index}: the disk lost or changed written data. The group is not "

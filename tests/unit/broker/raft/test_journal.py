@@ -114,6 +114,18 @@ def test_damage_to_an_fsynced_record_is_corruption_not_a_torn_tail(path):
     assert os.path.getsize(path) > second + RECORD.size  # nothing was cut
 
 
+def test_damage_to_the_first_fsynced_record_is_corruption_too(path):
+    from raftbus.broker.raft.journal import JournalCorrupt
+
+    journal = AppendJournal(path)
+    fill(journal, 2)
+    journal.mark_synced(journal.sync_point())
+    journal._destroy()
+    flip_byte(path, len(MAGIC) + RECORD.size)
+    with pytest.raises(JournalCorrupt):
+        AppendJournal(path)
+
+
 def test_damage_after_the_last_fsync_is_a_torn_tail_and_is_cut(path):
     journal = AppendJournal(path)
     fill(journal, 3)
