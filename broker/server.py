@@ -14,6 +14,7 @@ from raftbus.broker.raft.faults import FaultWatch
 from raftbus.broker.raft.group_commit import GroupCommit
 from raftbus.broker.raft.loop import CONTROL_CHANNEL, RaftLoop
 from raftbus.broker.raft.group import RaftGroup
+from raftbus.broker.raft.reboot import BootRecord, discard_stores
 from raftbus.broker.admin.service import AdminService
 from raftbus.broker.context import METADATA_GROUP, BrokerContext, PartitionReplica, replica_plan
 from raftbus.broker.queues.dead_letters import DeadLetters
@@ -72,6 +73,10 @@ class Broker:
     def start(self) -> "Broker":
         s = self.settings
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.boot = BootRecord(self.data_dir)
+        if self.boot.unclean_reboot():
+            discard_stores(self.data_dir)
+        self.boot.starting()
         self.loop = RaftLoop(tick_interval_ms=s.raft_tick_interval_ms, log_bytes_max=s.raft_log_bytes_broker_max)
         peers = {node: addr for node, addr in s.peer_addresses.items() if node != self.node_id}
         self.hub = RaftHub(
@@ -383,6 +388,7 @@ class Broker:
             replica.store.close()
         self.metadata_store.sync()
         self.metadata_store.close()
+        self.boot.stopped_cleanly()
         log.info("broker stopped", extra={"node_id": self.node_id})
 
     def _hand_off_leadership(self) -> None:

@@ -30,7 +30,7 @@ from pysyncobj.transport import Transport
 
 from raftbus.client import errors
 
-from raftbus.broker.raft.journal import create_journal
+from raftbus.broker.raft.journal import JournalCorrupt, create_journal
 from raftbus.broker.storage.base import is_disk_full
 
 log = logging.getLogger(__name__)
@@ -376,6 +376,12 @@ class RaftGroup:
         conf = self.settings.syncobj_conf(self.data_dir, self._serialize, self._deserialize, self._on_state_changed)
         self.raft = _Raft(self, Node(str(self._self_id)), list(self.transport.nodes.values()), conf, self.transport)
         self.transport.raft = self.raft
+        journal = self.raft._SyncObj__raftLog
+        first_index = journal[0][1] if len(journal) else 1
+        if first_index > 1 and not (self.data_dir / "raft.snapshot").exists():
+            self.raft.destroy()
+            raise JournalCorrupt(f"{self.group_id}: the journal starts at index {first_index} and no snapshot covers "
+                                 "the entries before it; remove the group's directory to rebuild it from the leader")
 
     def reopen(self) -> None:
         """Start a group that stopped for lack of space again, in place, from its journal (loop thread). Its store

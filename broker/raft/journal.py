@@ -262,6 +262,10 @@ class AppendJournal(raft_journal.Journal):
 
     def _destroy(self):
         if self._fd >= 0:
+            try:
+                os.fsync(self._fd)  # a clean stop leaves the journal on disk
+            except OSError:
+                pass  # a failed group (its disk full or failing) is being closed: what is on disk is what counts
             os.close(self._fd)
             self._fd = -1
         if not self._meta_saved:
