@@ -3,6 +3,7 @@ back on its data directory after the restart delay."""
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -18,14 +19,10 @@ pytestmark = pytest.mark.system
 
 
 def free_port_block(count: int) -> int:
-    """A base port with `count` consecutive free loopback ports."""
-    for _ in range(50):
-        probe = socket.socket()
-        probe.bind(("127.0.0.1", 0))
-        base = probe.getsockname()[1]
-        probe.close()
-        if base + count > 65000:
-            continue
+    """A base port with `count` consecutive free loopback ports, below the ephemeral range (where outgoing
+    connections of other processes do not take them between this check and the brokers' bind)."""
+    for _ in range(200):
+        base = random.randrange(20_000, 32_000, 2)
         held = []
         try:
             for port in range(base, base + count):
@@ -61,13 +58,17 @@ def pids(bootstrap: str) -> dict[int, int]:
         return {s.broker_id: s.pid for s in admin.broker_stats()}
 
 
-def test_dev_restarts_a_killed_broker_while_the_others_keep_serving(tmp_path):
+def start_dev(data_dir):
+    """`raftbus dev` on a free block of ports: (process, its output, bootstrap)."""
     base = free_port_block(6)
-    bootstrap = ",".join(f"127.0.0.1:{base + 2 * i}" for i in range(3))
     proc = subprocess.Popen([sys.executable, "-m", "raftbus.broker", "dev", "--brokers", "3",
-                             "--data-dir", str(tmp_path), "--base-port", str(base), "--restart-delay-ms", "500",
+                             "--data-dir", str(data_dir), "--base-port", str(base), "--restart-delay-ms", "500",
                              "--log-level", "WARNING"], stdout=subprocess.PIPE, text=True)
-    out = Output(proc.stdout)
+    return proc, Output(proc.stdout), ",".join(f"127.0.0.1:{base + 2 * i}" for i in range(3))
+
+
+def test_dev_restarts_a_killed_broker_while_the_others_keep_serving(tmp_path):
+    proc, out, bootstrap = start_dev(tmp_path)
     try:
         wait_until(lambda: out.has("cluster ready"), 90, what="dev cluster ready")
         with Admin(bootstrap) as admin:
