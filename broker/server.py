@@ -216,6 +216,7 @@ class Broker:
         create, drop = replica_plan(self.metadata_sm.topics().values(), self.node_id, set(self.context.partitions))
         for group_id in drop:
             self._drop_replica(group_id)
+        self.faults.forget_unplaced(set(self.context.partitions) | set(create))
         for group_id, (topic, placement) in create.items():
             if not self.faults.is_stopped(group_id):
                 self._create_replica(group_id, topic, placement)

@@ -59,6 +59,17 @@ class FaultWatch:
             self.stopped[group_id] = (reason, disk_full)
         self._publish(group_id, serving=False)
 
+    def forget_unplaced(self, placed: set[str]) -> None:
+        """Stopped partition groups no longer placed on this broker (their topic was deleted or moved) are gone:
+        no longer reported, and unknown to the health service."""
+        with self._lock:
+            gone = [g for g in self.stopped if g != self._broker_group and g not in placed]
+            for group_id in gone:
+                del self.stopped[group_id]
+        if self._health is not None:
+            for group_id in gone:
+                self._health.set(group_id, health_pb2.HealthCheckResponse.SERVICE_UNKNOWN)
+
     def is_stopped(self, group_id: str) -> bool:
         with self._lock:
             return group_id in self.stopped

@@ -93,3 +93,13 @@ def test_the_disk_is_full_below_the_bound_and_has_room_at_it():
     assert not disk.check() and not disk.full
     fs.free_bytes = 4096 * 9
     assert disk.check() and disk.full and disk.free_bytes == 4096 * 9
+
+
+def test_a_stopped_group_no_longer_placed_here_is_forgotten():
+    _, faults, servicer = watch(1 << 20)
+    faults.on_group_stopped(Group("p1.0", stopped="x"))
+    faults.on_open_failed("p1.1", "JournalCorrupt")
+    faults.on_group_stopped(Group("meta", stopped="y"))
+    faults.forget_unplaced({"p1.1"})
+    assert faults.stats()["stopped_groups"] == ["meta", "p1.1"]
+    assert status(servicer, "p1.0") == health_pb2.HealthCheckResponse.SERVICE_UNKNOWN
