@@ -6,7 +6,10 @@ What this module adds on top of pysyncobj 0.3.17 (see docs/replication.md):
 - two message fixes that keep acknowledged entries safe under pipelined load (`_guard_append_entries`,
   `_guard_next_index`);
 - snapshots that copy the LMDB store off the loop thread (`SnapshotWriter`), handed to pysyncobj through its
-  serializer/deserializer hooks only once complete.
+  serializer/deserializer hooks only once complete;
+- crash-stop (`RaftGroup.stop`): a group whose store, fsync or snapshot fails stops applying, voting and
+  acknowledging instead of skipping an entry the other replicas applied; one stopped for lack of space reopens
+  in place (`RaftGroup.reopen`); a leader on a full disk refuses writes with DISK_FULL.
 """
 from __future__ import annotations
 
