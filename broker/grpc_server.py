@@ -50,16 +50,17 @@ def unary(method):
 
 
 def build_server(address: str, servicers, *, workers_max: int, message_bytes_max: int,
-                 concurrent_rpcs_max: int | None = None, long_calls: LongCallSlots | None = None):
+                 concurrent_rpcs_max: int | None = None, long_calls: LongCallSlots | None = None,
+                 interceptors=()):
     """A gRPC server with the given servicers and the standard health service; returns (server, health, port).
 
     `servicers` is a list of (add_XServicer_to_server, servicer) pairs, one per raftbus service. At most
     `concurrent_rpcs_max` calls are served at once (beyond: RESOURCE_EXHAUSTED) and `long_calls` bounds the
-    streams and long-polls (see call_limits.py).
+    streams and long-polls (see call_limits.py). `interceptors` run first (the metrics count every call).
     """
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=workers_max, thread_name_prefix="raftbus-grpc"),
-        interceptors=[LongCallInterceptor(long_calls)] if long_calls is not None else None,
+        interceptors=[*interceptors, *([LongCallInterceptor(long_calls)] if long_calls is not None else [])],
         options=[("grpc.max_receive_message_length", message_bytes_max),
                  ("grpc.max_send_message_length", message_bytes_max),
                  ("grpc.so_reuseport", 0)],

@@ -45,13 +45,14 @@ def _start(args) -> int:
     setup_logging(args.log_level)
     settings = load_settings(args.config, node_id=args.node_id, data_dir=args.data_dir, listen=args.listen,
                              raft_listen=args.raft_listen, peers=args.peers,
-                             advertised_listen=args.advertised_listen)
+                             advertised_listen=args.advertised_listen, metrics_listen=args.metrics_listen)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):  # before "ready": a SIGTERM right after it stops cleanly
+        signal.signal(sig, lambda *_: stop.set())
     broker = Broker(settings).start()
     print(json.dumps({"event": "ready", "node_id": settings.node_id, "listen": settings.listen,
-                      "grpc_port": broker.grpc_port, "raft_listen": settings.raft_listen}), flush=True)
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+                      "grpc_port": broker.grpc_port, "raft_listen": settings.raft_listen,
+                      "metrics_url": broker.metrics.url}), flush=True)
     stop.wait()
     broker.stop()
     return 0
@@ -61,8 +62,29 @@ def dev_ports(count: int, base_port: int) -> list[tuple[int, int]]:
     return [(base_port + 2 * i, base_port + 2 * i + 1) for i in range(count)]
 
 
+def dev_broker_env(data_dir: Path, node: int, raft_pki=None) -> dict[str, str]:
+    """The environment of development broker `node`: the data dir's own random cluster secret and id (made on
+    first use, reused on restart) and, given a `tls_dev.DevPki`, mutual TLS on the Raft port with its certificate."""
+    from raftbus.broker.raft.cluster_secret import dev_credentials
+
+    credentials = dev_credentials(data_dir)
+    env = {**os.environ, "RAFTBUS_CLUSTER_SECRET": credentials["cluster_secret"],
+           "RAFTBUS_CLUSTER_ID": credentials["cluster_id"]}
+    if raft_pki is not None:
+        cert, key = raft_pki.broker(node)
+        env.update(RAFTBUS_RAFT_TLS_CERT_FILE=str(cert), RAFTBUS_RAFT_TLS_KEY_FILE=str(key),
+                   RAFTBUS_RAFT_TLS_CA_FILE=str(raft_pki.ca_file))
+    return env
+
+
+def dev_metrics_ports(count: int, metrics_base_port: int) -> list[int | None]:
+    """One metrics port per broker from metrics_base_port on; none when it is 0."""
+    return [metrics_base_port + i if metrics_base_port else None for i in range(count)]
+
+
 def _dev_brokers(args) -> list[Supervised]:
     ports = dev_ports(args.brokers, args.base_port)
+    metrics_ports = dev_metrics_ports(args.brokers, args.metrics_base_port)
     peers = ",".join(f"{i + 1}@127.0.0.1:{raft}" for i, (_, raft) in enumerate(ports))
     data_dir = Path(args.data_dir)
     brokers = []
@@ -71,7 +93,9 @@ def _dev_brokers(args) -> list[Supervised]:
         cmd = [sys.executable, "-m", "raftbus.broker", "start", "--node-id", str(node),
                "--data-dir", str(data_dir / f"broker-{node}"), "--listen", f"127.0.0.1:{grpc_port}",
                "--raft-listen", f"127.0.0.1:{raft_port}", "--peers", peers, "--log-level", args.log_level]
-        brokers.append(Supervised(node, cmd, str(data_dir / f"broker-{node}.log")))
+        if metrics_ports[i] is not None:
+            cmd += ["--metrics-listen", f"127.0.0.1:{metrics_ports[i]}"]
+        brokers.append(Supervised(node, cmd, str(data_dir / f"broker-{node}.log"), env=dev_broker_env(data_dir, node)))
     return brokers
 
 
@@ -80,11 +104,15 @@ def _dev(args) -> int:
     --restart-delay-ms (unless --no-restart) while the others keep serving; Ctrl-C stops it cleanly."""
     data_dir = Path(args.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
+    metrics_ports = dev_metrics_ports(args.brokers, args.metrics_base_port)
     supervisor = BrokerSupervisor(_dev_brokers(args), restart=not args.no_restart,
                                   restart_delay_ms=args.restart_delay_ms, say=lambda text: print(text, flush=True))
     supervisor.start_all()
     bootstrap = ",".join(f"127.0.0.1:{g}" for g, _ in dev_ports(args.brokers, args.base_port))
     print(f"raftbus dev: {args.brokers} brokers, bootstrap {bootstrap}, logs in {data_dir}/broker-N.log", flush=True)
+    for node, port in enumerate(metrics_ports, start=1):
+        if port is not None:
+            print(f"raftbus dev: broker {node} metrics http://127.0.0.1:{port}/metrics", flush=True)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -139,11 +167,14 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--advertised-listen", help="address clients should use, if not --listen")
     start.add_argument("--raft-listen", help="peer Raft address host:port (private or loopback)")
     start.add_argument("--peers", help="id@host:port,... Raft addresses of all brokers")
+    start.add_argument("--metrics-listen", help="host:port serving Prometheus metrics at /metrics")
     start.add_argument("--log-level", default=os.environ.get("RAFTBUS_LOG_LEVEL", "INFO"))
     dev = sub.add_parser("dev", help="a local N-broker cluster on loopback")
     dev.add_argument("--brokers", type=int, default=3)
     dev.add_argument("--data-dir", default="./data")
     dev.add_argument("--base-port", type=int, default=7070)
+    dev.add_argument("--metrics-base-port", type=int, default=9570,
+                     help="broker N serves metrics on this port + N - 1 (0 = no metrics)")
     dev.add_argument("--demo", action="store_true", help="create a topic, produce and consume a few records")
     dev.add_argument("--log-level", default="INFO")
     dev.add_argument("--restart-delay-ms", type=int, default=DEV_RESTART_DELAY_MS,

@@ -21,6 +21,7 @@ class Supervised:
     argv: list[str]
     log_path: str
     proc: subprocess.Popen | None = None
+    env: dict | None = None           # the process environment (None: this one's)
     restart_at: float | None = None  # monotonic time of the next start, while exited
     restarts: int = field(default=0)
 
@@ -40,7 +41,7 @@ class BrokerSupervisor:
 
     def _start(self, broker: Supervised) -> None:
         with open(broker.log_path, "ab") as log_file:
-            broker.proc = subprocess.Popen(broker.argv, stdout=subprocess.DEVNULL, stderr=log_file)
+            broker.proc = subprocess.Popen(broker.argv, stdout=subprocess.DEVNULL, stderr=log_file, env=broker.env)
         broker.restart_at = None
 
     @property
