@@ -6,12 +6,12 @@ import json
 import logging
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
+from raftbus.broker.supervisor import DEV_RESTART_DELAY_MS, BrokerSupervisor, Supervised
 from raftbus.client import errors
 
 _RESERVED = set(vars(logging.LogRecord("", 0, "", 0, "", (), None)).keys()) | {"message", "asctime"}
@@ -82,14 +82,12 @@ def dev_metrics_ports(count: int, metrics_base_port: int) -> list[int | None]:
     return [metrics_base_port + i if metrics_base_port else None for i in range(count)]
 
 
-def _dev(args) -> int:
-    """A local N-broker cluster on loopback, one process per broker; Ctrl-C stops it cleanly."""
+def _dev_brokers(args) -> list[Supervised]:
     ports = dev_ports(args.brokers, args.base_port)
     metrics_ports = dev_metrics_ports(args.brokers, args.metrics_base_port)
     peers = ",".join(f"{i + 1}@127.0.0.1:{raft}" for i, (_, raft) in enumerate(ports))
     data_dir = Path(args.data_dir)
-    data_dir.mkdir(parents=True, exist_ok=True)
-    procs = []
+    brokers = []
     for i, (grpc_port, raft_port) in enumerate(ports):
         node = i + 1
         cmd = [sys.executable, "-m", "raftbus.broker", "start", "--node-id", str(node),
@@ -97,10 +95,20 @@ def _dev(args) -> int:
                "--raft-listen", f"127.0.0.1:{raft_port}", "--peers", peers, "--log-level", args.log_level]
         if metrics_ports[i] is not None:
             cmd += ["--metrics-listen", f"127.0.0.1:{metrics_ports[i]}"]
-        log_file = open(data_dir / f"broker-{node}.log", "ab")
-        env = dev_broker_env(data_dir, node)
-        procs.append((subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log_file, env=env), log_file))
-    bootstrap = ",".join(f"127.0.0.1:{g}" for g, _ in ports)
+        brokers.append(Supervised(node, cmd, str(data_dir / f"broker-{node}.log"), env=dev_broker_env(data_dir, node)))
+    return brokers
+
+
+def _dev(args) -> int:
+    """A local N-broker cluster on loopback, one process per broker; a broker that exits is restarted after
+    --restart-delay-ms (unless --no-restart) while the others keep serving; Ctrl-C stops it cleanly."""
+    data_dir = Path(args.data_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    metrics_ports = dev_metrics_ports(args.brokers, args.metrics_base_port)
+    supervisor = BrokerSupervisor(_dev_brokers(args), restart=not args.no_restart,
+                                  restart_delay_ms=args.restart_delay_ms, say=lambda text: print(text, flush=True))
+    supervisor.start_all()
+    bootstrap = ",".join(f"127.0.0.1:{g}" for g, _ in dev_ports(args.brokers, args.base_port))
     print(f"raftbus dev: {args.brokers} brokers, bootstrap {bootstrap}, logs in {data_dir}/broker-N.log", flush=True)
     for node, port in enumerate(metrics_ports, start=1):
         if port is not None:
@@ -109,28 +117,16 @@ def _dev(args) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     try:
-        _wait_ready(bootstrap, args.brokers, stop, [proc for proc, _ in procs])
+        _wait_ready(bootstrap, args.brokers, stop, supervisor.processes)
         print("raftbus dev: cluster ready (Ctrl-C stops it)", flush=True)
         if args.demo and not stop.is_set():
             from raftbus.broker.demo import run_demo
 
             run_demo(bootstrap)
         while not stop.wait(0.5):
-            for proc, _ in procs:
-                if proc.poll() is not None:
-                    print(f"raftbus dev: broker pid {proc.pid} exited with {proc.returncode}", flush=True)
-                    stop.set()
+            supervisor.check()
     finally:
-        for proc, _ in procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 10
-        for proc, log_file in procs:
-            try:
-                proc.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-            log_file.close()
+        supervisor.stop_all(signal.SIGTERM)
         print("raftbus dev: stopped", flush=True)
     return 0
 
@@ -181,6 +177,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="broker N serves metrics on this port + N - 1 (0 = no metrics)")
     dev.add_argument("--demo", action="store_true", help="create a topic, produce and consume a few records")
     dev.add_argument("--log-level", default="INFO")
+    dev.add_argument("--restart-delay-ms", type=int, default=DEV_RESTART_DELAY_MS,
+                     help="wait before restarting a broker that exited")
+    dev.add_argument("--no-restart", action="store_true", help="leave a broker that exited down")
     return parser
 
 

@@ -9,10 +9,13 @@ import time
 from pathlib import Path
 
 from raftbus.broker.clock import SystemClock
+from raftbus.broker.raft.disk import DiskSpace
+from raftbus.broker.raft.faults import FaultWatch
 from raftbus.broker.raft.group_commit import GroupCommit
 from raftbus.broker.metrics.exporter import MetricsExporter
 from raftbus.broker.raft.loop import CONTROL_CHANNEL, RaftLoop
 from raftbus.broker.raft.group import RaftGroup
+from raftbus.broker.raft.reboot import BootRecord, discard_stores
 from raftbus.broker.admin.service import AdminService
 from raftbus.broker.context import METADATA_GROUP, BrokerContext, PartitionReplica, replica_plan
 from raftbus.broker.queues.dead_letters import DeadLetters
@@ -23,6 +26,7 @@ from raftbus.broker.admin.state import MetadataStateMachine
 from raftbus.broker.log.state import PartitionStateMachine
 from raftbus.broker.log.verify import check_on_open
 from raftbus.broker.queues.state.machine import QueueStateMachine
+from raftbus.broker.storage.base import is_disk_full
 from raftbus.broker.storage.lmdb_store import LmdbStore
 from raftbus.broker.admin.servicer import admin_servicers
 from raftbus.broker.call_limits import LongCallSlots
@@ -74,6 +78,10 @@ class Broker:
     def start(self) -> "Broker":
         s = self.settings
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.boot = BootRecord(self.data_dir)
+        if self.boot.unclean_reboot():
+            discard_stores(self.data_dir)
+        self.boot.starting()
         self.loop = RaftLoop(tick_interval_ms=s.raft_tick_interval_ms, log_bytes_max=s.raft_log_bytes_broker_max)
         self.metrics.watch(self.loop)
         peers = {node: addr for node, addr in s.peer_addresses.items() if node != self.node_id}
@@ -93,6 +101,10 @@ class Broker:
         )
         self.loop.attach(self.hub)
         self.hub.start()
+        self.disk = DiskSpace(self.data_dir, s.storage_free_bytes_min)
+        self.disk.check()
+        self.faults = FaultWatch(self.disk, self.loop.groups, broker_group=METADATA_GROUP)
+        self.loop.stopped_listeners.append(self.faults.on_group_stopped)
 
         meta_dir = self.data_dir / "metadata"
         self.metadata_store = LmdbStore(str(meta_dir / "store"), tables=MetadataStateMachine.TABLES,
@@ -101,6 +113,7 @@ class Broker:
         self.metadata_group = RaftGroup(
             METADATA_GROUP, self.metadata_sm, self.metadata_store, hub=self.hub, loop=self.loop,
             self_id=self.node_id, peer_ids=sorted(peers), data_dir=meta_dir / "raft", settings=s.raft())
+        self.metadata_group.disk = self.disk
         self.leaders = LeaderTable(stale_after_s=max(3 * s.leader_gossip_interval_ms / 1000, 3.0))
         self.context = BrokerContext(node_id=self.node_id, settings=s, clock=self.clock,
                                      metadata_sm=self.metadata_sm, metadata_group=self.metadata_group,
@@ -126,6 +139,7 @@ class Broker:
         self.loop.every(s.drain_check_interval_ms, self._drain_leaderships)
         self.loop.every(s.queue_tick_interval_ms, self._tick_queues)
         self.context.run_on_loop = self.loop.call
+        self.loop.every(s.storage_free_check_interval_ms, self._check_faults)
         self.loop.call_soon(self._reconcile)
         # consumer groups: heartbeats long-poll on metadata changes; the controller expires silent members
         self.group_service = GroupService(self.context)
@@ -151,6 +165,7 @@ class Broker:
         from grpc_health.v1 import health_pb2
 
         self.health.set("", health_pb2.HealthCheckResponse.SERVING)
+        self.faults.attach_health(self.health)
         log.info("broker started", extra={"node_id": self.node_id, "listen": s.listen,
                                           "raft_listen": s.raft_listen})
         return self
@@ -182,6 +197,10 @@ class Broker:
     def _on_control(self, peer_id: int, message) -> None:
         if not isinstance(message, dict):
             return
+        if message.get("disk_full"):
+            self.faults.peers_disk_full.add(peer_id)
+        else:
+            self.faults.peers_disk_full.discard(peer_id)
         for entry in message.get("leaders", ()):
             try:
                 group_id, term, isr = entry
@@ -192,7 +211,7 @@ class Broker:
     def _gossip(self) -> None:
         led = [(g.group_id, g.term, g.in_sync_replicas(self.node_id))
                for g in self.loop.groups.values() if g.is_leader]
-        message = {"leaders": led}
+        message = {"leaders": led, "disk_full": self.disk.full}
         for peer in self.hub.connected_peers():
             self.hub.send(peer, CONTROL_CHANNEL, message)
         self._gossip_due = False
@@ -209,33 +228,46 @@ class Broker:
         create, drop = replica_plan(self.metadata_sm.topics().values(), self.node_id, set(self.context.partitions))
         for group_id in drop:
             self._drop_replica(group_id)
+        self.faults.forget_unplaced(set(self.context.partitions) | set(create))
         for group_id, (topic, placement) in create.items():
-            self._create_replica(group_id, topic, placement)
+            if not self.faults.is_stopped(group_id):
+                self._create_replica(group_id, topic, placement)
 
     def _partition_dir(self, group_id: str) -> Path:
         return self.data_dir / "partitions" / group_id
 
     def _create_replica(self, group_id: str, topic, placement) -> None:
-        s = self.settings
-        base = self._partition_dir(group_id)
-        if topic.kind == "queue":
-            store = LmdbStore(str(base / "store"), tables=QueueStateMachine.TABLES,
-                              map_size_bytes=s.storage_map_size_bytes, writemap=True)
-            sm = QueueStateMachine(store, topic.ordering)
-        else:
-            store = LmdbStore(str(base / "store"), tables=PartitionStateMachine.TABLES,
-                              map_size_bytes=s.storage_map_size_bytes)
-            sm = PartitionStateMachine(store)
-            check_on_open(group_id, sm, store, s.storage_verify_on_open_bytes_max)
-        peers = sorted(r for r in placement.replicas if r != self.node_id)
-        group = RaftGroup(group_id, sm, store, hub=self.hub, loop=self.loop, self_id=self.node_id,
-                          peer_ids=peers, data_dir=base / "raft", settings=s.raft(),
-                          preferred_leader=placement.replicas[0])
+        """Open one replica; one that fails to open (a damaged journal or store, no space) is flagged stopped and
+        never keeps the others from opening."""
+        try:
+            sm, store, group = self._open_replica(group_id, topic, placement)
+        except Exception as exc:
+            self.faults.on_open_failed(group_id, f"{type(exc).__name__}: {exc}", disk_full=is_disk_full(exc))
+            return
         self.context.partitions[group_id] = PartitionReplica(topic.name, topic.topic_id, placement.partition,
                                                              group, sm, store)
         self.loop.add_group(group)
         log.info("partition replica created", extra={"group": group_id, "topic": topic.name,
                                                      "partition": placement.partition})
+
+    def _open_replica(self, group_id: str, topic, placement):
+        s = self.settings
+        base = self._partition_dir(group_id)
+        tables = QueueStateMachine.TABLES if topic.kind == "queue" else PartitionStateMachine.TABLES
+        store = LmdbStore(str(base / "store"), tables=tables, map_size_bytes=s.storage_map_size_bytes)
+        try:
+            sm = QueueStateMachine(store, topic.ordering) if topic.kind == "queue" else PartitionStateMachine(store)
+            if topic.kind == "stream":
+                check_on_open(group_id, sm, store, s.storage_verify_on_open_bytes_max)
+            peers = sorted(r for r in placement.replicas if r != self.node_id)
+            group = RaftGroup(group_id, sm, store, hub=self.hub, loop=self.loop, self_id=self.node_id,
+                              peer_ids=peers, data_dir=base / "raft", settings=s.raft(),
+                              preferred_leader=placement.replicas[0])
+        except BaseException:
+            store.close()
+            raise
+        group.disk = self.disk
+        return sm, store, group
 
     def _drop_replica(self, group_id: str) -> None:
         replica = self.context.partitions.pop(group_id)
@@ -248,6 +280,22 @@ class Broker:
         path = self._partition_dir(group_id)
         threading.Thread(target=shutil.rmtree, args=(path,), kwargs={"ignore_errors": True}, daemon=True).start()
         log.info("partition replica removed", extra={"group": group_id})
+
+    def _check_faults(self) -> None:
+        """Measure the disk (hand leaderships away while it is full) and reopen, from their journals, the groups
+        that stopped for lack of space once there is room again."""
+        self.faults.check_disk()
+        for group_id in self.faults.reopenable():
+            group = self.loop.groups.get(group_id)
+            try:
+                if group is not None:
+                    group.reopen()
+            except Exception as exc:
+                self.faults.on_open_failed(group_id, f"reopening failed: {type(exc).__name__}: {exc}",
+                                           disk_full=is_disk_full(exc))
+                continue
+            self.faults.on_group_reopened(group_id)
+            self._metadata_changed = True  # a replica that failed to open is opened by the next reconcile
 
     def _led_stream_partitions(self):
         """(replica, topic) of every stream partition this broker leads now."""
@@ -274,13 +322,15 @@ class Broker:
                 log.exception("offset expiry check failed", extra={"group": replica.group_id})
 
     def _prefer_leaders(self) -> None:
-        """Leaders move to their preferred replica, unless it is draining."""
+        """Leaders move to their preferred replica, unless it is draining or its disk is full."""
         connected = self.hub.connected_peers()
         draining = self._draining_brokers()
-        if self.node_id in draining:
+        if self.node_id in draining or self.disk.full:
             return
         for replica in list(self.context.partitions.values()):
             group = replica.group
+            if group.preferred_leader in self.faults.peers_disk_full:
+                continue
             if group.is_leader and group.preferred_leader in connected and group.preferred_leader not in draining:
                 group.maybe_transfer_to_preferred()
 
@@ -315,7 +365,7 @@ class Broker:
             "durability_window_p50_ms": window["p50_ms"] if window["p50_ms"] is not None else missing,
             "durability_window_p99_ms": window["p99_ms"] if window["p99_ms"] is not None else missing,
             "durability_window_max_ms": window["max_ms"] if window["max_ms"] is not None else missing,
-            "group_commit_rounds": self.group_commit.rounds, "pid": os.getpid(),
+            "group_commit_rounds": self.group_commit.rounds, "pid": os.getpid(), **self.faults.stats(),
         }
 
     def _tick_queues(self) -> None:
@@ -379,6 +429,7 @@ class Broker:
             replica.store.close()
         self.metadata_store.sync()
         self.metadata_store.close()
+        self.boot.stopped_cleanly()
         log.info("broker stopped", extra={"node_id": self.node_id})
 
     def _hand_off_leadership(self) -> None:

@@ -81,6 +81,8 @@ class BrokerSettings:
     storage_sync_interval_ms: int = 200
     storage_map_size_bytes: int = 64 * 1024 * 1024
     storage_verify_on_open_bytes_max: int = 1024 * 1024 * 1024
+    storage_free_bytes_min: int = 64 * 1024 * 1024
+    storage_free_check_interval_ms: int = 1000
     batch_bytes_max: int = 4 * 1024 * 1024
     record_bytes_max: int = 1024 * 1024
     produce_timeout_ms: int = 10_000

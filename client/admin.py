@@ -124,8 +124,8 @@ class ClusterStatus:
 
 @dataclass(frozen=True, slots=True)
 class BrokerStats:
-    """One broker's own report: resident memory, CPU time, groups, and its group-commit durability window
-    (ms from the first apply of a round to the end of its fsyncs; -1 before the first round)."""
+    """One broker's own report: resident memory, CPU time, groups, its group-commit durability window
+    (ms from the first apply of a round to the end of its fsyncs; -1 before the first round) and its faults."""
 
     broker_id: int
     rss_bytes: int
@@ -139,10 +139,14 @@ class BrokerStats:
     durability_window_max_ms: float
     group_commit_rounds: int
     pid: int
+    stopped_groups: tuple[str, ...] = ()  # groups that crash-stopped after a storage or fsync failure
+    disk_full: bool = False               # below storage_free_bytes_min free: writes get DISK_FULL
 
     @classmethod
     def from_proto(cls, info: pb.BrokerStatsResponse) -> "BrokerStats":
-        return cls(*(getattr(info, name) for name in cls.__dataclass_fields__))
+        values = {name: getattr(info, name) for name in cls.__dataclass_fields__}
+        values["stopped_groups"] = tuple(values["stopped_groups"])
+        return cls(**values)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -170,6 +170,15 @@ class Overloaded(RaftbusError):
     retriable = True
 
 
+class DiskFull(Overloaded):
+    """The leader's disk is below `storage_free_bytes_min` free: it takes no new writes (reads go on) and hands
+    its leaderships to replicas with room, so a retry usually lands on a new leader. An Overloaded: clients
+    retry it the same way (forget the cached leader, back off)."""
+
+    code = "DISK_FULL"
+    retriable = True
+
+
 class Unauthenticated(RaftbusError):
     """Missing or wrong credentials."""
 
@@ -290,6 +299,7 @@ GRPC_STATUS: dict[type[RaftbusError], grpc.StatusCode] = {
     RequestTimedOut: grpc.StatusCode.DEADLINE_EXCEEDED,
     Unavailable: grpc.StatusCode.UNAVAILABLE,
     Overloaded: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    DiskFull: grpc.StatusCode.RESOURCE_EXHAUSTED,
     Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
     # consumer groups
     UnknownGroup: grpc.StatusCode.NOT_FOUND,

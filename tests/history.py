@@ -12,6 +12,7 @@ class History:
         self._lock = threading.Lock()
         self.acked: dict[bytes, tuple[int, int]] = {}  # value -> (partition, offset)
         self.failed: set[bytes] = set()
+        self.errors: list[str] = []  # the first few failures, for assertion messages
         self.sent = 0
 
     def track(self, value: bytes, future) -> None:
@@ -27,6 +28,8 @@ class History:
                 self.acked[value] = (meta.partition, meta.offset)
             else:
                 self.failed.add(value)
+                if len(self.errors) < 5:
+                    self.errors.append(repr(error))
 
     @property
     def acked_count(self) -> int:

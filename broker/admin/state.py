@@ -76,22 +76,23 @@ class MetadataStateMachine:
 
     # ------------------------------------------------------------------ apply (the Raft thread)
     def apply(self, index: int, command: bytes):
-        """Apply one committed command; returns a result or a typed error value, never raises."""
+        """Apply one committed command; returns a result or a typed error value.
+
+        Planning reads only the published state, so any error it raises is decided by the command and is an
+        answer. A failure of the store write propagates with nothing committed: the replica must stop applying
+        rather than skip an entry the others applied (RaftGroup does that)."""
         if index <= self._state.applied_index:
             return None
         try:
             result, change = self._plan(index, *commands.decode(command))
         except errors.RaftbusError as refusal:
             result, change = refusal, _Change()
-        except Exception as exc:
+        except Exception as exc:  # a deterministic planning bug: every replica answers the same
             result, change = errors.InternalError(f"metadata command {index} failed: {exc!r}"), _Change()
-        try:
-            state = self._next_state(index, change)
-            with self._store.write() as txn:
-                _write(txn, change, state)
-            self._publish(change, state)
-        except Exception as exc:  # nothing of the command was committed
-            return errors.InternalError(f"metadata command {index} failed: {type(exc).__name__}: {exc}")
+        state = self._next_state(index, change)
+        with self._store.write() as txn:
+            _write(txn, change, state)
+        self._publish(change, state)
         return result
 
     def _next_state(self, index: int, change: _Change) -> _MetaState:

@@ -98,7 +98,11 @@ class PartitionStateMachine:
 
     # ------------------------------------------------------------------ apply (the Raft thread)
     def apply(self, index: int, command: bytes):
-        """Apply one committed command; returns a result or a typed error value, never raises."""
+        """Apply one committed command; returns a result or a typed error value.
+
+        A typed error raised while deciding is an answer (every replica decides the same). Anything else — a
+        StorageFailure, an OSError — propagates with nothing of the command committed: the replica must stop
+        applying rather than skip an entry the others applied (RaftGroup does that)."""
         if index <= self._state.applied_index:
             return None
         try:
@@ -107,10 +111,10 @@ class PartitionStateMachine:
                 result, state = self._dispatch(txn, kind, payload, index)
                 state = state._replace(applied_index=index)
                 txn.put(META, STATE_KEY, _STATE.pack(*state))
-            self._state = state
-            return result
-        except Exception as exc:  # nothing of the command was committed
-            return errors.InternalError(f"partition command {index} failed: {type(exc).__name__}: {exc}")
+        except errors.RaftbusError as refusal:  # nothing of the command was committed
+            return refusal
+        self._state = state
+        return result
 
     def _dispatch(self, txn, kind: str, payload, index: int):
         if kind == commands.PRODUCE:

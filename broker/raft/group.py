@@ -7,7 +7,10 @@ What this module adds on top of pysyncobj 0.3.17 (see docs/replication.md):
 - two message fixes that keep acknowledged entries safe under pipelined load (`_guard_append_entries`,
   `_guard_next_index`);
 - snapshots that copy the LMDB store off the loop thread (`SnapshotWriter`), handed to pysyncobj through its
-  serializer/deserializer hooks only once complete.
+  serializer/deserializer hooks only once complete;
+- crash-stop (`RaftGroup.stop`): a group whose store, fsync or snapshot fails stops applying, voting and
+  acknowledging instead of skipping an entry the other replicas applied; one stopped for lack of space reopens
+  in place (`RaftGroup.reopen`); a leader on a full disk refuses writes with DISK_FULL.
 """
 from __future__ import annotations
 
@@ -29,8 +32,9 @@ from pysyncobj.transport import Transport
 from raftbus.client import errors
 
 from raftbus.broker.raft import entry_codec, snapshot_footer
-from raftbus.broker.raft.journal import create_journal
+from raftbus.broker.raft.journal import JournalCorrupt, create_journal
 from raftbus.broker.raft.latency import LatencyHistogram
+from raftbus.broker.storage.base import is_disk_full
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +123,11 @@ def compaction_due(settings: RaftSettings, log_bytes: int, entries: int, store_b
     return store_bytes() <= settings.snapshot_copy_ratio_max * log_bytes
 
 
+class GroupStopped(Exception):
+    """Raised out of pysyncobj's apply loop when the group had to stop: pysyncobj then does not count the entry
+    as applied, and the group never ticks again in this process."""
+
+
 class GroupTransport(Transport):
     """pysyncobj's view of the broker's shared transport: one channel of the hub."""
 
@@ -128,8 +137,11 @@ class GroupTransport(Transport):
         self.channel = channel
         self.nodes = {peer_id: Node(str(peer_id)) for peer_id in peer_ids}
         self.raft: SyncObj | None = None
+        self.stopped = False  # a stopped group neither receives nor answers: to its peers it is down
 
     def send(self, node, message):
+        if self.stopped:
+            return False
         if message.get("type") == "next_node_idx":
             # Lets the leader tell a reply of this term from a stale one of an earlier term.
             message["term_tag"] = self.raft.raftCurrentTerm
@@ -151,7 +163,7 @@ class GroupTransport(Transport):
 
     def deliver(self, peer_id: int, message) -> None:
         node = self.nodes.get(peer_id)
-        if node is None or not isinstance(message, dict):
+        if node is None or not isinstance(message, dict) or self.stopped:
             return
         kind = message.get("type")
         try:
@@ -164,6 +176,14 @@ class GroupTransport(Transport):
                 self._onMessageReceived(node, message)
         except entry_codec.EntryCodecError as exc:
             log.warning("%s: refused a message from node %s: %s", self.channel, peer_id, exc)
+
+    def receive(self, peer_id: int, message, on_fault) -> None:
+        """`deliver`, with a fault of the group's own disk (a journal write that failed) handed to `on_fault`
+        instead of the hub: the message is then not acknowledged, and the leader sends it again."""
+        try:
+            self.deliver(peer_id, message)
+        except (OSError, GroupStopped) as exc:
+            on_fault(exc)
 
 
 def _guard_append_entries(raft: SyncObj, message: dict) -> None:
@@ -361,10 +381,44 @@ class RaftGroup:
         self.commit_latency = LatencyHistogram()  # submit → committed and applied here (leader)
         self.fsync_latency = LatencyHistogram()   # one group-commit sync of this group
         self._handing_over: tuple[int | None, float] | None = None  # (target, until) while stepping aside
-        self.transport = GroupTransport(hub, group_id, peer_ids)
-        conf = settings.syncobj_conf(self.data_dir, self._serialize, self._deserialize, self._on_state_changed)
-        self.raft = _Raft(self, Node(str(self_id)), list(self.transport.nodes.values()), conf, self.transport)
+        self.stopped: str | None = None  # why the group stopped applying (a storage failure), None while healthy
+        self.stopped_disk_full = False   # it stopped because its disk was full (the broker may reopen it)
+        self.journal_disk_full = False   # the last journal write failed for lack of space
+        self._pending: set[Future] = set()  # submitted commands not answered yet
+        self.disk = None  # the broker's DiskSpace: while it is full, a leader takes no new commands
+        self._hub, self._self_id, self._peer_ids = hub, self_id, list(peer_ids)
+        self._start_raft()
+
+    def _start_raft(self) -> None:
+        self.transport = GroupTransport(self._hub, self.group_id, self._peer_ids)
+        conf = self.settings.syncobj_conf(self.data_dir, self._serialize, self._deserialize, self._on_state_changed)
+        self.raft = _Raft(self, Node(str(self._self_id)), list(self.transport.nodes.values()), conf, self.transport)
         self.transport.raft = self.raft
+        journal = self.raft._SyncObj__raftLog
+        first_index = journal[0][1] if len(journal) else 1
+        if first_index > 1 and not (self.data_dir / "raft.snapshot").exists():
+            self.raft.destroy()
+            raise JournalCorrupt(f"{self.group_id}: the journal starts at index {first_index} and no snapshot covers "
+                                 "the entries before it; remove the group's directory to rebuild it from the leader")
+
+    def reopen(self) -> None:
+        """Start a group that stopped for lack of space again, in place, from its journal (loop thread). Its store
+        holds exactly what was applied — a failed apply commits nothing — and the state machine reloads from it;
+        entries after it are replayed from the journal or sent by the leader."""
+        try:
+            self.raft.destroy()
+        except OSError as exc:
+            log.warning("closing the stopped group %s: %s", self.group_id, exc)
+        reload = getattr(self.state_machine, "reload", None)
+        if reload is not None:
+            reload()
+        self._snapshot = SnapshotWriter(self.data_dir)
+        self._start_raft()
+        self.stopped, self.stopped_disk_full, self.journal_disk_full = None, False, False
+        for peer_id in self._hub.connected_peers():
+            self.transport.peer_connected(peer_id)
+        self._loop.mark_dirty(self.group_id)
+        log.warning("raft group %s reopened", self.group_id, extra={"group": self.group_id})
 
     # ------------------------------------------------------------------ seam
     def submit(self, command: bytes) -> Future:
@@ -380,27 +434,66 @@ class RaftGroup:
                 f"leadership is being handed over to broker {handing_over[0]}", leader_id=handing_over[0]))
             return future
 
+        if self.stopped is not None:
+            future.set_exception(self._stopped_error())
+            return future
+        disk = self.disk
+        if disk is not None and disk.full and self.is_leader:
+            future.set_exception(errors.DiskFull(
+                f"{disk.free_bytes} bytes free under the data directory of the leader of {self.group_id} "
+                f"(storage_free_bytes_min={disk.free_bytes_min}); leadership is being handed to a replica with room"))
+            return future
         submitted = time.monotonic()
 
         def done(result, reason):
+            self._pending.discard(future)
+            if future.done():
+                return
             if reason == FAIL_REASON.SUCCESS:
                 self.commit_latency.observe(time.monotonic() - submitted)
                 future.set_result(result)
             else:
                 future.set_exception(error_for_fail_reason(reason, self.leader_id))
 
+        self._pending.add(future)
         self.raft.submit(command, done)
         self._loop.mark_dirty(self.group_id)
         return future
 
     @property
     def is_leader(self) -> bool:
-        return self.raft._isLeader()
+        return self.stopped is None and self.raft._isLeader()
 
     @property
     def leader_id(self) -> int | None:
+        if self.stopped is not None:
+            return None
         leader = self.raft._getLeader()
         return int(leader.id) if leader is not None else None
+
+    def _stopped_error(self) -> errors.RaftbusError:
+        return errors.Unavailable(f"the replica of {self.group_id} on this broker stopped: {self.stopped}")
+
+    def stop(self, reason: str, *, disk_full: bool = False) -> None:
+        """Crash-stop this group (any thread): it never applies, votes, acknowledges or ticks again in this
+        process. A replica that cannot apply a committed entry must not skip it (the others applied it), and
+        after a failed fsync the page cache may have dropped what it was asked to write (so nothing written
+        since can be trusted). On restart it recovers from its journal, or from the leader's snapshot."""
+        if self.stopped is not None:
+            return
+        self.stopped = reason
+        self.stopped_disk_full = disk_full
+        self.transport.stopped = True
+        log.critical("raft group %s stopped: %s; it stays stopped until it is reopened", self.group_id, reason,
+                     extra={"group": self.group_id, "disk_full": disk_full})
+        for future in list(self._pending):
+            self._pending.discard(future)
+            try:
+                future.set_exception(errors.RequestTimedOut(
+                    f"the outcome is unknown: the replica of {self.group_id} stopped ({reason}); retry idempotently"))
+            except Exception:  # answered meanwhile
+                pass
+        self._loop.on_group_stopped(self)
 
     @property
     def term(self) -> int:
@@ -408,7 +501,40 @@ class RaftGroup:
 
     # ------------------------------------------------------------------ loop thread
     def tick(self) -> None:
-        self.raft.doTick(0.0)
+        if self.stopped is not None:
+            return
+        try:
+            self.raft.doTick(0.0)
+            if self.journal_disk_full and not (self.disk is not None and self.disk.full):
+                self.journal_disk_full = False
+        except GroupStopped:
+            pass
+        except OSError as exc:
+            self.on_disk_fault(exc)
+
+    def _out_of_space(self, exc: BaseException) -> bool:
+        """Whether a failed write was for lack of space: ENOSPC, or an I/O error while the disk is full (LMDB
+        reports a short write at a full disk as EIO)."""
+        if is_disk_full(exc):
+            return True
+        disk = self.disk
+        if disk is None:
+            return False
+        disk.check()
+        return disk.full
+
+    def on_disk_fault(self, exc: BaseException) -> None:
+        """A journal write (or another file operation of pysyncobj) failed. Lack of space is a state: the entry
+        is not in the log, is not acknowledged, and is written again once there is room. Any other I/O error
+        stops the group."""
+        if isinstance(exc, GroupStopped):
+            return
+        if self._out_of_space(exc):
+            if not self.journal_disk_full:
+                log.error("journal write of %s failed: no space left", self.group_id, extra={"group": self.group_id})
+            self.journal_disk_full = True
+            return
+        self.stop(f"journal I/O failed: {type(exc).__name__}: {exc}")
 
     def in_sync_replicas(self, self_id: int) -> list[int]:
         """Replicas that acknowledged recently and hold nearly all committed entries (leader only)."""
@@ -460,7 +586,7 @@ class RaftGroup:
         """Start a snapshot copy once enough log has accumulated (or at once with `force`, when the broker's
         logs together pass their memory budget); hand it to pysyncobj once complete."""
         snapshot = self._snapshot
-        if snapshot.busy:
+        if snapshot.busy or self.stopped is not None:
             return
         if snapshot.ready_index is not None:
             self.raft.forceLogCompaction()
@@ -474,18 +600,24 @@ class RaftGroup:
 
     def sync(self) -> None:
         """Make everything applied and journaled so far durable: the store first, then the Raft journal (so the
-        durable journal always covers the durable applied index). Called by the group commit thread."""
+        durable journal always covers the durable applied index). Called by the group commit thread; a failure
+        raises, and the group commit then stops the group."""
+        if self.stopped is not None:
+            return
         started = time.monotonic()
         self.store.sync()
-        journal = self.data_dir / "raft.journal"
+        journal = self.raft._SyncObj__raftLog
+        point = journal.sync_point() if hasattr(journal, "sync_point") else None
         try:
-            fd = os.open(journal, os.O_RDONLY)
+            fd = os.open(self.data_dir / "raft.journal", os.O_RDONLY)
         except FileNotFoundError:
             return
         try:
-            os.fsync(fd)  # also writes back the pages pysyncobj dirtied through its mmap
+            os.fsync(fd)
         finally:
             os.close(fd)
+        if point is not None:
+            journal.mark_synced(point)  # tells a torn tail from a damaged record on the next open
         self.fsync_latency.observe(time.monotonic() - started)
 
     def close(self) -> None:
@@ -494,9 +626,15 @@ class RaftGroup:
     # ------------------------------------------------------------------ pysyncobj hooks
     def _apply_committed(self, command: bytes):
         index = self.raft.raftLastApplied + 1
+        if self.stopped is not None:
+            raise GroupStopped(self.stopped)
+        try:
+            result = self.state_machine.apply(index, command)
+        except Exception as exc:  # typed answers are returned; this is the store failing
+            self.stop(f"applying entry {index} failed: {type(exc).__name__}: {exc}", disk_full=self._out_of_space(exc))
+            raise GroupStopped(self.stopped) from exc  # pysyncobj must not count the entry as applied
         self._bytes_since_compaction += len(command)
         self._entries_since_compaction += 1
-        result = self.state_machine.apply(index, command)
         self._loop.on_applied(self)
         return result
 
@@ -546,7 +684,20 @@ class RaftGroup:
             os.fsync(f.fileno())
 
     def _deserialize(self, file_name: str):
-        """pysyncobj's deserializer: restore the store if ours is older, replay the entries after the copy."""
+        """pysyncobj's deserializer: restore the store if ours is older, replay the entries after the copy.
+
+        pysyncobj logs a failed load and carries on, voting and acknowledging with a state machine frozen
+        before the snapshot; so a snapshot that cannot be loaded stops the group instead (fail closed)."""
+        try:
+            return self._load_snapshot(file_name)
+        except GroupStopped:
+            raise
+        except Exception as exc:
+            self.stop(f"snapshot {file_name} failed to load: {type(exc).__name__}: {exc}",
+                      disk_full=self._out_of_space(exc))
+            raise GroupStopped(self.stopped) from exc
+
+    def _load_snapshot(self, file_name: str):
         with open(file_name, "rb") as f:
             footer = snapshot_footer.read_footer(f)
             if self.state_machine.applied_index() < footer["data_index"]:
@@ -558,5 +709,5 @@ class RaftGroup:
         for entry_command, index in footer["entries"]:
             command = _decode_journal_command(entry_command)
             if command is not None:
-                self.state_machine.apply(index, command)
+                self.state_machine.apply(index, command)  # a typed refusal is an answer; a failure raises
         return footer["last"], footer["prev"], tuple(footer["cluster"])

@@ -4,6 +4,7 @@ Stores are written with LMDB `sync=False` and pysyncobj writes its journal throu
 it, so an acknowledged record is first durable only in the page cache of a majority of replicas. Every round
 this thread syncs each group that applied something since the last round: its LMDB store first, then its Raft
 journal (`RaftGroup.sync`), in that order, so the durable journal always covers the durable applied index.
+A sync that fails crash-stops its group (`RaftGroup.stop`): a failed fsync is never retried and forgotten.
 
 It also measures the **durability window**: for each round, the time from the first apply of the round to
 the end of its syncs. That is how long an acknowledged record can sit only in page caches: the span a
@@ -68,9 +69,13 @@ class GroupCommit:
         for group in groups:
             try:
                 group.sync()
-            except Exception:
+            except Exception as exc:
                 self.failures += 1
                 log.exception("group commit of %s failed", getattr(group, "group_id", group))
+                # After a failed fsync the kernel may have dropped the dirty pages it could not write, and the
+                # next fsync may succeed without them (PostgreSQL's "fsyncgate"): nothing applied since the last
+                # good sync can be trusted to be on disk, so the group crash-stops and recovers on restart.
+                group.stop(f"fsync failed: {type(exc).__name__}: {exc}")
         window_ms = (self._clock() - since) * 1000
         with self._lock:
             self._windows_ms.append(window_ms)

@@ -8,8 +8,12 @@ directly) and writes each entry once, with its header and trailer, by `os.writev
 File format (integers big-endian):
     header  = b"RBJRNL01"
     record  = length >I (of command) | index >Q | term >Q | crc32 >I (of index, term, command) | command
-On open, records are read until the first one that is truncated or fails its CRC (a torn tail after a power
-loss); the file is cut there. `deleteEntriesFrom` truncates at a recorded offset; `deleteEntriesTo`
+On open, records are read until the first one that is truncated or fails its CRC. Where that record lies tells
+a torn tail from corruption: `<file>.synced` holds the last index the group commit fsynced (written after the
+fsync). A bad record after it is a torn tail (a crash or power loss mid-write, whose pages may also have
+reached the disk out of order): the file is cut there. A bad record at or below it was on disk intact and
+has rotted since: opening raises `JournalCorrupt` and the group does not start (a replica that silently
+dropped acknowledged entries could vote itself, or another stale replica, into losing them). `deleteEntriesFrom` truncates at a recorded offset; `deleteEntriesTo`
 (compaction) writes the remaining entries to a new file and renames it over the old one, so a crash leaves
 either the old journal or the new one, never a mix.
 
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import os
 import struct
+import threading
 import zlib
 
 import pysyncobj.journal as raft_journal
@@ -27,6 +32,7 @@ import pysyncobj.journal as raft_journal
 MAGIC = b"RBJRNL01"
 RECORD = struct.Struct(">IQQI")
 _INDEX_TERM = struct.Struct(">QQ")
+_SYNCED = struct.Struct(">Q")
 READ_CHUNK_BYTES = 1 << 20
 
 
@@ -34,9 +40,24 @@ def _crc(index: int, term: int, command) -> int:
     return zlib.crc32(command, zlib.crc32(_INDEX_TERM.pack(index, term)))
 
 
-def read_entries(path: str) -> tuple[list, list[int], int]:
+class JournalCorrupt(ValueError):
+    """A journal record that had been fsynced fails its CRC or is cut short: the disk lost or changed it."""
+
+
+def read_synced_index(path: str) -> int:
+    """The last index the group commit fsynced (`<journal>.synced`), 0 when never recorded."""
+    try:
+        with open(path + ".synced", "rb") as f:
+            data = f.read(_SYNCED.size)
+    except FileNotFoundError:
+        return 0
+    return _SYNCED.unpack(data)[0] if len(data) == _SYNCED.size else 0
+
+
+def read_entries(path: str, synced_index: int = 0) -> tuple[list, list[int], int]:
     """(entries, their file offsets, end of the last valid record) of a journal file; a missing or empty file
-    reads as empty, a file of another format raises ValueError."""
+    reads as empty, a file of another format raises ValueError, a bad record at or below `synced_index`
+    raises JournalCorrupt."""
     entries: list = []
     offsets: list[int] = []
     try:
@@ -50,19 +71,39 @@ def read_entries(path: str) -> tuple[list, list[int], int]:
         raise ValueError(f"{path} is not a raftbus journal (no {MAGIC!r} header); refusing to overwrite it")
     view = memoryview(data)
     position = len(MAGIC)
-    while position + RECORD.size <= len(data):
-        length, index, term, crc = RECORD.unpack_from(view, position)
-        end = position + RECORD.size + length
-        if end > len(data):
+    while position < len(data):
+        record = _record_at(view, position)
+        if record is None:
+            _check_torn_tail(path, entries, position, synced_index)
             break
-        command = bytes(view[position + RECORD.size:end])
-        if _crc(index, term, command) != crc:
-            break
+        command, index, term, end = record
         entries.append((command, index, term))
         offsets.append(position)
         position = end
     return entries, offsets, position
 
+
+def _record_at(view, position: int):
+    """(command, index, term, end) of the record at `position`, None when it is cut short or fails its CRC."""
+    if position + RECORD.size > len(view):
+        return None
+    length, index, term, crc = RECORD.unpack_from(view, position)
+    end = position + RECORD.size + length
+    if end > len(view):
+        return None
+    command = bytes(view[position + RECORD.size:end])
+    if _crc(index, term, command) != crc:
+        return None
+    return command, index, term, end
+
+
+def _check_torn_tail(path: str, entries: list, position: int, synced_index: int) -> None:
+    last_index = entries[-1][1] if entries else 0
+    if last_index < synced_index:
+        raise JournalCorrupt(
+            f"{path}: the record after index {last_index} (byte {position}) is damaged, but the journal was "
+            f"fsynced through index {synced_index}: the disk lost or changed written data. The group is not "
+            f"started; remove its directory to rebuild this replica from the leader")
 
 class DurableMetaStorer(raft_journal.MetaStorer):
     """pysyncobj's journal metadata (term, vote, commit index), written atomically and made durable whenever the
@@ -105,7 +146,10 @@ class AppendJournal(raft_journal.Journal):
 
     def __init__(self, path: str):
         self._path = str(path)
-        self._entries, self._offsets, end = read_entries(self._path)
+        self._synced_index = read_synced_index(self._path)
+        self._synced_lock = threading.Lock()  # the group commit marks, the loop thread truncates
+        self._truncations = 0
+        self._entries, self._offsets, end = read_entries(self._path, self._synced_index)
         self._fd = self._open(end)
         self._end = end
         self._meta_storer = DurableMetaStorer(self._path + ".meta")
@@ -133,15 +177,51 @@ class AppendJournal(raft_journal.Journal):
         self._offsets.append(self._end)
         self._end += written
 
+    def _lower_synced(self, index: int) -> None:
+        """Entries above `index` are being replaced and are not fsynced yet: lower the mark first, durably, so a
+        crash never finds a mark covering records that are not on disk."""
+        with self._synced_lock:
+            self._truncations += 1
+            if index < self._synced_index:
+                self._write_synced(max(index, 0), durable=True)
+
     def clear(self):
+        self._lower_synced(0)
         self._entries = []
         self._offsets = []
         self._end = len(MAGIC)
         os.ftruncate(self._fd, self._end)
 
+    def sync_point(self) -> tuple[int, int]:
+        """Taken before an fsync of the file: (last index written, truncations so far)."""
+        with self._synced_lock:
+            return self.last_index, self._truncations
+
+    def mark_synced(self, point: tuple[int, int]) -> None:
+        """Record, after the fsync, that the file is on disk through the index of `point` (unless the log was
+        truncated meanwhile: the records at those indexes may have been replaced since)."""
+        index, truncations = point
+        with self._synced_lock:
+            if truncations == self._truncations and index > self._synced_index:
+                self._write_synced(index, durable=False)
+
+    def _write_synced(self, index: int, *, durable: bool) -> None:
+        self._synced_index = index
+        with open(self._path + ".synced.tmp", "wb") as f:
+            f.write(_SYNCED.pack(index))
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(self._path + ".synced.tmp", self._path + ".synced")
+
+    @property
+    def last_index(self) -> int:
+        return self._entries[-1][1] if self._entries else 0
+
     def deleteEntriesFrom(self, entryFrom):
         if entryFrom >= len(self._entries):
             return
+        self._lower_synced(self._entries[entryFrom][1] - 1)
         self._end = self._offsets[entryFrom]
         del self._entries[entryFrom:]
         del self._offsets[entryFrom:]
@@ -182,6 +262,10 @@ class AppendJournal(raft_journal.Journal):
 
     def _destroy(self):
         if self._fd >= 0:
+            try:
+                os.fsync(self._fd)  # a clean stop leaves the journal on disk
+            except OSError:
+                pass  # a failed group (its disk full or failing) is being closed: what is on disk is what counts
             os.close(self._fd)
             self._fd = -1
         if not self._meta_saved:

@@ -39,6 +39,7 @@ class RaftLoop:
         self.applied_listeners: list[Callable[[object], None]] = []
         self.leadership_listeners: list[Callable[[object], None]] = []
         self.peer_listeners: list[Callable[[int, bool], None]] = []
+        self.stopped_listeners: list[Callable[[object], None]] = []
         self.dropped_messages = 0
 
     # ------------------------------------------------------------------ wiring
@@ -53,7 +54,7 @@ class RaftLoop:
         if group is None:
             self.dropped_messages += 1  # a group not created here yet (or deleted): the sender retries
             return
-        group.transport.deliver(peer_id, message)
+        group.transport.receive(peer_id, message, group.on_disk_fault)
         self._dirty.add(channel)
 
     def on_peer_connected(self, peer_id: int) -> None:
@@ -74,6 +75,16 @@ class RaftLoop:
             listener(group)
 
     def on_leadership_changed(self, group) -> None:
+        for listener in self.leadership_listeners:
+            listener(group)
+
+    def on_group_stopped(self, group) -> None:
+        """`group` crash-stopped (any thread): it no longer leads, applies or answers."""
+        for listener in self.stopped_listeners:
+            try:
+                listener(group)
+            except Exception:
+                log.exception("stopped-group listener failed")
         for listener in self.leadership_listeners:
             listener(group)
 

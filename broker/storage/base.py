@@ -7,6 +7,7 @@ through one write transaction per applied command (`store.write()`) and readers 
 """
 from __future__ import annotations
 
+import errno
 from contextlib import AbstractContextManager
 from typing import Iterator, Protocol
 
@@ -71,3 +72,20 @@ class Store(Protocol):
         current position to its end)."""
 
     def close(self) -> None: ...
+
+
+class StorageFailure(Exception):
+    """The store could not do what it was asked for a reason that is not the command's: a full disk, an I/O
+    error, a map that cannot grow, a corrupt page. It is never an answer to a client: a replica that meets it
+    while applying a committed entry stops applying (see RaftGroup), because the other replicas applied it."""
+
+    def __init__(self, message: str, *, disk_full: bool = False):
+        super().__init__(message)
+        self.disk_full = disk_full
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether `exc` (a StorageFailure or an OSError) means the disk has no space left."""
+    if isinstance(exc, StorageFailure):
+        return exc.disk_full
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)

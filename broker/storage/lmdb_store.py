@@ -1,6 +1,7 @@
 """The production Store: one LMDB environment per replica, one named database per table."""
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import threading
@@ -9,6 +10,8 @@ from pathlib import Path
 import lmdb
 
 from raftbus.client import errors
+
+from raftbus.broker.storage.base import StorageFailure
 
 READERS_MAX = 512
 MAP_USED_FRACTION_MAX = 0.75
@@ -52,12 +55,17 @@ class _SharedLock:
             self._cond.notify_all()
 
 
-def _typed(exc: lmdb.Error) -> errors.RaftbusError:
+_NO_SPACE = os.strerror(errno.ENOSPC)
+
+
+def _typed(exc: lmdb.Error) -> Exception:
+    """A typed answer for what the request decided (a value too large, too many readers); a StorageFailure for
+    what the disk or the file did, which is never an answer (see broker/storage/base.py)."""
     if isinstance(exc, lmdb.BadValsizeError):
         return errors.InvalidArgument(f"key or value size not storable: {exc}")
     if isinstance(exc, lmdb.ReadersFullError):
         return errors.Overloaded(f"too many concurrent readers (max {READERS_MAX})")
-    return errors.InternalError(f"storage failure: {type(exc).__name__}: {exc}")
+    return StorageFailure(f"storage failure: {type(exc).__name__}: {exc}", disk_full=_NO_SPACE in str(exc))
 
 
 class _LmdbReadTxn:
@@ -279,9 +287,8 @@ class _LmdbSnapshot:
 class LmdbStore:
     """Tables of sorted byte keys in one LMDB environment (directory `path`)."""
 
-    def __init__(self, path: str, tables: tuple[str, ...], map_size_bytes: int, *, writemap: bool = False):
+    def __init__(self, path: str, tables: tuple[str, ...], map_size_bytes: int):
         self.path = str(path)
-        self.writemap = writemap
         self.tables = tuple(tables)
         self._map_size_bytes = max(int(map_size_bytes), 1 << 16)
         self._lock = _SharedLock()
@@ -295,14 +302,11 @@ class LmdbStore:
     # ------------------------------------------------------------------ environment
     def _open(self) -> None:
         Path(self.path).mkdir(parents=True, exist_ok=True)
-        # writemap: a transaction writes its pages straight into the shared map instead of copying them at
-        # commit (a third of a queue lease's cost, many small rows); committed pages are in the page cache either
-        # way, and LMDB's copy-on-write still never touches the pages of the last committed transaction. Stream
-        # partitions write few large values, where faulting fresh map pages costs more than the copy: they keep
-        # the default (measured: produce ~10 % slower and its light-load latency higher with writemap).
+        # No writemap: with it LMDB writes through a shared map of a sparse file, and a full disk arrives as
+        # SIGBUS (the whole broker dies); without it pages are written at commit and a full disk is an ENOSPC
+        # the commit reports (StorageFailure). sync=False: the group commit fsyncs (see docs/storage.md).
         self._env = lmdb.open(self.path, map_size=self._map_size_bytes, max_dbs=len(self.tables),
-                              max_readers=READERS_MAX, sync=False, metasync=False, readahead=False,
-                              writemap=self.writemap)
+                              max_readers=READERS_MAX, sync=False, metasync=False, readahead=False)
         self._page_size = self._env.stat()["psize"]
         self._map_size_bytes = self._env.info()["map_size"]
         self._dbs = {table: self._env.open_db(table.encode()) for table in self.tables}
@@ -343,7 +347,8 @@ class LmdbStore:
         try:
             self._env.set_mapsize(map_size_bytes)
         except lmdb.Error as exc:
-            raise errors.InternalError(f"cannot grow store {self.path} to {map_size_bytes} bytes: {exc}") from None
+            raise StorageFailure(f"cannot grow store {self.path} to {map_size_bytes} bytes: {exc}",
+                                 disk_full=_NO_SPACE in str(exc)) from None
         self._map_size_bytes = self._env.info()["map_size"]
 
     @property

@@ -36,7 +36,7 @@ from raftbus.client.records import Record, RecordMetadata
 # Flags passed through to `python -m raftbus.broker start|dev` (same names, same meaning).
 BROKER_START_FLAGS = ("config", "node_id", "data_dir", "listen", "advertised_listen", "raft_listen", "peers",
                       "metrics_listen", "log_level")
-DEV_FLAGS = ("brokers", "data_dir", "base_port", "metrics_base_port", "log_level")
+DEV_FLAGS = ("brokers", "data_dir", "base_port", "metrics_base_port", "log_level", "restart_delay_ms")
 
 
 # ---------------------------------------------------------------------- parser
@@ -89,6 +89,8 @@ def _add_broker_commands(sub, common) -> None:
                      help="broker N serves metrics on this port + N - 1 (0 = no metrics)")
     dev.add_argument("--demo", action="store_true", help="create a topic, produce and consume a few records")
     dev.add_argument("--log-level")
+    dev.add_argument("--restart-delay-ms", type=int, help="wait before restarting a broker that exited (2000)")
+    dev.add_argument("--no-restart", action="store_true", help="leave a broker that exited down")
     dev.set_defaults(handler=run_dev)
 
 
@@ -198,8 +200,9 @@ def broker_argv(command: str, args: argparse.Namespace, flags: Iterable[str]) ->
         value = getattr(args, name)
         if value is not None:
             argv += [f"--{name.replace('_', '-')}", str(value)]
-    if getattr(args, "demo", False):
-        argv.append("--demo")
+    for switch in ("demo", "no_restart"):
+        if getattr(args, switch, False):
+            argv.append(f"--{switch.replace('_', '-')}")
     return argv
 
 

@@ -34,9 +34,12 @@ class Node:
         self.groups: dict[str, RaftGroup] = {}
         self._next = (0.0, 0.0)
 
-    def add_partition(self, group_id: str, replica_ids) -> RaftGroup:
+    def add_partition(self, group_id: str, replica_ids, wrap_store=None) -> RaftGroup:
+        """A replica of `group_id`; `wrap_store` (e.g. tests.faulty_store.FaultyStore) wraps its LMDB store."""
         base = self.root / group_id
         store = LmdbStore(str(base / "store"), tables=PartitionStateMachine.TABLES, map_size_bytes=1 << 20)
+        if wrap_store is not None:
+            store = wrap_store(store)
         group = RaftGroup(group_id, PartitionStateMachine(store), store, hub=self.hub, loop=self.loop,
                           self_id=self.node_id, peer_ids=sorted(r for r in replica_ids if r != self.node_id),
                           data_dir=base / "raft", settings=self.settings)
@@ -62,15 +65,19 @@ class RaftCluster:
         self.addresses = {n: f"127.0.0.1:{p}" for n, p in zip(range(1, size + 1), free_ports(size))}
         self.nodes: dict[int, Node] = {}
 
-    def start(self, node_id: int, groups=("p1.0",)) -> Node:
+    def start(self, node_id: int, groups=("p1.0",), wrap_store=None) -> Node:
         node = Node(node_id, self.addresses, self.root, self.settings)
         for group_id in groups:
-            node.add_partition(group_id, list(self.addresses))
+            node.add_partition(group_id, list(self.addresses), wrap_store)
         self.nodes[node_id] = node
         return node
 
     def stop(self, node_id: int) -> None:
         self.nodes.pop(node_id).close()
+
+    def nodes_root(self, node_id: int) -> Path:
+        """The data directory of node `node_id` (running or not)."""
+        return self.root / f"node-{node_id}"
 
     def run_until(self, predicate, timeout_s: float = 20.0, what: str = "condition"):
         """Step every running node until predicate() is truthy; fail with the last value seen."""

@@ -66,14 +66,15 @@ class QueueStateMachine:
 
     # ------------------------------------------------------------------ apply (the Raft thread)
     def apply(self, index: int, command: bytes):
-        """Apply one committed command; returns a result or a typed error value, never raises."""
+        """Apply one committed command; returns a result or a typed error value.
+
+        A typed error decided by the command is an answer (only the applied index is written). Anything else — a
+        StorageFailure, an OSError — propagates with nothing of the command committed: the replica must stop
+        applying rather than skip an entry the others applied (RaftGroup does that)."""
         if index <= self._state.applied_index:
             return None
         try:
-            try:
-                cmd = qc.decode(command)
-            except errors.RaftbusError as exc:
-                return self._refuse(index, exc)
+            cmd = qc.decode(command)
             now_ms = max(cmd.now_ms, self._state.now_ms)
             with self._store.write() as txn:
                 work = QueueWork(txn, self._state, now_ms, cmd.policy, self._fair)
@@ -82,12 +83,12 @@ class QueueStateMachine:
                 if isinstance(result, errors.RaftbusError):
                     raise _Refused(result)
                 state, due = work.finish(index)
-            self._state, self._due = state, due
-            return result
         except _Refused as refused:
             return self._refuse(index, refused.error)
-        except Exception as exc:  # nothing of the command was committed
-            return errors.InternalError(f"queue command {index} failed: {type(exc).__name__}: {exc}")
+        except errors.RaftbusError as refusal:
+            return self._refuse(index, refusal)
+        self._state, self._due = state, due
+        return result
 
     def _refuse(self, index: int, error: errors.RaftbusError):
         """Record only the applied index; the command changes nothing else."""

@@ -5,10 +5,12 @@ import pytest
 
 from raftbus.broker import commands
 from raftbus.broker.log.state import PartitionStateMachine, ProduceResult
+from raftbus.broker.storage.base import StorageFailure
 from raftbus.broker.storage.lmdb_store import LmdbStore
 from raftbus.broker.storage.memory_store import MemoryStore
 from raftbus.client import errors
 from raftbus.client.records import decode_fetched, encode_batch, iter_stored_batches
+from tests.faulty_store import FaultyStore
 
 PRODUCER = b"p" * 16
 OTHER = b"q" * 16
@@ -226,20 +228,20 @@ def test_reload_on_the_memory_store(memory_log):
     assert other.sm.offsets() == (0, 4) and other.sm.size_bytes() == memory_log.sm.size_bytes()
 
 
-def test_a_store_failure_is_an_internal_error_value_and_applies_nothing(memory_log):
+def test_a_store_failure_raises_and_applies_nothing(memory_log):
+    """A store that fails at commit is not an answer: apply raises (the replica must stop), nothing of the command
+    nor its index is applied, and once the store works the same entry applies as it would have."""
     memory_log.produce(1)
-
-    class Broken:
-        def __getattr__(self, name):
-            return getattr(memory_log.store, name)
-
-        def write(self):
-            raise OSError("disk gone")
-
-    memory_log.sm._store = Broken()
-    result = memory_log.produce(1, sequence=1)
-    assert isinstance(result, errors.InternalError)
-    assert memory_log.sm.offsets() == (0, 1)
+    faulty = FaultyStore(memory_log.store)
+    faulty.write_fault = StorageFailure("No space left on device", disk_full=True)
+    memory_log.sm._store = faulty
+    applied = memory_log.sm.applied_index()
+    with pytest.raises(StorageFailure):
+        memory_log.produce(1, sequence=1)
+    assert memory_log.sm.offsets() == (0, 1) and memory_log.sm.applied_index() == applied
+    faulty.write_fault = None
+    memory_log.index -= 1  # the same committed entry again
+    assert memory_log.produce(1, sequence=1).base_offset == 1
 
 
 def test_a_read_barrier_changes_nothing_but_the_applied_index(log):

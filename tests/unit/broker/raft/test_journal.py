@@ -87,3 +87,64 @@ def test_term_and_vote_are_stored_and_reloaded(path):
     assert (reopened.getCurrentTerm(), reopened.getVotedForNodeId(), reopened.getRaftCommitIndex()) == (7, "2", 42)
     with open(path, "rb") as f:
         assert f.read(len(MAGIC)) == MAGIC
+
+
+def flip_byte(path, offset):
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        byte = f.read(1)
+        f.seek(offset)
+        f.write(bytes([byte[0] ^ 0xFF]))
+
+
+def test_damage_to_an_fsynced_record_is_corruption_not_a_torn_tail(path):
+    """A record the group commit had fsynced that no longer checks out is reported, never silently cut with
+    everything after it."""
+    from raftbus.broker.raft.journal import JournalCorrupt
+
+    journal = AppendJournal(path)
+    fill(journal, 5)
+    journal.flush()
+    journal.mark_synced(journal.sync_point())
+    second = journal._offsets[1]
+    journal._destroy()
+    flip_byte(path, second + RECORD.size + 2)
+    with pytest.raises(JournalCorrupt, match="fsynced through index 5"):
+        AppendJournal(path)
+    assert os.path.getsize(path) > second + RECORD.size  # nothing was cut
+
+
+def test_damage_to_the_first_fsynced_record_is_corruption_too(path):
+    from raftbus.broker.raft.journal import JournalCorrupt
+
+    journal = AppendJournal(path)
+    fill(journal, 2)
+    journal.mark_synced(journal.sync_point())
+    journal._destroy()
+    flip_byte(path, len(MAGIC) + RECORD.size)
+    with pytest.raises(JournalCorrupt):
+        AppendJournal(path)
+
+
+def test_damage_after_the_last_fsync_is_a_torn_tail_and_is_cut(path):
+    journal = AppendJournal(path)
+    fill(journal, 3)
+    journal.mark_synced(journal.sync_point())
+    fill(journal, 2, first=4)  # written after the last fsync
+    fourth = journal._offsets[3]
+    journal._destroy()
+    flip_byte(path, fourth + RECORD.size + 1)
+    assert [e[1] for e in entries(AppendJournal(path))] == [1, 2, 3]
+
+
+def test_a_truncation_below_the_mark_lowers_it_and_a_stale_mark_is_ignored(path):
+    journal = AppendJournal(path)
+    fill(journal, 5)
+    point = journal.sync_point()
+    journal.deleteEntriesFrom(2)  # index 3 onwards replaced while the fsync ran
+    journal.mark_synced(point)
+    fill(journal, 1, first=3, term=2)
+    third = journal._offsets[2]
+    journal._destroy()
+    flip_byte(path, third + RECORD.size + 1)
+    assert [e[1] for e in entries(AppendJournal(path))] == [1, 2]

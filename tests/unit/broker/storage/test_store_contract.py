@@ -10,11 +10,11 @@ from raftbus.client import errors
 TABLES = ("a", "b")
 
 
-def lmdb_store(path, map_size_bytes=1 << 20, writemap=False):
-    return LmdbStore(str(path), TABLES, map_size_bytes, writemap=writemap)
+def lmdb_store(path, map_size_bytes=1 << 20):
+    return LmdbStore(str(path), TABLES, map_size_bytes)
 
 
-@pytest.fixture(params=["lmdb", "lmdb-writemap", "memory"])
+@pytest.fixture(params=["lmdb", "memory"])
 def make_store(request, tmp_path):
     """A factory of fresh stores of one implementation; each call gives an independent store."""
     opened = []
@@ -24,7 +24,7 @@ def make_store(request, tmp_path):
         if request.param == "memory":
             store = MemoryStore(TABLES)
         else:
-            store = lmdb_store(tmp_path / f"s{next(counter)}", writemap=request.param == "lmdb-writemap")
+            store = lmdb_store(tmp_path / f"s{next(counter)}")
         opened.append(store)
         return store
 

@@ -1,0 +1,83 @@
+"""The broker processes of `raftbus dev`: started, watched, and restarted when one exits.
+
+A Raft cluster keeps serving while a minority of brokers is down, and the first thing a user tries is to kill
+one: `raftbus dev` says which broker exited and starts it again, on the same data directory and ports, after
+`restart_delay_ms` (so a broker that fails at once is not restarted in a tight loop); with restarts off it
+only says so, and the rest of the cluster keeps serving.
+"""
+from __future__ import annotations
+
+import subprocess
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+DEV_RESTART_DELAY_MS = 2000
+
+
+@dataclass
+class Supervised:
+    node_id: int
+    argv: list[str]
+    log_path: str
+    proc: subprocess.Popen | None = None
+    env: dict | None = None           # the process environment (None: this one's)
+    restart_at: float | None = None  # monotonic time of the next start, while exited
+    restarts: int = field(default=0)
+
+
+class BrokerSupervisor:
+    def __init__(self, brokers: list[Supervised], *, restart: bool, restart_delay_ms: int,
+                 say: Callable[[str], None] = print, clock=time.monotonic):
+        self.brokers = brokers
+        self.restart = restart
+        self.restart_delay_s = restart_delay_ms / 1000
+        self._say = say
+        self._clock = clock
+
+    def start_all(self) -> None:
+        for broker in self.brokers:
+            self._start(broker)
+
+    def _start(self, broker: Supervised) -> None:
+        with open(broker.log_path, "ab") as log_file:
+            broker.proc = subprocess.Popen(broker.argv, stdout=subprocess.DEVNULL, stderr=log_file, env=broker.env)
+        broker.restart_at = None
+
+    @property
+    def processes(self) -> list[subprocess.Popen]:
+        return [b.proc for b in self.brokers if b.proc is not None]
+
+    def check(self) -> None:
+        """Notice brokers that exited (say so, schedule a restart) and start the ones whose delay has passed."""
+        now = self._clock()
+        for broker in self.brokers:
+            proc = broker.proc
+            if proc is not None and proc.poll() is not None and broker.restart_at is None:
+                self._exited(broker, proc.returncode, now)
+            elif broker.restart_at is not None and now >= broker.restart_at:
+                broker.restarts += 1
+                self._say(f"raftbus dev: restarting broker {broker.node_id} (restart {broker.restarts})")
+                self._start(broker)
+
+    def _exited(self, broker: Supervised, returncode: int, now: float) -> None:
+        others = sum(1 for b in self.brokers if b is not broker and b.proc is not None and b.proc.poll() is None)
+        message = (f"raftbus dev: broker {broker.node_id} (pid {broker.proc.pid}) exited with {returncode}; "
+                   f"{others} of {len(self.brokers)} brokers still serving")
+        if not self.restart:
+            broker.proc = None
+            self._say(message + " (restarts are off)")
+            return
+        broker.restart_at = now + self.restart_delay_s
+        self._say(message + f"; restarting it in {self.restart_delay_s:g} s")
+
+    def stop_all(self, signal_number: int, timeout_s: float = 10.0) -> None:
+        running = [p for p in self.processes if p.poll() is None]
+        for proc in running:
+            proc.send_signal(signal_number)
+        deadline = self._clock() + timeout_s
+        for proc in running:
+            try:
+                proc.wait(max(0.1, deadline - self._clock()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
