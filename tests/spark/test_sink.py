@@ -100,3 +100,11 @@ def test_streaming_sink_copies_a_topic(spark, spark_cluster, tmp_path):
     copied = stored_records(spark_cluster, "sink-to")
     assert sorted(r.value for r in copied) == sorted(values)
     assert all(r.partition == partition_for_key(r.key, 3) for r in copied)
+
+
+def test_overwrite_is_refused_because_the_sink_appends(spark, spark_cluster, errors_topic):
+    """mode("overwrite") cannot replace a topic's records: the write fails on the driver and adds nothing."""
+    with pytest.raises(PySparkException, match="the raftbus sink appends to topics"):
+        (spark.createDataFrame([("v",)], "value string").write.format("raftbus").mode("overwrite")
+         .option("bootstrap", spark_cluster.bootstrap).option("topic", "sink-errors").save())
+    assert stored_records(spark_cluster, "sink-errors") == []
