@@ -46,13 +46,13 @@ def _start(args) -> int:
     settings = load_settings(args.config, node_id=args.node_id, data_dir=args.data_dir, listen=args.listen,
                              raft_listen=args.raft_listen, peers=args.peers,
                              advertised_listen=args.advertised_listen, metrics_listen=args.metrics_listen)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):  # before "ready": a SIGTERM right after it stops cleanly
+        signal.signal(sig, lambda *_: stop.set())
     broker = Broker(settings).start()
     print(json.dumps({"event": "ready", "node_id": settings.node_id, "listen": settings.listen,
                       "grpc_port": broker.grpc_port, "raft_listen": settings.raft_listen,
                       "metrics_url": broker.metrics.url}), flush=True)
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
     stop.wait()
     broker.stop()
     return 0
@@ -60,6 +60,21 @@ def _start(args) -> int:
 
 def dev_ports(count: int, base_port: int) -> list[tuple[int, int]]:
     return [(base_port + 2 * i, base_port + 2 * i + 1) for i in range(count)]
+
+
+def dev_broker_env(data_dir: Path, node: int, raft_pki=None) -> dict[str, str]:
+    """The environment of development broker `node`: the data dir's own random cluster secret and id (made on
+    first use, reused on restart) and, given a `tls_dev.DevPki`, mutual TLS on the Raft port with its certificate."""
+    from raftbus.broker.raft.cluster_secret import dev_credentials
+
+    credentials = dev_credentials(data_dir)
+    env = {**os.environ, "RAFTBUS_CLUSTER_SECRET": credentials["cluster_secret"],
+           "RAFTBUS_CLUSTER_ID": credentials["cluster_id"]}
+    if raft_pki is not None:
+        cert, key = raft_pki.broker(node)
+        env.update(RAFTBUS_RAFT_TLS_CERT_FILE=str(cert), RAFTBUS_RAFT_TLS_KEY_FILE=str(key),
+                   RAFTBUS_RAFT_TLS_CA_FILE=str(raft_pki.ca_file))
+    return env
 
 
 def dev_metrics_ports(count: int, metrics_base_port: int) -> list[int | None]:
@@ -83,7 +98,8 @@ def _dev(args) -> int:
         if metrics_ports[i] is not None:
             cmd += ["--metrics-listen", f"127.0.0.1:{metrics_ports[i]}"]
         log_file = open(data_dir / f"broker-{node}.log", "ab")
-        procs.append((subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log_file), log_file))
+        env = dev_broker_env(data_dir, node)
+        procs.append((subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log_file, env=env), log_file))
     bootstrap = ",".join(f"127.0.0.1:{g}" for g, _ in ports)
     print(f"raftbus dev: {args.brokers} brokers, bootstrap {bootstrap}, logs in {data_dir}/broker-N.log", flush=True)
     for node, port in enumerate(metrics_ports, start=1):

@@ -28,6 +28,7 @@ from raftbus.broker.call_limits import LongCallSlots
 from raftbus.broker.grpc_server import build_server
 from raftbus.broker.log.servicer import log_servicers
 from raftbus.broker.raft.hub import RaftHub
+from raftbus.broker.raft.tls import raft_tls
 # consumer groups
 from raftbus.broker.groups.service import GroupService
 from raftbus.broker.groups.offset_service import OffsetService
@@ -84,6 +85,10 @@ class Broker:
             send_buffer_bytes_max=s.raft_send_buffer_bytes_max,
             connect_retry_ms=s.raft_connect_retry_ms,
             handshake_timeout_ms=s.raft_handshake_timeout_ms,
+            handshakes_pending_max=s.raft_handshakes_pending_max,
+            handshakes_pending_per_address_max=s.raft_handshakes_pending_per_address_max,
+            tls=raft_tls(s.raft_tls_cert_file, s.raft_tls_key_file, s.raft_tls_ca_file),
+            accepted_secrets=s.raft_accepted_secrets,
         )
         self.loop.attach(self.hub)
         self.hub.start()

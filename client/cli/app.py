@@ -26,6 +26,7 @@ from raftbus.client.cli import groups as group_cli
 from raftbus.client.cli import queues as cli_queues
 from raftbus.client.admin import Admin, ClusterStatus, TopicDescription
 from raftbus.client.errors import InvalidArgument, RaftbusError
+from raftbus.client.http.cli import add_http_command
 from raftbus.client.producer import Producer
 from raftbus.client.queues.messages import MessageMetadata
 from raftbus.client.reader import EARLIEST, LATEST, Reader
@@ -165,6 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_queues.add_queue_commands(sub, common, bootstrap_of)
     broker_cli.add_broker_admin_commands(sub, common, bootstrap_of)
     backup_cli.add_backup_commands(sub, common, bootstrap_of)
+    add_http_command(sub, common)
     return parser
 
 
