@@ -142,7 +142,8 @@ class BrokerCollector:
                      int(registered is not None and registered.draining))
         yield _gauge("raftbus_raft_groups_hosted", "Raft groups on this broker (metadata + replicas)", len(groups))
         yield _gauge("raftbus_raft_groups_led", "Raft groups this broker leads", sum(1 for x in groups if x.is_leader))
-        yield _gauge("raftbus_controller", "1 when this broker leads the metadata group", int(b.metadata_group.is_leader))
+        yield _gauge("raftbus_controller", "1 when this broker leads the metadata group",
+                     int(b.metadata_group.is_leader))
         yield _gauge("raftbus_controller_known", "1 when this broker knows a metadata group leader",
                      int(b.metadata_group.leader_id is not None))
         yield _gauge("raftbus_peers_connected", "Brokers this broker has a Raft connection to",

@@ -123,7 +123,8 @@ def test_the_entrypoint_is_the_console_script_and_the_command_is_a_broker_start(
 
 
 def test_exposed_ports_are_the_ones_the_image_settings_listen_on():
-    settings = load_settings(str(DEPLOY / "broker.toml"))
+    settings = load_settings(str(DEPLOY / "broker.toml"), cluster_secret="0123456789abcdef" * 4,
+                             cluster_id="raftbus-test")  # given by the environment of a deployed broker
     exposed = {int(p) for args in of("EXPOSE") for p in args.split()}
     assert exposed == {parse_address(settings.listen)[1], parse_address(settings.raft_listen)[1],
                        parse_address(settings.metrics_listen)[1]}

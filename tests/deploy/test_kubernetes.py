@@ -19,6 +19,7 @@ from raftbus.broker.settings import load_settings, parse_address, parse_peers
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ROOT / "config" / "deploy" / "kubernetes" / "raftbus.yaml"
+SECRET = "0123456789abcdef" * 4  # what `openssl rand -hex 32` puts in the Secret
 SCHEMAS = json.loads((Path(__file__).with_name("k8s_schemas.json")).read_text())
 
 
@@ -132,6 +133,7 @@ def test_every_pod_starts_a_broker_whose_settings_agree_with_the_peers_list(ordi
     assert env["RAFTBUS_CLUSTER_ID"]["value"].startswith("raftbus-")
     assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
     peers = expand_env_references(env["RAFTBUS_PEERS"]["value"], {"POD_NAMESPACE": namespace})
+    cluster_id = expand_env_references(env["RAFTBUS_CLUSTER_ID"]["value"], {"POD_NAMESPACE": namespace})
     service = one("StatefulSet")["spec"]["serviceName"]
     assert parse_peers(peers) == {i + 1: (f"raftbus-{i}.{service}.{namespace}.svc.cluster.local", 7071)
                                   for i in range(one("StatefulSet")["spec"]["replicas"])}
@@ -139,7 +141,8 @@ def test_every_pod_starts_a_broker_whose_settings_agree_with_the_peers_list(ordi
     assert args.config == "/etc/raftbus/broker.toml"
     settings = load_settings(str(config), node_id=args.node_id, data_dir=args.data_dir, listen=args.listen,
                              advertised_listen=args.advertised_listen, raft_listen=args.raft_listen, peers=peers,
-                             metrics_listen=args.metrics_listen)  # validate(): peers[node_id] == raft_listen
+                             metrics_listen=args.metrics_listen, cluster_id=cluster_id,
+                             cluster_secret=SECRET)  # validate(): peers[node_id] == raft_listen, a real secret
     assert settings.node_id == ordinal + 1
     assert settings.client_address == f"{pod}.{service}.{namespace}.svc.cluster.local:7070"
     metrics_port = next(p["containerPort"] for p in container()["ports"] if p["name"] == "metrics")

@@ -59,7 +59,8 @@ def test_execstart_is_a_broker_start_the_cli_accepts_for_an_instance():
     assert (args.command, args.broker_command, args.node_id) == ("broker", "start", 2)
     assert args.data_dir.startswith(service["ReadWritePaths"])
     assert service["KillSignal"] == "SIGTERM"
-    settings = load_settings(str(ROOT / "config" / "deploy" / "broker.toml"))
+    settings = load_settings(str(ROOT / "config" / "deploy" / "broker.toml"), cluster_secret="0123456789abcdef" * 4,
+                             cluster_id="raftbus-test")  # given by the environment file
     assert int(service["TimeoutStopSec"]) * 1000 > settings.shutdown_timeout_ms
 
 
