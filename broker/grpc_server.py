@@ -47,22 +47,25 @@ def unary(method):
     return wrapper
 
 
-def build_server(address: str, servicers, *, workers_max: int, message_bytes_max: int):
+def build_server(address: str, servicers, *, workers_max: int, message_bytes_max: int, credentials=None,
+                 interceptors=()):
     """A gRPC server with the given servicers and the standard health service; returns (server, health, port).
 
-    `servicers` is a list of (add_XServicer_to_server, servicer) pairs, one per raftbus service.
+    `servicers` is a list of (add_XServicer_to_server, servicer) pairs, one per raftbus service; `credentials`
+    (grpc.ServerCredentials) switches the port to TLS; `interceptors` run before every call (authentication).
     """
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=workers_max, thread_name_prefix="raftbus-grpc"),
         options=[("grpc.max_receive_message_length", message_bytes_max),
                  ("grpc.max_send_message_length", message_bytes_max),
                  ("grpc.so_reuseport", 0)],
+        interceptors=list(interceptors),
     )
     for add_to_server, servicer in servicers:
         add_to_server(servicer, server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    port = server.add_insecure_port(address)
+    port = server.add_secure_port(address, credentials) if credentials else server.add_insecure_port(address)
     if port == 0:
         raise OSError(f"cannot listen on {address}")
     health_servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)

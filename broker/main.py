@@ -67,6 +67,7 @@ def _dev(args) -> int:
     peers = ",".join(f"{i + 1}@127.0.0.1:{raft}" for i, (_, raft) in enumerate(ports))
     data_dir = Path(args.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
+    broker_env = _secure_dev_env(data_dir, args.brokers) if args.secure else {}
     procs = []
     for i, (grpc_port, raft_port) in enumerate(ports):
         node = i + 1
@@ -74,9 +75,13 @@ def _dev(args) -> int:
                "--data-dir", str(data_dir / f"broker-{node}"), "--listen", f"127.0.0.1:{grpc_port}",
                "--raft-listen", f"127.0.0.1:{raft_port}", "--peers", peers, "--log-level", args.log_level]
         log_file = open(data_dir / f"broker-{node}.log", "ab")
-        procs.append((subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log_file), log_file))
+        env = {**os.environ, **broker_env.get(node, {})}
+        procs.append((subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log_file, env=env), log_file))
     bootstrap = ",".join(f"127.0.0.1:{g}" for g, _ in ports)
     print(f"raftbus dev: {args.brokers} brokers, bootstrap {bootstrap}, logs in {data_dir}/broker-N.log", flush=True)
+    if args.secure:
+        print(f"raftbus dev: secure: TLS and tokens; export RAFTBUS_TLS_CA={data_dir / 'ca.pem'} "
+              f"RAFTBUS_TOKEN_FILE={data_dir / 'admin.token'}", flush=True)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -105,6 +110,21 @@ def _dev(args) -> int:
             log_file.close()
         print("raftbus dev: stopped", flush=True)
     return 0
+
+
+def _secure_dev_env(data_dir: Path, brokers: int) -> dict[int, dict[str, str]]:
+    """TLS material and the admin token of `raftbus dev --secure` (kept across restarts of the same data dir);
+    the dev process itself (readiness, demo) uses them through RAFTBUS_TLS_CA and RAFTBUS_TOKEN_FILE."""
+    from raftbus.broker import tls_dev
+
+    tls_dir, ca_file, token_file = data_dir / "tls", data_dir / "ca.pem", data_dir / "admin.token"
+    ids = list(range(1, brokers + 1))
+    pki = tls_dev.existing_dev_pki(tls_dir, ids) or tls_dev.write_dev_pki(tls_dir, ids)
+    ca_file.write_bytes(Path(pki["ca"]).read_bytes())
+    if not token_file.exists():
+        tls_dev.write_token_file(token_file)
+    os.environ.update(RAFTBUS_TLS_CA=str(ca_file), RAFTBUS_TOKEN_FILE=str(token_file))
+    return {node: tls_dev.secure_broker_env(pki, node, token_file) for node in ids}
 
 
 def _wait_ready(bootstrap: str, brokers: int, stop: threading.Event, procs, timeout_s: float = 60.0) -> None:
@@ -149,6 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("--data-dir", default="./data")
     dev.add_argument("--base-port", type=int, default=7070)
     dev.add_argument("--demo", action="store_true", help="create a topic, produce and consume a few records")
+    dev.add_argument("--secure", action="store_true",
+                     help="TLS, tokens and ACLs on; writes ca.pem and admin.token into --data-dir")
     dev.add_argument("--log-level", default="INFO")
     return parser
 

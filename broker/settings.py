@@ -132,6 +132,14 @@ class BrokerSettings:
     queue_peek_messages_max: int = 1000
     queue_stats_groups_max: int = 1000
     queue_stats_scan_max: int = 100_000
+    # client-port security (docs/security.md)
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
+    tls_client_ca_file: str = ""
+    tls_ca_file: str = ""
+    auth_enabled: bool = False
+    auth_bootstrap_principal: str = "admin"
+    auth_bootstrap_token_file: str = ""
 
     extra: dict = field(default_factory=dict, compare=False)
 
@@ -190,7 +198,16 @@ class BrokerSettings:
         if self.raft_election_timeout_max_ms <= self.raft_election_timeout_min_ms:
             raise errors.InvalidArgument("raft_election_timeout_max_ms must exceed raft_election_timeout_min_ms")
         self._validate_consumer_groups()
+        self._validate_client_security()
         return self
+
+    def _validate_client_security(self) -> None:
+        if bool(self.tls_cert_file) != bool(self.tls_key_file):
+            raise errors.InvalidArgument("TLS on the client port needs both tls_cert_file and tls_key_file")
+        if self.tls_client_ca_file and not self.tls_cert_file:
+            raise errors.InvalidArgument("tls_client_ca_file (mutual TLS) needs tls_cert_file and tls_key_file")
+        if self.auth_bootstrap_token_file and not self.auth_enabled:
+            raise errors.InvalidArgument("auth_bootstrap_token_file is set but auth_enabled is false")
 
     # ------------------------------------------------------------------ consumer groups
     def _validate_consumer_groups(self) -> None:

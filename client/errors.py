@@ -161,9 +161,15 @@ class Overloaded(RaftbusError):
 
 
 class Unauthenticated(RaftbusError):
-    """Missing or wrong credentials."""
+    """Missing, unknown or revoked credentials (bearer token or client certificate)."""
 
     code = "UNAUTHENTICATED"
+
+
+class PermissionDenied(RaftbusError):
+    """The authenticated principal has no ACL allowing this operation on this resource."""
+
+    code = "PERMISSION_DENIED"
 
 
 # ---------------------------------------------------------------------- consumer groups (stream topics)
@@ -262,6 +268,7 @@ GRPC_STATUS: dict[type[RaftbusError], grpc.StatusCode] = {
     Unavailable: grpc.StatusCode.UNAVAILABLE,
     Overloaded: grpc.StatusCode.RESOURCE_EXHAUSTED,
     Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
+    PermissionDenied: grpc.StatusCode.PERMISSION_DENIED,
     # consumer groups
     UnknownGroup: grpc.StatusCode.NOT_FOUND,
     UnknownMember: grpc.StatusCode.NOT_FOUND,

@@ -22,6 +22,7 @@ from raftbus.client import settings
 from raftbus.client.bench import runner as bench
 from raftbus.client.cli import groups as group_cli
 from raftbus.client.cli import queues as cli_queues
+from raftbus.client.cli import security as security_cli
 from raftbus.client.admin import Admin, ClusterStatus, TopicDescription
 from raftbus.client.errors import InvalidArgument, RaftbusError
 from raftbus.client.producer import Producer
@@ -42,6 +43,7 @@ def _common_options() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--bootstrap", default=argparse.SUPPRESS, help="host:port[,host:port...]")
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="JSON output")
+    security_cli.add_credential_options(common)
     return common
 
 
@@ -81,6 +83,8 @@ def _add_broker_commands(sub, common) -> None:
     dev.add_argument("--data-dir", default="./data")
     dev.add_argument("--base-port", type=int, default=7070)
     dev.add_argument("--demo", action="store_true", help="create a topic, produce and consume a few records")
+    dev.add_argument("--secure", action="store_true",
+                     help="TLS, tokens and ACLs on; writes ca.pem and admin.token into --data-dir")
     dev.add_argument("--log-level")
     dev.set_defaults(handler=run_dev)
 
@@ -137,6 +141,7 @@ def _add_data_commands(sub, common) -> None:
         .set_defaults(handler=run_cluster_status)
     bench_parser = sub.add_parser("bench", help="throughput and latency figures (one JSON line each)")
     bench.add_arguments(bench_parser)
+    security_cli.add_credential_options(bench_parser)
     bench_parser.set_defaults(handler=bench.main)
 
 
@@ -146,6 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"host:port[,host:port...] (default: ${settings.BOOTSTRAP_ENV} or "
                              f"{settings.BOOTSTRAP_DEFAULT})")
     parser.add_argument("--json", action="store_true", default=False, help="JSON output for read commands")
+    security_cli.add_credential_options(parser, default=None)
     sub = parser.add_subparsers(dest="command", required=True)
     common = _common_options()
     _add_broker_commands(sub, common)
@@ -153,6 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data_commands(sub, common)
     group_cli.add_group_commands(sub, common, {"list": run_groups_list, "describe": run_groups_describe})
     cli_queues.add_queue_commands(sub, common, bootstrap_of)
+    security_cli.add_security_commands(sub, common, bootstrap_of)
     return parser
 
 
@@ -178,8 +185,9 @@ def broker_argv(command: str, args: argparse.Namespace, flags: Iterable[str]) ->
         value = getattr(args, name)
         if value is not None:
             argv += [f"--{name.replace('_', '-')}", str(value)]
-    if getattr(args, "demo", False):
-        argv.append("--demo")
+    for switch in ("demo", "secure"):
+        if getattr(args, switch, False):
+            argv.append(f"--{switch}")
     return argv
 
 
@@ -393,6 +401,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 2
     try:
+        security_cli.export_credentials(args)
         return args.handler(args) or 0
     except RaftbusError as err:
         print(f"error: {err.code}: {err.message}", file=sys.stderr)
