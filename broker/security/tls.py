@@ -30,9 +30,10 @@ def server_credentials(settings) -> grpc.ServerCredentials | None:
 
 
 def peer_tls_files(settings) -> dict:
-    """The SDK's tls_ca / tls_cert / tls_key arguments for calls to other brokers (empty when plaintext)."""
+    """The SDK's tls_ca / tls_cert / tls_key arguments for calls to other brokers (tls_ca=False when plaintext:
+    given explicitly, the broker's credentials never come from the RAFTBUS_TLS_* variables of its environment)."""
     if not settings.tls_cert_file:
-        return {}
+        return {"tls_ca": False}
     files = {"tls_ca": settings.tls_ca_file or True}  # True: the system trust store
     if settings.tls_client_ca_file:
         files.update(tls_cert=settings.tls_cert_file, tls_key=settings.tls_key_file)
