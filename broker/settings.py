@@ -252,6 +252,8 @@ def load_settings(config_file: str | None = None, **overrides) -> BrokerSettings
     typed = {}
     for name, value in values.items():
         kind = type(_FIELDS[name].default)
+        if kind is bool and not isinstance(value, bool):  # bool("false") is True: only true or false will do
+            raise errors.InvalidArgument(f"setting {name}={value!r} is not true or false")
         try:
             typed[name] = kind(value)
         except (TypeError, ValueError):
