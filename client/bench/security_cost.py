@@ -66,7 +66,7 @@ def medians(runs: list[dict]) -> dict:
     summary = {}
     for mode in MODES:
         ok = [r for r in runs if r["mode"] == mode and "error" not in r]
-        summary[mode] = {key: statistics.median(r[key] for r in ok) if ok else None
+        summary[mode] = {key: round(statistics.median(r[key] for r in ok), 3) if ok else None
                          for key in ("records_per_s", "latency_p50_ms", "latency_p99_ms", "broker_cpu_s",
                                      "client_cpu_s")}
         summary[mode]["runs"] = len(ok)
