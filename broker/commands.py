@@ -19,10 +19,13 @@ from raftbus.client.records import STORED_HEADER
 
 PRODUCE = "produce"
 TRIM = "trim"
+START_AT = "start_at"
 REGISTER_BROKER = "register_broker"
 CREATE_TOPIC = "create_topic"
 DELETE_TOPIC = "delete_topic"
 ALTER_PARTITIONS = "alter_partitions"
+ALTER_TOPIC = "alter_topic"
+SET_BROKER_STATE = "set_broker_state"
 INVALID = "invalid"
 
 _SEQUENCE = struct.Struct(">q")
@@ -36,6 +39,8 @@ _FIELDS: dict[str, dict[str, type]] = {
                    "retention_ms": int, "retention_bytes": int, "now_ms": int},
     DELETE_TOPIC: {"name": str, "now_ms": int},
     ALTER_PARTITIONS: {"name": str, "partitions": int, "now_ms": int},
+    ALTER_TOPIC: {"name": str, "changes": dict, "now_ms": int},
+    SET_BROKER_STATE: {"broker_id": int, "state": str, "now_ms": int},
 }
 
 
@@ -96,6 +101,18 @@ def stored_header(value) -> tuple[int, int, int, int]:
     return STORED_HEADER.unpack_from(value)
 
 
+# ---------------------------------------------------------------------- start at (restoring a backup)
+def encode_start_at(offset: int) -> bytes:
+    """An empty partition's next offset becomes `offset` (b"S" | offset >q)."""
+    return b"S" + _SEQUENCE.pack(offset)
+
+
+def decode_start_at(command: bytes) -> int:
+    if len(command) != 1 + _SEQUENCE.size or command[:1] != b"S":
+        raise errors.InvalidArgument(f"start_at command of {len(command)} bytes is malformed")
+    return _SEQUENCE.unpack_from(command, 1)[0]
+
+
 # ---------------------------------------------------------------------- trim
 def encode_trim(now_ms: int, retention_ms: int, retention_bytes: int, producer_idle_ms: int) -> bytes:
     return b"T" + _TRIM.pack(now_ms, retention_ms, retention_bytes, producer_idle_ms)
@@ -118,9 +135,13 @@ def encode_register_broker(*, broker_id: int, address: str, raft_address: str, n
 
 
 def encode_create_topic(*, name: str, kind: str, ordering: str, partitions: int, replication_factor: int,
-                        retention_ms: int, retention_bytes: int, now_ms: int, queue: dict | None = None) -> bytes:
-    """`queue`: the QueueConfig fields of a queue topic (see model.QueueConfig)."""
+                        retention_ms: int, retention_bytes: int, now_ms: int, queue: dict | None = None,
+                        limits: dict | None = None) -> bytes:
+    """`queue`: the QueueConfig fields of a queue topic (see model.QueueConfig); `limits`: the counts the topic
+    must fit in (see model.CountLimits), stamped by the controller so every replica checks the same ones."""
     extra = {"queue": queue} if queue is not None else {}
+    if limits is not None:
+        extra["limits"] = limits
     return _encode_json(CREATE_TOPIC, name=name, kind=kind, ordering=ordering, partitions=partitions,
                         replication_factor=replication_factor, retention_ms=retention_ms,
                         retention_bytes=retention_bytes, now_ms=now_ms, **extra)
@@ -130,8 +151,19 @@ def encode_delete_topic(*, name: str, now_ms: int) -> bytes:
     return _encode_json(DELETE_TOPIC, name=name, now_ms=now_ms)
 
 
-def encode_alter_partitions(*, name: str, partitions: int, now_ms: int) -> bytes:
-    return _encode_json(ALTER_PARTITIONS, name=name, partitions=partitions, now_ms=now_ms)
+def encode_alter_partitions(*, name: str, partitions: int, now_ms: int, limits: dict | None = None) -> bytes:
+    extra = {"limits": limits} if limits is not None else {}
+    return _encode_json(ALTER_PARTITIONS, name=name, partitions=partitions, now_ms=now_ms, **extra)
+
+
+def encode_set_broker_state(*, broker_id: int, state: str, now_ms: int) -> bytes:
+    """`state`: model.BROKER_STATES (active, draining)."""
+    return _encode_json(SET_BROKER_STATE, broker_id=broker_id, state=state, now_ms=now_ms)
+
+
+def encode_alter_topic(*, name: str, changes: dict, now_ms: int) -> bytes:
+    """`changes`: retention_ms, retention_bytes and queue options (model.QueueConfig fields) to set."""
+    return _encode_json(ALTER_TOPIC, name=name, changes=changes, now_ms=now_ms)
 
 
 def decode_json(command: bytes) -> tuple[str, dict]:
@@ -154,6 +186,7 @@ def decode_json(command: bytes) -> tuple[str, dict]:
 _DECODERS = {
     ord("P"): lambda command: (PRODUCE, decode_produce(command)),
     ord("T"): lambda command: (TRIM, decode_trim(command)),
+    ord("S"): lambda command: (START_AT, decode_start_at(command)),
     ord("J"): decode_json,
 }
 

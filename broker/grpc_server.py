@@ -14,6 +14,8 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from raftbus.client import errors
 from raftbus.client.wire import raftbus_pb2 as pb
 
+from raftbus.broker.call_limits import LongCallInterceptor, LongCallSlots
+
 log = logging.getLogger(__name__)
 
 
@@ -47,19 +49,24 @@ def unary(method):
     return wrapper
 
 
-def build_server(address: str, servicers, *, workers_max: int, message_bytes_max: int, credentials=None,
+def build_server(address: str, servicers, *, workers_max: int, message_bytes_max: int,
+                 concurrent_rpcs_max: int | None = None, long_calls: LongCallSlots | None = None, credentials=None,
                  interceptors=()):
     """A gRPC server with the given servicers and the standard health service; returns (server, health, port).
 
-    `servicers` is a list of (add_XServicer_to_server, servicer) pairs, one per raftbus service; `credentials`
-    (grpc.ServerCredentials) switches the port to TLS; `interceptors` run before every call (authentication).
+    `servicers` is a list of (add_XServicer_to_server, servicer) pairs, one per raftbus service. At most
+    `concurrent_rpcs_max` calls are served at once (beyond: RESOURCE_EXHAUSTED) and `long_calls` bounds the
+    streams and long-polls (see call_limits.py). `credentials` (grpc.ServerCredentials) switches the port to
+    TLS; `interceptors` run first on every call (authentication and authorization), before the long-call bounds.
     """
+    chain = [*interceptors, *([LongCallInterceptor(long_calls)] if long_calls is not None else [])]
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=workers_max, thread_name_prefix="raftbus-grpc"),
+        interceptors=chain or None,
         options=[("grpc.max_receive_message_length", message_bytes_max),
                  ("grpc.max_send_message_length", message_bytes_max),
                  ("grpc.so_reuseport", 0)],
-        interceptors=list(interceptors),
+        maximum_concurrent_rpcs=concurrent_rpcs_max,
     )
     for add_to_server, servicer in servicers:
         add_to_server(servicer, server)

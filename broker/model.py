@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 
 from raftbus.client import errors
@@ -107,15 +108,24 @@ class Broker:
     address: str
     raft_address: str
     registered_ms: int
+    state: str = "active"  # BROKER_STATES: a draining broker hands its leaderships away and is not given any
 
     def to_dict(self) -> dict:
         return {"broker_id": self.broker_id, "address": self.address, "raft_address": self.raft_address,
-                "registered_ms": self.registered_ms}
+                "registered_ms": self.registered_ms, "state": self.state}
 
     @classmethod
     def from_dict(cls, data: dict) -> "Broker":
         return cls(broker_id=int(data["broker_id"]), address=data["address"], raft_address=data["raft_address"],
-                   registered_ms=int(data["registered_ms"]))
+                   registered_ms=int(data["registered_ms"]), state=data.get("state", "active"))
+
+    @property
+    def draining(self) -> bool:
+        return self.state == DRAINING
+
+
+ACTIVE, DRAINING = "active", "draining"
+BROKER_STATES = (ACTIVE, DRAINING)
 
 
 def validate_topic_name(name) -> None:
@@ -140,3 +150,42 @@ def place_partitions(topic_id: int, first_partition: int, count: int, replicatio
         start = (topic_id + partition) % n
         placements.append(PartitionPlacement(partition, tuple(ids[(start + i) % n] for i in range(replication_factor))))
     return tuple(placements)
+
+
+@dataclass(frozen=True)
+class CountLimits:
+    """How many topics, partitions and per-broker replicas a cluster may hold (settings `topics_max`,
+    `cluster_partitions_max`, `broker_replicas_max`). The controller stamps them into create and alter commands;
+    the metadata state machine refuses a change that would exceed them, so every replica decides alike."""
+
+    topics_max: int
+    cluster_partitions_max: int
+    broker_replicas_max: int
+
+    @classmethod
+    def from_command(cls, fields) -> "CountLimits | None":
+        if fields is None:
+            return None
+        if not isinstance(fields, dict) or not all(isinstance(fields.get(n), int) for n in _LIMIT_NAMES):
+            raise errors.InvalidArgument(f"limits need integer {', '.join(_LIMIT_NAMES)}")
+        return cls(*(fields[n] for n in _LIMIT_NAMES))
+
+    def to_command(self) -> dict:
+        return {n: getattr(self, n) for n in _LIMIT_NAMES}
+
+    def check(self, topics) -> None:
+        """LimitReached when the topics (name -> Topic, after the change) exceed any count."""
+        if len(topics) > self.topics_max:
+            raise errors.LimitReached(f"the cluster would hold {len(topics)} topics; topics_max={self.topics_max}")
+        partitions = sum(len(t.partitions) for t in topics.values())
+        if partitions > self.cluster_partitions_max:
+            raise errors.LimitReached(f"the cluster would hold {partitions} partitions; "
+                                      f"cluster_partitions_max={self.cluster_partitions_max}")
+        replicas = Counter(b for t in topics.values() for p in t.partitions for b in p.replicas)
+        busiest = max(replicas.items(), key=lambda item: item[1], default=None)
+        if busiest is not None and busiest[1] > self.broker_replicas_max:
+            raise errors.LimitReached(f"broker {busiest[0]} would host {busiest[1]} partition replicas; "
+                                      f"broker_replicas_max={self.broker_replicas_max}")
+
+
+_LIMIT_NAMES = ("topics_max", "cluster_partitions_max", "broker_replicas_max")

@@ -23,6 +23,7 @@ from raftbus.broker.log.state import PartitionStateMachine
 from raftbus.broker.queues.state.machine import QueueStateMachine
 from raftbus.broker.storage.lmdb_store import LmdbStore
 from raftbus.broker.admin.servicer import admin_servicers
+from raftbus.broker.call_limits import LongCallSlots
 from raftbus.broker.grpc_server import build_server
 from raftbus.broker.log.servicer import log_servicers
 from raftbus.broker.raft.hub import RaftHub
@@ -116,6 +117,7 @@ class Broker:
         self.loop.every(s.retention_check_interval_ms, self._enforce_retention)
         self.loop.every(s.offsets_retention_check_interval_ms, self._expire_offsets)
         self.loop.every(s.preferred_leader_check_interval_ms, self._prefer_leaders)
+        self.loop.every(s.drain_check_interval_ms, self._drain_leaderships)
         self.loop.every(s.queue_tick_interval_ms, self._tick_queues)
         self.loop.call_soon(self._reconcile)
         # consumer groups: heartbeats long-poll on metadata changes; the controller expires silent members
@@ -132,6 +134,8 @@ class Broker:
         servicers += self.security.servicers()
         self.server, self.health, self.grpc_port = build_server(
             s.listen, servicers, workers_max=s.grpc_workers_max, message_bytes_max=s.grpc_message_bytes_max,
+            concurrent_rpcs_max=s.grpc_concurrent_rpcs_max,
+            long_calls=LongCallSlots(s.grpc_long_calls_max, s.grpc_long_calls_per_connection_max),
             credentials=self.security.server_credentials(), interceptors=self.security.interceptors())
         self.server.start()
         self._spawn(lambda: self.group_commit.run(self._stopping), "raftbus-group-commit")
@@ -263,11 +267,33 @@ class Broker:
                 log.exception("offset expiry check failed", extra={"group": replica.group_id})
 
     def _prefer_leaders(self) -> None:
+        """Leaders move to their preferred replica, unless it is draining."""
         connected = self.hub.connected_peers()
+        draining = self._draining_brokers()
+        if self.node_id in draining:
+            return
         for replica in list(self.context.partitions.values()):
             group = replica.group
-            if group.is_leader and group.preferred_leader in connected:
+            if group.is_leader and group.preferred_leader in connected and group.preferred_leader not in draining:
                 group.maybe_transfer_to_preferred()
+
+    def _draining_brokers(self) -> set[int]:
+        return {b.broker_id for b in self.metadata_sm.brokers().values() if b.draining}
+
+    def _drain_leaderships(self) -> None:
+        """A draining broker hands every group it leads to a connected replica that is not draining (the metadata
+        group included); a denied hand-over (target behind) is tried again at the next check."""
+        draining = self._draining_brokers()
+        if self.node_id not in draining:
+            return
+        connected = self.hub.connected_peers()
+        groups = [self.metadata_group, *(r.group for r in list(self.context.partitions.values()))]
+        for group in groups:
+            if not group.is_leader:
+                continue
+            targets = sorted(p for p in group.transport.nodes if p in connected and p not in draining)
+            if targets:
+                group.hand_over(targets[0])
 
     def _process_stats(self) -> dict:
         """Resource use of this process and the group-commit window (any thread)."""

@@ -42,7 +42,10 @@ class BrokerSettings:
     raft_listen: str = "127.0.0.1:7071"
     peers: str = ""
     cluster_secret: str = "raftbus-dev-secret"
-    grpc_workers_max: int = 64
+    grpc_workers_max: int = 128
+    grpc_concurrent_rpcs_max: int = 1024
+    grpc_long_calls_max: int = 96
+    grpc_long_calls_per_connection_max: int = 64
     grpc_message_bytes_max: int = 64 * 1024 * 1024
     raft_tick_interval_ms: int = 100
     raft_election_timeout_min_ms: int = 600
@@ -64,6 +67,7 @@ class BrokerSettings:
     isr_lag_time_ms: int = 10_000
     leader_gossip_interval_ms: int = 1000
     preferred_leader_check_interval_ms: int = 5000
+    drain_check_interval_ms: int = 500
     storage_sync_interval_ms: int = 200
     storage_map_size_bytes: int = 64 * 1024 * 1024
     batch_bytes_max: int = 4 * 1024 * 1024
@@ -76,6 +80,9 @@ class BrokerSettings:
     default_partitions: int = 3
     default_replication_factor: int = 3
     partitions_per_topic_max: int = 10_000
+    topics_max: int = 10_000
+    cluster_partitions_max: int = 40_000
+    broker_replicas_max: int = 12_000
     default_retention_ms: int = 7 * 24 * 3600 * 1000
     default_retention_bytes: int = -1
     retention_check_interval_ms: int = 5000
@@ -197,6 +204,12 @@ class BrokerSettings:
             raise errors.InvalidArgument("raft_election_timeout_min_ms must exceed 3 × raft_heartbeat_interval_ms")
         if self.raft_election_timeout_max_ms <= self.raft_election_timeout_min_ms:
             raise errors.InvalidArgument("raft_election_timeout_max_ms must exceed raft_election_timeout_min_ms")
+        if not 0 < self.grpc_long_calls_per_connection_max <= self.grpc_long_calls_max < self.grpc_workers_max:
+            raise errors.InvalidArgument("need 0 < grpc_long_calls_per_connection_max <= grpc_long_calls_max < "
+                                         "grpc_workers_max (short calls need workers of their own)")
+        for name in ("grpc_concurrent_rpcs_max", "topics_max", "cluster_partitions_max", "broker_replicas_max"):
+            if getattr(self, name) < 1:
+                raise errors.InvalidArgument(f"{name} must be >= 1")
         self._validate_consumer_groups()
         self._validate_client_security()
         return self

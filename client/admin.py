@@ -12,12 +12,13 @@ from dataclasses import asdict, dataclass
 
 import grpc
 
-from raftbus.client.groups import admin as group_admin
 from raftbus.client import settings
-from raftbus.client.errors import LeaderNotAvailable
+from raftbus.client.errors import LeaderNotAvailable, UnknownPartition
+from raftbus.client.groups import admin as group_admin
 from raftbus.client.groups.admin import GroupDescription
-from raftbus.client.groups.calls import GroupCalls
+from raftbus.client.groups.calls import GroupCalls, TopicPartition
 from raftbus.client.credentials import TlsSource
+from raftbus.client.reader import Reader
 from raftbus.client.router import Router
 from raftbus.client.security import SecurityCalls
 from raftbus.client.wire import raftbus_pb2 as pb
@@ -89,10 +90,11 @@ class BrokerDescription:
     address: str
     raft_address: str
     alive: bool
+    state: str = "active"  # or "draining": it hands its leaderships away and is given none
 
     @classmethod
     def from_proto(cls, info: pb.BrokerInfo) -> "BrokerDescription":
-        return cls(info.broker_id, info.address, info.raft_address, info.alive)
+        return cls(info.broker_id, info.address, info.raft_address, info.alive, info.state or "active")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -145,17 +147,21 @@ class BrokerStats:
         return asdict(self)
 
 
-def create_topic_request(name: str, partitions: int, replication_factor: int, kind: str, ordering: str | None,
-                         retention_ms: int | None, retention_bytes: int | None,
+def create_topic_request(name: str, partitions: int | None, replication_factor: int | None, kind: str,
+                         ordering: str | None, retention_ms: int | None, retention_bytes: int | None,
                          **queue_options: int | None) -> pb.CreateTopicRequest:
-    """The CreateTopic request; unset retention and queue fields mean "the broker's default"."""
+    """The CreateTopic request; None (unset) partitions, replication factor, retention and queue fields mean "the
+    broker's default"; any value given is sent as given, so a bad one is refused, never replaced."""
     optional = {name: value for name, value in queue_options.items() if value is not None}
+    if partitions is not None:
+        optional["partitions"] = partitions
+    if replication_factor is not None:
+        optional["replication_factor"] = replication_factor
     if retention_ms is not None:
         optional["retention_ms"] = retention_ms
     if retention_bytes is not None:
         optional["retention_bytes"] = retention_bytes
-    return pb.CreateTopicRequest(name=name, partitions=partitions, replication_factor=replication_factor,
-                                 kind=kind, ordering=ordering or "", **optional)
+    return pb.CreateTopicRequest(name=name, kind=kind, ordering=ordering or "", **optional)
 
 
 class Admin(SecurityCalls):
@@ -184,7 +190,8 @@ class Admin(SecurityCalls):
 
     # ------------------------------------------------------------------ topics
 
-    def create_topic(self, name: str, partitions: int = 3, replication_factor: int = 3, kind: str = "stream",
+    def create_topic(self, name: str, partitions: int | None = 3, replication_factor: int | None = 3,
+                     kind: str = "stream",
                      ordering: str | None = None, retention_ms: int | None = None,
                      retention_bytes: int | None = None, wait: bool = True, *, max_deliveries: int | None = None,
                      backoff_base_ms: int | None = None, backoff_max_ms: int | None = None,
@@ -235,6 +242,58 @@ class Admin(SecurityCalls):
         altered = TopicDescription.from_proto(response)
         return self.wait_for_leaders(name) if wait else altered
 
+    def drain_broker(self, broker_id: int, wait: bool = True, timeout_s: float = 60.0,
+                     progress: Callable[[int], None] | None = None) -> BrokerDescription:
+        """Mark a broker draining: it hands every leadership it holds (partitions and the metadata group) to a
+        replica that is not draining, and none is given back to it until `undrain_broker`. With `wait`, return
+        once it leads nothing (LeaderNotAvailable after `timeout_s`); `progress` gets the leaderships left."""
+        drained = self._set_broker_state(broker_id, "draining")
+        if wait:
+            self.wait_until_leaderless(broker_id, timeout_s, progress)
+        return drained
+
+    def undrain_broker(self, broker_id: int) -> BrokerDescription:
+        """Let a drained broker lead again (its preferred partitions move back within a preferred-leader check)."""
+        return self._set_broker_state(broker_id, "active")
+
+    def _set_broker_state(self, broker_id: int, state: str) -> BrokerDescription:
+        request = pb.SetBrokerStateRequest(broker_id=broker_id, state=state)
+        return BrokerDescription.from_proto(self.router.call_controller(
+            lambda conn: conn.admin.SetBrokerState(request, timeout=self.request_timeout_s)))
+
+    def leaderships_of(self, broker_id: int) -> int:
+        """Partitions this broker leads, plus one if it is the controller (the metadata group's leader)."""
+        status = self.cluster_status()
+        led = sum(1 for t in status.topics for p in t.partitions if p.leader_id == broker_id)
+        return led + (1 if status.controller_id == broker_id else 0)
+
+    def wait_until_leaderless(self, broker_id: int, timeout_s: float,
+                              progress: Callable[[int], None] | None = None) -> None:
+        deadline = self._clock() + timeout_s
+        while True:
+            left = self.leaderships_of(broker_id)
+            if progress is not None:
+                progress(left)
+            if left == 0:
+                return
+            if self._clock() >= deadline:
+                raise LeaderNotAvailable(f"broker {broker_id} still leads {left} group(s) after {timeout_s} s")
+            self._sleep(self.topic_ready_poll_s)
+
+    def alter_topic(self, name: str, *, retention_ms: int | None = None, retention_bytes: int | None = None,
+                    max_deliveries: int | None = None, backoff_base_ms: int | None = None,
+                    backoff_max_ms: int | None = None, max_in_flight_per_group: int | None = None,
+                    idempotency_window_ms: int | None = None) -> TopicDescription:
+        """Change a topic's retention and (queue topics) queue options; None leaves a setting as it is.
+        Raises UnknownTopic, WrongTopicKind (queue options on a stream topic), InvalidArgument."""
+        given = dict(retention_ms=retention_ms, retention_bytes=retention_bytes, max_deliveries=max_deliveries,
+                     backoff_base_ms=backoff_base_ms, backoff_max_ms=backoff_max_ms,
+                     max_in_flight_per_group=max_in_flight_per_group, idempotency_window_ms=idempotency_window_ms)
+        request = pb.AlterTopicRequest(name=name, **{k: v for k, v in given.items() if v is not None})
+        response = self.router.call_controller(
+            lambda conn: conn.admin.AlterTopic(request, timeout=self.request_timeout_s))
+        return TopicDescription.from_proto(response)
+
     def wait_for_leaders(self, name: str) -> TopicDescription:
         """Poll metadata until every partition of `name` has a leader, bounded by topic_ready_timeout_ms."""
         deadline = self._clock() + self.topic_ready_timeout_s
@@ -284,6 +343,33 @@ class Admin(SecurityCalls):
     def describe_group(self, name: str) -> GroupDescription:
         """Members, assignment, committed offsets and lag (records and seconds) per partition; UnknownGroup."""
         return group_admin.describe_group(GroupCalls(self.router), name)
+
+    def reset_group_offsets(self, group: str, topic: str, *, to_earliest: bool = False, to_latest: bool = False,
+                            to_offset: int | None = None, to_time_ms: int | None = None,
+                            partitions: list[int] | None = None, dry_run: bool = False) -> dict[int, int]:
+        """Set the group's committed offsets on `topic` (every partition, or `partitions`) as kafka-consumer-groups
+        --reset-offsets does: exactly one of `to_earliest`, `to_latest`, `to_offset` (clamped to each
+        partition's log) or `to_time_ms` (the first offset at or after that time). Only while the group has no
+        members (GroupNotEmpty); offsets may move backwards. Returns {partition: offset}; `dry_run` only
+        resolves them."""
+        spec = group_admin.OffsetResetSpec(to_earliest, to_latest, to_offset, to_time_ms)
+        spec.check()
+        reader = Reader(router=self.router, request_timeout_ms=int(self.request_timeout_s * 1000))
+        count = reader.partitions(topic)
+        chosen = list(range(count)) if partitions is None else list(partitions)
+        for partition in chosen:
+            if not isinstance(partition, int) or not 0 <= partition < count:
+                raise UnknownPartition(f"topic {topic!r} has no partition {partition} (it has {count})")
+        plan = {}
+        for partition in chosen:
+            log_start, high_watermark = reader.offsets(topic, partition)
+            at_time = reader.offset_for_time(topic, partition, to_time_ms) if to_time_ms is not None else None
+            plan[partition] = spec.offset_in(log_start, high_watermark, at_time)
+        if not dry_run:
+            calls = GroupCalls(self.router)
+            for partition, offset in plan.items():
+                calls.reset_offset(group, TopicPartition(topic, partition), offset)
+        return plan
 
     # ------------------------------------------------------------------ lifecycle
 

@@ -211,10 +211,22 @@ class OffsetRegression(RaftbusError):
     code = "OFFSET_REGRESSION"
 
 
+class GroupNotEmpty(RaftbusError):
+    """An operator's offset reset while the group has members: stop its consumers first."""
+
+    code = "GROUP_NOT_EMPTY"
+
+
 class GroupLimitReached(RaftbusError):
     """`group_members_max` members are in the group, or `groups_max` groups exist."""
 
     code = "GROUP_LIMIT_REACHED"
+
+
+class LimitReached(RaftbusError):
+    """The change would exceed a configured count: `topics_max`, `cluster_partitions_max` or `broker_replicas_max`."""
+
+    code = "LIMIT_REACHED"
 
 
 class InvalidSessionTimeout(InvalidArgument):
@@ -276,8 +288,10 @@ GRPC_STATUS: dict[type[RaftbusError], grpc.StatusCode] = {
     PartitionNotAssigned: grpc.StatusCode.FAILED_PRECONDITION,
     MetadataBehind: grpc.StatusCode.UNAVAILABLE,
     OffsetRegression: grpc.StatusCode.FAILED_PRECONDITION,
+    GroupNotEmpty: grpc.StatusCode.FAILED_PRECONDITION,
     GroupLimitReached: grpc.StatusCode.RESOURCE_EXHAUSTED,
     InvalidSessionTimeout: grpc.StatusCode.INVALID_ARGUMENT,
+    LimitReached: grpc.StatusCode.RESOURCE_EXHAUSTED,
     # queue topics
     UnknownMessage: grpc.StatusCode.NOT_FOUND,
     LeaseLost: grpc.StatusCode.FAILED_PRECONDITION,

@@ -176,6 +176,57 @@ def _decode_headers(data: bytes, pos: int, hcount: int, end: int) -> tuple[tuple
     return tuple(headers), pos
 
 
+def check_framing(blob: bytes | memoryview, record_count: int) -> None:
+    """CorruptBatch unless `blob` is exactly `record_count` well-framed records (the broker checks a produce batch
+    with this before replicating it, so no consumer ever meets a batch it cannot decode).
+
+    Only lengths are read, never copied out: when every record has the first record's shape (same key and value
+    lengths, no headers, the common case of a producer's batch) the length fields are compared at each stride by
+    C-speed slices; otherwise the records are walked field by field.
+    """
+    data = bytes(blob)
+    if record_count < 1:
+        raise CorruptBatch(f"a batch holds at least one record, not {record_count}")
+    if _uniform_framing(data, record_count):
+        return
+    end, pos, records = len(data), 0, 0
+    try:
+        while pos < end:
+            _, klen = _TS_KEYLEN.unpack_from(data, pos)
+            pos = _skip(pos + 12, klen, end)
+            (vlen,) = _LEN.unpack_from(data, pos)
+            pos = _skip(pos + 4, vlen, end)
+            (hcount,) = _HCOUNT.unpack_from(data, pos)
+            pos += 2
+            if hcount:
+                _, pos = _decode_headers(data, pos, hcount, end)
+            records += 1
+    except (struct.error, UnicodeDecodeError) as exc:
+        raise CorruptBatch(f"record batch truncated or garbled at byte {pos}: {exc}") from None
+    if records != record_count:
+        raise CorruptBatch(f"record batch holds {records} records, not the {record_count} it claims")
+
+
+def _skip(pos: int, length: int, end: int) -> int:
+    if length == -1:
+        return pos
+    if length < 0 or pos + length > end:
+        raise CorruptBatch(f"field length {length} at byte {pos} runs past the batch end {end}")
+    return pos + length
+
+
+def _uniform_framing(data: bytes, record_count: int) -> bool:
+    """Every record has the first one's key length, value length and no headers (checked at each stride)."""
+    shape = uniform_record_shape(data, record_count)
+    if shape is None:
+        return False
+    key_bytes, value_bytes = max(shape[0], 0), max(shape[1], 0)
+    stride = RECORD_OVERHEAD_BYTES + key_bytes + value_bytes
+    fields = [*range(8, 12), *range(12 + key_bytes, 16 + key_bytes),
+              *range(16 + key_bytes + value_bytes, 18 + key_bytes + value_bytes)]
+    return all(data[at::stride].count(data[at]) == record_count for at in fields)
+
+
 def encode_stored_batch(base_offset: int, record_count: int, append_time_ms: int, max_timestamp_ms: int,
                         blob: bytes) -> bytes:
     """One stored batch as it appears in FetchResponse.batches (the broker's side of the format)."""

@@ -7,7 +7,7 @@ from raftbus.client import errors
 
 from raftbus.broker import commands, model
 from raftbus.broker.context import BrokerContext, partition_group_id, wait_result
-from raftbus.broker.queues.config import resolve_queue_options
+from raftbus.broker.queues.config import check_altered_options, resolve_queue_options
 
 
 @dataclass(frozen=True)
@@ -40,13 +40,14 @@ class AdminService:
         self.settings = context.settings
 
     # ------------------------------------------------------------------ writes (controller only)
-    def create_topic(self, name: str, *, partitions: int = 0, replication_factor: int = 0, kind: str = "",
+    def create_topic(self, name: str, *, partitions: int | None = None, replication_factor: int | None = None,
+                     kind: str = "",
                      ordering: str = "", retention_ms: int | None = None, retention_bytes: int | None = None,
                      **queue_options):
         """Create a topic; a queue topic takes `queue_options` (see queue_config.OPTIONS) and gets `<name>.dlq`."""
         s = self.settings
-        partitions = partitions or s.default_partitions
-        replication_factor = replication_factor or s.default_replication_factor
+        partitions = s.default_partitions if partitions is None else partitions
+        replication_factor = s.default_replication_factor if replication_factor is None else replication_factor
         kind = kind or "stream"
         if kind != "queue" and ordering:
             raise errors.InvalidArgument("ordering applies to queue topics only")
@@ -72,7 +73,7 @@ class AdminService:
         command = commands.encode_create_topic(
             name=name, kind=kind, ordering=ordering, partitions=partitions, replication_factor=replication_factor,
             retention_ms=retention_ms, retention_bytes=retention_bytes, now_ms=self.context.clock.now_ms(),
-            queue=queue)
+            queue=queue, limits=self._limits())
         topic = wait_result(self.context.metadata_group.submit(command), s.produce_timeout_ms / 1000)
         return self.describe_topic(topic.name, topic=topic)
 
@@ -89,9 +90,37 @@ class AdminService:
             raise errors.InvalidPartitions(
                 f"partitions must be at most partitions_per_topic_max={self.settings.partitions_per_topic_max}")
         command = commands.encode_alter_partitions(name=name, partitions=partitions,
-                                                   now_ms=self.context.clock.now_ms())
+                                                   now_ms=self.context.clock.now_ms(), limits=self._limits())
         topic = wait_result(self.context.metadata_group.submit(command), self.settings.produce_timeout_ms / 1000)
         return self.describe_topic(topic.name, topic=topic)
+
+    def alter_topic(self, name: str, *, retention_ms: int | None = None, retention_bytes: int | None = None,
+                    **queue_options):
+        """Change a topic's retention and, for a queue topic, its queue options (None = unchanged)."""
+        self.context.require_controller()
+        self.context.topic(name)
+        changes = check_altered_options(self.settings, **queue_options)
+        for field, value in (("retention_ms", retention_ms), ("retention_bytes", retention_bytes)):
+            if value is not None:
+                if value < -1:
+                    raise errors.InvalidArgument(f"{field} must be >= 0, or -1 for unlimited")
+                changes[field] = value
+        if not changes:
+            raise errors.InvalidArgument("alter a topic's retention_ms, retention_bytes or queue options")
+        command = commands.encode_alter_topic(name=name, changes=changes, now_ms=self.context.clock.now_ms())
+        topic = wait_result(self.context.metadata_group.submit(command), self.settings.produce_timeout_ms / 1000)
+        return self.describe_topic(topic.name, topic=topic)
+
+    def set_broker_state(self, broker_id: int, state: str):
+        """Mark a broker draining (it hands every leadership away and is given none) or active again."""
+        self.context.require_controller()
+        command = commands.encode_set_broker_state(broker_id=broker_id, state=state,
+                                                   now_ms=self.context.clock.now_ms())
+        return wait_result(self.context.metadata_group.submit(command), self.settings.produce_timeout_ms / 1000)
+
+    def _limits(self) -> dict:
+        s = self.settings
+        return model.CountLimits(s.topics_max, s.cluster_partitions_max, s.broker_replicas_max).to_command()
 
     def register_broker(self, broker_id: int, address: str, raft_address: str) -> None:
         command = commands.encode_register_broker(broker_id=broker_id, address=address, raft_address=raft_address,

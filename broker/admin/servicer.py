@@ -20,9 +20,13 @@ def topic_proto(view) -> pb.TopicInfo:
     )
 
 
+def broker_proto(b, alive: bool) -> pb.BrokerInfo:
+    return pb.BrokerInfo(broker_id=b.broker_id, address=b.address, raft_address=b.raft_address, alive=alive,
+                         state=b.state)
+
+
 def cluster_brokers(view) -> list[pb.BrokerInfo]:
-    return [pb.BrokerInfo(broker_id=b.broker_id, address=b.address, raft_address=b.raft_address, alive=alive)
-            for b, alive in view.brokers]
+    return [broker_proto(b, alive) for b, alive in view.brokers]
 
 
 class AdminServicer(pb_grpc.AdminServicer):
@@ -32,7 +36,8 @@ class AdminServicer(pb_grpc.AdminServicer):
     @unary
     def CreateTopic(self, request, context):
         view = self.service.create_topic(
-            request.name, partitions=request.partitions, replication_factor=request.replication_factor,
+            request.name, partitions=request.partitions if request.HasField("partitions") else None,
+            replication_factor=request.replication_factor if request.HasField("replication_factor") else None,
             kind=request.kind, ordering=request.ordering,
             retention_ms=request.retention_ms if request.HasField("retention_ms") else None,
             retention_bytes=request.retention_bytes if request.HasField("retention_bytes") else None,
@@ -55,6 +60,17 @@ class AdminServicer(pb_grpc.AdminServicer):
     @unary
     def AlterPartitions(self, request, context):
         return topic_proto(self.service.alter_partitions(request.name, request.partitions))
+
+    @unary
+    def SetBrokerState(self, request, context):
+        return broker_proto(self.service.set_broker_state(request.broker_id, request.state), alive=True)
+
+    @unary
+    def AlterTopic(self, request, context):
+        return topic_proto(self.service.alter_topic(
+            request.name, retention_ms=request.retention_ms if request.HasField("retention_ms") else None,
+            retention_bytes=request.retention_bytes if request.HasField("retention_bytes") else None,
+            **queue_options_of(request)))
 
     @unary
     def GetMetadata(self, request, context):

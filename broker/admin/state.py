@@ -25,6 +25,7 @@ from raftbus.broker import commands, model
 from raftbus.broker.groups import commands as group_commands
 from raftbus.broker.groups import planning as group_planning
 from raftbus.broker.groups.state import ConsumerGroup
+from raftbus.broker.queues.config import OPTIONS as QUEUE_OPTIONS
 from raftbus.broker.security import commands as security_commands
 from raftbus.broker.security import state as security_state
 
@@ -139,11 +140,26 @@ class MetadataStateMachine:
             commands.CREATE_TOPIC: self._plan_create_topic,
             commands.DELETE_TOPIC: self._plan_delete_topic,
             commands.ALTER_PARTITIONS: self._plan_alter_partitions,
+            commands.ALTER_TOPIC: self._plan_alter_topic,
+            commands.SET_BROKER_STATE: self._plan_set_broker_state,
         }.get(kind)
         if planner is None:
             raise errors.InvalidArgument(f"{kind} is not a metadata command")
         result, change = planner(payload)
+        self._check_limits(payload, change)
+        if kind in (commands.ALTER_TOPIC, commands.SET_BROKER_STATE):  # no partition moves, no group changes
+            return result, change
         return result, self._resettle_groups(index, payload, change)
+
+    def _check_limits(self, payload: dict, change: _Change) -> None:
+        """A created or grown topic must fit in the count limits its command carries (LimitReached)."""
+        limits = model.CountLimits.from_command(payload.get("limits"))
+        if limits is None or change.topic is None:
+            return
+        after = {**self._topics, change.topic.name: change.topic}
+        if change.companion is not None:
+            after[change.companion.name] = change.companion
+        limits.check(after)
 
     def _resettle_groups(self, index: int, payload: dict, change: _Change) -> _Change:
         """Consumer groups subscribed to a created, grown or deleted topic get a new assignment."""
@@ -162,8 +178,18 @@ class MetadataStateMachine:
         known = self._brokers.get(p["broker_id"])
         if known is not None and (known.address, known.raft_address) == (p["address"], p["raft_address"]):
             return None, _Change()
-        broker = model.Broker(p["broker_id"], p["address"], p["raft_address"], p["now_ms"])
+        broker = model.Broker(p["broker_id"], p["address"], p["raft_address"], p["now_ms"],
+                              known.state if known is not None else model.ACTIVE)  # a restart keeps draining
         return None, _Change(broker=broker)
+
+    def _plan_set_broker_state(self, p: dict):
+        known = self._brokers.get(p["broker_id"])
+        if known is None:
+            raise errors.InvalidArgument(f"broker {p['broker_id']} is not registered")
+        if p["state"] not in model.BROKER_STATES:
+            raise errors.InvalidArgument(f"broker state must be one of {model.BROKER_STATES}, not {p['state']!r}")
+        changed = dataclasses.replace(known, state=p["state"])
+        return changed, _Change(broker=changed)
 
     def _plan_create_topic(self, p: dict):
         name = p["name"]
@@ -228,6 +254,29 @@ class MetadataStateMachine:
                                        list(self._brokers))
         grown = dataclasses.replace(topic, partitions=topic.partitions + added)
         return grown, _Change(topic=grown)
+
+    def _plan_alter_topic(self, p: dict):
+        topic = self._topics.get(p["name"])
+        if topic is None:
+            raise errors.UnknownTopic(f"topic {p['name']!r} does not exist")
+        changes = dict(p["changes"])
+        unknown = set(changes) - {"retention_ms", "retention_bytes", *QUEUE_OPTIONS}
+        if unknown or not changes:
+            raise errors.InvalidArgument(f"alter_topic changes retention_ms, retention_bytes or queue options, "
+                                         f"not {sorted(unknown) or 'nothing'}")
+        retention = {n: changes.pop(n) for n in ("retention_ms", "retention_bytes") if n in changes}
+        if any(not isinstance(v, int) or isinstance(v, bool) or v < -1 for v in retention.values()):
+            raise errors.InvalidArgument("retention_ms and retention_bytes must be >= 0, or -1 for unlimited")
+        altered = dataclasses.replace(topic, **retention)
+        if changes:
+            if topic.queue is None:
+                raise errors.WrongTopicKind(f"{', '.join(sorted(changes))} apply to queue topics only; "
+                                            f"{topic.name!r} is a {topic.kind} topic")
+            if topic.queue.dead_letter_of:
+                raise errors.InvalidArgument(f"{topic.name!r} is the dead-letter topic of "
+                                             f"{topic.queue.dead_letter_of!r}; its queue options follow that topic")
+            altered = dataclasses.replace(altered, queue=dataclasses.replace(topic.queue, **changes).validate())
+        return altered, _Change(topic=altered)
 
     # ------------------------------------------------------------------ reads (any thread)
     def applied_index(self) -> int:

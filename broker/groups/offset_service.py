@@ -68,6 +68,27 @@ class OffsetService:
                                           metadata=metadata, reset=reset, now_ms=self.context.clock.now_ms())
         return wait_result(replica.group.submit(command), self.settings.produce_timeout_ms / 1000)
 
+    def reset(self, group: str, *, topic: str, partition: int, offset: int) -> CommittedOffset:
+        """An operator sets the group's offset for the partition, backwards too; only while the group has no
+        members (GroupNotEmpty), between the log start and the high watermark (OffsetOutOfRange). The commit
+        carries the highest generation the partition has seen for the group, so a member that joined and
+        committed in the meantime makes it StaleGeneration instead of being overwritten."""
+        rules.validate_group_name(group)
+        replica = self.context.leader_replica(topic, partition, kind="stream")
+        members = self.context.metadata_sm.group(group)
+        if members is not None and members.members:
+            raise errors.GroupNotEmpty(f"group {group!r} has {len(members.members)} member(s); stop its consumers "
+                                       "before resetting its offsets")
+        log_start, high_watermark = replica.state_machine.offsets()
+        if not log_start <= offset <= high_watermark:
+            raise errors.OffsetOutOfRange(f"offset {offset} of {topic}/{partition} is outside the log "
+                                          f"[{log_start}, {high_watermark}]")
+        stored = replica.state_machine.committed(group)
+        generation = stored.highest_generation if stored is not None else 0
+        command = gc.encode_commit_offset(group=group, member_id="", generation=generation, offset=offset,
+                                          metadata="", reset=True, now_ms=self.context.clock.now_ms())
+        return wait_result(replica.group.submit(command), self.settings.produce_timeout_ms / 1000)
+
     def expire_if_due(self, replica, live_groups) -> list[str]:
         """On a partition leader: propose dropping the offsets of groups that no longer exist and were last
         committed more than offsets_retention_ms ago (at most offsets_expire_groups_per_command_max per command);

@@ -74,6 +74,12 @@ class GroupsServicer(gpb_grpc.GroupsServicer):
         return gpb.CommitOffsetResponse(offset=stored.offset, commit_time_ms=stored.commit_time_ms)
 
     @unary
+    def ResetOffset(self, request, context):
+        stored = self.offsets.reset(request.group, topic=request.topic, partition=request.partition,
+                                    offset=request.offset)
+        return gpb.CommitOffsetResponse(offset=stored.offset, commit_time_ms=stored.commit_time_ms)
+
+    @unary
     def FetchOffset(self, request, context):
         return offset_proto(self.offsets.fetch(request.group, request.topic, request.partition,
                                                consistent=request.consistent))

@@ -4,6 +4,7 @@ from __future__ import annotations
 from concurrent.futures import Future
 
 from raftbus.client import errors
+from raftbus.client.records import check_framing
 
 from raftbus.broker import commands
 from raftbus.broker.context import BrokerContext, wait_result
@@ -27,7 +28,8 @@ class LogService:
 
     def submit_produce(self, topic: str, partition: int, *, producer_id: bytes, base_sequence: int,
                        record_count: int, max_timestamp_ms: int, records: bytes) -> Future:
-        """Validate and propose one batch without waiting: bad input raises at once; the future resolves to the
+        """Validate and propose one batch without waiting: bad input (an empty or oversized batch, records that do
+        not parse or whose count differs from `record_count`) raises at once; the future resolves to the
         state machine's result (a ProduceResult or a typed error value) once committed and applied here.
         Batches submitted one after another are proposed, and so appended, in that order."""
         if not records or record_count < 1:
@@ -40,9 +42,18 @@ class LogService:
         if base_sequence < 0:
             raise errors.InvalidArgument("base_sequence must be >= 0")
         replica = self.context.leader_replica(topic, partition, kind="stream")
+        check_framing(records, record_count)  # CorruptBatch: nothing unreadable is ever replicated
         command = commands.encode_produce(self.context.clock.now_ms(), producer_id, base_sequence, record_count,
                                           max_timestamp_ms, records)
         return replica.group.submit(command)
+
+    def start_at(self, topic: str, partition: int, offset: int) -> int:
+        """An empty partition's next offset becomes `offset` (restoring a backup at the same offsets)."""
+        if offset < 0:
+            raise errors.InvalidArgument(f"offset {offset} must be >= 0")
+        replica = self.context.leader_replica(topic, partition, kind="stream")
+        return wait_result(replica.group.submit(commands.encode_start_at(offset)),
+                           self.settings.produce_timeout_ms / 1000)
 
     def fetch(self, topic: str, partition: int, offset: int, *, max_bytes: int, max_wait_ms: int,
               member: tuple[str, str, int] | None = None):

@@ -68,6 +68,11 @@ class LogServicer(pb_grpc.LogServicer):
                 return
 
     @unary
+    def StartAt(self, request, context):
+        offset = self.service.start_at(request.topic, request.partition, request.offset)
+        return pb.ListOffsetsResponse(offset=offset, log_start_offset=offset, high_watermark=offset)
+
+    @unary
     def ListOffsets(self, request, context):
         offset, log_start, high_watermark = self.service.list_offsets(request.topic, request.partition,
                                                                       request.timestamp_ms)

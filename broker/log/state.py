@@ -115,6 +115,8 @@ class PartitionStateMachine:
             return self._produce(txn, payload)
         if kind == commands.TRIM:
             return self._trim(txn, payload)
+        if kind == commands.START_AT:
+            return self._start_at(payload)
         if kind == commands.INVALID:
             return payload, self._state
         if kind == group_commands.COMMIT_OFFSET:  # consumer groups
@@ -150,6 +152,19 @@ class PartitionStateMachine:
                                    else state.oldest_append_time_ms),
         )
         return ProduceResult(base_offset, False, produce.append_time_ms), state
+
+    def _start_at(self, offset: int):
+        """An empty partition moves its log start and high watermark to `offset` (never back): a restored backup
+        then gets every record at its original offset."""
+        state = self._state
+        if state.log_start_offset != state.high_watermark:
+            return errors.InvalidArgument(f"only an empty partition can start at another offset; this one holds "
+                                          f"[{state.log_start_offset}, {state.high_watermark})"), state
+        if offset < state.high_watermark:
+            return errors.InvalidArgument(f"offset {offset} is below the partition's next offset "
+                                          f"{state.high_watermark}"), state
+        state = state._replace(log_start_offset=offset, high_watermark=offset)
+        return offset, state
 
     def _trim(self, txn, trim: commands.TrimCommand):
         state = _remove_old_batches(txn, self._state, trim)

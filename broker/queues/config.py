@@ -35,6 +35,27 @@ def resolve_queue_options(settings, kind: str, **given) -> dict | None:
     return options
 
 
+def check_altered_options(settings, **given) -> dict:
+    """The queue options an alter sets (None = unchanged), each within the broker's bounds; the metadata state
+    machine then checks the merged config (e.g. backoff_max_ms >= backoff_base_ms)."""
+    named = {name: value for name, value in given.items() if value is not None}
+    unknown = set(named) - set(OPTIONS)
+    if unknown:
+        raise errors.InvalidArgument(f"unknown queue options: {sorted(unknown)}")
+    for name, value in named.items():
+        _check(isinstance(value, int) and value >= 0, f"queue option {name} must be an integer >= 0")
+    _check(named.get("max_deliveries", 0) <= settings.queue_max_deliveries_max,
+           f"max_deliveries must be at most queue_max_deliveries_max={settings.queue_max_deliveries_max}")
+    _check(named.get("backoff_max_ms", 0) <= settings.queue_backoff_ceiling_ms,
+           f"backoff_max_ms must be at most queue_backoff_ceiling_ms={settings.queue_backoff_ceiling_ms}")
+    if "idempotency_window_ms" in named:
+        low, high = settings.queue_idempotency_window_min_ms, settings.queue_idempotency_window_max_ms
+        _check(low <= named["idempotency_window_ms"] <= high,
+               f"idempotency_window_ms must be between queue_idempotency_window_min_ms={low} and "
+               f"queue_idempotency_window_max_ms={high}")
+    return named
+
+
 def _check(ok: bool, message: str) -> None:
     if not ok:
         raise errors.InvalidArgument(message)

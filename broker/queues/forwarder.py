@@ -35,9 +35,10 @@ class QueueForwarder:
     def __call__(self, topic: str, partition: int, messages: list[NewMessage]) -> list[tuple[int, bool]]:
         replica = self.context.partitions.get(partition_group_id(self.context.topic(topic).topic_id, partition))
         if replica is not None and replica.group.is_leader:
-            return self.queues.enqueue(topic, partition, messages)[1]
+            return self.queues.enqueue_moved(topic, partition, messages)[1]
         request = qpb.EnqueueRequest(topic=topic, partition=partition,
-                                     messages=[enqueue_message_proto(m) for m in messages])
+                                     messages=[enqueue_message_proto(m) for m in messages],
+                                     history_mac=self.queues.history.sign(topic, partition, messages))
         response = self._router_for_peers().call_partition(
             topic, partition, lambda conn: self._stub(conn).Enqueue(request, timeout=self.timeout_s))
         return [(r.message_id, r.duplicate) for r in response.results]

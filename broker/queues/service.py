@@ -16,11 +16,13 @@ from contextlib import contextmanager
 from raftbus.client import errors
 from raftbus.client.queues.ids import SEQ_BITS, SEQ_MASK, message_id, split_message_id
 from raftbus.client.queues.codec import LEASE_REF, unpack_leases
+from raftbus.client.records import check_framing
 
 from raftbus.broker.queues import commands as qc
 from raftbus.broker.queues.state.records import DEAD, DELAYED, IN_FLIGHT, READY
 from raftbus.broker.context import BrokerContext, PartitionReplica, partition_group_id, wait_result
 from raftbus.broker.queues.config import policy_for
+from raftbus.broker.queues.history import HistorySigner
 from raftbus.broker.queues.streams import StreamRegistry
 from raftbus.broker.queues.model import GroupStatsView, LeasedMessages, MessageView, NewMessage, PartitionStatsView
 
@@ -33,6 +35,7 @@ class QueueService:
         self.context = context
         self.settings = context.settings
         self.streams = StreamRegistry()
+        self.history = HistorySigner(context.settings.cluster_secret)
         self._ticks: dict[str, Future] = {}
         self._waiting_lock = threading.Lock()
         self._waiting_calls = 0
@@ -52,8 +55,15 @@ class QueueService:
 
     # ------------------------------------------------------------------ enqueue
     def enqueue(self, topic: str, partition: int, messages: list[NewMessage], *, producer_id: bytes = b"",
-                base_sequence: int = 0) -> tuple[int, list[tuple[int, bool]]]:
-        """(enqueued_ms, [(message_id, duplicate)]) once the batch is committed on a majority."""
+                base_sequence: int = 0, history_mac: bytes = b"") -> tuple[int, list[tuple[int, bool]]]:
+        """(enqueued_ms, [(message_id, duplicate)]) once the batch is committed on a majority. Messages with
+        history fields need the `history_mac` of a broker moving them (see history.py)."""
+        self.history.check(topic, partition, self._bounded(messages, "enqueue"), history_mac)
+        return self.enqueue_moved(topic, partition, messages, producer_id=producer_id, base_sequence=base_sequence)
+
+    def enqueue_moved(self, topic: str, partition: int, messages: list[NewMessage], *, producer_id: bytes = b"",
+                      base_sequence: int = 0) -> tuple[int, list[tuple[int, bool]]]:
+        """enqueue() for this broker's own dead-letter moves and redrives: history fields are taken as given."""
         now = self.now_ms()
         items = [self._item(m, now) for m in self._bounded(messages, "enqueue")]
         size = sum(len(i.record) for i in items)
@@ -92,6 +102,10 @@ class QueueService:
             split_message_id(m.origin_id)
         if m.delivery_count < 0 or m.enqueued_ms < 0:
             raise errors.InvalidArgument("delivery_count and enqueued_ms must be >= 0")
+        if m.delivery_count > s.queue_max_deliveries_max:
+            raise errors.InvalidArgument(f"delivery_count must be at most queue_max_deliveries_max="
+                                         f"{s.queue_max_deliveries_max}")
+        check_framing(m.record, 1)
         return qc.EnqueueItem(m.priority, m.deliver_at_ms, m.delivery_count, m.enqueued_ms, m.origin_id, group, key,
                               _utf8(m.last_error, "last_error", s.queue_nack_reason_bytes_max), m.record)
 
@@ -378,6 +392,21 @@ class QueueService:
                                          f"{self.settings.queue_peek_messages_max}")
         replica = self.replica(topic, partition)
         return [MessageView.of(partition, seq, m) for seq, m in replica.state_machine.peek(STATES[state], max_messages)]
+
+    def scan(self, topic: str, partition: int, *, after_message_id: int = 0,
+             max_messages: int = 100) -> list[MessageView]:
+        """Messages of every state after `after_message_id` (0: from the first), in id order: a full read in pages
+        (backups). max_messages is bounded by queue_peek_messages_max."""
+        if not 1 <= max_messages <= self.settings.queue_peek_messages_max:
+            raise errors.InvalidArgument(f"max_messages must be between 1 and queue_peek_messages_max="
+                                         f"{self.settings.queue_peek_messages_max}")
+        after_seq = 0
+        if after_message_id:
+            at, after_seq = split_message_id(after_message_id)
+            if at != partition:
+                raise errors.InvalidArgument(f"message {after_message_id} belongs to partition {at}, not {partition}")
+        replica = self.replica(topic, partition)
+        return [MessageView.of(partition, seq, m) for seq, m in replica.state_machine.scan(after_seq, max_messages)]
 
     def stats(self, topic: str, partition: int) -> PartitionStatsView:
         replica = self.replica(topic, partition)

@@ -67,7 +67,7 @@ class QueueServicer(qpb_grpc.QueueServicer):
     def Enqueue(self, request, context):
         enqueued_ms, results = self.service.enqueue(
             request.topic, request.partition, [new_message(m) for m in request.messages],
-            producer_id=request.producer_id, base_sequence=request.base_sequence)
+            producer_id=request.producer_id, base_sequence=request.base_sequence, history_mac=request.history_mac)
         return qpb.EnqueueResponse(request_id=request.request_id, enqueued_ms=enqueued_ms,
                                    results=[qpb.EnqueueResult(message_id=mid, duplicate=dup) for mid, dup in results])
 
@@ -136,6 +136,12 @@ class QueueServicer(qpb_grpc.QueueServicer):
         peeked = self.service.peek(request.topic, request.partition, state=request.state or "ready",
                                    max_messages=request.max_messages or 10)
         return qpb.PeekResponse(messages=[message_proto(m) for m in peeked])
+
+    @unary
+    def Scan(self, request, context):
+        scanned = self.service.scan(request.topic, request.partition, after_message_id=request.after_message_id,
+                                    max_messages=request.max_messages or 100)
+        return qpb.PeekResponse(messages=[message_proto(m) for m in scanned])
 
     @unary
     def Redrive(self, request, context):

@@ -58,10 +58,13 @@ METHOD_CHECKS: dict[str, tuple[Check, ...] | None] = {
     _LOG + "Fetch": (topic("topic", CONSUME), group("group?", CONSUME)),
     _LOG + "FetchStream": (topic("topic", CONSUME), group("group?", CONSUME)),
     _LOG + "ListOffsets": (topic("topic", CONSUME),),
+    _LOG + "StartAt": (topic("topic", ADMIN),),  # restores: where an empty partition starts
     # topics and cluster metadata
     _ADMIN + "CreateTopic": (topic("name", ADMIN),),
     _ADMIN + "DeleteTopic": (topic("name", ADMIN),),
     _ADMIN + "AlterPartitions": (topic("name", ADMIN),),
+    _ADMIN + "AlterTopic": (topic("name", ADMIN),),
+    _ADMIN + "SetBrokerState": (cluster(ADMIN),),
     _ADMIN + "ListTopics": AUTHENTICATED,
     _ADMIN + "DescribeTopic": AUTHENTICATED,
     _ADMIN + "GetMetadata": AUTHENTICATED,
@@ -74,6 +77,7 @@ METHOD_CHECKS: dict[str, tuple[Check, ...] | None] = {
     _GROUPS + "LeaveGroup": (group("group", CONSUME),),
     _GROUPS + "CommitOffset": (group("group", CONSUME), topic("topic", CONSUME)),
     _GROUPS + "FetchOffset": (group("group", CONSUME), topic("topic", CONSUME)),
+    _GROUPS + "ResetOffset": (group("group", ADMIN), topic("topic", CONSUME)),
     _GROUPS + "ListGroups": (cluster(ADMIN),),
     _GROUPS + "DescribeGroup": (group("group", CONSUME),),
     # queue topics: enqueue, cancel and reprioritize are the producer's; lease and settle the consumer's
@@ -88,6 +92,7 @@ METHOD_CHECKS: dict[str, tuple[Check, ...] | None] = {
     _QUEUE + "Get": (topic("topic", CONSUME),),
     _QUEUE + "Peek": (topic("topic", CONSUME),),
     _QUEUE + "Stats": (topic("topic", CONSUME),),
+    _QUEUE + "Scan": (topic("topic", CONSUME),),  # backups
     _QUEUE + "Redrive": (topic("topic", ADMIN),),
     # principals, tokens and ACLs
     _SECURITY + "CreateToken": (cluster(ADMIN),),

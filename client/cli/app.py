@@ -20,6 +20,8 @@ from boltons.strutils import bytes2human
 
 from raftbus.client import settings
 from raftbus.client.bench import runner as bench
+from raftbus.client.cli import backup as backup_cli
+from raftbus.client.cli import brokers as broker_cli
 from raftbus.client.cli import groups as group_cli
 from raftbus.client.cli import queues as cli_queues
 from raftbus.client.cli import security as security_cli
@@ -108,9 +110,13 @@ def _add_topic_commands(sub, common) -> None:
         parser = actions.add_parser(action, parents=[common], help=text)
         parser.add_argument("name")
         parser.set_defaults(handler=handler)
-    alter = actions.add_parser("alter", parents=[common], help="grow a topic's partitions")
+    alter = actions.add_parser("alter", parents=[common],
+                               help="grow a topic's partitions, change its retention or its queue options")
     alter.add_argument("name")
-    alter.add_argument("--partitions", type=int, required=True)
+    alter.add_argument("--partitions", type=int, help="new total (grow only)")
+    alter.add_argument("--retention-ms", type=int, help="-1 = unlimited")
+    alter.add_argument("--retention-bytes", type=int, help="per partition; -1 = unlimited")
+    cli_queues.add_topic_queue_options(alter)
     alter.set_defaults(handler=run_topics_alter)
 
 
@@ -157,8 +163,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_broker_commands(sub, common)
     _add_topic_commands(sub, common)
     _add_data_commands(sub, common)
-    group_cli.add_group_commands(sub, common, {"list": run_groups_list, "describe": run_groups_describe})
+    group_cli.add_group_commands(sub, common, {"list": run_groups_list, "describe": run_groups_describe,
+                                               "reset-offsets": run_groups_reset_offsets})
     cli_queues.add_queue_commands(sub, common, bootstrap_of)
+    broker_cli.add_broker_admin_commands(sub, common, bootstrap_of)
+    backup_cli.add_backup_commands(sub, common, bootstrap_of)
     security_cli.add_security_commands(sub, common, bootstrap_of)
     return parser
 
@@ -169,6 +178,9 @@ def check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
         parser.error("consume: --offset needs --partition")
     if args.command == "consume" and args.max is not None and args.max < 0:
         parser.error("consume: --max must be >= 0")
+    if args.command == "topics" and args.topics_command == "alter" and not _alterations(args) \
+            and args.partitions is None:
+        parser.error("topics alter: give --partitions, --retention-ms, --retention-bytes or a queue option")
     group_cli.check_group_usage(parser, args)
 
 
@@ -241,8 +253,8 @@ def print_topic(topic: TopicDescription, as_json: bool) -> None:
 
 def print_cluster(status: ClusterStatus) -> None:
     print(f"controller: {status.controller_id or 'none'} (answered by broker {status.answering_broker_id})")
-    print_table(["BROKER", "ADDRESS", "RAFT_ADDRESS", "ALIVE", "ROLE"],
-                [[b.broker_id, b.address, b.raft_address, "yes" if b.alive else "no",
+    print_table(["BROKER", "ADDRESS", "RAFT_ADDRESS", "ALIVE", "STATE", "ROLE"],
+                [[b.broker_id, b.address, b.raft_address, "yes" if b.alive else "no", b.state,
                   "controller" if b.broker_id == status.controller_id else ""] for b in status.brokers])
     rows = [[t.name, p.partition, p.leader_id or "-", ids(p.replicas), ids(p.isr)]
             for t in status.topics for p in t.partitions]
@@ -309,9 +321,20 @@ def run_topics_delete(args) -> int:
     return 0
 
 
+def _alterations(args) -> dict:
+    """The settings `topics alter` changes (partitions apart)."""
+    changed = {name: getattr(args, name) for name in ("retention_ms", "retention_bytes")
+               if getattr(args, name) is not None}
+    return {**changed, **cli_queues.topic_queue_options(args)}
+
+
 def run_topics_alter(args) -> int:
+    settings_changed = _alterations(args)
     with Admin(bootstrap_of(args)) as admin:
-        print_topic(admin.alter_partitions(args.name, args.partitions), args.json)
+        topic = admin.alter_topic(args.name, **settings_changed) if settings_changed else None
+        if args.partitions is not None:
+            topic = admin.alter_partitions(args.name, args.partitions)
+        print_topic(topic, args.json)
     return 0
 
 
@@ -380,6 +403,10 @@ def run_groups_list(args) -> int:
 
 def run_groups_describe(args) -> int:
     return group_cli.run_groups_describe(args, bootstrap_of(args), print_table)
+
+
+def run_groups_reset_offsets(args) -> int:
+    return group_cli.run_groups_reset_offsets(args, bootstrap_of(args), print_table)
 
 
 # ---------------------------------------------------------------------- entry point

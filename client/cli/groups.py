@@ -1,4 +1,4 @@
-"""`raftbus consume TOPIC --group G` and `raftbus groups list|describe G`."""
+"""`raftbus consume TOPIC --group G` and `raftbus groups list|describe G|reset-offsets G`."""
 from __future__ import annotations
 
 import argparse
@@ -21,6 +21,28 @@ def add_group_commands(sub, common: argparse.ArgumentParser, handlers) -> None:
                                   help="members, assignment, committed offsets and lag of a group")
     describe.add_argument("name")
     describe.set_defaults(handler=handlers["describe"])
+    reset = actions.add_parser("reset-offsets", parents=[common],
+                               help="set a group's committed offsets on a topic (the group must have no members)")
+    reset.add_argument("name")
+    reset.add_argument("--topic", required=True)
+    reset.add_argument("--partitions", type=partition_list, help="comma-separated partitions (default: all)")
+    target = reset.add_mutually_exclusive_group(required=True)
+    target.add_argument("--to-earliest", action="store_true", help="each partition's log start")
+    target.add_argument("--to-latest", action="store_true", help="each partition's high watermark")
+    target.add_argument("--to-offset", type=int, metavar="N", help="offset N, clamped to each partition's log")
+    target.add_argument("--to-time", type=int, metavar="MS", help="the first offset at or after MS (ms since epoch)")
+    reset.add_argument("--dry-run", action="store_true", help="print the offsets without setting them")
+    reset.set_defaults(handler=handlers["reset-offsets"])
+
+
+def partition_list(text: str) -> list[int]:
+    try:
+        partitions = [int(part) for part in text.split(",")]
+    except ValueError:
+        partitions = []
+    if not partitions or any(p < 0 for p in partitions):
+        raise argparse.ArgumentTypeError(f"partitions must be comma-separated integers >= 0, not {text!r}")
+    return partitions
 
 
 def check_group_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -72,6 +94,21 @@ def run_groups_describe(args, bootstrap: str, print_table) -> int:
         print(json.dumps(group.to_dict()))
     else:
         print_group(group, print_table)
+    return 0
+
+
+def run_groups_reset_offsets(args, bootstrap: str, print_table) -> int:
+    with Admin(bootstrap) as admin:
+        plan = admin.reset_group_offsets(args.name, args.topic, to_earliest=args.to_earliest,
+                                         to_latest=args.to_latest, to_offset=args.to_offset,
+                                         to_time_ms=args.to_time, partitions=args.partitions, dry_run=args.dry_run)
+    rows = [{"topic": args.topic, "partition": p, "offset": o} for p, o in sorted(plan.items())]
+    if args.json:
+        print(json.dumps({"group": args.name, "dry_run": args.dry_run, "offsets": rows}))
+    else:
+        print_table(["TOPIC", "PARTITION", "NEW_OFFSET"], [[r["topic"], r["partition"], r["offset"]] for r in rows])
+        if args.dry_run:
+            print("(dry run: nothing was changed)")
     return 0
 
 

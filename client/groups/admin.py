@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from raftbus.client.errors import UnknownTopic
+from raftbus.client.errors import InvalidArgument, UnknownTopic
 from raftbus.client.groups.calls import GroupCalls, TopicPartition
 from raftbus.client.wire import groups_pb2 as gpb
 
@@ -107,3 +107,31 @@ def describe_group(calls: GroupCalls, name: str) -> GroupDescription:
             tp = TopicPartition(topic, partition)
             partitions.append(PartitionLag.from_proto(calls.fetch_offset(name, tp), owners.get(tp)))
     return GroupDescription.from_proto(info, partitions)
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetResetSpec:
+    """Where kafka-consumer-groups' --reset-offsets puts a group: exactly one of the four targets."""
+    to_earliest: bool = False
+    to_latest: bool = False
+    to_offset: int | None = None
+    to_time_ms: int | None = None
+
+    def check(self) -> None:
+        given = sum((self.to_earliest, self.to_latest, self.to_offset is not None, self.to_time_ms is not None))
+        if given != 1:
+            raise InvalidArgument("name exactly one of to_earliest, to_latest, to_offset, to_time_ms")
+        if self.to_offset is not None and (not isinstance(self.to_offset, int) or self.to_offset < 0):
+            raise InvalidArgument(f"to_offset must be an offset >= 0, not {self.to_offset!r}")
+        if self.to_time_ms is not None and (not isinstance(self.to_time_ms, int) or self.to_time_ms < 0):
+            raise InvalidArgument(f"to_time_ms must be a time in ms >= 0, not {self.to_time_ms!r}")
+
+    def offset_in(self, log_start: int, high_watermark: int, offset_at_time: int | None) -> int:
+        """The offset this spec picks in a partition holding [log_start, high_watermark); an explicit offset
+        outside the log is clamped to it, as Kafka does."""
+        if self.to_earliest:
+            return log_start
+        if self.to_latest:
+            return high_watermark
+        wanted = self.to_offset if self.to_offset is not None else offset_at_time
+        return min(max(wanted, log_start), high_watermark)

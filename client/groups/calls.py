@@ -102,6 +102,12 @@ class GroupCalls:
                                        lambda conn: self.stub(conn).CommitOffset(request, timeout=self.timeout_s))
         return r.offset
 
+    def reset_offset(self, group: str, tp: TopicPartition, offset: int) -> int:
+        request = gpb.ResetOffsetRequest(group=group, topic=tp[0], partition=tp[1], offset=offset)
+        r = self.router.call_partition(tp[0], tp[1],
+                                       lambda conn: self.stub(conn).ResetOffset(request, timeout=self.timeout_s))
+        return r.offset
+
     def fetch_offset(self, group: str, tp: TopicPartition, consistent: bool = False) -> gpb.PartitionOffset:
         request = gpb.FetchOffsetRequest(group=group, topic=tp[0], partition=tp[1], consistent=consistent)
         return self.router.call_partition(tp[0], tp[1],

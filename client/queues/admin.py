@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
 
 from raftbus.client import settings
@@ -152,6 +152,22 @@ class Queues:
             request = qpb.PeekRequest(topic=topic, partition=p, state=state, max_messages=max_messages)
             found += [Message.from_proto(topic, m) for m in self._call(topic, p, "Peek", request).messages]
         return found
+
+    def scan(self, topic: str, partition: int, after_message_id: int = 0, max_messages: int = 500) -> list[Message]:
+        """One page of a partition's messages of every state, in id order, after `after_message_id`."""
+        request = qpb.ScanRequest(topic=topic, partition=partition, after_message_id=after_message_id,
+                                  max_messages=max_messages)
+        return [Message.from_proto(topic, m) for m in self._call(topic, partition, "Scan", request).messages]
+
+    def iter_messages(self, topic: str, partition: int, page_messages: int = 500) -> Iterator[Message]:
+        """Every message of a partition (ready, delayed, in flight, dead) in id order, read in pages."""
+        after = 0
+        while True:
+            page = self.scan(topic, partition, after, page_messages)
+            yield from page
+            if len(page) < page_messages:
+                return
+            after = page[-1].message_id
 
     # ------------------------------------------------------------------ stats and dead letters
     def partition_stats(self, topic: str) -> list[PartitionQueueStats]:

@@ -128,6 +128,18 @@ class CommitOffsetResponse(_message.Message):
     commit_time_ms: int
     def __init__(self, offset: _Optional[int] = ..., commit_time_ms: _Optional[int] = ...) -> None: ...
 
+class ResetOffsetRequest(_message.Message):
+    __slots__ = ("group", "topic", "partition", "offset")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    topic: str
+    partition: int
+    offset: int
+    def __init__(self, group: _Optional[str] = ..., topic: _Optional[str] = ..., partition: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
+
 class FetchOffsetRequest(_message.Message):
     __slots__ = ("group", "topic", "partition", "consistent")
     GROUP_FIELD_NUMBER: _ClassVar[int]

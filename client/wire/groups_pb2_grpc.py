@@ -59,6 +59,11 @@ class GroupsStub:
                 request_serializer=groups__pb2.CommitOffsetRequest.SerializeToString,
                 response_deserializer=groups__pb2.CommitOffsetResponse.FromString,
                 _registered_method=True)
+        self.ResetOffset = channel.unary_unary(
+                '/raftbus.v1.Groups/ResetOffset',
+                request_serializer=groups__pb2.ResetOffsetRequest.SerializeToString,
+                response_deserializer=groups__pb2.CommitOffsetResponse.FromString,
+                _registered_method=True)
         self.FetchOffset = channel.unary_unary(
                 '/raftbus.v1.Groups/FetchOffset',
                 request_serializer=groups__pb2.FetchOffsetRequest.SerializeToString,
@@ -109,6 +114,12 @@ class GroupsServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ResetOffset(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def FetchOffset(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -153,6 +164,11 @@ def add_GroupsServicer_to_server(servicer, server):
             'CommitOffset': grpc.unary_unary_rpc_method_handler(
                     servicer.CommitOffset,
                     request_deserializer=groups__pb2.CommitOffsetRequest.FromString,
+                    response_serializer=groups__pb2.CommitOffsetResponse.SerializeToString,
+            ),
+            'ResetOffset': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResetOffset,
+                    request_deserializer=groups__pb2.ResetOffsetRequest.FromString,
                     response_serializer=groups__pb2.CommitOffsetResponse.SerializeToString,
             ),
             'FetchOffset': grpc.unary_unary_rpc_method_handler(
@@ -305,6 +321,33 @@ class Groups:
             target,
             '/raftbus.v1.Groups/CommitOffset',
             groups__pb2.CommitOffsetRequest.SerializeToString,
+            groups__pb2.CommitOffsetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResetOffset(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftbus.v1.Groups/ResetOffset',
+            groups__pb2.ResetOffsetRequest.SerializeToString,
             groups__pb2.CommitOffsetResponse.FromString,
             options,
             channel_credentials,

@@ -60,20 +60,22 @@ class QueueMessage(_message.Message):
     def __init__(self, message_id: _Optional[int] = ..., partition: _Optional[int] = ..., state: _Optional[str] = ..., priority: _Optional[int] = ..., group: _Optional[str] = ..., delivery_count: _Optional[int] = ..., enqueued_ms: _Optional[int] = ..., available_ms: _Optional[int] = ..., lease_deadline_ms: _Optional[int] = ..., origin_id: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., last_error: _Optional[str] = ..., record: _Optional[bytes] = ...) -> None: ...
 
 class EnqueueRequest(_message.Message):
-    __slots__ = ("request_id", "topic", "partition", "producer_id", "base_sequence", "messages")
+    __slots__ = ("request_id", "topic", "partition", "producer_id", "base_sequence", "messages", "history_mac")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
     BASE_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_MAC_FIELD_NUMBER: _ClassVar[int]
     request_id: int
     topic: str
     partition: int
     producer_id: bytes
     base_sequence: int
     messages: _containers.RepeatedCompositeFieldContainer[EnqueueMessage]
-    def __init__(self, request_id: _Optional[int] = ..., topic: _Optional[str] = ..., partition: _Optional[int] = ..., producer_id: _Optional[bytes] = ..., base_sequence: _Optional[int] = ..., messages: _Optional[_Iterable[_Union[EnqueueMessage, _Mapping]]] = ...) -> None: ...
+    history_mac: bytes
+    def __init__(self, request_id: _Optional[int] = ..., topic: _Optional[str] = ..., partition: _Optional[int] = ..., producer_id: _Optional[bytes] = ..., base_sequence: _Optional[int] = ..., messages: _Optional[_Iterable[_Union[EnqueueMessage, _Mapping]]] = ..., history_mac: _Optional[bytes] = ...) -> None: ...
 
 class EnqueueResult(_message.Message):
     __slots__ = ("message_id", "duplicate")
@@ -244,6 +246,18 @@ class ChangePriorityRequest(_message.Message):
     priority: int
     deliver_at_ms: int
     def __init__(self, topic: _Optional[str] = ..., message_id: _Optional[int] = ..., priority: _Optional[int] = ..., deliver_at_ms: _Optional[int] = ...) -> None: ...
+
+class ScanRequest(_message.Message):
+    __slots__ = ("topic", "partition", "after_message_id", "max_messages")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    AFTER_MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    MAX_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    after_message_id: int
+    max_messages: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., after_message_id: _Optional[int] = ..., max_messages: _Optional[int] = ...) -> None: ...
 
 class PeekRequest(_message.Message):
     __slots__ = ("topic", "partition", "state", "max_messages")

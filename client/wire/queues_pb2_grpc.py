@@ -89,6 +89,11 @@ class QueueStub:
                 request_serializer=queues__pb2.PeekRequest.SerializeToString,
                 response_deserializer=queues__pb2.PeekResponse.FromString,
                 _registered_method=True)
+        self.Scan = channel.unary_unary(
+                '/raftbus.v1.Queue/Scan',
+                request_serializer=queues__pb2.ScanRequest.SerializeToString,
+                response_deserializer=queues__pb2.PeekResponse.FromString,
+                _registered_method=True)
         self.Redrive = channel.unary_unary(
                 '/raftbus.v1.Queue/Redrive',
                 request_serializer=queues__pb2.RedriveRequest.SerializeToString,
@@ -165,6 +170,13 @@ class QueueServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Scan(self, request, context):
+        """every message of a partition in id order, in pages (backups)
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Redrive(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -227,6 +239,11 @@ def add_QueueServicer_to_server(servicer, server):
             'Peek': grpc.unary_unary_rpc_method_handler(
                     servicer.Peek,
                     request_deserializer=queues__pb2.PeekRequest.FromString,
+                    response_serializer=queues__pb2.PeekResponse.SerializeToString,
+            ),
+            'Scan': grpc.unary_unary_rpc_method_handler(
+                    servicer.Scan,
+                    request_deserializer=queues__pb2.ScanRequest.FromString,
                     response_serializer=queues__pb2.PeekResponse.SerializeToString,
             ),
             'Redrive': grpc.unary_unary_rpc_method_handler(
@@ -531,6 +548,33 @@ class Queue:
             target,
             '/raftbus.v1.Queue/Peek',
             queues__pb2.PeekRequest.SerializeToString,
+            queues__pb2.PeekResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Scan(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftbus.v1.Queue/Scan',
+            queues__pb2.ScanRequest.SerializeToString,
             queues__pb2.PeekResponse.FromString,
             options,
             channel_credentials,

@@ -19,16 +19,18 @@ class Error(_message.Message):
     def __init__(self, code: _Optional[str] = ..., message: _Optional[str] = ..., leader_id: _Optional[int] = ..., leader_address: _Optional[str] = ...) -> None: ...
 
 class BrokerInfo(_message.Message):
-    __slots__ = ("broker_id", "address", "raft_address", "alive")
+    __slots__ = ("broker_id", "address", "raft_address", "alive", "state")
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     RAFT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     ALIVE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
     broker_id: int
     address: str
     raft_address: str
     alive: bool
-    def __init__(self, broker_id: _Optional[int] = ..., address: _Optional[str] = ..., raft_address: _Optional[str] = ..., alive: _Optional[bool] = ...) -> None: ...
+    state: str
+    def __init__(self, broker_id: _Optional[int] = ..., address: _Optional[str] = ..., raft_address: _Optional[str] = ..., alive: _Optional[bool] = ..., state: _Optional[str] = ...) -> None: ...
 
 class PartitionInfo(_message.Message):
     __slots__ = ("partition", "leader_id", "replicas", "isr", "log_start_offset", "high_watermark")
@@ -247,6 +249,44 @@ class AlterPartitionsRequest(_message.Message):
     name: str
     partitions: int
     def __init__(self, name: _Optional[str] = ..., partitions: _Optional[int] = ...) -> None: ...
+
+class SetBrokerStateRequest(_message.Message):
+    __slots__ = ("broker_id", "state")
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    state: str
+    def __init__(self, broker_id: _Optional[int] = ..., state: _Optional[str] = ...) -> None: ...
+
+class StartAtRequest(_message.Message):
+    __slots__ = ("topic", "partition", "offset")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    offset: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
+
+class AlterTopicRequest(_message.Message):
+    __slots__ = ("name", "retention_ms", "retention_bytes", "max_deliveries", "backoff_base_ms", "backoff_max_ms", "max_in_flight_per_group", "idempotency_window_ms")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    RETENTION_MS_FIELD_NUMBER: _ClassVar[int]
+    RETENTION_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MAX_DELIVERIES_FIELD_NUMBER: _ClassVar[int]
+    BACKOFF_BASE_MS_FIELD_NUMBER: _ClassVar[int]
+    BACKOFF_MAX_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_IN_FLIGHT_PER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_WINDOW_MS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    retention_ms: int
+    retention_bytes: int
+    max_deliveries: int
+    backoff_base_ms: int
+    backoff_max_ms: int
+    max_in_flight_per_group: int
+    idempotency_window_ms: int
+    def __init__(self, name: _Optional[str] = ..., retention_ms: _Optional[int] = ..., retention_bytes: _Optional[int] = ..., max_deliveries: _Optional[int] = ..., backoff_base_ms: _Optional[int] = ..., backoff_max_ms: _Optional[int] = ..., max_in_flight_per_group: _Optional[int] = ..., idempotency_window_ms: _Optional[int] = ...) -> None: ...
 
 class MetadataRequest(_message.Message):
     __slots__ = ("topics",)

@@ -34,6 +34,11 @@ class LogStub:
         Args:
             channel: A grpc.Channel.
         """
+        self.StartAt = channel.unary_unary(
+                '/raftbus.v1.Log/StartAt',
+                request_serializer=raftbus__pb2.StartAtRequest.SerializeToString,
+                response_deserializer=raftbus__pb2.ListOffsetsResponse.FromString,
+                _registered_method=True)
         self.Produce = channel.unary_unary(
                 '/raftbus.v1.Log/Produce',
                 request_serializer=raftbus__pb2.ProduceRequest.SerializeToString,
@@ -63,6 +68,13 @@ class LogStub:
 
 class LogServicer:
     """Missing associated documentation comment in .proto file."""
+
+    def StartAt(self, request, context):
+        """an empty partition starts at an offset (restores)
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
 
     def Produce(self, request, context):
         """Missing associated documentation comment in .proto file."""
@@ -97,6 +109,11 @@ class LogServicer:
 
 def add_LogServicer_to_server(servicer, server):
     rpc_method_handlers = {
+            'StartAt': grpc.unary_unary_rpc_method_handler(
+                    servicer.StartAt,
+                    request_deserializer=raftbus__pb2.StartAtRequest.FromString,
+                    response_serializer=raftbus__pb2.ListOffsetsResponse.SerializeToString,
+            ),
             'Produce': grpc.unary_unary_rpc_method_handler(
                     servicer.Produce,
                     request_deserializer=raftbus__pb2.ProduceRequest.FromString,
@@ -132,6 +149,33 @@ def add_LogServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class Log:
     """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def StartAt(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftbus.v1.Log/StartAt',
+            raftbus__pb2.StartAtRequest.SerializeToString,
+            raftbus__pb2.ListOffsetsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
 
     @staticmethod
     def Produce(request,
@@ -303,6 +347,16 @@ class AdminStub:
                 request_serializer=raftbus__pb2.AlterPartitionsRequest.SerializeToString,
                 response_deserializer=raftbus__pb2.TopicInfo.FromString,
                 _registered_method=True)
+        self.AlterTopic = channel.unary_unary(
+                '/raftbus.v1.Admin/AlterTopic',
+                request_serializer=raftbus__pb2.AlterTopicRequest.SerializeToString,
+                response_deserializer=raftbus__pb2.TopicInfo.FromString,
+                _registered_method=True)
+        self.SetBrokerState = channel.unary_unary(
+                '/raftbus.v1.Admin/SetBrokerState',
+                request_serializer=raftbus__pb2.SetBrokerStateRequest.SerializeToString,
+                response_deserializer=raftbus__pb2.BrokerInfo.FromString,
+                _registered_method=True)
         self.GetMetadata = channel.unary_unary(
                 '/raftbus.v1.Admin/GetMetadata',
                 request_serializer=raftbus__pb2.MetadataRequest.SerializeToString,
@@ -353,6 +407,18 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterTopic(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetBrokerState(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetMetadata(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -398,6 +464,16 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.AlterPartitions,
                     request_deserializer=raftbus__pb2.AlterPartitionsRequest.FromString,
                     response_serializer=raftbus__pb2.TopicInfo.SerializeToString,
+            ),
+            'AlterTopic': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterTopic,
+                    request_deserializer=raftbus__pb2.AlterTopicRequest.FromString,
+                    response_serializer=raftbus__pb2.TopicInfo.SerializeToString,
+            ),
+            'SetBrokerState': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetBrokerState,
+                    request_deserializer=raftbus__pb2.SetBrokerStateRequest.FromString,
+                    response_serializer=raftbus__pb2.BrokerInfo.SerializeToString,
             ),
             'GetMetadata': grpc.unary_unary_rpc_method_handler(
                     servicer.GetMetadata,
@@ -550,6 +626,60 @@ class Admin:
             '/raftbus.v1.Admin/AlterPartitions',
             raftbus__pb2.AlterPartitionsRequest.SerializeToString,
             raftbus__pb2.TopicInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterTopic(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftbus.v1.Admin/AlterTopic',
+            raftbus__pb2.AlterTopicRequest.SerializeToString,
+            raftbus__pb2.TopicInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetBrokerState(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftbus.v1.Admin/SetBrokerState',
+            raftbus__pb2.SetBrokerStateRequest.SerializeToString,
+            raftbus__pb2.BrokerInfo.FromString,
             options,
             channel_credentials,
             insecure,

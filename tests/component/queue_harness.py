@@ -42,7 +42,7 @@ class QueueBroker:
 
     def forward(self, topic: str, partition: int, messages: list[NewMessage]):
         self.forwarded.append((topic, partition, len(messages)))
-        return self.queues.enqueue(topic, partition, messages)[1]
+        return self.queues.enqueue_moved(topic, partition, messages)[1]
 
     def create(self, name: str, partitions: int = 1, kind: str = "queue", ordering: str = "", **options):
         view = self.admin.create_topic(name, partitions=partitions, replication_factor=1, kind=kind,

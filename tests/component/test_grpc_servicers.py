@@ -80,3 +80,17 @@ def test_malformed_bytes_are_an_invalid_argument_not_a_crash(served):
         call(b"\xff\xff\xff\xff garbage", timeout=5)
     assert caught.value.code() in (grpc.StatusCode.INTERNAL, grpc.StatusCode.INVALID_ARGUMENT)
     assert admin.ListTopics(pb.ListTopicsRequest()).topics[0].name == "orders"
+
+
+def test_explicit_zero_partitions_or_replicas_are_refused_and_unset_ones_take_the_defaults(served):
+    """Goal: CreateTopic tells "not given" (the broker's default) from an explicit bad value (a typed error)."""
+    broker, _, admin, _ = served
+    for request, error in ((pb.CreateTopicRequest(name="zero", partitions=0), errors.InvalidPartitions),
+                           (pb.CreateTopicRequest(name="zero", replication_factor=0), errors.InvalidReplicationFactor),
+                           (pb.CreateTopicRequest(name="zero", partitions=-2), errors.InvalidPartitions)):
+        with pytest.raises(grpc.RpcError) as caught:
+            admin.CreateTopic(request)
+        assert type(errors.error_from_rpc(caught.value)) is error
+    assert "zero" not in [t.name for t in admin.ListTopics(pb.ListTopicsRequest()).topics]
+    created = admin.CreateTopic(pb.CreateTopicRequest(name="defaults")).topic
+    assert len(created.partitions) == broker.settings.default_partitions

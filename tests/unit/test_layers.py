@@ -10,7 +10,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 # broker: layer of a module -> layers it may import (its own layer always allowed)
-BROKER_KERNEL = {"model", "clock", "commands", "context", "leaders", "grpc_server", "settings"}
+BROKER_KERNEL = {"model", "clock", "commands", "context", "leaders", "grpc_server", "settings", "call_limits"}
 BROKER_TOP = {"server", "main", "demo", "__main__", ""}
 BROKER_ALLOWED = {
     "storage": set(),
@@ -28,7 +28,7 @@ BROKER_CLIENT_MODULES = ("errors", "records", "wire", "router", "queues.codec", 
 CLIENT_KERNEL = {"errors", "records", "router", "settings", "murmur2", "wire", "produce_stream", "sender",
                  "credentials"}
 CLIENT_FACADES = {"", "admin", "producer", "consumer", "reader", "security"}
-CLIENT_APPS = {"cli", "bench", "spark", "http", "aio"}
+CLIENT_APPS = {"cli", "bench", "spark", "http", "aio", "backup"}
 CLIENT_ALLOWED = {
     "kernel": set(),
     "queues": {"kernel"},

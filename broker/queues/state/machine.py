@@ -20,6 +20,7 @@ from raftbus.broker.queues.state.fair import group_path
 from raftbus.broker.queues.state.reads import (
     due_in,
     oldest_in_buckets,
+    messages_after,
     oldest_per_group,
     peek_in_flight,
     state_in,
@@ -123,6 +124,11 @@ class QueueStateMachine:
             keys = [bytes(k) for k, _ in itertools.islice(txn.items(INDEX_OF[state]), max_messages)]
             found = [(seq_of(k), stored_message(txn, seq_of(k))) for k in keys]
         return [(seq, m) for seq, m in found if m is not None]
+
+    def scan(self, after_seq: int, max_messages: int) -> list[tuple[int, StoredMessage]]:
+        """Up to max_messages messages of every state with a seq above `after_seq`, in seq order."""
+        with self._store.read() as txn:
+            return messages_after(txn, after_seq, max_messages)
 
     def stats(self, groups_max: int, scan_max: int) -> PartitionStats:
         """Counts, the oldest ready message and per-group counts. The oldest ready message is found by visiting

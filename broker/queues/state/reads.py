@@ -44,6 +44,16 @@ def stored_message(txn, seq: int) -> StoredMessage | None:
     return None if key is None else decode_message(txn.get(MESSAGES, key))
 
 
+def messages_after(txn, after_seq: int, max_messages: int) -> list[tuple[int, StoredMessage]]:
+    """Up to max_messages messages of any state with a seq above `after_seq`, in seq order (a full scan in pages)."""
+    found = []
+    for key, row_key in txn.items(LOCATORS, seq_key(after_seq + 1)):
+        found.append((SEQ.unpack(bytes(key))[0], decode_message(txn.get(MESSAGES, bytes(row_key)))))
+        if len(found) >= max_messages:
+            break
+    return found
+
+
 def in_flight_entry(txn, key: bytes, value: bytes) -> list[tuple[int, StoredMessage]]:
     """The messages of an in-flight index entry that are still in flight under that deadline."""
     deadline = time_of(key)

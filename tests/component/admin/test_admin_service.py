@@ -85,3 +85,14 @@ def test_broker_stats_report_this_broker(broker):
     """Goal: broker_stats answers for the broker asked, with whatever the process reports about itself."""
     broker.context.process_stats = lambda: {"rss_bytes": 123, "groups_hosted": 4}
     assert broker.admin.broker_stats() == {"broker_id": 1, "rss_bytes": 123, "groups_hosted": 4}
+
+
+@pytest.mark.parametrize("options, error", [
+    ({"partitions": 0}, errors.InvalidPartitions),
+    ({"replication_factor": 0}, errors.InvalidReplicationFactor),
+])
+def test_explicit_zero_is_an_error_not_the_default(broker, options, error):
+    """Goal: an explicit 0 partitions or replication factor is refused; only an absent value takes the default."""
+    with pytest.raises(error):
+        broker.create_topic("orders", **options)
+    assert broker.admin.list_topics() == []

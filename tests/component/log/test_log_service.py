@@ -56,6 +56,11 @@ def test_a_retried_batch_returns_its_original_offsets_and_a_gap_is_refused(broke
     (lambda b: b.produce("orders", 7, [b"v"]), errors.UnknownPartition),
     (lambda b: b.log.fetch("orders", 0, 5, max_bytes=100, max_wait_ms=0), errors.OffsetOutOfRange),
     (lambda b: b.log.list_offsets("orders", 0, -7), errors.InvalidArgument),
+    (lambda b: b.log.produce("orders", 0, producer_id=PRODUCER, base_sequence=1, record_count=1,
+                             max_timestamp_ms=0, records=b"not records at all"), errors.CorruptBatch),
+    (lambda b: b.log.produce("orders", 0, producer_id=PRODUCER, base_sequence=1, record_count=3,
+                             max_timestamp_ms=1, records=encode_batch([(1, None, b"v", ())] * 2)[0]),
+     errors.CorruptBatch),
 ])
 def test_bad_requests_get_typed_errors_and_change_nothing(broker, call, error):
     """Goal: every malformed or misdirected request is refused with its typed error and the log is untouched."""

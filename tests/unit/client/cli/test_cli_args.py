@@ -79,6 +79,10 @@ def calls(monkeypatch):
             calls.record("alter_partitions", name, partitions)
             return TOPIC
 
+        def alter_topic(self, name, **changes):
+            calls.record("alter_topic", name, changes)
+            return TOPIC
+
         def cluster_status(self):
             calls.record("cluster_status")
             return STATUS
@@ -407,3 +411,11 @@ def test_bench_rejects_out_of_range_flags(capsys):
     code, _, err = run(capsys, "bench", "produce", "--records", "0")
     assert code == 1
     assert err == "error: INVALID_ARGUMENT: --records must be >= 1\n"
+
+
+def test_topics_alter_changes_retention_and_queue_options_then_partitions(calls, capsys):
+    """alter sends settings through alter_topic and a partition count through alter_partitions, in one command."""
+    assert run(capsys, "topics", "alter", "jobs", "--retention-ms", "-1", "--max-deliveries", "9",
+               "--partitions", "6")[0] == 0
+    assert [c for c in calls.items if c[0] != "Admin"] == [
+        ("alter_topic", "jobs", {"retention_ms": -1, "max_deliveries": 9}), ("alter_partitions", "jobs", 6)]
