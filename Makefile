@@ -9,14 +9,16 @@ PEERS_STAMP := $(VENV)/.peers-installed
 # e.g. `make bench-peers PEERS_ARGS="--records 100000"`.
 PEERS_SERVERS := nats-server redis-server
 PEERS_ARGS ?=
+# Debian packages of the headless browser the dashboard test drives (binary -> package).
+BROWSER_PACKAGES := chromium:chromium chromedriver:chromium-driver
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test test-fast bench bench-peers peers-servers proto proto-check clean
+.PHONY: run test test-fast bench bench-peers peers-servers browser proto proto-check clean
 
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -e '.[test,spark]'
+	$(PIP) install -q -e '.[test,spark,http]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -25,7 +27,7 @@ install: $(STAMP)
 run: $(STAMP)
 	$(VENV)/bin/raftbus dev --brokers 3 --data-dir ./data --demo
 
-test: $(STAMP) proto-check
+test: $(STAMP) proto-check browser
 	$(PY) -m pytest -q -x -p no:cacheprovider tests
 
 test-fast: $(STAMP)
@@ -47,6 +49,18 @@ $(PEERS_STAMP): $(STAMP)
 peers-servers:
 	@missing=""; for bin in $(PEERS_SERVERS); do \
 	  command -v $$bin >/dev/null || [ -x /usr/sbin/$$bin ] || missing="$$missing $$bin"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing$$missing"; \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing || \
+	  { $(SUDO) apt-get update && \
+	    $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; }; \
+	fi
+
+# Installs Debian's chromium and chromium-driver when missing: the dashboard's browser test drives them headless.
+browser:
+	@missing=""; for pair in $(BROWSER_PACKAGES); do \
+	  command -v $${pair%%:*} >/dev/null || missing="$$missing $${pair#*:}"; \
 	done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing$$missing"; \

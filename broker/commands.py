@@ -129,9 +129,12 @@ def _encode_json(command_type: str, **fields) -> bytes:
     return b"J" + json.dumps({"type": command_type, **fields}, separators=(",", ":"), sort_keys=True).encode()
 
 
-def encode_register_broker(*, broker_id: int, address: str, raft_address: str, now_ms: int) -> bytes:
+def encode_register_broker(*, broker_id: int, address: str, raft_address: str, now_ms: int,
+                           metrics_url: str = "") -> bytes:
+    """`metrics_url` (optional, "" = metrics off) is where the broker's Prometheus metrics are served."""
+    optional = {"metrics_url": metrics_url} if metrics_url else {}
     return _encode_json(REGISTER_BROKER, broker_id=broker_id, address=address, raft_address=raft_address,
-                        now_ms=now_ms)
+                        now_ms=now_ms, **optional)
 
 
 def encode_create_topic(*, name: str, kind: str, ordering: str, partitions: int, replication_factor: int,

@@ -57,12 +57,13 @@ def build_server(address: str, servicers, *, workers_max: int, message_bytes_max
     `servicers` is a list of (add_XServicer_to_server, servicer) pairs, one per raftbus service. At most
     `concurrent_rpcs_max` calls are served at once (beyond: RESOURCE_EXHAUSTED) and `long_calls` bounds the
     streams and long-polls (see call_limits.py). `credentials` (grpc.ServerCredentials) switches the port to
-    TLS; `interceptors` run first on every call (authentication and authorization), before the long-call bounds.
+    TLS; `interceptors` run first, in order (metrics count every call, then authentication and authorization),
+    before the long-call bounds.
     """
     chain = [*interceptors, *([LongCallInterceptor(long_calls)] if long_calls is not None else [])]
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=workers_max, thread_name_prefix="raftbus-grpc"),
-        interceptors=chain or None,
+        interceptors=[*interceptors, *([LongCallInterceptor(long_calls)] if long_calls is not None else [])],
         options=[("grpc.max_receive_message_length", message_bytes_max),
                  ("grpc.max_send_message_length", message_bytes_max),
                  ("grpc.so_reuseport", 0)],

@@ -45,13 +45,14 @@ def _start(args) -> int:
     setup_logging(args.log_level)
     settings = load_settings(args.config, node_id=args.node_id, data_dir=args.data_dir, listen=args.listen,
                              raft_listen=args.raft_listen, peers=args.peers,
-                             advertised_listen=args.advertised_listen)
+                             advertised_listen=args.advertised_listen, metrics_listen=args.metrics_listen)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):  # before "ready": a SIGTERM right after it stops cleanly
+        signal.signal(sig, lambda *_: stop.set())
     broker = Broker(settings).start()
     print(json.dumps({"event": "ready", "node_id": settings.node_id, "listen": settings.listen,
-                      "grpc_port": broker.grpc_port, "raft_listen": settings.raft_listen}), flush=True)
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+                      "grpc_port": broker.grpc_port, "raft_listen": settings.raft_listen,
+                      "metrics_url": broker.metrics.url}), flush=True)
     stop.wait()
     broker.stop()
     return 0
@@ -61,27 +62,54 @@ def dev_ports(count: int, base_port: int) -> list[tuple[int, int]]:
     return [(base_port + 2 * i, base_port + 2 * i + 1) for i in range(count)]
 
 
+def dev_broker_env(data_dir: Path, node: int, raft_pki=None) -> dict[str, str]:
+    """The environment of development broker `node`: the data dir's own random cluster secret and id (made on
+    first use, reused on restart) and, given a `tls_dev.DevPki`, mutual TLS on the Raft port with its certificate."""
+    from raftbus.broker.raft.cluster_secret import dev_credentials
+
+    credentials = dev_credentials(data_dir)
+    env = {**os.environ, "RAFTBUS_CLUSTER_SECRET": credentials["cluster_secret"],
+           "RAFTBUS_CLUSTER_ID": credentials["cluster_id"]}
+    if raft_pki is not None:
+        cert, key = raft_pki.broker(node)
+        env.update(RAFTBUS_RAFT_TLS_CERT_FILE=str(cert), RAFTBUS_RAFT_TLS_KEY_FILE=str(key),
+                   RAFTBUS_RAFT_TLS_CA_FILE=str(raft_pki.ca_file))
+    return env
+
+
+def dev_metrics_ports(count: int, metrics_base_port: int) -> list[int | None]:
+    """One metrics port per broker from metrics_base_port on; none when it is 0."""
+    return [metrics_base_port + i if metrics_base_port else None for i in range(count)]
+
+
 def _dev(args) -> int:
     """A local N-broker cluster on loopback, one process per broker; Ctrl-C stops it cleanly."""
     ports = dev_ports(args.brokers, args.base_port)
+    metrics_ports = dev_metrics_ports(args.brokers, args.metrics_base_port)
     peers = ",".join(f"{i + 1}@127.0.0.1:{raft}" for i, (_, raft) in enumerate(ports))
     data_dir = Path(args.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
-    broker_env = _secure_dev_env(data_dir, args.brokers) if args.secure else {}
+    pki, secure_env = _secure_dev_env(data_dir, args.brokers) if args.secure else (None, {})
     procs = []
     for i, (grpc_port, raft_port) in enumerate(ports):
         node = i + 1
         cmd = [sys.executable, "-m", "raftbus.broker", "start", "--node-id", str(node),
                "--data-dir", str(data_dir / f"broker-{node}"), "--listen", f"127.0.0.1:{grpc_port}",
                "--raft-listen", f"127.0.0.1:{raft_port}", "--peers", peers, "--log-level", args.log_level]
+        if metrics_ports[i] is not None:
+            cmd += ["--metrics-listen", f"127.0.0.1:{metrics_ports[i]}"]
         log_file = open(data_dir / f"broker-{node}.log", "ab")
-        env = {**os.environ, **broker_env.get(node, {})}
+        env = dev_broker_env(data_dir, node, raft_pki=pki)
+        env.update(secure_env.get(node, {}))
         procs.append((subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log_file, env=env), log_file))
     bootstrap = ",".join(f"127.0.0.1:{g}" for g, _ in ports)
     print(f"raftbus dev: {args.brokers} brokers, bootstrap {bootstrap}, logs in {data_dir}/broker-N.log", flush=True)
     if args.secure:
-        print(f"raftbus dev: secure: TLS and tokens; export RAFTBUS_TLS_CA={data_dir / 'ca.pem'} "
+        print(f"raftbus dev: secure: TLS on both ports, tokens and ACLs; export RAFTBUS_TLS_CA={data_dir / 'ca.pem'} "
               f"RAFTBUS_TOKEN_FILE={data_dir / 'admin.token'}", flush=True)
+    for node, port in enumerate(metrics_ports, start=1):
+        if port is not None:
+            print(f"raftbus dev: broker {node} metrics http://127.0.0.1:{port}/metrics", flush=True)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -112,19 +140,20 @@ def _dev(args) -> int:
     return 0
 
 
-def _secure_dev_env(data_dir: Path, brokers: int) -> dict[int, dict[str, str]]:
-    """TLS material and the admin token of `raftbus dev --secure` (kept across restarts of the same data dir);
+def _secure_dev_env(data_dir: Path, brokers: int):
+    """(DevPki, {node: client-port settings}) of `raftbus dev --secure`: the development PKI (mutual TLS on the Raft
+    port, server TLS on the client port), `ca.pem` and the admin token in the data dir, all kept across restarts;
     the dev process itself (readiness, demo) uses them through RAFTBUS_TLS_CA and RAFTBUS_TOKEN_FILE."""
     from raftbus.broker import tls_dev
 
-    tls_dir, ca_file, token_file = data_dir / "tls", data_dir / "ca.pem", data_dir / "admin.token"
+    ca_file, token_file = data_dir / "ca.pem", data_dir / "admin.token"
     ids = list(range(1, brokers + 1))
-    pki = tls_dev.existing_dev_pki(tls_dir, ids) or tls_dev.write_dev_pki(tls_dir, ids)
-    ca_file.write_bytes(Path(pki["ca"]).read_bytes())
+    pki = tls_dev.write_dev_pki(data_dir / "tls", ids)
+    ca_file.write_bytes(Path(pki.ca_file).read_bytes())
     if not token_file.exists():
         tls_dev.write_token_file(token_file)
     os.environ.update(RAFTBUS_TLS_CA=str(ca_file), RAFTBUS_TOKEN_FILE=str(token_file))
-    return {node: tls_dev.secure_broker_env(pki, node, token_file) for node in ids}
+    return pki, {node: tls_dev.secure_broker_env(pki, node, token_file) for node in ids}
 
 
 def _wait_ready(bootstrap: str, brokers: int, stop: threading.Event, procs, timeout_s: float = 60.0) -> None:
@@ -163,11 +192,14 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--advertised-listen", help="address clients should use, if not --listen")
     start.add_argument("--raft-listen", help="peer Raft address host:port (private or loopback)")
     start.add_argument("--peers", help="id@host:port,... Raft addresses of all brokers")
+    start.add_argument("--metrics-listen", help="host:port serving Prometheus metrics at /metrics")
     start.add_argument("--log-level", default=os.environ.get("RAFTBUS_LOG_LEVEL", "INFO"))
     dev = sub.add_parser("dev", help="a local N-broker cluster on loopback")
     dev.add_argument("--brokers", type=int, default=3)
     dev.add_argument("--data-dir", default="./data")
     dev.add_argument("--base-port", type=int, default=7070)
+    dev.add_argument("--metrics-base-port", type=int, default=9570,
+                     help="broker N serves metrics on this port + N - 1 (0 = no metrics)")
     dev.add_argument("--demo", action="store_true", help="create a topic, produce and consume a few records")
     dev.add_argument("--secure", action="store_true",
                      help="TLS, tokens and ACLs on; writes ca.pem and admin.token into --data-dir")

@@ -109,15 +109,17 @@ class Broker:
     raft_address: str
     registered_ms: int
     state: str = "active"  # BROKER_STATES: a draining broker hands its leaderships away and is not given any
+    metrics_url: str = ""  # where its Prometheus metrics are served; "" = off
 
     def to_dict(self) -> dict:
         return {"broker_id": self.broker_id, "address": self.address, "raft_address": self.raft_address,
-                "registered_ms": self.registered_ms, "state": self.state}
+                "registered_ms": self.registered_ms, "state": self.state, "metrics_url": self.metrics_url}
 
     @classmethod
     def from_dict(cls, data: dict) -> "Broker":
         return cls(broker_id=int(data["broker_id"]), address=data["address"], raft_address=data["raft_address"],
-                   registered_ms=int(data["registered_ms"]), state=data.get("state", "active"))
+                   registered_ms=int(data["registered_ms"]), state=data.get("state", "active"),
+                   metrics_url=str(data.get("metrics_url", "")))
 
     @property
     def draining(self) -> bool:

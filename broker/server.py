@@ -10,6 +10,7 @@ from pathlib import Path
 
 from raftbus.broker.clock import SystemClock
 from raftbus.broker.raft.group_commit import GroupCommit
+from raftbus.broker.metrics.exporter import MetricsExporter
 from raftbus.broker.raft.loop import CONTROL_CHANNEL, RaftLoop
 from raftbus.broker.raft.group import RaftGroup
 from raftbus.broker.admin.service import AdminService
@@ -27,6 +28,7 @@ from raftbus.broker.call_limits import LongCallSlots
 from raftbus.broker.grpc_server import build_server
 from raftbus.broker.log.servicer import log_servicers
 from raftbus.broker.raft.hub import RaftHub
+from raftbus.broker.raft.tls import raft_tls
 # consumer groups
 from raftbus.broker.groups.service import GroupService
 from raftbus.broker.groups.offset_service import OffsetService
@@ -66,12 +68,14 @@ class Broker:
         self.started_monotonic = time.monotonic()
         self._threads: list[threading.Thread] = []
         self.grpc_port: int | None = None
+        self.metrics = MetricsExporter(settings)
 
     # ------------------------------------------------------------------ start
     def start(self) -> "Broker":
         s = self.settings
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.loop = RaftLoop(tick_interval_ms=s.raft_tick_interval_ms, log_bytes_max=s.raft_log_bytes_broker_max)
+        self.metrics.watch(self.loop)
         peers = {node: addr for node, addr in s.peer_addresses.items() if node != self.node_id}
         self.hub = RaftHub(
             self.node_id, s.raft_address, peers, s.raft_secret,
@@ -82,6 +86,10 @@ class Broker:
             send_buffer_bytes_max=s.raft_send_buffer_bytes_max,
             connect_retry_ms=s.raft_connect_retry_ms,
             handshake_timeout_ms=s.raft_handshake_timeout_ms,
+            handshakes_pending_max=s.raft_handshakes_pending_max,
+            handshakes_pending_per_address_max=s.raft_handshakes_pending_per_address_max,
+            tls=raft_tls(s.raft_tls_cert_file, s.raft_tls_key_file, s.raft_tls_ca_file),
+            accepted_secrets=s.raft_accepted_secrets,
         )
         self.loop.attach(self.hub)
         self.hub.start()
@@ -128,6 +136,7 @@ class Broker:
         self.loop.every(s.group_expiry_check_interval_ms, self.group_service.expire_due)
         self.loop.start(name=f"raftbus-raft-{self.node_id}")
 
+        self.metrics.start(self)
         servicers = core_servicers(self.log_service, self.admin_service)
         servicers += group_servicers(self.group_service, self.offset_service)  # consumer groups
         servicers += queue_servicers(self.queue_service, self.dead_letters)
@@ -136,7 +145,8 @@ class Broker:
             s.listen, servicers, workers_max=s.grpc_workers_max, message_bytes_max=s.grpc_message_bytes_max,
             concurrent_rpcs_max=s.grpc_concurrent_rpcs_max,
             long_calls=LongCallSlots(s.grpc_long_calls_max, s.grpc_long_calls_per_connection_max),
-            credentials=self.security.server_credentials(), interceptors=self.security.interceptors())
+            credentials=self.security.server_credentials(),
+            interceptors=self.metrics.interceptors() + self.security.interceptors())
         self.server.start()
         self._spawn(lambda: self.group_commit.run(self._stopping), "raftbus-group-commit")
         self._spawn(self._register, "raftbus-register")
@@ -338,14 +348,15 @@ class Broker:
         raft_address = s.raft_listen
         while not self._stopping.wait(0.2):
             known = self.metadata_sm.brokers().get(self.node_id)
-            if known is not None and known.address == s.client_address and known.raft_address == raft_address:
+            if known is not None and (known.address, known.raft_address, known.metrics_url) == (
+                    s.client_address, raft_address, self.metrics.url):
                 if self._stopping.wait(2.0):
                     return
                 continue
             if self.metadata_group.leader_id is None:
                 continue
             try:
-                self.admin_service.register_broker(self.node_id, s.client_address, raft_address)
+                self.admin_service.register_broker(self.node_id, s.client_address, raft_address, self.metrics.url)
             except Exception as exc:
                 log.debug("broker registration will be retried: %s", exc)
 
@@ -360,6 +371,7 @@ class Broker:
         self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
         self._hand_off_leadership()
         self.server.stop(grace=1.0).wait(2.0)
+        self.metrics.stop()
         self.queue_forwarder.close()
         self.loop.stop()
         self.hub.close()

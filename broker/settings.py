@@ -3,7 +3,6 @@ then command-line flags, in that order of precedence (last wins)."""
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -12,6 +11,7 @@ from dynaconf import Dynaconf
 
 from raftbus.client import errors
 
+from raftbus.broker.raft import cluster_secret as secret_policy
 from raftbus.broker.raft.group import RaftSettings
 
 
@@ -41,7 +41,12 @@ class BrokerSettings:
     advertised_listen: str = ""
     raft_listen: str = "127.0.0.1:7071"
     peers: str = ""
-    cluster_secret: str = "raftbus-dev-secret"
+    cluster_secret: str = secret_policy.DEFAULT_SECRET
+    cluster_id: str = secret_policy.DEFAULT_CLUSTER_ID
+    cluster_secret_bytes_min: int = 32
+    cluster_secret_accepted: str = ""
+    metrics_listen: str = ""
+    metrics_lag_groups_per_partition_max: int = 1000
     grpc_workers_max: int = 128
     grpc_concurrent_rpcs_max: int = 1024
     grpc_long_calls_max: int = 96
@@ -64,6 +69,11 @@ class BrokerSettings:
     raft_send_buffer_bytes_max: int = 256 * 1024 * 1024
     raft_connect_retry_ms: int = 200
     raft_handshake_timeout_ms: int = 2000
+    raft_handshakes_pending_max: int = 64
+    raft_handshakes_pending_per_address_max: int = 8
+    raft_tls_cert_file: str = ""
+    raft_tls_key_file: str = ""
+    raft_tls_ca_file: str = ""
     isr_lag_time_ms: int = 10_000
     leader_gossip_interval_ms: int = 1000
     preferred_leader_check_interval_ms: int = 5000
@@ -171,8 +181,20 @@ class BrokerSettings:
 
     @property
     def raft_secret(self) -> bytes:
-        """Derived once from the configured string; the transport never sees the string itself."""
-        return hashlib.pbkdf2_hmac("sha256", self.cluster_secret.encode(), b"raftbus-raft-v1", 100_000)
+        """The Raft key, derived from the secret and the cluster id; the transport never sees the string itself."""
+        return secret_policy.raft_key(self.cluster_secret, self.cluster_id)
+
+    @property
+    def raft_accepted_secrets(self) -> list[bytes]:
+        """Keys of `cluster_secret_accepted`: proofs under them are accepted, never sent (secret rotation)."""
+        if not self.cluster_secret_accepted:
+            return []
+        return [secret_policy.raft_key(self.cluster_secret_accepted, self.cluster_id)]
+
+    @property
+    def loopback_only(self) -> bool:
+        """Whether every listener (listen, raft_listen) is on a loopback address."""
+        return all(secret_policy.is_loopback(host) for host, _ in (self.listen_address, self.raft_address))
 
     def raft(self) -> RaftSettings:
         return RaftSettings(
@@ -194,6 +216,10 @@ class BrokerSettings:
         if self.node_id < 1:
             raise errors.InvalidArgument("node_id must be >= 1")
         self.listen_address, self.raft_address  # noqa: B018 - parse errors surface here
+        if self.metrics_listen:
+            parse_address(self.metrics_listen)
+        if self.metrics_lag_groups_per_partition_max < 0:
+            raise errors.InvalidArgument("metrics_lag_groups_per_partition_max must be >= 0")
         peers = self.peer_addresses
         if peers[self.node_id] != self.raft_address:
             raise errors.InvalidArgument(
@@ -211,6 +237,7 @@ class BrokerSettings:
             if getattr(self, name) < 1:
                 raise errors.InvalidArgument(f"{name} must be >= 1")
         self._validate_consumer_groups()
+        self._validate_raft_port()
         self._validate_client_security()
         return self
 
@@ -221,6 +248,23 @@ class BrokerSettings:
             raise errors.InvalidArgument("tls_client_ca_file (mutual TLS) needs tls_cert_file and tls_key_file")
         if self.auth_bootstrap_token_file and not self.auth_enabled:
             raise errors.InvalidArgument("auth_bootstrap_token_file is set but auth_enabled is false")
+
+    def _validate_raft_port(self) -> None:
+        problem = secret_policy.secret_problem(self.cluster_secret, self.cluster_id, self.cluster_secret_bytes_min)
+        if not problem and self.cluster_secret_accepted:
+            problem = secret_policy.secret_problem(self.cluster_secret_accepted, self.cluster_id,
+                                                   self.cluster_secret_bytes_min)
+            problem = problem and problem.replace("cluster_secret", "cluster_secret_accepted", 1)
+        if problem and not self.loopback_only:
+            raise errors.InvalidArgument(
+                f"refusing to listen beyond loopback (listen={self.listen}, raft_listen={self.raft_listen}): "
+                f"{problem}. Set cluster_secret (RAFTBUS_CLUSTER_SECRET) to a random string of at least "
+                f"{self.cluster_secret_bytes_min} bytes and cluster_id (RAFTBUS_CLUSTER_ID) to a name of this "
+                "cluster, the same on every broker")
+        if self.raft_handshakes_pending_per_address_max < 1 or \
+                self.raft_handshakes_pending_max < self.raft_handshakes_pending_per_address_max:
+            raise errors.InvalidArgument(
+                "need 1 <= raft_handshakes_pending_per_address_max <= raft_handshakes_pending_max")
 
     # ------------------------------------------------------------------ consumer groups
     def _validate_consumer_groups(self) -> None:

@@ -84,17 +84,20 @@ class TopicDescription:
 
 @dataclass(frozen=True, slots=True)
 class BrokerDescription:
-    """A registered broker; `alive` is whether the answering broker is connected to it."""
+    """A registered broker; `alive` is whether the answering broker is connected to it; `metrics_url` is where
+    it serves Prometheus metrics ("" when its metrics_listen is off)."""
 
     broker_id: int
     address: str
     raft_address: str
     alive: bool
     state: str = "active"  # or "draining": it hands its leaderships away and is given none
+    metrics_url: str = ""
 
     @classmethod
     def from_proto(cls, info: pb.BrokerInfo) -> "BrokerDescription":
-        return cls(info.broker_id, info.address, info.raft_address, info.alive, info.state or "active")
+        return cls(info.broker_id, info.address, info.raft_address, info.alive, info.state or "active",
+                   info.metrics_url)
 
     def to_dict(self) -> dict:
         return asdict(self)

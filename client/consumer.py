@@ -44,6 +44,19 @@ EARLIEST, LATEST = "earliest", "latest"
 _EARLIEST_MS, _LATEST_MS = -2, -1
 
 
+def checked_topics(group: str, topics: str | Iterable[str], auto_offset_reset: str, max_poll_records: int,
+                   fetch_bytes_max: int, buffer_bytes_max: int) -> list[str]:
+    """A group consumer's topics, sorted, once its options are checked (InvalidArgument otherwise)."""
+    topics = sorted({topics} if isinstance(topics, str) else set(topics))
+    if not group or not topics:
+        raise InvalidArgument("a consumer needs a group and at least one topic")
+    if auto_offset_reset not in (EARLIEST, LATEST):
+        raise InvalidArgument(f"auto_offset_reset must be 'earliest' or 'latest', not {auto_offset_reset!r}")
+    if max_poll_records < 1 or fetch_bytes_max < 1 or buffer_bytes_max < fetch_bytes_max:
+        raise InvalidArgument("need max_poll_records >= 1 and 0 < fetch_bytes_max <= buffer_bytes_max")
+    return topics
+
+
 class Consumer:
     """A consumer-group member for stream topics; see the module docstring. Not thread-safe (one user thread)."""
 
@@ -71,13 +84,7 @@ class Consumer:
         router: Router | None = None,
         clock: Callable[[], float] = time.monotonic,
     ):
-        topics = sorted({topics} if isinstance(topics, str) else set(topics))
-        if not group or not topics:
-            raise InvalidArgument("a Consumer needs a group and at least one topic")
-        if auto_offset_reset not in (EARLIEST, LATEST):
-            raise InvalidArgument(f"auto_offset_reset must be 'earliest' or 'latest', not {auto_offset_reset!r}")
-        if max_poll_records < 1 or fetch_bytes_max < 1 or buffer_bytes_max < fetch_bytes_max:
-            raise InvalidArgument("need max_poll_records >= 1 and 0 < fetch_bytes_max <= buffer_bytes_max")
+        topics = checked_topics(group, topics, auto_offset_reset, max_poll_records, fetch_bytes_max, buffer_bytes_max)
         self.group = group
         self.topics = topics
         self.auto_offset_reset = auto_offset_reset

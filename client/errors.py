@@ -254,6 +254,12 @@ class MessageNotWaiting(RaftbusError):
     code = "MESSAGE_NOT_WAITING"
 
 
+class SparkSetupError(RaftbusError):
+    """Spark cannot use the raftbus data source as set up (its Python workers cannot import raftbus)."""
+
+    code = "SPARK_SETUP"
+
+
 # ---------------------------------------------------------------------- the table
 
 
@@ -296,6 +302,8 @@ GRPC_STATUS: dict[type[RaftbusError], grpc.StatusCode] = {
     UnknownMessage: grpc.StatusCode.NOT_FOUND,
     LeaseLost: grpc.StatusCode.FAILED_PRECONDITION,
     MessageNotWaiting: grpc.StatusCode.FAILED_PRECONDITION,
+    # Spark (raised in the client only)
+    SparkSetupError: grpc.StatusCode.FAILED_PRECONDITION,
 }
 
 ERRORS_BY_CODE: dict[str, type[RaftbusError]] = {cls.code: cls for cls in GRPC_STATUS}

@@ -99,6 +99,25 @@ def normalize_headers(headers: Mapping[str, Any] | Iterable[tuple[str, Any]] | N
     return tuple(out)
 
 
+def encode_bulk(records: Sequence[Any], batch_bytes_max: int) -> tuple[bytes, int, int]:
+    """send_batch's records (values, or (key, value) pairs) encoded now as one batch: (blob, count, max
+    timestamp). EmptyBatch without records, BatchTooLarge when the blob exceeds batch_bytes_max."""
+    if not records:
+        raise EmptyBatch("send_batch needs at least one record")
+    now_ms = time.time_ns() // 1_000_000
+    tuples = []
+    for item in records:
+        if isinstance(item, tuple):
+            key, value = item
+            tuples.append((now_ms, to_bytes(key, "key"), to_bytes(value, "value"), ()))
+        else:
+            tuples.append((now_ms, None, to_bytes(item, "value"), ()))
+    encoded = encode_batch(tuples)
+    if len(encoded[0]) > batch_bytes_max:
+        raise BatchTooLarge(f"batch of {len(encoded[0])} bytes exceeds batch_bytes_max={batch_bytes_max}")
+    return encoded
+
+
 class ProduceTransport(Protocol):
     """What the sender needs from the network (a fake one drives the unit tests).
 
@@ -128,6 +147,13 @@ class _Batch(PendingBatch):
 
     def record_count(self) -> int:
         return self.encoded[1] if self.encoded is not None else len(self.records)
+
+    def add(self, record, future, size: int, size_max: int) -> bool:
+        """Append one record and its future; True once the batch holds `size_max` bytes (time to close it)."""
+        self.records.append(record)
+        self.futures.append(future)
+        self.size_bytes += size
+        return self.size_bytes >= size_max
 
     def encode(self) -> tuple[bytes, int, int]:
         if self.encoded is None:
@@ -286,20 +312,8 @@ class Producer(SenderCore):
         RecordMetadata of the first record; record i got offset `metadata.offset + i`. Raises EmptyBatch,
         BatchTooLarge (encoded size above batch_bytes_max), UnknownPartition, Overloaded.
         """
-        if not records:
-            raise EmptyBatch("send_batch needs at least one record")
-        now_ms = time.time_ns() // 1_000_000
-        tuples = []
-        for item in records:
-            if isinstance(item, tuple):
-                key, value = item
-                tuples.append((now_ms, to_bytes(key, "key"), to_bytes(value, "value"), ()))
-            else:
-                tuples.append((now_ms, None, to_bytes(item, "value"), ()))
-        encoded = encode_batch(tuples)
+        encoded = encode_bulk(records, self.batch_bytes_max)
         size = len(encoded[0])
-        if size > self.batch_bytes_max:
-            raise BatchTooLarge(f"batch of {size} bytes exceeds batch_bytes_max={self.batch_bytes_max}")
         count = self._transport.partitions_for(topic)
         future = _accepted_future()
         with self._cond:
@@ -386,10 +400,7 @@ class Producer(SenderCore):
         if batch is None:
             batch = self._new_batch(tp)
             self._open[tp] = batch
-        batch.records.append(record)
-        batch.futures.append(future)
-        batch.size_bytes += size
-        if batch.size_bytes >= self.batch_bytes_max:
+        if batch.add(record, future, size, self.batch_bytes_max):
             self._close_open_batch(tp)
         if len(batch.records) == 1 or batch.closed:
             self._cond.notify_all()

@@ -330,14 +330,22 @@ class Router:
             except RaftbusError as exc:
                 err = exc
             attempt += 1
-            if any_broker:
-                delay = self._any_broker_delay(err, attempt)
-            else:
-                delay = self.note_failure(err, attempt, topic=topic, partition=partition)
-            if delay is None or self._clock() + delay > deadline:
-                raise err
+            delay = self.retry_delay_s(err, attempt, deadline, topic=topic, partition=partition,
+                                       any_broker=any_broker)
             if delay:
                 self._sleep(delay)
+
+    def retry_delay_s(self, err: RaftbusError, attempt: int, deadline_s: float, *, topic: str | None = None,
+                      partition: int | None = None, any_broker: bool = False) -> float:
+        """The wait before attempt `attempt + 1` of a call that failed with `err`; raises `err` when the call must
+        not be retried (not retriable, out of retries, or the wait would pass `deadline_s`)."""
+        if any_broker:
+            delay = self._any_broker_delay(err, attempt)
+        else:
+            delay = self.note_failure(err, attempt, topic=topic, partition=partition)
+        if delay is None or self._clock() + delay > deadline_s:
+            raise err
+        return delay
 
     def _any_broker_delay(self, err: RaftbusError, attempt: int) -> float | None:
         if not isinstance(err, (Unavailable, RequestTimedOut, Overloaded, LeaderNotAvailable)):

@@ -2,7 +2,8 @@
 
 What this module adds on top of pysyncobj 0.3.17 (see docs/replication.md):
 - `GroupTransport` plugs the group into the broker's one multiplexed, authenticated transport (`RaftHub`);
-- the state machine is reached through ONE replicated method, `apply(bytes)`, with the Raft index passed in;
+- the state machine is reached through ONE kind of entry, a REGULAR entry whose payload is the command's own bytes
+  (no pickle: see `entry_codec`), with the Raft index passed in;
 - two message fixes that keep acknowledged entries safe under pipelined load (`_guard_append_entries`,
   `_guard_next_index`);
 - snapshots that copy the LMDB store off the loop thread (`SnapshotWriter`), handed to pysyncobj through its
@@ -11,18 +12,15 @@ What this module adds on top of pysyncobj 0.3.17 (see docs/replication.md):
 from __future__ import annotations
 
 import logging
-import marshal
 import os
-import pickle
-import struct
 import threading
+import time
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
-import pysyncobj.pickle as raft_pickle
 import pysyncobj.syncobj as raft_syncobj
-from pysyncobj import SyncObj, SyncObjConf, replicated
+from pysyncobj import SyncObj, SyncObjConf
 from pysyncobj.config import FAIL_REASON
 from pysyncobj.monotonic import monotonic as raft_monotonic
 from pysyncobj.node import Node
@@ -30,13 +28,14 @@ from pysyncobj.transport import Transport
 
 from raftbus.client import errors
 
+from raftbus.broker.raft import entry_codec, snapshot_footer
 from raftbus.broker.raft.journal import create_journal
+from raftbus.broker.raft.latency import LatencyHistogram
 
 log = logging.getLogger(__name__)
 
-SNAPSHOT_MAGIC = b"RBSNAP01"
-_FOOTER_TAIL = struct.Struct(">Q8s")
 _REGULAR_COMMAND = 0  # pysyncobj's _COMMAND_TYPE.REGULAR
+_NO_OP_COMMAND = 1
 _ROLES = {0: "follower", 1: "candidate", 2: "leader"}  # pysyncobj's _RAFT_STATE
 _FOLLOWER, _LEADER = 0, 2
 
@@ -96,12 +95,11 @@ def error_for_fail_reason(reason: int, leader_id: int | None) -> errors.RaftbusE
 
 
 def _install_pysyncobj_fixes() -> None:
-    """Make pysyncobj use raftbus's journal (`AppendJournal`, durable term and vote) and pickle its replicated
-    calls with protocol 5: its default protocol 2 encodes a bytes argument through latin-1 text, ~135 MB/s
-    against ~30 GB/s, which made pickling a large share of a leader's CPU. Both are read back by pysyncobj's
-    own `loads`, which accepts any protocol."""
+    """Make pysyncobj use raftbus's journal (`AppendJournal`, durable term and vote) and, where it would pickle or
+    unpickle (chunked transmissions, replicated calls, membership and version entries), raftbus's entry codec,
+    which carries plain bytes and integers only: nothing a peer sends is ever unpickled."""
     raft_syncobj.createJournal = create_journal
-    vars(raft_pickle)["__protocol"] = pickle.HIGHEST_PROTOCOL
+    raft_syncobj.pickle = entry_codec
 
 
 _install_pysyncobj_fixes()
@@ -156,13 +154,16 @@ class GroupTransport(Transport):
         if node is None or not isinstance(message, dict):
             return
         kind = message.get("type")
-        if kind == "append_entries":
-            _guard_append_entries(self.raft, message)
-            self._onMessageReceived(node, message)
-        elif kind == "next_node_idx":
-            _guard_next_index(self.raft, node, message, self._onMessageReceived)
-        else:
-            self._onMessageReceived(node, message)
+        try:
+            if kind == "append_entries":
+                _guard_append_entries(self.raft, message)
+                self._onMessageReceived(node, message)
+            elif kind == "next_node_idx":
+                _guard_next_index(self.raft, node, message, self._onMessageReceived)
+            else:
+                self._onMessageReceived(node, message)
+        except entry_codec.EntryCodecError as exc:
+            log.warning("%s: refused a message from node %s: %s", self.channel, peer_id, exc)
 
 
 def _guard_append_entries(raft: SyncObj, message: dict) -> None:
@@ -250,6 +251,8 @@ class _LoopNotifier:
 
 
 class _Raft(SyncObj):
+    """pysyncobj with raftbus's entries: REGULAR entries carry a command's bytes, applied by the owner."""
+
     def __init__(self, owner: "RaftGroup", self_node, other_nodes, conf, transport):
         self._owner = owner
         super().__init__(self_node, other_nodes, conf=conf, transport=transport)
@@ -260,9 +263,19 @@ class _Raft(SyncObj):
                 os.close(fd)
             self._SyncObj__pipeNotifier = _LoopNotifier()
 
-    @replicated
-    def apply(self, command):
-        return self._owner._apply_committed(command)
+    def submit(self, command: bytes, callback) -> None:
+        self._applyCommand(command, callback, _REGULAR_COMMAND)
+
+    def _SyncObj__doApplyCommand(self, entry: bytes):
+        """Apply one committed entry (replaces pysyncobj's, which unpickles it). Every replica decides the same
+        from the same bytes: a REGULAR entry goes to the state machine, anything else is a no-op (raftbus groups
+        write no membership or version entries; a peer that forges one changes nothing)."""
+        kind = entry[0] if entry else None
+        if kind == _REGULAR_COMMAND:
+            return self._owner._apply_committed(entry[1:])
+        if kind != _NO_OP_COMMAND:
+            log.warning("%s: ignored a committed entry of type %s", self._owner.group_id, kind)
+        return None
 
 
 class SnapshotWriter:
@@ -324,8 +337,7 @@ class _LimitedReader:
 def _decode_journal_command(entry_command: bytes) -> bytes | None:
     if not entry_command or entry_command[0] != _REGULAR_COMMAND:
         return None
-    call = raft_pickle.loads(entry_command[1:])
-    return call[1][0]
+    return entry_command[1:]
 
 
 class RaftGroup:
@@ -345,6 +357,9 @@ class RaftGroup:
         self._bytes_since_compaction = 0
         self._entries_since_compaction = 0
         self.leader_changes = 0
+        self.role = "follower"
+        self.commit_latency = LatencyHistogram()  # submit → committed and applied here (leader)
+        self.fsync_latency = LatencyHistogram()   # one group-commit sync of this group
         self._handing_over: tuple[int | None, float] | None = None  # (target, until) while stepping aside
         self.transport = GroupTransport(hub, group_id, peer_ids)
         conf = settings.syncobj_conf(self.data_dir, self._serialize, self._deserialize, self._on_state_changed)
@@ -365,13 +380,16 @@ class RaftGroup:
                 f"leadership is being handed over to broker {handing_over[0]}", leader_id=handing_over[0]))
             return future
 
+        submitted = time.monotonic()
+
         def done(result, reason):
             if reason == FAIL_REASON.SUCCESS:
+                self.commit_latency.observe(time.monotonic() - submitted)
                 future.set_result(result)
             else:
                 future.set_exception(error_for_fail_reason(reason, self.leader_id))
 
-        self.raft.apply(command, callback=done)
+        self.raft.submit(command, done)
         self._loop.mark_dirty(self.group_id)
         return future
 
@@ -457,6 +475,7 @@ class RaftGroup:
     def sync(self) -> None:
         """Make everything applied and journaled so far durable: the store first, then the Raft journal (so the
         durable journal always covers the durable applied index). Called by the group commit thread."""
+        started = time.monotonic()
         self.store.sync()
         journal = self.data_dir / "raft.journal"
         try:
@@ -467,6 +486,7 @@ class RaftGroup:
             os.fsync(fd)  # also writes back the pages pysyncobj dirtied through its mmap
         finally:
             os.close(fd)
+        self.fsync_latency.observe(time.monotonic() - started)
 
     def close(self) -> None:
         self.raft.destroy()
@@ -484,6 +504,7 @@ class RaftGroup:
         if old_state == _LEADER and new_state == _FOLLOWER:
             self._restart_election_timer()
         self.leader_changes += 1
+        self.role = _ROLES.get(new_state, str(new_state))
         log.info("raft role changed", extra={"group": self.group_id, "from": _ROLES.get(old_state, old_state),
                                              "to": _ROLES.get(new_state, new_state), "term": self.term})
         self._loop.on_leadership_changed(self)
@@ -511,29 +532,23 @@ class RaftGroup:
         data_len = self._snapshot.ready.stat().st_size
         os.replace(self._snapshot.ready, tmp_file)
         self._snapshot.ready_index = None
-        footer = marshal.dumps({
+        footer = {
             "last": tuple(last_entry),
             "prev": tuple(prev_entry),
             "cluster": sorted(str(node.id) for node in cluster),
             "data_len": data_len,
             "data_index": data_index,
-            "entries": [(entry[0], entry[1]) for entry in tail],
-        })
+            "entries": [(bytes(entry[0]), entry[1]) for entry in tail],
+        }
         with open(tmp_file, "ab") as f:
-            f.write(footer)
-            f.write(_FOOTER_TAIL.pack(len(footer), SNAPSHOT_MAGIC))
+            snapshot_footer.write_footer(f, footer)
             f.flush()
             os.fsync(f.fileno())
 
     def _deserialize(self, file_name: str):
         """pysyncobj's deserializer: restore the store if ours is older, replay the entries after the copy."""
         with open(file_name, "rb") as f:
-            f.seek(-_FOOTER_TAIL.size, os.SEEK_END)
-            footer_len, magic = _FOOTER_TAIL.unpack(f.read(_FOOTER_TAIL.size))
-            if magic != SNAPSHOT_MAGIC:
-                raise ValueError(f"{file_name} is not a raftbus snapshot")
-            f.seek(-_FOOTER_TAIL.size - footer_len, os.SEEK_END)
-            footer = marshal.loads(f.read(footer_len))
+            footer = snapshot_footer.read_footer(f)
             if self.state_machine.applied_index() < footer["data_index"]:
                 f.seek(0)
                 self.store.restore(_LimitedReader(f, footer["data_len"]))

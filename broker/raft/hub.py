@@ -4,10 +4,16 @@ pysyncobj's stock transport zlib-compresses and *unpickles* every frame, so anyo
 can run code on the broker, and compression costs more CPU than the rest of the replication path. `RaftHub`
 replaces it:
 
-- **Authentication before anything else.** Both sides exchange a hello (magic, node id, fresh nonce) and
-  prove knowledge of the cluster secret with HMAC-SHA256 over both nonces and both ids. Unknown ids, a
-  dialer with the higher id, bad magic, a wrong proof or a slow handshake close the connection; no callback
-  ever sees a byte from an unauthenticated connection.
+- **Optional mutual TLS underneath.** With `tls` set, each TCP connection first completes a TLS 1.3 handshake in
+  which both sides present a certificate signed by the configured CA; the hello, proofs and frames below then
+  travel inside it unchanged (see docs/security.md, "Raft port").
+- **Authentication before anything else.** Both sides exchange a hello (magic, node id, fresh nonce); the DIALER
+  then proves knowledge of the cluster key with HMAC-SHA256 over both nonces and both ids, and only once that
+  proof checks out does the acceptor send its own. A stranger who dials therefore learns nothing it could test
+  secret guesses against offline. Unknown ids, a dialer with the higher id, bad magic, a wrong proof or a slow
+  handshake close the connection; no callback ever sees a byte from an unauthenticated connection.
+  While a secret is being rotated, an acceptor also takes proofs under `accepted_secrets` (never used to dial)
+  and answers under the key the dialer proved.
 - **Authenticated frames.** Every frame carries a per-direction sequence number and a keyed BLAKE2b tag under
   a session key derived from the secret and both nonces: a forged, replayed or reordered frame closes the
   connection and none of it is decoded. Frames are not encrypted: bind the Raft port to a private address.
@@ -16,7 +22,8 @@ replaces it:
   carry code objects; those are refused).
 - **Bounds.** A frame length above `frame_bytes_max` closes the connection before its body is read; a peer
   whose send buffer passes `send_buffer_bytes_max` is disconnected rather than buffered without limit;
-  pending handshakes and their duration are bounded.
+  pending handshakes are bounded in total and per source address (`handshakes_pending_max`,
+  `handshakes_pending_per_address_max`), and so is their duration.
 
 The broker with the lower id dials the higher one, so each pair has one connection (a newer authenticated
 connection from the same peer replaces the old one: the peer has restarted or given up on it). All work runs
@@ -25,7 +32,8 @@ Messages sent to a peer between two flushes leave as one frame when they fit.
 
 Wire format (integers big-endian):
     hello   = b"RBRAFT1" + node id (u32) + nonce (32 bytes)                    both sides, on connect
-    proof   = HMAC-SHA256(secret, b"raftbus-hs" + transcript + side)             side b"D" dialer, b"A" acceptor
+    proof   = HMAC-SHA256(secret, b"raftbus-hs" + transcript + side)             side b"D" dialer, b"A" acceptor;
+                                                                                 the dialer's is sent first
     key     = HMAC-SHA256(secret, b"raftbus-key" + transcript + side)            for frames sent by that side
     transcript = dialer nonce + acceptor nonce + dialer id (u32) + acceptor id (u32)
     frame   = length (u32, of what follows) + sequence (u64, 1, 2, ...) + payload + tag (16 bytes)
@@ -42,6 +50,7 @@ import marshal
 import os
 import selectors
 import socket
+import ssl
 import struct
 import time
 from collections import deque
@@ -63,8 +72,8 @@ DIALER, ACCEPTOR = b"D", b"A"
 RECV_BUFFER_BYTES = 1 << 20
 RECV_BYTES_PER_POLL_MAX = 16 << 20  # per connection, so one busy peer cannot starve the others
 ACCEPTS_PER_POLL_MAX = 64
-HANDSHAKES_PENDING_MAX = 64
 SEND_PARTS_PER_CALL_MAX = 512
+TLS_WRITE_BYTES = 256 << 10  # bytes handed to one SSL write (TLS sockets have no sendmsg)
 COALESCE_BYTES = 16 << 10  # parts smaller than this are joined before sending
 _PLAIN = frozenset((type(None), bool, int, float, str, bytes))
 
@@ -187,11 +196,15 @@ def _resolve(host: str, port: int, passive: bool = False):
 class _Connection:
     """One TCP connection's state and buffers; the hub decides what happens to it."""
 
-    def __init__(self, sock: socket.socket, *, dialer: bool, peer_id: int | None, deadline: float):
+    def __init__(self, sock: socket.socket, *, dialer: bool, peer_id: int | None, deadline: float,
+                 source: str = ""):
         self.sock = sock
         self.dialer = dialer
         self.peer_id = peer_id
-        self.state = "connecting" if dialer else "hello"
+        self.source = source  # the remote host of an accepted connection
+        self.state = "connecting" if dialer else "hello"  # "tls" while a TLS handshake runs
+        self.tls = False
+        self.tls_chunk = None  # the bytes an unfinished SSL write must be retried with
         self.deadline = deadline
         self.closed = False
         self.nonce = os.urandom(NONCE_BYTES)
@@ -213,6 +226,20 @@ class _Connection:
     def queue(self, data: bytes) -> None:
         self.out.append(data)
         self.out_bytes += len(data)
+
+    @property
+    def has_output(self) -> bool:
+        return bool(self.out) or self.tls_chunk is not None
+
+    def take_chunk(self, limit: int) -> bytes:
+        """Up to `limit` queued bytes (at least one part) joined and removed from the queue."""
+        parts, size = [], 0
+        while self.out and (not parts or size + len(self.out[0]) <= limit):
+            part = self.out.popleft()
+            parts.append(part)
+            size += len(part)
+        self.out_bytes -= size
+        return b"".join(parts)
 
     def consume_out(self, sent: int) -> None:
         self.out_bytes -= sent
@@ -264,8 +291,9 @@ class RaftHub:
                  on_peer_connected: Callable[[int], None],
                  on_peer_disconnected: Callable[[int], None],
                  frame_bytes_max: int, send_buffer_bytes_max: int, connect_retry_ms: int,
-                 handshake_timeout_ms: int):
-        if len(secret) < 16:
+                 handshake_timeout_ms: int, handshakes_pending_max: int = 64,
+                 handshakes_pending_per_address_max: int = 8, tls=None, accepted_secrets=()):
+        if len(secret) < 16 or any(len(s) < 16 for s in accepted_secrets):
             raise ValueError("the Raft secret must be at least 16 bytes")
         if frame_bytes_max <= FRAME_OVERHEAD + 64:
             raise ValueError("frame_bytes_max is too small")
@@ -273,6 +301,8 @@ class RaftHub:
         self._listen = parse_address(listen)
         self._peers = self._parse_peers(peers)
         self._secret = bytes(secret)
+        # Keys a dialer may also prove (never used to dial): a secret being rotated in or out.
+        self._accepted = [self._secret] + [bytes(s) for s in accepted_secrets if bytes(s) != self._secret]
         self._on_message = on_message
         self._on_peer_connected = on_peer_connected
         self._on_peer_disconnected = on_peer_disconnected
@@ -280,6 +310,10 @@ class RaftHub:
         self.send_buffer_bytes_max = send_buffer_bytes_max
         self._retry_s = connect_retry_ms / 1000
         self._handshake_s = handshake_timeout_ms / 1000
+        self.handshakes_pending_max = handshakes_pending_max
+        self.handshakes_pending_per_address_max = handshakes_pending_per_address_max
+        self._tls = tls  # RaftTls (server and client SSL contexts) or None
+        self._tls_readable: set[_Connection] = set()  # TLS connections with decrypted bytes not yet read
         self._selector = selectors.DefaultSelector()
         self._server: socket.socket | None = None
         self._ready: dict[int, _Connection] = {}
@@ -294,7 +328,7 @@ class RaftHub:
         self._stats = dict.fromkeys((
             "bytes_in", "bytes_out", "frames_in", "frames_out", "messages_in", "messages_out",
             "handshakes_ok", "handshakes_rejected", "frames_rejected", "send_buffer_overflows",
-            "connections_lost", "connect_failures"), 0)
+            "connections_lost", "connect_failures", "handshakes_over_limit", "tls_handshakes_failed"), 0)
 
     def _parse_peers(self, peers: dict) -> dict[int, tuple[str, int]]:
         return {int(p): parse_address(a) for p, a in peers.items() if int(p) != self.node_id}
@@ -390,7 +424,7 @@ class RaftHub:
         for conn in list(self._ready.values()):
             if conn.pending:
                 self._frame_pending(conn)
-            if conn.out and not conn.closed:
+            if conn.has_output and not conn.closed:
                 self._write(conn)
 
     def _frame_pending(self, conn: _Connection) -> None:
@@ -425,6 +459,9 @@ class RaftHub:
         self._stats["frames_out"] += 1
 
     def _write(self, conn: _Connection) -> None:
+        if conn.tls:
+            self._write_tls(conn)
+            return
         try:
             while conn.out:
                 parts = list(islice(conn.out, SEND_PARTS_PER_CALL_MAX))
@@ -440,6 +477,22 @@ class RaftHub:
             return
         self._want_write(conn, bool(conn.out))
 
+    def _write_tls(self, conn: _Connection) -> None:
+        """Write through TLS: an SSL write that could not finish is retried with the very same bytes."""
+        try:
+            while conn.has_output:
+                if conn.tls_chunk is None:
+                    conn.tls_chunk = conn.take_chunk(TLS_WRITE_BYTES)
+                sent = conn.sock.send(conn.tls_chunk)
+                self._stats["bytes_out"] += sent
+                conn.tls_chunk = conn.tls_chunk[sent:] if sent < len(conn.tls_chunk) else None
+        except (ssl.SSLWantWriteError, ssl.SSLWantReadError, BlockingIOError):
+            pass
+        except OSError as exc:  # ssl.SSLError included
+            self._lost(conn, f"write failed: {exc}")
+            return
+        self._want_write(conn, conn.has_output)
+
     def _want_write(self, conn: _Connection, want: bool) -> None:
         if conn.writing != want and not conn.closed:
             conn.writing = want
@@ -453,7 +506,11 @@ class RaftHub:
             return
         now = time.monotonic()
         self._dial_due(now)
-        for key, mask in self._selector.select(self._wait_s(timeout_s, now)):
+        for conn in list(self._tls_readable):  # decrypted bytes wait in OpenSSL: select cannot see them
+            if not conn.closed:
+                self._on_readable(conn)
+        wait_s = 0.0 if self._tls_readable else self._wait_s(timeout_s, now)
+        for key, mask in self._selector.select(wait_s):
             self._on_event(key.data, mask)
         self._expire_handshakes(time.monotonic())
 
@@ -467,6 +524,8 @@ class RaftHub:
             self._accept()
         elif data == "wake":
             self._drain_wakeups()
+        elif data.state == "tls":
+            self._tls_step(data)
         else:
             if mask & selectors.EVENT_WRITE and not data.closed:
                 self._on_writable(data)
@@ -501,7 +560,7 @@ class RaftHub:
             return
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        conn = _Connection(sock, dialer=True, peer_id=peer_id, deadline=now + self._handshake_s)
+        conn = _Connection(sock, dialer=True, peer_id=peer_id, deadline=now + self._handshake_s, source=host)
         self._outgoing[peer_id] = conn
         self._handshaking.add(conn)
         conn.writing = True
@@ -513,24 +572,38 @@ class RaftHub:
     def _accept(self) -> None:
         for _ in range(ACCEPTS_PER_POLL_MAX):
             try:
-                sock, _ = self._server.accept()
+                sock, remote = self._server.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
                 log.warning("accept on the Raft port failed: %s", exc)
                 return
-            self._adopt(sock)
+            self._adopt(sock, str(remote[0]))
 
-    def _adopt(self, sock: socket.socket) -> None:
-        if sum(1 for c in self._handshaking if not c.dialer) >= HANDSHAKES_PENDING_MAX:
+    def _adopt(self, sock: socket.socket, source: str) -> None:
+        incoming = [c for c in self._handshaking if not c.dialer]
+        from_source = sum(1 for c in incoming if c.source == source)
+        if len(incoming) >= self.handshakes_pending_max or from_source >= self.handshakes_pending_per_address_max:
             self._stats["handshakes_rejected"] += 1
+            self._stats["handshakes_over_limit"] += 1
             sock.close()
             return
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        conn = _Connection(sock, dialer=False, peer_id=None, deadline=time.monotonic() + self._handshake_s)
+        conn = _Connection(sock, dialer=False, peer_id=None, deadline=time.monotonic() + self._handshake_s,
+                           source=source)
         self._handshaking.add(conn)
+        if self._tls is not None:
+            conn.sock = self._tls.server.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+            conn.tls, conn.state = True, "tls"
+            self._selector.register(conn.sock, selectors.EVENT_READ, conn)
+            self._tls_step(conn)
+            return
         self._selector.register(sock, selectors.EVENT_READ, conn)
+        self._send_hello(conn)
+
+    def _send_hello(self, conn: _Connection) -> None:
+        conn.state = "hello"
         conn.queue(hello_bytes(self.node_id, conn.nonce))
         self._write(conn)
 
@@ -539,10 +612,48 @@ class RaftHub:
             error = conn.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
             if error:
                 self._connect_failed(conn, os.strerror(error))
-                return
-            conn.state = "hello"
-            conn.queue(hello_bytes(self.node_id, conn.nonce))
+            elif self._tls is not None:
+                self._start_client_tls(conn)
+            else:
+                self._send_hello(conn)
+            return
         self._write(conn)
+
+    # ------------------------------------------------------------------ TLS
+    def _start_client_tls(self, conn: _Connection) -> None:
+        """Wrap a connected dialing socket in TLS; the peer's certificate must match its address in the peer table."""
+        self._selector.unregister(conn.sock)
+        conn.writing = False
+        try:
+            conn.sock = self._tls.client.wrap_socket(conn.sock, server_hostname=conn.source,
+                                                     do_handshake_on_connect=False)
+        except (OSError, ValueError) as exc:
+            self._connect_failed(conn, f"TLS setup failed: {exc}")
+            return
+        conn.tls, conn.state = True, "tls"
+        self._selector.register(conn.sock, selectors.EVENT_READ, conn)
+        self._tls_step(conn)
+
+    def _tls_step(self, conn: _Connection) -> None:
+        """Advance a TLS handshake; once done, the raftbus handshake starts inside it."""
+        try:
+            conn.sock.do_handshake()
+        except ssl.SSLWantReadError:
+            self._want_write(conn, False)
+            return
+        except ssl.SSLWantWriteError:
+            self._want_write(conn, True)
+            return
+        except OSError as exc:  # ssl.SSLError (a refused certificate) included
+            self._stats["tls_handshakes_failed"] += 1
+            log.warning("node %s: TLS handshake with %s failed: %s", self.node_id,
+                        conn.peer_id if conn.dialer else conn.source, exc)
+            self._lost(conn, f"TLS handshake failed: {exc}")
+            return
+        self._want_write(conn, False)
+        self._send_hello(conn)
+        if not conn.closed:
+            self._on_readable(conn)  # the peer's hello may already sit decrypted in OpenSSL's buffer
 
     def _connect_failed(self, conn: _Connection, reason: str) -> None:
         self._stats["connect_failures"] += 1
@@ -551,13 +662,14 @@ class RaftHub:
 
     # ------------------------------------------------------------------ reading
     def _on_readable(self, conn: _Connection) -> None:
+        self._tls_readable.discard(conn)
         budget = RECV_BYTES_PER_POLL_MAX
         while budget > 0 and not conn.closed:
             conn.make_room()
             space = len(conn.rbuf) - conn.rend
             try:
                 received = conn.sock.recv_into(conn.rview[conn.rend:])
-            except (BlockingIOError, InterruptedError):
+            except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
                 return
             except OSError as exc:
                 self._lost(conn, f"read failed: {exc}")
@@ -569,8 +681,10 @@ class RaftHub:
             budget -= received
             self._stats["bytes_in"] += received
             self._consume(conn)
-            if received < space:
+            if received < space and not conn.tls:  # TLS hands over one record per call: read on
                 return
+        if conn.tls and not conn.closed and conn.sock.pending():
+            self._tls_readable.add(conn)  # over this poll's budget: read the rest at the next poll
 
     def _consume(self, conn: _Connection) -> None:
         while not conn.closed:
@@ -601,13 +715,13 @@ class RaftHub:
             self._reject(conn, problem)
             return
         conn.peer_id = peer_id
-        if conn.dialer:
+        conn.state, conn.need = "proof", PROOF_BYTES
+        if conn.dialer:  # the dialer proves first; the acceptor answers only a correct proof
             conn.transcript = transcript(conn.nonce, nonce, self.node_id, peer_id)
+            conn.queue(handshake_proof(self._secret, conn.transcript, DIALER))
+            self._write(conn)
         else:
             conn.transcript = transcript(nonce, conn.nonce, peer_id, self.node_id)
-        conn.queue(handshake_proof(self._secret, conn.transcript, DIALER if conn.dialer else ACCEPTOR))
-        conn.state, conn.need = "proof", PROOF_BYTES
-        self._write(conn)
 
     def _hello_problem(self, conn: _Connection, peer_id: int) -> str | None:
         if conn.dialer:
@@ -618,13 +732,27 @@ class RaftHub:
             return f"node {peer_id} dialed node {self.node_id}; the lower id dials"
         return None
 
+    def _proven_key(self, conn: _Connection, proof: bytes) -> bytes | None:
+        """The key the peer's proof was made with: ours for a dialer, any accepted one for an acceptor."""
+        peer_side = ACCEPTOR if conn.dialer else DIALER
+        for key in [self._secret] if conn.dialer else self._accepted:
+            if hmac.compare_digest(proof, handshake_proof(key, conn.transcript, peer_side)):
+                return key
+        return None
+
     def _on_proof(self, conn: _Connection, unit) -> None:
         side, peer_side = (DIALER, ACCEPTOR) if conn.dialer else (ACCEPTOR, DIALER)
-        if not hmac.compare_digest(bytes(unit), handshake_proof(self._secret, conn.transcript, peer_side)):
+        key = self._proven_key(conn, bytes(unit))
+        if key is None:
             self._reject(conn, "wrong handshake proof (a different cluster secret?)")
             return
-        conn.send_mac = session_mac(self._secret, conn.transcript, side)
-        conn.recv_mac = session_mac(self._secret, conn.transcript, peer_side)
+        if not conn.dialer:
+            conn.queue(handshake_proof(key, conn.transcript, ACCEPTOR))
+            self._write(conn)
+            if conn.closed:
+                return
+        conn.send_mac = session_mac(key, conn.transcript, side)
+        conn.recv_mac = session_mac(key, conn.transcript, peer_side)
         conn.state, conn.need, conn.in_body = "ready", LENGTH.size, False
         self._handshaking.discard(conn)
         old = self._ready.get(conn.peer_id)
@@ -700,6 +828,8 @@ class RaftHub:
 
     def _close_socket(self, conn: _Connection) -> None:
         conn.closed = True
+        self._tls_readable.discard(conn)
+        conn.tls_chunk = None
         conn.out.clear()
         conn.pending.clear()
         try:

@@ -37,16 +37,16 @@ def certificate_principal(context: grpc.ServicerContext) -> str | None:
 class Authorizer:
     """Decides for one call: who the caller is and whether each check of the method passes."""
 
-    def __init__(self, tables: Callable[[], SecurityTables], *, internal_token: str | None = None):
+    def __init__(self, tables: Callable[[], SecurityTables], *, internal_tokens: tuple[str, ...] = ()):
         self._tables = tables
-        self._internal_token = internal_token
-        self._policy = AccessPolicy(SecurityTables(), internal_token=internal_token)
+        self._internal_tokens = internal_tokens
+        self._policy = AccessPolicy(SecurityTables(), internal_tokens=internal_tokens)
 
     def policy(self) -> AccessPolicy:
         """The policy of the tables applied now (rebuilt when the metadata state machine published new ones)."""
         tables, policy = self._tables(), self._policy
         if policy.tables is not tables:
-            policy = self._policy = AccessPolicy(tables, internal_token=self._internal_token)
+            policy = self._policy = AccessPolicy(tables, internal_tokens=self._internal_tokens)
         return policy
 
     def authenticate(self, method: str, token: str | None, certificate_name: str | None) -> str:

@@ -17,9 +17,9 @@ DECISIONS_CACHED_MAX = 100_000
 
 
 class AccessPolicy:
-    def __init__(self, tables: SecurityTables, *, internal_token: str | None = None):
+    def __init__(self, tables: SecurityTables, *, internal_tokens: tuple[str, ...] = ()):
         self.tables = tables
-        self._internal_token = internal_token
+        self._internal_tokens = tuple(t.encode() for t in internal_tokens)
         self._acls: dict[str, list[Acl]] = {}
         for acl in tables.acls:
             self._acls.setdefault(acl.principal, []).append(acl)
@@ -27,7 +27,8 @@ class AccessPolicy:
 
     def principal_of_token(self, token: str) -> str | None:
         """The principal holding `token`, or None for an unknown or revoked one."""
-        if self._internal_token is not None and hmac.compare_digest(token.encode(), self._internal_token.encode()):
+        presented = token.encode()
+        if any(hmac.compare_digest(presented, internal) for internal in self._internal_tokens):
             return INTERNAL_PRINCIPAL
         record = self.tables.tokens.get(token_hash(token))
         return record.principal if record is not None else None

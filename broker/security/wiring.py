@@ -20,7 +20,9 @@ class ClientPortSecurity:
         self.settings = s = context.settings
         self.service = SecurityService(context)
         self.internal_token = internal_token(s.cluster_secret) if s.auth_enabled else None
-        self.authorizer = Authorizer(context.metadata_sm.security, internal_token=self.internal_token) \
+        # during a secret rotation (cluster_secret_accepted) a broker still on the other secret presents its token
+        accepted = tuple(internal_token(secret) for secret in (s.cluster_secret, s.cluster_secret_accepted) if secret)
+        self.authorizer = Authorizer(context.metadata_sm.security, internal_tokens=accepted) \
             if s.auth_enabled else None
         self.first_admin_token = bootstrap_token(s.auth_bootstrap_token_file) if s.auth_bootstrap_token_file else None
         self.credentials = tls.server_credentials(s)  # read now: a bad file stops the broker before it serves

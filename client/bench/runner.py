@@ -57,7 +57,7 @@ from raftbus.client.producer import Producer
 from raftbus.client.reader import Reader
 from raftbus.client.records import RECORD_OVERHEAD_BYTES
 
-WORKLOADS = ("produce", "consume", "queue", "failover", "idle", "all", "spark")
+WORKLOADS = ("produce", "consume", "queue", "aio", "failover", "idle", "all", "spark", "http")
 LOOPBACK = "127.0.0.1"
 
 
@@ -538,6 +538,9 @@ def run_workloads(bootstrap: str, args) -> list[dict]:
     if args.workload in ("queue", "all"):
         results.append(emit(bench_queue.bench_queue(bootstrap, args, run_workers, WorkerSpec, percentile, rounded_ms,
                                                     progress)))
+    if args.workload in ("aio", "all"):  # the asyncio SDK, see client/aio/bench.py
+        from raftbus.client.aio.bench import bench_aio
+        results.append(emit(bench_aio(bootstrap, args, sys.modules[__name__])))
     if args.workload in ("failover", "all"):  # on a fresh cluster of its own (it kills brokers)
         results.append(emit(bench_ops.bench_failover(args, free_base_port, percentile, progress)))
     if args.workload in ("idle", "all"):  # on a fresh, quiet cluster of its own
@@ -545,6 +548,9 @@ def run_workloads(bootstrap: str, args) -> list[dict]:
     if args.workload == "spark":  # needs the spark extra (pyspark, pyarrow); see client/spark/bench.py
         from raftbus.client.spark.bench import bench_spark
         results.append(emit(bench_spark(bootstrap, args, fill_topic, progress)))
+    if args.workload == "http":  # through a `raftbus http` gateway process (the http extra): client/http/bench.py
+        from raftbus.client.http.bench import bench_http
+        results.append(emit(bench_http(bootstrap, args, progress)))
     return results
 
 

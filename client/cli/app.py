@@ -27,6 +27,7 @@ from raftbus.client.cli import queues as cli_queues
 from raftbus.client.cli import security as security_cli
 from raftbus.client.admin import Admin, ClusterStatus, TopicDescription
 from raftbus.client.errors import InvalidArgument, RaftbusError
+from raftbus.client.http.cli import add_http_command
 from raftbus.client.producer import Producer
 from raftbus.client.queues.messages import MessageMetadata
 from raftbus.client.reader import EARLIEST, LATEST, Reader
@@ -34,8 +35,8 @@ from raftbus.client.records import Record, RecordMetadata
 
 # Flags passed through to `python -m raftbus.broker start|dev` (same names, same meaning).
 BROKER_START_FLAGS = ("config", "node_id", "data_dir", "listen", "advertised_listen", "raft_listen", "peers",
-                      "log_level")
-DEV_FLAGS = ("brokers", "data_dir", "base_port", "log_level")
+                      "metrics_listen", "log_level")
+DEV_FLAGS = ("brokers", "data_dir", "base_port", "metrics_base_port", "log_level")
 
 
 # ---------------------------------------------------------------------- parser
@@ -78,12 +79,15 @@ def _add_broker_commands(sub, common) -> None:
     start.add_argument("--advertised-listen", help="address clients should use, if not --listen")
     start.add_argument("--raft-listen", help="peer Raft address host:port (private or loopback)")
     start.add_argument("--peers", help="id@host:port,... Raft addresses of all brokers")
+    start.add_argument("--metrics-listen", help="host:port serving Prometheus metrics at /metrics")
     start.add_argument("--log-level")
     start.set_defaults(handler=run_broker_start)
     dev = sub.add_parser("dev", help="a local N-broker cluster on loopback (Ctrl-C stops it)")
     dev.add_argument("--brokers", type=int, default=3)
     dev.add_argument("--data-dir", default="./data")
     dev.add_argument("--base-port", type=int, default=7070)
+    dev.add_argument("--metrics-base-port", type=int, default=9570,
+                     help="broker N serves metrics on this port + N - 1 (0 = no metrics)")
     dev.add_argument("--demo", action="store_true", help="create a topic, produce and consume a few records")
     dev.add_argument("--secure", action="store_true",
                      help="TLS, tokens and ACLs on; writes ca.pem and admin.token into --data-dir")
@@ -168,6 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_queues.add_queue_commands(sub, common, bootstrap_of)
     broker_cli.add_broker_admin_commands(sub, common, bootstrap_of)
     backup_cli.add_backup_commands(sub, common, bootstrap_of)
+    add_http_command(sub, common)
     security_cli.add_security_commands(sub, common, bootstrap_of)
     return parser
 
@@ -253,9 +258,10 @@ def print_topic(topic: TopicDescription, as_json: bool) -> None:
 
 def print_cluster(status: ClusterStatus) -> None:
     print(f"controller: {status.controller_id or 'none'} (answered by broker {status.answering_broker_id})")
-    print_table(["BROKER", "ADDRESS", "RAFT_ADDRESS", "ALIVE", "STATE", "ROLE"],
+    print_table(["BROKER", "ADDRESS", "RAFT_ADDRESS", "ALIVE", "STATE", "ROLE", "METRICS_URL"],
                 [[b.broker_id, b.address, b.raft_address, "yes" if b.alive else "no", b.state,
-                  "controller" if b.broker_id == status.controller_id else ""] for b in status.brokers])
+                  "controller" if b.broker_id == status.controller_id else "", b.metrics_url or "-"]
+                 for b in status.brokers])
     rows = [[t.name, p.partition, p.leader_id or "-", ids(p.replicas), ids(p.isr)]
             for t in status.topics for p in t.partitions]
     if rows:

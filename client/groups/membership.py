@@ -118,10 +118,7 @@ class Membership:
         member_id = self.member[0]
         if not member_id or self.need_rejoin:
             return
-        if self.assigned:
-            self._call_listener("on_partitions_revoked", set(self.assigned))
-        self.hooks.stop_reading(self.assigned)
-        self.assigned = frozenset()
+        self.stop_revoked(self.assigned)
         try:
             self.calls.leave(self.options.group, member_id)
         except RaftbusError as err:
@@ -135,11 +132,7 @@ class Membership:
     def _join(self) -> None:
         o = self.options
         answer = self.calls.join(o.group, "", o.client_id, o.topics, o.session_timeout_ms, o.rebalance_timeout_ms)
-        with self.wake:
-            self.member = (answer.member_id, 0)
-            self.need_rejoin = False
-            self.need_sync = True
-            self.wake.notify_all()
+        self.adopt_member(answer.member_id)
         if self._heartbeat is None:
             self._heartbeat = Heartbeat(self.calls, o.group, lambda: self.member, self.wake,
                                         interval_ms=min(o.heartbeat_interval_ms, answer.heartbeat_interval_ms),
@@ -163,6 +156,18 @@ class Membership:
             view = self._give_up(view)
         gained = view.owned - self.assigned
         self.hooks.start_reading(gained)
+        self.adopt_assignment(member_id, view, gained)
+
+    def adopt_member(self, member_id: str) -> None:
+        """Joined as `member_id`: sync to its first generation next."""
+        with self.wake:
+            self.member = (member_id, 0)
+            self.need_rejoin = False
+            self.need_sync = True
+            self.wake.notify_all()
+
+    def adopt_assignment(self, member_id: str, view: Assignment, gained) -> None:
+        """Synced to `view` (its gained partitions already positioned): own them and tell the listener."""
         with self.wake:
             self.assigned = view.owned
             self.member = (member_id, view.generation)
@@ -179,11 +184,15 @@ class Membership:
                 self.hooks.commit_revoked({tp: positions[tp] for tp in revoked})
             except RaftbusError as err:
                 log.info("commit of revoked partitions failed: %s", err)
+        self.stop_revoked(revoked)
+        return self.calls.sync(self.options.group, self.member[0], view.generation, released=view.revoking)
+
+    def stop_revoked(self, revoked) -> None:
+        """Tell the listener `revoked` (still owned) is being given up, then stop reading it and drop it."""
         if revoked:
             self._call_listener("on_partitions_revoked", set(revoked))
         self.hooks.stop_reading(revoked)
         self.assigned = self.assigned - revoked
-        return self.calls.sync(self.options.group, self.member[0], view.generation, released=view.revoking)
 
     def _drop_lost(self, owned: frozenset[TopicPartition]) -> None:
         lost = self.assigned - owned

@@ -110,7 +110,7 @@ class _Settlements:
                     self._cond.notify_all()
 
     def _send(self, kind: str, topic: str, partition: int, entries: list) -> None:
-        request = _request(kind, topic, partition, entries)
+        request = settlement_request(kind, topic, partition, entries)
         if kind != _EXTEND:  # acks and nacks carry a batch number, so a retry is answered as the first attempt
             request.settler_id = self.settler_id
             request.sequence = next(self._sequences.setdefault((topic, partition), itertools.count(1)))
@@ -121,21 +121,26 @@ class _Settlements:
             for *_, future in entries:
                 future.set_exception(err)
             return
-        if kind == _ACK:
-            for (*_, future), error in zip(entries, packed_errors(response, len(entries))):
-                future.set_result(None) if error is None else future.set_exception(error)
-            return
-        for (kind_, message, _, future), error, result in zip(entries, item_errors(response), response.results):
-            if error is not None:
-                future.set_exception(error)
-            elif kind_ == _EXTEND:
-                message.lease_deadline_ms = result.lease_deadline_ms
-                future.set_result(result.lease_deadline_ms)
-            else:
-                future.set_result(None)
+        settle_entries(kind, entries, response)
 
 
-def _request(kind: str, topic: str, partition: int, entries: list):
+def settle_entries(kind: str, entries: list, response: qpb.QueueBatchResponse) -> None:
+    """Settle each entry's future (concurrent or asyncio) from the broker's answer to their one request."""
+    if kind == _ACK:
+        for (*_, future), error in zip(entries, packed_errors(response, len(entries))):
+            future.set_result(None) if error is None else future.set_exception(error)
+        return
+    for (kind_, message, _, future), error, result in zip(entries, item_errors(response), response.results):
+        if error is not None:
+            future.set_exception(error)
+        elif kind_ == _EXTEND:
+            message.lease_deadline_ms = result.lease_deadline_ms
+            future.set_result(result.lease_deadline_ms)
+        else:
+            future.set_result(None)
+
+
+def settlement_request(kind: str, topic: str, partition: int, entries: list):
     if kind == _ACK:
         return qpb.AckRequest(topic=topic, partition=partition, packed_leases=pack_leases(
             (m.message_id, m.delivery_count) for _, m, _, _ in entries))

@@ -8,6 +8,8 @@ path into Spark's `noop` sink (every row is produced and handed to the JVM, noth
   arrow_speedup          records_per_s / tuples_records_per_s
   batch_read_records_per_s, batch_read_tuples_records_per_s
                          the same records through spark.read into the noop sink (wall time of the write)
+  sink_records_per_s, sink_batch_s, batch_write_records_per_s
+                         the raftbus sink writing the same records to another topic (bench_sink.py)
 Each micro-batch duration is Spark's own batchDuration (planning, reading every partition, the sink); every
 figure is the best of BENCH_SPARK_ROUNDS rounds.
 """
@@ -81,6 +83,7 @@ def bench_spark(bootstrap: str, args, fill_topic: Callable[[str, str, object], i
                 progress: Callable[[str], None]) -> dict:
     """The `spark` workload of raftbus bench (fill_topic and progress come from client.bench)."""
     from raftbus.client import spark as raftbus_spark
+    from raftbus.client.spark.bench_sink import bench_sink
 
     topic = f"bench-spark-{args.records}x{args.record_bytes}-p{args.partitions}"
     brokers = fill_topic(bootstrap, topic, args)
@@ -99,6 +102,7 @@ def bench_spark(bootstrap: str, args, fill_topic: Callable[[str, str, object], i
         batch_read_s = {use_arrow: min(one_batch_read(spark, bootstrap, topic, use_arrow)
                                        for _ in range(BENCH_SPARK_ROUNDS)) for use_arrow in (True, False)}
         progress(f"batch reads (arrow, tuples): {batch_read_s[True]:.3f} s, {batch_read_s[False]:.3f} s")
+        sink = bench_sink(spark, bootstrap, topic, args, scratch, BENCH_SPARK_ROUNDS, progress)
     finally:
         spark.stop()
         shutil.rmtree(scratch, ignore_errors=True)
@@ -109,6 +113,6 @@ def bench_spark(bootstrap: str, args, fill_topic: Callable[[str, str, object], i
             "micro_batches": arrow["batches"], "tuples_records_per_s": round(tuples_rate),
             "tuples_batch_s": round(tuples["batch_s"], 3), "arrow_speedup": round(arrow_rate / tuples_rate, 2),
             "batch_read_records_per_s": round(arrow["rows"] / batch_read_s[True]),
-            "batch_read_tuples_records_per_s": round(arrow["rows"] / batch_read_s[False]),
+            "batch_read_tuples_records_per_s": round(arrow["rows"] / batch_read_s[False]), **sink,
             "rounds": BENCH_SPARK_ROUNDS, "spark_master": BENCH_SPARK_MASTER, "brokers": brokers,
             "partitions": args.partitions, "replication_factor": args.replication_factor, "topic": topic}

@@ -24,6 +24,7 @@ from raftbus.client.spark.fetching import read_range
 from raftbus.client.spark.offsets import Offsets
 from raftbus.client.spark.options import SourceOptions, include_headers, parse_options
 from raftbus.client.spark.planning import OffsetRange, Planner, report_data_loss
+from raftbus.client.spark.sink import RaftbusBatchWriter, RaftbusStreamWriter, batch_writer, stream_writer
 
 NAME = "raftbus"
 
@@ -126,7 +127,8 @@ class RaftbusStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
 
 class RaftbusDataSource(DataSource):
-    """`spark.read/readStream.format("raftbus")` once registered (raftbus.client.spark.register)."""
+    """`spark.read/readStream` and `df.write/writeStream` `.format("raftbus")` once registered
+    (raftbus.client.spark.register); the sink is in sink.py."""
 
     @classmethod
     def name(cls) -> str:
@@ -140,3 +142,9 @@ class RaftbusDataSource(DataSource):
 
     def streamReader(self, schema: StructType) -> RaftbusStreamReader:
         return RaftbusStreamReader(parse_options(self.options, streaming=True))
+
+    def writer(self, schema: StructType, overwrite: bool) -> RaftbusBatchWriter:
+        return batch_writer(self.options, schema, overwrite)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> RaftbusStreamWriter:
+        return stream_writer(self.options, schema)

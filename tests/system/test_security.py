@@ -142,7 +142,7 @@ def test_a_least_privileged_principal_produces_consumes_in_a_group_and_works_a_q
 
 def test_a_client_certificate_is_not_required_but_a_token_is(secure, tmp_path):
     """Without tls_client_ca_file the port is server-TLS only: a client certificate alone names no principal."""
-    cert = secure.secure.client_certificate("alice", tmp_path)
+    cert = secure.secure.client_certificate("alice")
     err = failure(lambda: Admin(secure.bootstrap, tls_ca=secure.secure.ca, tls_cert=cert["cert"],
                                 tls_key=cert["key"]).list_topics())
     assert isinstance(err, errors.Unauthenticated)

@@ -21,6 +21,7 @@ BROKER_ALLOWED = {
     "queues": {"kernel"},
     "admin": {"kernel", "groups", "queues", "security"},
     "security": {"kernel"},
+    "metrics": {"kernel", "raft"},  # reads live state through the broker object it is handed, imports no feature
 }
 # what the broker below its top layer may use of the client package: the wire protocol and shared codecs
 BROKER_CLIENT_MODULES = ("errors", "records", "wire", "router", "queues.codec", "queues.ids")

@@ -10,7 +10,7 @@ from raftbus.broker.grpc_server import build_server
 from raftbus.broker.security.acl import Acl
 from raftbus.broker.security.wiring import ClientPortSecurity
 from raftbus.broker.server import core_servicers
-from raftbus.broker.tls_dev import issue_certificate, write_dev_pki
+from raftbus.broker.tls_dev import write_dev_pki
 from raftbus.client import errors
 from raftbus.client.credentials import Credentials
 from raftbus.client.wire import raftbus_pb2 as pb
@@ -149,9 +149,10 @@ def test_the_internal_broker_token_may_do_everything(served):
 
 @pytest.fixture
 def pki(tmp_path):
-    pki = write_dev_pki(tmp_path, [1])
-    pki["alice"] = issue_certificate(pki["ca"], pki["ca_key"], "alice", tmp_path / "alice", server=False)
-    return pki
+    dev = write_dev_pki(tmp_path, [1], clients=("alice",))
+    (cert, key), (alice_cert, alice_key) = dev.broker(1), dev.client("alice")
+    return {"ca": str(dev.ca_file), "brokers": {1: {"cert": str(cert), "key": str(key)}},
+            "alice": {"cert": str(alice_cert), "key": str(alice_key)}}
 
 
 def test_mutual_tls_names_the_principal_by_its_certificate(pki):

@@ -159,3 +159,18 @@ def test_placement_is_deterministic_and_rotates():
     assert [p.replicas for p in placements] == [(20, 30), (30, 10), (10, 20), (20, 30)]
     topic = model.Topic("t", 4, "stream", "", -1, -1, 0, placements)
     assert model.Topic.from_dict(topic.to_dict()) == topic
+
+
+def test_register_broker_records_its_metrics_url(meta):
+    """Goal: a broker's metrics_url is stored with it, a change is a new registration, and none stays ""."""
+    assert meta.sm.brokers()[1].metrics_url == ""
+    meta.apply(commands.encode_register_broker(broker_id=1, address="h:7001", raft_address="h:8001", now_ms=9,
+                                               metrics_url="http://h:9001/metrics"))
+    assert meta.sm.brokers()[1].metrics_url == "http://h:9001/metrics"
+    version = meta.sm.version
+    meta.apply(commands.encode_register_broker(broker_id=1, address="h:7001", raft_address="h:8001", now_ms=10,
+                                               metrics_url="http://h:9001/metrics"))
+    assert meta.sm.version == version
+    assert model.Broker.from_dict(meta.sm.brokers()[1].to_dict()) == meta.sm.brokers()[1]
+    assert model.Broker.from_dict({"broker_id": 4, "address": "a:1", "raft_address": "a:2",
+                                   "registered_ms": 1}).metrics_url == ""

@@ -41,8 +41,9 @@ def test_inconsistent_security_settings_are_refused(overrides, word):
 
 
 def test_tls_files_are_read_and_checked(tmp_path):
-    pki = write_dev_pki(tmp_path, [1])
-    files = pki["brokers"][1]
+    dev = write_dev_pki(tmp_path, [1])
+    cert, key = dev.broker(1)
+    pki, files = {"ca": str(dev.ca_file)}, {"cert": str(cert), "key": str(key)}
     s = load_settings(tls_cert_file=files["cert"], tls_key_file=files["key"], tls_client_ca_file=pki["ca"],
                       tls_ca_file=pki["ca"])
     assert tls.server_credentials(s) is not None

@@ -34,10 +34,11 @@ def test_the_policy_knows_holders_of_live_tokens_and_the_internal_principal():
     token = new_token()
     tables = SecurityTables(MappingProxyType({token_hash(token): TokenRecord("alice", 1)}),
                             MappingProxyType({Acl("alice", "topic", "t", "produce"): 1}))
-    policy = AccessPolicy(tables, internal_token=internal_token("secret"))
+    policy = AccessPolicy(tables, internal_tokens=(internal_token("secret"), internal_token("next")))
     assert policy.principal_of_token(token) == "alice"
     assert policy.principal_of_token(token + "x") is None
     assert policy.principal_of_token(internal_token("secret")) == INTERNAL_PRINCIPAL
+    assert policy.principal_of_token(internal_token("next")) == INTERNAL_PRINCIPAL
     assert policy.principal_of_token(internal_token("other")) is None
     assert policy.allows("alice", "topic", "t", "produce") and not policy.allows("alice", "topic", "u", "produce")
     assert policy.allows(INTERNAL_PRINCIPAL, "cluster", "", "admin")

@@ -372,7 +372,8 @@ def test_broker_start_and_dev_pass_flags_through(monkeypatch):
     assert cli.main(["broker", "start", "--config", "b.toml", "--node-id", "2", "--peers", "1@h:1,2@h:2"]) == 0
     assert cli.main(["dev", "--brokers", "5", "--demo"]) == 0
     assert seen[0] == ["start", "--config", "b.toml", "--node-id", "2", "--peers", "1@h:1,2@h:2"]
-    assert seen[1] == ["dev", "--brokers", "5", "--data-dir", "./data", "--base-port", "7070", "--demo"]
+    assert seen[1] == ["dev", "--brokers", "5", "--data-dir", "./data", "--base-port", "7070",
+                       "--metrics-base-port", "9570", "--demo"]
     assert broker_main.build_parser().parse_args(seen[0]).node_id == 2
     assert broker_main.build_parser().parse_args(seen[1]).demo is True
 

@@ -1,0 +1,78 @@
+"""The metrics endpoint of one broker: its own registry (several brokers may share a process in tests), the
+collectors over its live state, the gRPC interceptor, and the HTTP server on `metrics_listen`."""
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+from prometheus_client import CollectorRegistry, start_http_server
+
+from raftbus.broker.metrics.address import metrics_url
+from raftbus.broker.metrics.calls import CallMetrics
+from raftbus.broker.metrics.collectors import BrokerCollector, GroupLagCollector, PartitionCollector
+from raftbus.broker.metrics.traffic import Traffic
+from raftbus.broker.settings import parse_address
+
+
+class RoleChanges:
+    """Raft role changes of the broker's groups, counted as they happen (a loop leadership listener)."""
+
+    def __init__(self):
+        self._counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def on_changed(self, group) -> None:
+        with self._lock:
+            self._counts[getattr(group, "role", "unknown")] += 1
+
+    def counts(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counts)
+
+
+class MetricsExporter:
+    """Built before the broker's gRPC server (its interceptor counts every call); `start` once the broker runs."""
+
+    def __init__(self, settings):
+        self.settings = settings
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.traffic = Traffic(self.registry)
+        self.interceptor = CallMetrics(self.registry, self.traffic)
+        self.role_changes = RoleChanges()
+        self.url = ""
+        self._server = None
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.settings.metrics_listen)
+
+    def interceptors(self) -> list:
+        return [self.interceptor] if self.enabled else []
+
+    def watch(self, loop) -> None:
+        """Count the Raft role changes of `loop`'s groups from the first election on."""
+        if self.enabled:
+            loop.leadership_listeners.append(self.role_changes.on_changed)
+
+    def start(self, broker) -> "MetricsExporter":
+        """Register the collectors over `broker` and serve /metrics; no-op when metrics_listen is empty."""
+        if not self.enabled:
+            return self
+        self.registry.register(PartitionCollector(broker))
+        self.registry.register(GroupLagCollector(broker, self.settings.metrics_lag_groups_per_partition_max))
+        self.registry.register(BrokerCollector(broker, self.role_changes))
+        host, port = parse_address(self.settings.metrics_listen)
+        self._server, _thread = start_http_server(port, addr=host.strip("[]"), registry=self.registry)
+        self.url = metrics_url(self.settings.metrics_listen, self.settings.client_address,
+                               self._server.server_port)
+        return self
+
+    @property
+    def port(self) -> int | None:
+        return self._server.server_port if self._server is not None else None
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None

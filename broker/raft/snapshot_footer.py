@@ -1,0 +1,70 @@
+"""The footer of a raftbus snapshot file: where the store copy ends and which Raft entries follow it.
+
+A snapshot file is the store copy (`data_len` bytes), then the footer (marshal of plain data), then its length
+(u64) and `SNAPSHOT_MAGIC`. Snapshot files travel between brokers, so reading one trusts nothing: the lengths
+must add up to the file size before the footer is decoded, and the decoded footer must have exactly the
+expected shape (plain bytes, ints and strs; marshal can build code objects, which are refused, never run).
+"""
+from __future__ import annotations
+
+import marshal
+import os
+import struct
+
+SNAPSHOT_MAGIC = b"RBSNAP01"
+TAIL = struct.Struct(">Q8s")
+_KEYS = {"last", "prev", "cluster", "data_len", "data_index", "entries"}
+
+
+class SnapshotFooterError(ValueError):
+    """A snapshot file that is not a well-formed raftbus snapshot."""
+
+
+def write_footer(f, footer: dict) -> None:
+    data = marshal.dumps(footer)
+    f.write(data)
+    f.write(TAIL.pack(len(data), SNAPSHOT_MAGIC))
+
+
+def read_footer(f) -> dict:
+    """The checked footer of the snapshot open in `f` (binary, seekable)."""
+    size = f.seek(0, os.SEEK_END)
+    if size < TAIL.size:
+        raise SnapshotFooterError(f"a snapshot of {size} bytes is shorter than its tail")
+    f.seek(size - TAIL.size)
+    footer_len, magic = TAIL.unpack(f.read(TAIL.size))
+    if magic != SNAPSHOT_MAGIC:
+        raise SnapshotFooterError("not a raftbus snapshot")
+    if not 0 < footer_len <= size - TAIL.size:
+        raise SnapshotFooterError(f"footer length {footer_len} does not fit a file of {size} bytes")
+    f.seek(size - TAIL.size - footer_len)
+    try:
+        footer = marshal.loads(f.read(footer_len))
+    except (EOFError, ValueError, TypeError) as exc:
+        raise SnapshotFooterError(f"undecodable snapshot footer: {exc}") from None
+    check_footer(footer)
+    if footer["data_len"] + footer_len + TAIL.size != size:
+        raise SnapshotFooterError("the snapshot's data length does not match its size")
+    return footer
+
+
+def check_footer(footer) -> None:
+    if type(footer) is not dict or set(footer) != _KEYS:
+        raise SnapshotFooterError("a snapshot footer has the wrong fields")
+    for key in ("last", "prev"):
+        _check_entry(footer[key])
+    if type(footer["cluster"]) is not list or not all(type(n) is str for n in footer["cluster"]):
+        raise SnapshotFooterError("a snapshot footer's cluster is not a list of node ids")
+    for key in ("data_len", "data_index"):
+        if type(footer[key]) is not int or footer[key] < 0:
+            raise SnapshotFooterError(f"a snapshot footer's {key} is not a count")
+    entries = footer["entries"]
+    if type(entries) is not list or not all(
+            type(e) is tuple and len(e) == 2 and type(e[0]) is bytes and type(e[1]) is int for e in entries):
+        raise SnapshotFooterError("a snapshot footer's entries are not (bytes, index) pairs")
+
+
+def _check_entry(entry) -> None:
+    if not (type(entry) is tuple and len(entry) == 3 and type(entry[0]) is bytes
+            and type(entry[1]) is int and type(entry[2]) is int):
+        raise SnapshotFooterError("a snapshot footer's entry is not (bytes, index, term)")

@@ -1,0 +1,374 @@
+"""AsyncProducer: the sync Producer's batching, ordering and idempotence on one asyncio event loop.
+
+    async with AsyncProducer("127.0.0.1:7070") as producer:
+        meta = await producer.send("orders", b"value", key=b"k")   # acked: committed on a majority
+
+Records go into per-partition batches (the sync SDK's batch and record codecs) that close at
+`batch_bytes_max` or after `linger_ms`; keys pick partitions by murmur2, keyless records a sticky partition.
+Each partition is a lane that keeps up to `max_in_flight_per_partition` batches on the broker's produce stream.
+Every batch carries the producer id and its `base_sequence`, fixed when first sent and kept on every retry,
+so the broker drops a retried batch it already appended and answers with the original offsets. A failed batch
+stops its lane until every batch in flight there has answered; the failed ones then go again in sequence
+order. A batch that fails for good (non-retriable error, or `delivery_timeout_ms` spent) fails its records,
+and the lane starts over under a fresh producer id with sequences from 0, as the sync Producer does.
+Queue topics take the same path with message batches sent as idempotent Enqueue calls, one at a time per
+partition (client/aio/queue_batches.py).
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import time
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from raftbus.client import settings
+from raftbus.client.errors import InvalidArgument, OutOfOrderSequence, Overloaded, RaftbusError, RecordTooLarge, \
+    RequestTimedOut, Unavailable, WrongTopicKind
+from raftbus.client.murmur2 import partition_for_key
+from raftbus.client.producer import Producer, _Batch, encode_bulk, normalize_headers, reject_queue_options, to_bytes
+from raftbus.client.records import RecordMetadata, record_size
+from raftbus.client.wire import queues_pb2 as qpb
+from raftbus.client.wire import raftbus_pb2 as pb
+
+from raftbus.client.aio.lifecycle import AsyncClient
+from raftbus.client.aio.produce_stream import AsyncProduceStreams
+from raftbus.client.aio.queue_batches import MessageBatch, enqueue, message_of
+from raftbus.client.aio.router import AsyncRouter
+from raftbus.client.aio.shared import MessageMetadata, queue_partition
+
+
+class _Lane:
+    """One partition's batches: queued in send order, up to max_in_flight sent, failed ones held for a resend."""
+
+    __slots__ = ("topic", "partition", "batch_type", "in_flight_max", "records_max", "queue", "open", "in_flight",
+                 "failed", "restart", "next_sequence", "producer_id", "timer")
+
+    def __init__(self, topic: str, partition: int, producer_id: bytes, batch_type: type[_Batch], in_flight_max: int,
+                 records_max: int):
+        self.topic, self.partition = topic, partition
+        self.batch_type, self.in_flight_max, self.records_max = batch_type, in_flight_max, records_max
+        self.queue: deque[_Batch] = deque()
+        self.open: _Batch | None = None
+        self.in_flight = 0
+        self.failed: list[_Batch] = []
+        self.restart: RaftbusError | None = None  # why a batch failed for good: start over once drained
+        self.next_sequence = 0
+        self.producer_id = producer_id
+        self.timer: asyncio.TimerHandle | None = None
+
+
+class AsyncProducer(AsyncClient):
+    """Sends records to stream and queue topics from asyncio code; see the module docstring."""
+
+    def __init__(self, bootstrap: str | list[str] | None = None, *, linger_ms: int = settings.LINGER_MS,
+                 batch_bytes_max: int = settings.BATCH_BYTES_MAX, buffer_bytes_max: int = settings.BUFFER_BYTES_MAX,
+                 request_timeout_ms: int = settings.REQUEST_TIMEOUT_MS, retries: int = settings.RETRIES,
+                 retry_backoff_ms: int = settings.RETRY_BACKOFF_MS,
+                 delivery_timeout_ms: int = settings.DELIVERY_TIMEOUT_MS, max_block_ms: int = settings.MAX_BLOCK_MS,
+                 metadata_max_age_ms: int = settings.METADATA_MAX_AGE_MS, idempotent: bool = settings.IDEMPOTENT,
+                 max_in_flight_per_partition: int = settings.MAX_IN_FLIGHT_PER_PARTITION):
+        if batch_bytes_max <= 0 or buffer_bytes_max < batch_bytes_max:
+            raise InvalidArgument("need 0 < batch_bytes_max <= buffer_bytes_max")
+        if not 1 <= max_in_flight_per_partition <= settings.MAX_IN_FLIGHT_PER_PARTITION_MAX:
+            raise InvalidArgument(f"max_in_flight_per_partition must be 1..{settings.MAX_IN_FLIGHT_PER_PARTITION_MAX} "
+                                  "(the broker remembers that many batches per producer for retries)")
+        self.router = AsyncRouter(bootstrap, request_timeout_ms=request_timeout_ms, retries=retries,
+                                  retry_backoff_ms=retry_backoff_ms, metadata_max_age_ms=metadata_max_age_ms)
+        self.batch_bytes_max, self.buffer_bytes_max = batch_bytes_max, buffer_bytes_max
+        self.linger_s, self.delivery_timeout_s, self.max_block_s = (ms / 1000 for ms in (
+            linger_ms, delivery_timeout_ms, max_block_ms))
+        self.idempotent, self.max_in_flight = idempotent, max_in_flight_per_partition
+        self.producer_id = self._new_producer_id()
+        self._streams = AsyncProduceStreams(self.router)
+        self._lanes: dict[tuple[str, int], _Lane] = {}
+        self._sticky: dict[str, int] = {}
+        self._shapes: dict[str, tuple[object, tuple[str, int]]] = {}  # topic -> (map read, (kind, partitions))
+        self._incomplete: dict[int, _Batch] = {}
+        self._batch_ids = itertools.count(1)
+        self._request_ids = itertools.count(1)
+        self._buffered_bytes = 0
+        self._changed = asyncio.Event()  # set whenever a batch settles (flush and blocked senders re-check)
+        self._tasks: set[asyncio.Task] = set()
+        self._flushing = 0
+        self._closed = False
+
+    # ------------------------------------------------------------------ public API
+
+    async def send(self, topic: str, value: bytes | str | None, key: bytes | str | None = None,
+                   headers: Mapping[str, Any] | Iterable[tuple[str, Any]] | None = None, partition: int | None = None,
+                   **queue_fields) -> RecordMetadata | MessageMetadata:
+        """Send one record and wait until its partition acknowledges it (committed on a majority); see enqueue."""
+        return await (await self.enqueue(topic, value, key, headers, partition, **queue_fields))
+
+    async def enqueue(self, topic: str, value: bytes | str | None, key: bytes | str | None = None,
+                      headers: Mapping[str, Any] | Iterable[tuple[str, Any]] | None = None,
+                      partition: int | None = None, priority: int | None = None, group: str | None = None,
+                      deliver_at_ms: int | None = None, idempotency_key: str | None = None) -> asyncio.Future:
+        """Queue one record without waiting for its ack; the future resolves to its RecordMetadata.
+
+        On a queue topic the future resolves to MessageMetadata and priority, group, deliver_at_ms and
+        idempotency_key apply; on a stream topic they are refused (WrongTopicKind). Raises at once:
+        InvalidArgument (bad types), RecordTooLarge, UnknownTopic, UnknownPartition, and Overloaded when the
+        buffer stays full for `max_block_ms`.
+        """
+        value_b, key_b, hdrs = to_bytes(value, "value"), to_bytes(key, "key"), normalize_headers(headers)
+        size = record_size(key_b, value_b, hdrs)
+        if size > self.batch_bytes_max:
+            raise RecordTooLarge(f"record of {size} bytes exceeds batch_bytes_max={self.batch_bytes_max}")
+        kind, count = await self._topic_shape(topic)
+        if partition is not None:
+            partition = Producer._check_partition(topic, partition, count)
+        now_ms = time.time_ns() // 1_000_000
+        if kind == "queue":
+            message, size = message_of(now_ms, key_b, value_b, hdrs, priority, group, deliver_at_ms, idempotency_key)
+            if partition is None:
+                partition = queue_partition(count, group, idempotency_key, key_b)
+            return await self._add(topic, partition, count, message, size, MessageBatch)
+        reject_queue_options(priority, group, deliver_at_ms, idempotency_key, topic=topic)
+        if partition is None and key_b is not None:
+            partition = partition_for_key(key_b, count)
+        return await self._add(topic, partition, count, (now_ms, key_b, value_b, hdrs), size, _Batch)
+
+    async def _add(self, topic: str, partition: int | None, count: int, item, size: int,
+                   batch_type: type[_Batch]) -> asyncio.Future:
+        """Append one record (or queue message) to its partition's open batch; its future settles on the ack."""
+        await self._reserve(size)
+        lane = self._lane(topic, self._sticky_partition(topic, count, size) if partition is None else partition,
+                          batch_type)
+        batch = lane.open
+        if batch is None or batch.size_bytes + size > self.batch_bytes_max or len(batch.records) >= lane.records_max:
+            batch = self._open_batch(lane)
+        future = asyncio.get_running_loop().create_future()
+        if batch.add(item, future, size, self.batch_bytes_max):
+            self._close_open(lane)
+        if len(batch.records) == 1:  # the first record: start the batch's linger
+            self._pump(lane)
+        elif batch.closed:  # full: send it, and let the loop run so a tight loop of enqueues keeps batches moving
+            self._pump(lane)
+            await asyncio.sleep(0)
+        return future
+
+    async def send_batch(self, topic: str, partition: int, records: Sequence[Any]) -> RecordMetadata:
+        """Send pre-built records (values or (key, value) pairs) to one partition as one batch and wait for the
+        ack; the RecordMetadata is the first record's, record i got offset `metadata.offset + i`."""
+        encoded = encode_bulk(records, self.batch_bytes_max)
+        kind, count = await self._topic_shape(topic)
+        if kind == "queue":
+            raise WrongTopicKind(f"{topic!r} is a queue topic; send_batch writes stream topics (send each message)")
+        Producer._check_partition(topic, partition, count)
+        await self._reserve(len(encoded[0]))
+        lane = self._lane(topic, partition, _Batch)
+        self._close_open(lane)
+        batch = self._open_batch(lane)
+        self._close_open(lane)
+        batch.encoded, batch.size_bytes = encoded, len(encoded[0])
+        batch.bulk_future = asyncio.get_running_loop().create_future()
+        self._pump(lane)
+        return await batch.bulk_future
+
+    async def flush(self, timeout_s: float | None = None) -> None:
+        """Send everything queued so far and wait for its answers; RequestTimedOut after `timeout_s`."""
+        target = next(self._batch_ids)
+        self._flushing += 1
+        try:
+            for lane in self._lanes.values():
+                self._pump(lane)
+            async with asyncio.timeout(timeout_s):
+                await self._wait_for(lambda: not self._incomplete or min(self._incomplete) > target)
+        except TimeoutError:
+            raise RequestTimedOut(f"flush did not complete within {timeout_s} s") from None
+        finally:
+            self._flushing -= 1
+
+    async def close(self, timeout_s: float | None = None) -> None:
+        """Flush, then close the streams; records still unsent after `timeout_s` fail with RequestTimedOut."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self.flush(timeout_s)
+        except RequestTimedOut as err:
+            self._abort(err)
+        for lane in self._lanes.values():
+            if lane.timer is not None:
+                lane.timer.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._streams.close()
+        await self.router.close()
+
+    # ------------------------------------------------------------------ accumulating
+
+    async def _topic_shape(self, topic: str) -> tuple[str, int]:
+        """The topic's kind and partition count: from the router's current map while it is fresh (no coroutine
+        call per record), else after refreshing it; UnknownTopic when there is no such topic."""
+        if self._closed:
+            raise Unavailable("producer is closed")
+        known, cluster = self._shapes.get(topic), self.router.fresh_map()
+        if known is not None and cluster is not None and known[0] is cluster:
+            return known[1]
+        shape = await self.router.topic_kind(topic), await self.router.partitions_for(topic)
+        self._shapes[topic] = (self.router.fresh_map(), shape)
+        return shape
+
+    def _new_producer_id(self) -> bytes:
+        return os.urandom(settings.PRODUCER_ID_BYTES) if self.idempotent else b""
+
+    async def _wait_for(self, predicate) -> None:
+        while not predicate():
+            self._changed.clear()
+            await self._changed.wait()
+
+    async def _reserve(self, size: int) -> None:
+        if self._buffered_bytes + size > self.buffer_bytes_max:
+            try:
+                async with asyncio.timeout(self.max_block_s):
+                    await self._wait_for(lambda: self._buffered_bytes + size <= self.buffer_bytes_max)
+            except TimeoutError:
+                raise Overloaded(f"producer buffer full ({self.buffer_bytes_max} bytes) for {self.max_block_s} s") \
+                    from None
+        self._buffered_bytes += size
+
+    def _lane(self, topic: str, partition: int, batch_type: type[_Batch]) -> _Lane:
+        lane = self._lanes.get((topic, partition))
+        if lane is None:
+            queue = batch_type is MessageBatch  # Enqueue is unary: one batch at a time keeps sequences in order
+            lane = self._lanes[(topic, partition)] = _Lane(
+                topic, partition, self.producer_id, batch_type, 1 if queue else self.max_in_flight,
+                settings.QUEUE_BATCH_MESSAGES_MAX if queue else self.batch_bytes_max)
+        return lane
+
+    def _sticky_partition(self, topic: str, count: int, size: int) -> int:
+        """The topic's sticky partition; moves on when its open batch cannot take `size` more bytes."""
+        chosen = self._sticky.get(topic, 0) % count
+        lane = self._lanes.get((topic, chosen))
+        if lane is not None and lane.open is not None and lane.open.size_bytes + size > self.batch_bytes_max:
+            self._close_open(lane)
+            chosen = self._sticky[topic] % count
+        self._sticky[topic] = chosen
+        return chosen
+
+    def _open_batch(self, lane: _Lane) -> _Batch:
+        self._close_open(lane)
+        batch = lane.batch_type(next(self._batch_ids), lane.topic, lane.partition, time.monotonic(), self.linger_s)
+        lane.open = batch
+        lane.queue.append(batch)
+        self._incomplete[batch.id] = batch
+        return batch
+
+    def _close_open(self, lane: _Lane) -> None:
+        if lane.open is None:
+            return
+        lane.open.closed, lane.open = True, None
+        if self._sticky.get(lane.topic) == lane.partition:
+            self._sticky[lane.topic] = lane.partition + 1
+
+    # ------------------------------------------------------------------ sending
+
+    def _pump(self, lane: _Lane) -> None:
+        """Send the lane's due batches, in order, while it has room in flight and nothing waits for a resend."""
+        now_s = time.monotonic()
+        while lane.queue and lane.in_flight < lane.in_flight_max and not lane.failed:
+            wake_at_s = self._due_s(lane, lane.queue[0], now_s)
+            if wake_at_s > now_s:
+                self._wake_at(lane, wake_at_s)
+                return
+            batch = lane.queue.popleft()
+            if lane.open is batch:
+                self._close_open(lane)
+            if batch.sequence is None:
+                batch.sequence = lane.next_sequence
+                lane.next_sequence += batch.record_count()
+            lane.in_flight += 1
+            task = asyncio.get_running_loop().create_task(self._attempt(lane, batch))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    def _due_s(self, lane: _Lane, batch: _Batch, now_s: float) -> float:
+        if batch.attempts:
+            return batch.retry_at_s
+        urgent = batch.closed or self._flushing or self._closed or len(lane.queue) > 1
+        return now_s if urgent else batch.linger_until_s
+
+    def _wake_at(self, lane: _Lane, at_s: float) -> None:
+        if lane.timer is not None:
+            lane.timer.cancel()
+        delay_s = max(0.0, at_s - time.monotonic())
+        lane.timer = asyncio.get_running_loop().call_later(delay_s, self._pump, lane)
+
+    async def _attempt(self, lane: _Lane, batch: _Batch) -> None:
+        batch.attempts += 1
+        sequence = batch.sequence if self.idempotent else 0
+        try:
+            if isinstance(batch, MessageBatch):
+                batch.settle(await enqueue(self.router, qpb.EnqueueRequest(
+                    request_id=next(self._request_ids), topic=lane.topic, partition=lane.partition,
+                    producer_id=lane.producer_id, base_sequence=sequence, messages=batch.records)))
+            else:
+                blob, count, max_ts = batch.encode()
+                batch.resolve((await self._streams.produce(pb.ProduceRequest(
+                    request_id=next(self._request_ids), topic=lane.topic, partition=lane.partition,
+                    producer_id=lane.producer_id, base_sequence=sequence, record_count=count,
+                    max_timestamp_ms=max_ts, records=blob))).base_offset)
+        except RaftbusError as err:
+            self._failed(lane, batch, err)
+        except Exception as exc:  # a transport bug must fail the batch, not leave it in flight forever
+            self._failed(lane, batch, Unavailable(f"produce failed: {exc!r}"))
+        else:
+            lane.in_flight -= 1
+            self._settled(batch)
+        if not lane.in_flight and lane.failed:
+            self._resend_failed(lane)
+        self._pump(lane)
+
+    def _failed(self, lane: _Lane, batch: _Batch, err: RaftbusError) -> None:
+        lane.in_flight -= 1
+        delay_s = self._retry_delay_s(err, batch.attempts, lane)
+        now_s = time.monotonic()
+        if delay_s is not None and now_s + delay_s < batch.created_s + self.delivery_timeout_s:
+            batch.retry_at_s = now_s + delay_s
+            lane.failed.append(batch)
+            return
+        lane.restart = lane.restart or err
+        batch.fail(err)
+        self._settled(batch)
+        if not lane.in_flight:
+            self._resend_failed(lane)
+
+    def _retry_delay_s(self, err: RaftbusError, attempt: int, lane: _Lane) -> float | None:
+        if isinstance(err, OutOfOrderSequence):  # an earlier batch is being resent: give it time
+            return self.router.backoff_s(attempt)
+        return self.router.note_failure(err, attempt, topic=lane.topic, partition=lane.partition)
+
+    def _resend_failed(self, lane: _Lane) -> None:
+        """Every batch sent on the lane has answered: put the failed ones back at its head in sequence order; or,
+        after a failure for good, fail them too (their outcome may be unknown) and start the lane over."""
+        failed, lane.failed = sorted(lane.failed, key=lambda b: b.sequence), []
+        reason, lane.restart = lane.restart, None
+        if reason is None:
+            lane.queue.extendleft(reversed(failed))
+            return
+        for batch in failed:
+            batch.fail(reason)
+            self._settled(batch)
+        lane.producer_id, lane.next_sequence = self._new_producer_id(), 0
+        for batch in lane.queue:
+            batch.sequence = None
+
+    def _settled(self, batch: _Batch) -> None:
+        """The batch's futures are settled: give back its bytes and wake flush() and blocked senders."""
+        self._buffered_bytes -= batch.size_bytes
+        self._incomplete.pop(batch.id, None)
+        self._changed.set()
+
+    def _abort(self, err: RaftbusError) -> None:
+        """Fail every batch not yet in flight (close() after its flush timed out)."""
+        for lane in self._lanes.values():
+            dropped, lane.failed = [*lane.queue, *lane.failed], []
+            lane.queue.clear()
+            lane.open = None
+            for batch in dropped:
+                batch.fail(RequestTimedOut(f"producer closed before delivery: {err.message}"))
+                self._settled(batch)

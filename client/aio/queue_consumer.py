@@ -1,0 +1,254 @@
+"""AsyncQueueConsumer: leases messages of queue topics from asyncio code and settles them in batches.
+
+    async with AsyncQueueConsumer("127.0.0.1:7070", topics=["jobs"]) as consumer:
+        async for message in consumer:
+            await message.ack()          # or nack(delay_ms=...), extend(visibility_ms)
+
+As the sync QueueConsumer: one LeaseStream per partition on its leader delivers messages as they become due,
+with at most `prefetch` unsettled leases per partition; a failed stream is reopened on the new leader (leases
+are replicated, so those handed out stay valid). ack(), nack() and extend() return asyncio futures; each
+partition's pending settlements go as one request every `ack_linger_ms`, acks and nacks with the settler id
+and a sequence so a retried request is answered as the first one was.
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+from collections.abc import AsyncIterator
+
+import grpc
+
+from raftbus.client import settings
+from raftbus.client.errors import (
+    InvalidArgument,
+    RaftbusError,
+    RequestTimedOut,
+    Unavailable,
+    WrongTopicKind,
+)
+from raftbus.client.produce_stream import response_error
+from raftbus.client.wire import queues_pb2 as qpb
+from raftbus.client.wire import queues_pb2_grpc as qpb_grpc
+
+from raftbus.client.aio.lifecycle import AsyncClient, typed
+from raftbus.client.aio.router import AsyncRouter
+from raftbus.client.aio.shared import Message, leased_messages, settle_entries, settlement_request
+
+
+class AsyncSettlements:
+    """Pending acks, nacks and extends, sent per (kind, topic, partition) as one request by one task."""
+
+    def __init__(self, router: AsyncRouter, linger_s: float):
+        self.router = router
+        self.linger_s = linger_s
+        self.settler_id = os.urandom(16)
+        self._sequences: dict[tuple[str, int], itertools.count] = {}
+        self._pending: list[tuple[str, Message, object, asyncio.Future]] = []
+        self._arrived = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._closing = False
+        self._task: asyncio.Task | None = None
+
+    def ack(self, message: Message) -> asyncio.Future:
+        return self._add("Ack", message, None)
+
+    def nack(self, message: Message, delay_ms: int | None, reason: str) -> asyncio.Future:
+        return self._add("Nack", message, (delay_ms, reason))
+
+    def extend(self, message: Message, visibility_ms: int) -> asyncio.Future:
+        return self._add("Extend", message, visibility_ms)
+
+    def _add(self, kind: str, message: Message, argument) -> asyncio.Future:
+        if self._closing:
+            raise Unavailable("consumer is closed")
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+        future = asyncio.get_running_loop().create_future()
+        self._pending.append((kind, message, argument, future))
+        self._idle.clear()
+        self._arrived.set()
+        return future
+
+    async def flush(self) -> None:
+        await self._idle.wait()
+
+    async def close(self, timeout_s: float | None) -> None:
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self.flush()
+        finally:
+            self._closing = True
+            if self._task is not None:
+                self._task.cancel()
+                await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _run(self) -> None:
+        while True:
+            await self._arrived.wait()
+            if len(self._pending) < settings.QUEUE_BATCH_MESSAGES_MAX:
+                await asyncio.sleep(self.linger_s)
+            self._arrived.clear()
+            taken, self._pending = self._pending, []
+            requests: dict[tuple[str, int], dict[str, list]] = {}
+            for entry in taken:
+                requests.setdefault((entry[1].topic, entry[1].partition), {}).setdefault(entry[0], []).append(entry)
+            await asyncio.gather(*(self._settle_partition(tp, kinds) for tp, kinds in requests.items()))
+            if not self._pending:
+                self._idle.set()
+
+    async def _settle_partition(self, tp: tuple[str, int], kinds: dict[str, list]) -> None:
+        """One partition's requests one after the other (the broker recognises a retry of a settler's last
+        batch only), partitions side by side."""
+        step = settings.QUEUE_BATCH_MESSAGES_MAX
+        for kind, entries in kinds.items():
+            for start in range(0, len(entries), step):
+                await self._send(kind, *tp, entries[start:start + step])
+
+    async def _send(self, kind: str, topic: str, partition: int, entries: list) -> None:
+        request = settlement_request(kind, topic, partition, entries)
+        if kind != "Extend":  # acks and nacks carry a batch number, so a retry is answered as the first attempt
+            request.settler_id = self.settler_id
+            request.sequence = next(self._sequences.setdefault((topic, partition), itertools.count(1)))
+        timeout_s = self.router.request_timeout_s
+        try:
+            answer = await self.router.call_partition(
+                topic, partition, lambda conn: getattr(qpb_grpc.QueueStub(conn.channel), kind)(request,
+                                                                                                timeout=timeout_s))
+        except Exception as exc:  # typed errors as they are; anything else fails the entries as Unavailable
+            err = exc if isinstance(exc, RaftbusError) else Unavailable(f"{kind} failed: {exc!r}")
+            for *_, future in entries:
+                future.set_exception(err)
+            return
+        settle_entries(kind, entries, answer)
+
+
+class AsyncQueueConsumer(AsyncClient):
+    """Consumes queue topics: `poll` (or `async for`) leased messages, then ack/nack/extend each one.
+
+    Without `partitions` it follows whole topics, looking for added partitions every `partitions_check_ms`.
+    """
+
+    def __init__(self, bootstrap: str | list[str] | None = None, *, topics: list[str] | str,
+                 partitions: list[int] | None = None, visibility_ms: int = settings.QUEUE_VISIBILITY_MS,
+                 prefetch: int = settings.QUEUE_PREFETCH_MESSAGES, ack_linger_ms: int = settings.QUEUE_ACK_LINGER_MS,
+                 lease_batch_messages: int = settings.QUEUE_LEASE_BATCH_MESSAGES,
+                 request_timeout_ms: int = settings.REQUEST_TIMEOUT_MS,
+                 partitions_check_ms: int = settings.QUEUE_PARTITIONS_CHECK_MS):
+        self.topics = [topics] if isinstance(topics, str) else list(topics)
+        if not self.topics or prefetch < 1 or lease_batch_messages < 1 or partitions_check_ms < 1:
+            raise InvalidArgument("a queue consumer needs topics, prefetch >= 1, lease_batch_messages >= 1 and "
+                                  "partitions_check_ms >= 1")
+        self.router = AsyncRouter(bootstrap, request_timeout_ms=request_timeout_ms)
+        self.partitions = partitions
+        self.visibility_ms = visibility_ms
+        self.prefetch = prefetch
+        self.lease_batch_messages = min(lease_batch_messages, prefetch)
+        self.partitions_check_s = partitions_check_ms / 1000
+        self.settlements = AsyncSettlements(self.router, ack_linger_ms / 1000)
+        self._buffer: asyncio.Queue[Message] = asyncio.Queue()
+        self._streams: dict[tuple[str, int], asyncio.Task] = {}
+        self._watcher: asyncio.Task | None = None
+        self._failure: RaftbusError | None = None
+        self._started = False
+        self._closed = False
+
+    # ------------------------------------------------------------------ public API
+
+    async def start(self) -> None:
+        """Check the topics are queue topics and open a lease stream per partition (poll does it when needed)."""
+        if self._started:
+            return
+        self._started = True
+        for topic in self.topics:
+            if await self.router.topic_kind(topic) != "queue":
+                raise WrongTopicKind(f"{topic!r} is a stream topic; read it with AsyncReader (or AsyncConsumer)")
+        await self._open_streams()
+        if self.partitions is None:
+            self._watcher = asyncio.get_running_loop().create_task(self._watch_partitions())
+
+    async def poll(self, timeout_s: float = 1.0, max_messages: int = settings.QUEUE_POLL_MESSAGES_MAX) -> list[Message]:
+        """Up to max_messages leased messages, waiting up to timeout_s for the first one."""
+        await self.start()
+        if self._failure is not None:
+            raise self._failure
+        try:
+            async with asyncio.timeout(timeout_s):
+                messages = [await self._buffer.get()]
+        except TimeoutError:
+            return []
+        while len(messages) < max_messages and not self._buffer.empty():
+            messages.append(self._buffer.get_nowait())
+        return messages
+
+    async def __aiter__(self) -> AsyncIterator[Message]:
+        while not self._closed:
+            for message in await self.poll():
+                yield message
+
+    async def flush(self, timeout_s: float | None = None) -> None:
+        """Wait until every ack, nack and extend made so far has its answer."""
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self.settlements.flush()
+        except TimeoutError:
+            raise RequestTimedOut(f"settlements not answered within {timeout_s} s") from None
+
+    async def close(self, timeout_s: float | None = 10.0) -> None:
+        """Send pending settlements, stop the streams (unsettled leases expire on the broker)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self.settlements.close(timeout_s)
+        finally:
+            tasks = [*self._streams.values(), *([self._watcher] if self._watcher else [])]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await self.router.close()
+
+    # ------------------------------------------------------------------ lease streams
+
+    async def _open_streams(self, fresh: bool = False) -> None:
+        cluster = await (self.router.refresh() if fresh else self.router.cluster_map())
+        for topic in self.topics:
+            wanted = self.partitions if self.partitions is not None else sorted(cluster.topics.get(topic, {}))
+            for partition in wanted:
+                if (topic, partition) not in self._streams and not self._closed:
+                    task = asyncio.get_running_loop().create_task(self._lease(topic, partition))
+                    self._streams[(topic, partition)] = task
+
+    async def _watch_partitions(self) -> None:
+        while True:
+            await asyncio.sleep(self.partitions_check_s)
+            try:
+                await self._open_streams(fresh=True)
+            except RaftbusError:
+                continue  # no broker answered: the next round asks again
+
+    async def _lease(self, topic: str, partition: int) -> None:
+        request = qpb.LeaseRequest(topic=topic, partition=partition, max_messages=self.lease_batch_messages,
+                                   visibility_ms=self.visibility_ms, max_in_flight=self.prefetch, packed=True)
+        failures = 0
+        while True:
+            try:
+                conn = self.router.connection(await self.router.leader_address(topic, partition))
+                async for answer in qpb_grpc.QueueStub(conn.channel).LeaseStream(request):
+                    if answer.error.code:
+                        raise response_error(answer)
+                    failures = 0
+                    for message in leased_messages(topic, partition, answer, self.settlements):
+                        self._buffer.put_nowait(message)
+                reason: RaftbusError = Unavailable("lease stream ended")
+            except (grpc.RpcError, RaftbusError) as exc:
+                reason = typed(exc)
+            failures += 1
+            if not reason.retriable:  # poll raises it
+                self._failure = reason
+                return
+            if self.router.note_failure(reason, 1, topic=topic, partition=partition) == 0.0 and failures <= 2:
+                continue  # a NOT_LEADER hint: reopen on the named leader at once
+            await asyncio.sleep(min(settings.QUEUE_STREAM_RETRY_BACKOFF_MS * 2 ** (failures - 1),
+                                    settings.QUEUE_STREAM_RETRY_BACKOFF_MAX_MS) / 1000)

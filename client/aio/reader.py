@@ -1,0 +1,135 @@
+"""AsyncReader: reads stream-topic partitions by offset, without a consumer group, from asyncio code.
+
+    async with AsyncReader("127.0.0.1:7070") as reader:
+        async for record in reader.iter_topic("orders", from_beginning=True, stop_at_end=True):
+            ...
+
+The same cursors, fetch decoding and idle timing as the sync Reader (client/reader.py): positions are
+"earliest", "latest" or an offset; `stop_at_end` ends at the high watermark seen at the start. A read that
+started at "earliest" and falls below the log start (retention) restarts there; one from an explicit offset
+raises OffsetOutOfRange. A position above the high watermark (a new leader catching up) is retried for up
+to `high_watermark_catch_up_ms`.
+"""
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+from raftbus.client import settings
+from raftbus.client.errors import InvalidArgument, OffsetOutOfRange
+from raftbus.client.reader import EARLIEST, EARLIEST_TIMESTAMP_MS, LATEST, Cursor, FetchResult, IdleTimer, Position, \
+    fetch_result
+from raftbus.client.records import Record
+from raftbus.client.wire import raftbus_pb2 as pb
+
+from raftbus.client.aio.lifecycle import AsyncClient
+from raftbus.client.aio.router import AsyncRouter
+
+
+class AsyncReader(AsyncClient):
+    """Reads partitions by offset; an async context manager that closes its channels."""
+
+    def __init__(self, bootstrap: str | list[str] | None = None, *, fetch_bytes_max: int = settings.FETCH_BYTES_MAX,
+                 fetch_wait_ms: int = settings.FETCH_WAIT_MS, request_timeout_ms: int = settings.REQUEST_TIMEOUT_MS,
+                 poll_idle_sleep_ms: int = settings.POLL_IDLE_SLEEP_MS,
+                 high_watermark_catch_up_ms: int = settings.HIGH_WATERMARK_CATCH_UP_MS):
+        if fetch_bytes_max <= 0 or fetch_wait_ms < 0:
+            raise InvalidArgument("need fetch_bytes_max > 0 and fetch_wait_ms >= 0")
+        self.router = AsyncRouter(bootstrap, request_timeout_ms=request_timeout_ms)
+        self.fetch_bytes_max = fetch_bytes_max
+        self.fetch_wait_ms = fetch_wait_ms
+        self.poll_idle_sleep_s = poll_idle_sleep_ms / 1000
+        self.high_watermark_catch_up_s = high_watermark_catch_up_ms / 1000
+
+    # ------------------------------------------------------------------ single calls
+
+    async def partitions(self, topic: str) -> int:
+        """How many partitions `topic` has; UnknownTopic if it does not exist."""
+        return await self.router.partitions_for(topic)
+
+    async def offsets(self, topic: str, partition: int) -> tuple[int, int]:
+        """(log_start_offset, high_watermark) of the partition, from its leader."""
+        answer = await self._list_offsets(topic, partition, EARLIEST_TIMESTAMP_MS)
+        return answer.log_start_offset, answer.high_watermark
+
+    async def offset_for_time(self, topic: str, partition: int, timestamp_ms: int) -> int:
+        """The first offset whose batch has a timestamp >= timestamp_ms (the high watermark if none)."""
+        if timestamp_ms < 0:
+            raise InvalidArgument("timestamp_ms must be >= 0")
+        return (await self._list_offsets(topic, partition, timestamp_ms)).offset
+
+    async def _list_offsets(self, topic: str, partition: int, timestamp_ms: int) -> pb.ListOffsetsResponse:
+        ask = pb.ListOffsetsRequest(topic=topic, partition=partition, timestamp_ms=timestamp_ms)
+        return await self.router.call_partition(
+            topic, partition, lambda conn: conn.log.ListOffsets(ask, timeout=self.router.request_timeout_s))
+
+    async def fetch(self, topic: str, partition: int, offset: int, max_bytes: int | None = None,
+                    max_wait_ms: int = 0) -> FetchResult:
+        """One fetch from the leader: records at or above `offset`, long-polling up to max_wait_ms at the end."""
+        ask = pb.FetchRequest(topic=topic, partition=partition, offset=offset,
+                              max_bytes=max_bytes or self.fetch_bytes_max, max_wait_ms=max_wait_ms)
+        wait_s = self.router.request_timeout_s + max_wait_ms / 1000
+        answer = await self.router.call_partition(topic, partition, lambda conn: conn.log.Fetch(ask, timeout=wait_s))
+        return fetch_result(topic, partition, offset, answer)
+
+    # ------------------------------------------------------------------ async iterators
+
+    async def cursor(self, topic: str, partition: int, offset: Position = EARLIEST,
+                     stop_at_end: bool = False) -> Cursor:
+        """Resolve "earliest"/"latest"/an offset into a Cursor (one ListOffsets call)."""
+        if offset not in (EARLIEST, LATEST) and (type(offset) is not int or offset < 0):
+            raise InvalidArgument(f"offset must be 'earliest', 'latest' or an offset >= 0, not {offset!r}")
+        log_start, high_watermark = await self.offsets(topic, partition)
+        start = {EARLIEST: log_start, LATEST: high_watermark}.get(offset, offset)
+        return Cursor(partition, start, high_watermark if stop_at_end else None, offset == EARLIEST)
+
+    async def iter_partition(self, topic: str, partition: int, offset: Position = EARLIEST,
+                             stop_at_end: bool = False, idle_timeout_ms: int | None = None) -> AsyncIterator[Record]:
+        """Records of one partition in offset order, by long-poll fetches; ends as the sync Reader's does."""
+        cursors = [await self.cursor(topic, partition, offset, stop_at_end)]
+        async for record in self._follow(topic, cursors, idle_timeout_ms):
+            yield record
+
+    async def iter_topic(self, topic: str, from_beginning: bool = False, stop_at_end: bool = False,
+                         idle_timeout_ms: int | None = None) -> AsyncIterator[Record]:
+        """Records of every partition, fetched round-robin; order within each partition is kept."""
+        start = EARLIEST if from_beginning else LATEST
+        cursors = [await self.cursor(topic, p, start, stop_at_end) for p in range(await self.partitions(topic))]
+        async for record in self._follow(topic, cursors, idle_timeout_ms):
+            yield record
+
+    async def _follow(self, topic: str, cursors: list[Cursor], idle_timeout_ms: int | None) -> AsyncIterator[Record]:
+        idle = IdleTimer(idle_timeout_ms, asyncio.get_running_loop().time)
+        while not idle.expired() and (active := [c for c in cursors if not c.done()]):
+            # one partition long-polls at the end; several are fetched without waiting, then sleep when idle
+            wait_ms = idle.wait_ms(self.fetch_wait_ms) if len(active) == 1 else 0
+            found = 0
+            for cursor in active:
+                records = cursor.advance(await self._fetch_at(topic, cursor, wait_ms))
+                found += len(records)
+                for record in records:
+                    yield record
+            if found:
+                idle.reset()
+            elif wait_ms == 0 and not idle.expired():
+                await asyncio.sleep(self.poll_idle_sleep_s)
+
+    async def _fetch_at(self, topic: str, cursor: Cursor, max_wait_ms: int) -> FetchResult:
+        attempt = 0
+        while True:
+            try:
+                return await self.fetch(topic, cursor.partition, cursor.offset, max_wait_ms=max_wait_ms)
+            except OffsetOutOfRange as err:
+                attempt += 1
+                log_start, _ = await self.offsets(topic, cursor.partition)
+                if cursor.offset < log_start and cursor.restart_at_log_start:
+                    cursor.offset = log_start
+                elif cursor.offset < log_start or attempt * self.poll_idle_sleep_s > self.high_watermark_catch_up_s:
+                    raise err
+                else:
+                    await asyncio.sleep(self.poll_idle_sleep_s)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def close(self) -> None:
+        await self.router.close()

@@ -1,0 +1,159 @@
+"""The asyncio router: the sync Router's cache and retry decisions, with grpc.aio channels and coroutine calls.
+
+AsyncRouter keeps the same partition → leader map (`ClusterMap`), follows NOT_LEADER hints and refreshes on
+UNAVAILABLE through the very same `note_failure` / `retry_delay_s` as the sync Router; only the methods that
+touch the network are coroutines here (`refresh`, the lookups that may refresh, and the `call_*` methods, whose
+`fn` returns an awaitable). One AsyncRouter belongs to one event loop.
+"""
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import grpc
+
+from raftbus.client import settings
+from raftbus.client.errors import LeaderNotAvailable, RaftbusError, Unavailable, UnknownTopic, error_from_rpc
+from raftbus.client.router import ClusterMap, Connection, Router
+from raftbus.client.wire import raftbus_pb2 as pb
+from raftbus.client.wire import raftbus_pb2_grpc as pb_grpc
+
+T = TypeVar("T")
+AsyncCall = Callable[[Connection], Awaitable[T]]
+
+
+def aio_connect(address: str) -> Connection:
+    """An insecure grpc.aio channel to `address` with raftbus's message-size limits."""
+    limits = [("grpc.max_send_message_length", settings.GRPC_MESSAGE_BYTES_MAX),
+              ("grpc.max_receive_message_length", settings.GRPC_MESSAGE_BYTES_MAX)]
+    channel = grpc.aio.insecure_channel(address, options=limits)
+    return Connection(address, channel, pb_grpc.LogStub(channel), pb_grpc.AdminStub(channel))
+
+
+class AsyncRouter(Router):
+    """Routes coroutine calls to partition leaders and the controller; see the module docstring."""
+
+    def __init__(self, bootstrap: str | list[str] | None = None, **options):
+        super().__init__(bootstrap, connect=aio_connect, **options)
+        self._refreshing: asyncio.Lock | None = None
+
+    # ------------------------------------------------------------------ metadata (coroutines)
+
+    async def refresh(self, topics: list[str] | None = None) -> ClusterMap:
+        """Fetch metadata from the bootstrap addresses, then known brokers, until one answers."""
+        if self._refreshing is None:
+            self._refreshing = asyncio.Lock()
+        async with self._refreshing:
+            candidates = list(dict.fromkeys([*self.bootstrap, *self._map.brokers.values()]))
+            failure: RaftbusError = Unavailable(f"no broker answered among {candidates}")
+            for address in candidates:
+                try:
+                    answer = await self.connection(address).admin.GetMetadata(
+                        pb.MetadataRequest(), timeout=self.request_timeout_s)
+                except grpc.RpcError as exc:
+                    failure = error_from_rpc(exc)
+                    continue
+                self._map = ClusterMap.from_proto(answer, self._clock())
+                self._leader_hints.clear()
+                self._controller_hint = None
+                return self._map
+            raise failure
+
+    def fresh_map(self) -> ClusterMap | None:
+        """The cached map while it is younger than metadata_max_age_ms, else None (without refreshing)."""
+        current = self._map
+        return current if self._clock() - current.fetched_at_s <= self.metadata_max_age_s else None
+
+    def backoff_s(self, attempt: int) -> float:
+        """The exponential backoff before retry `attempt` (retry_backoff_ms doubling, up to retry_backoff_max_ms)."""
+        return self._backoff_s(attempt)
+
+    async def cluster_map(self) -> ClusterMap:
+        return self.fresh_map() or await self.refresh()
+
+    async def _topic_partitions(self, topic: str) -> dict:
+        known = (await self.cluster_map()).topics.get(topic)
+        if known is None:
+            known = (await self.refresh()).topics.get(topic)
+        if known is None:
+            raise UnknownTopic(f"topic {topic!r} does not exist")
+        return known
+
+    async def partitions_for(self, topic: str) -> int:
+        return len(await self._topic_partitions(topic))
+
+    async def topic_kind(self, topic: str) -> str:
+        await self._topic_partitions(topic)
+        return self._map.kinds.get(topic) or (await self.refresh()).kinds[topic]
+
+    async def leader_address(self, topic: str, partition: int) -> str:
+        hinted = self._leader_hints.get((topic, partition))
+        if hinted:
+            return hinted
+        found = self._lookup_leader(await self.cluster_map(), topic, partition)
+        if found is None:
+            await self._topic_partitions(topic)
+            found = self._lookup_leader(await self.refresh(), topic, partition)
+        if found is None:
+            raise LeaderNotAvailable(f"{topic}/{partition} has no leader right now")
+        return found
+
+    async def controller_address(self) -> str:
+        if self._controller_hint:
+            return self._controller_hint
+        for current in (await self.cluster_map(), None):
+            current = current or await self.refresh()
+            if current.controller_id and current.controller_id in current.brokers:
+                return current.brokers[current.controller_id]
+        raise LeaderNotAvailable("the cluster has no controller right now")
+
+    # ------------------------------------------------------------------ calls (coroutines)
+
+    async def call_partition(self, topic: str, partition: int, fn: AsyncCall) -> T:
+        """Await `fn` (one RPC) on the partition's leader, following hints and retrying retriable errors."""
+        return await self._retrying(lambda: self.leader_address(topic, partition), fn,
+                                    dict(topic=topic, partition=partition))
+
+    async def call_controller(self, fn: AsyncCall) -> T:
+        return await self._retrying(self.controller_address, fn, {})
+
+    async def call_any(self, fn: AsyncCall) -> T:
+        """Await `fn` on any broker, moving to the next known one after a failure."""
+        turn = 0
+
+        async def next_broker() -> str:
+            known = list(dict.fromkeys([*self.bootstrap, *self._map.brokers.values()]))
+            return known[turn % len(known)]
+
+        async def rotating(conn: Connection):
+            nonlocal turn
+            try:
+                return await fn(conn)
+            except (grpc.RpcError, Unavailable):
+                turn += 1
+                raise
+
+        return await self._retrying(next_broker, rotating, dict(any_broker=True))
+
+    async def _retrying(self, address_of: Callable[[], Awaitable[str]], fn: AsyncCall, where: dict) -> T:
+        deadline_s = self._clock() + self.request_timeout_s
+        for attempt in range(1, self.retries + 2):
+            try:
+                return await fn(self.connection(await address_of()))
+            except grpc.RpcError as exc:
+                failure = error_from_rpc(exc)
+            except RaftbusError as exc:
+                failure = exc
+            delay_s = self.retry_delay_s(failure, attempt, deadline_s, **where)
+            if delay_s:
+                await asyncio.sleep(delay_s)
+        raise failure
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def close(self) -> None:
+        """Close every pooled channel."""
+        self._closed = True
+        connections, self._connections = list(self._connections.values()), {}
+        await asyncio.gather(*(conn.channel.close() for conn in connections), return_exceptions=True)

@@ -1,0 +1,12 @@
+"""The pure parts of the sync SDK's group and queue packages that the asyncio SDK reuses, imported here once so
+the rest of client/aio names one place for them."""
+from raftbus.client.groups.calls import Assignment, JoinAnswer, TopicPartition, partitions_of, partitions_proto
+from raftbus.client.groups.fetcher import ConsumerRecords, Fetcher
+from raftbus.client.groups.membership import REJOIN, RESYNC, MemberOptions, Membership, PartitionHooks
+from raftbus.client.queues.consumer import settle_entries, settlement_request
+from raftbus.client.queues.messages import Message, MessageMetadata, leased_messages
+from raftbus.client.queues.producer import queue_partition
+
+__all__ = ["Assignment", "ConsumerRecords", "Fetcher", "JoinAnswer", "MemberOptions", "Membership", "Message",
+           "MessageMetadata", "PartitionHooks", "REJOIN", "RESYNC", "TopicPartition", "leased_messages",
+           "partitions_of", "partitions_proto", "queue_partition", "settle_entries", "settlement_request"]
