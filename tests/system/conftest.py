@@ -1,7 +1,7 @@
 """Fixtures for system tests: a real 3-broker cluster on loopback ports, stopped by pid at the end.
 
-`cluster` runs every test that uses it twice: plaintext, and secure (TLS on the client port, tokens and ACLs on;
-the test acts as the bootstrap admin, see tests/system/secure.py).
+`cluster` runs every test that uses it twice: plaintext, and secure (mutual TLS on the Raft port, TLS on the
+client port, tokens and ACLs on; the test acts as the bootstrap admin, see tests/system/secure.py).
 """
 from __future__ import annotations
 
