@@ -70,12 +70,21 @@ class Credentials:
         tls = tls_ca not in (None, False) or tls_cert is not None
         return cls(tls, _pem("tls_ca", tls_ca), _pem("tls_cert", tls_cert), _pem("tls_key", tls_key), token)
 
+    def _ssl(self) -> grpc.ChannelCredentials:
+        return grpc.ssl_channel_credentials(root_certificates=self.tls_ca, private_key=self.tls_key,
+                                            certificate_chain=self.tls_cert)
+
+    def aio_channel(self, address: str, options: list) -> grpc.aio.Channel:
+        """The grpc.aio channel of the asyncio SDK, secured as `channel` is."""
+        interceptors = aio_bearer_token(self.token) if self.token is not None else None
+        if self.tls:
+            return grpc.aio.secure_channel(address, self._ssl(), options=options, interceptors=interceptors)
+        return grpc.aio.insecure_channel(address, options=options, interceptors=interceptors)
+
     def channel(self, address: str, options: list) -> grpc.Channel:
         """A channel to `address`: TLS when configured, the bearer token on every call when given."""
         if self.tls:
-            creds = grpc.ssl_channel_credentials(root_certificates=self.tls_ca, private_key=self.tls_key,
-                                                 certificate_chain=self.tls_cert)
-            channel = grpc.secure_channel(address, creds, options=options)
+            channel = grpc.secure_channel(address, self._ssl(), options=options)
         else:
             channel = grpc.insecure_channel(address, options=options)
         if self.token is None:
@@ -112,3 +121,41 @@ class BearerToken(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterc
 
     def intercept_stream_stream(self, continuation, details, request_iterator):
         return continuation(self._details(details), request_iterator)
+
+
+class _AioBearer:
+    """BearerToken for grpc.aio channels. grpc.aio files each interceptor object under one kind of call only, so
+    `aio_bearer_token` makes one object per kind."""
+
+    def __init__(self, token: str):
+        self._pair = ("authorization", f"Bearer {token}")
+
+    def _details(self, details) -> grpc.aio.ClientCallDetails:
+        metadata = grpc.aio.Metadata(*(details.metadata or ()), self._pair)
+        return grpc.aio.ClientCallDetails(details.method, details.timeout, metadata, details.credentials,
+                                          details.wait_for_ready)
+
+
+class _AioUnaryUnary(_AioBearer, grpc.aio.UnaryUnaryClientInterceptor):
+    async def intercept_unary_unary(self, continuation, details, request):
+        return await continuation(self._details(details), request)
+
+
+class _AioUnaryStream(_AioBearer, grpc.aio.UnaryStreamClientInterceptor):
+    async def intercept_unary_stream(self, continuation, details, request):
+        return await continuation(self._details(details), request)
+
+
+class _AioStreamUnary(_AioBearer, grpc.aio.StreamUnaryClientInterceptor):
+    async def intercept_stream_unary(self, continuation, details, request_iterator):
+        return await continuation(self._details(details), request_iterator)
+
+
+class _AioStreamStream(_AioBearer, grpc.aio.StreamStreamClientInterceptor):
+    async def intercept_stream_stream(self, continuation, details, request_iterator):
+        return await continuation(self._details(details), request_iterator)
+
+
+def aio_bearer_token(token: str) -> list:
+    """The interceptors that add `authorization: Bearer <token>` to every call of a grpc.aio channel."""
+    return [kind(token) for kind in (_AioUnaryUnary, _AioUnaryStream, _AioStreamUnary, _AioStreamStream)]

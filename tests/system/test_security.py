@@ -203,3 +203,31 @@ def test_dev_secure_writes_the_ca_and_an_admin_token_and_serves_only_with_them(t
     finally:
         os.kill(proc.pid, signal.SIGTERM)
         proc.wait(30)
+
+
+def test_the_asyncio_sdk_reaches_a_secure_cluster_through_the_environment(secure):
+    """AsyncProducer's produce stream and AsyncReader's fetches carry TLS and the token from RAFTBUS_TLS_CA /
+    RAFTBUS_TOKEN_FILE (here the admin's); without them the same calls are refused."""
+    import asyncio
+
+    from raftbus.client.aio import AsyncProducer, AsyncReader
+
+    with Admin(secure.bootstrap) as admin:
+        admin.create_topic("aio-secure", partitions=1, replication_factor=3)
+
+    async def produce_and_read():
+        async with AsyncProducer(secure.bootstrap, linger_ms=2) as producer:
+            acked = [await producer.send("aio-secure", f"v{i}") for i in range(5)]
+        async with AsyncReader(secure.bootstrap) as reader:
+            values = [r.value async for r in reader.iter_partition("aio-secure", 0, 0, stop_at_end=True)]
+        return acked, values
+
+    acked, values = asyncio.run(produce_and_read())
+    assert [m.offset for m in acked] == [0, 1, 2, 3, 4] and values == [f"v{i}".encode() for i in range(5)]
+
+    async def anonymous():
+        async with AsyncReader(secure.bootstrap, tls_ca=secure.secure.ca, token="rbt_unknown") as reader:
+            return [r async for r in reader.iter_partition("aio-secure", 0, 0, stop_at_end=True)]
+
+    err = failure(lambda: asyncio.run(anonymous()))
+    assert isinstance(err, errors.Unauthenticated)
