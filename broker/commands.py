@@ -216,12 +216,16 @@ def decode(command) -> tuple[str, object]:
 
 
 # ---------------------------------------------------------------------- feature codecs
-def register(metadata_fields: dict[str, dict[str, type]], prefix: bytes, decoder) -> None:
-    """A feature's commands join the codec: its metadata JSON types and the leading byte of its binary commands.
+def register(metadata_fields: dict[str, dict[str, type]], prefix: bytes | None = None, decoder=None) -> None:
+    """A feature's commands join the codec: its metadata JSON types and the leading byte of its binary commands
+    (a feature with metadata commands only passes no prefix).
 
     Feature command modules (broker/groups/commands.py) call this when imported; the state machines that apply
     those commands import them, so a command is registered before any replica can decode it.
     """
+    if prefix is None:
+        _FIELDS.update(metadata_fields)
+        return
     existing = _DECODERS.get(prefix[0])
     if existing is not None and existing is not decoder:
         raise ValueError(f"command prefix {prefix!r} is taken")

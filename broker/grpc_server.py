@@ -50,17 +50,20 @@ def unary(method):
 
 
 def build_server(address: str, servicers, *, workers_max: int, message_bytes_max: int,
-                 concurrent_rpcs_max: int | None = None, long_calls: LongCallSlots | None = None,
+                 concurrent_rpcs_max: int | None = None, long_calls: LongCallSlots | None = None, credentials=None,
                  interceptors=()):
     """A gRPC server with the given servicers and the standard health service; returns (server, health, port).
 
     `servicers` is a list of (add_XServicer_to_server, servicer) pairs, one per raftbus service. At most
     `concurrent_rpcs_max` calls are served at once (beyond: RESOURCE_EXHAUSTED) and `long_calls` bounds the
-    streams and long-polls (see call_limits.py). `interceptors` run first (the metrics count every call).
+    streams and long-polls (see call_limits.py). `credentials` (grpc.ServerCredentials) switches the port to
+    TLS; `interceptors` run first, in order (metrics count every call, then authentication and authorization),
+    before the long-call bounds.
     """
+    chain = [*interceptors, *([LongCallInterceptor(long_calls)] if long_calls is not None else [])]
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=workers_max, thread_name_prefix="raftbus-grpc"),
-        interceptors=[*interceptors, *([LongCallInterceptor(long_calls)] if long_calls is not None else [])],
+        interceptors=chain,
         options=[("grpc.max_receive_message_length", message_bytes_max),
                  ("grpc.max_send_message_length", message_bytes_max),
                  ("grpc.so_reuseport", 0)],
@@ -70,7 +73,7 @@ def build_server(address: str, servicers, *, workers_max: int, message_bytes_max
         add_to_server(servicer, server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    port = server.add_insecure_port(address)
+    port = server.add_secure_port(address, credentials) if credentials else server.add_insecure_port(address)
     if port == 0:
         raise OSError(f"cannot listen on {address}")
     health_servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)

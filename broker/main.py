@@ -87,6 +87,7 @@ def _dev_brokers(args) -> list[Supervised]:
     metrics_ports = dev_metrics_ports(args.brokers, args.metrics_base_port)
     peers = ",".join(f"{i + 1}@127.0.0.1:{raft}" for i, (_, raft) in enumerate(ports))
     data_dir = Path(args.data_dir)
+    pki, secure_env = _secure_dev_env(data_dir, args.brokers) if args.secure else (None, {})
     brokers = []
     for i, (grpc_port, raft_port) in enumerate(ports):
         node = i + 1
@@ -95,7 +96,9 @@ def _dev_brokers(args) -> list[Supervised]:
                "--raft-listen", f"127.0.0.1:{raft_port}", "--peers", peers, "--log-level", args.log_level]
         if metrics_ports[i] is not None:
             cmd += ["--metrics-listen", f"127.0.0.1:{metrics_ports[i]}"]
-        brokers.append(Supervised(node, cmd, str(data_dir / f"broker-{node}.log"), env=dev_broker_env(data_dir, node)))
+        env = dev_broker_env(data_dir, node, raft_pki=pki)
+        env.update(secure_env.get(node, {}))
+        brokers.append(Supervised(node, cmd, str(data_dir / f"broker-{node}.log"), env=env))
     return brokers
 
 
@@ -110,6 +113,9 @@ def _dev(args) -> int:
     supervisor.start_all()
     bootstrap = ",".join(f"127.0.0.1:{g}" for g, _ in dev_ports(args.brokers, args.base_port))
     print(f"raftbus dev: {args.brokers} brokers, bootstrap {bootstrap}, logs in {data_dir}/broker-N.log", flush=True)
+    if args.secure:
+        print(f"raftbus dev: secure: TLS on both ports, tokens and ACLs; export RAFTBUS_TLS_CA={data_dir / 'ca.pem'} "
+              f"RAFTBUS_TOKEN_FILE={data_dir / 'admin.token'}", flush=True)
     for node, port in enumerate(metrics_ports, start=1):
         if port is not None:
             print(f"raftbus dev: broker {node} metrics http://127.0.0.1:{port}/metrics", flush=True)
@@ -129,6 +135,22 @@ def _dev(args) -> int:
         supervisor.stop_all(signal.SIGTERM)
         print("raftbus dev: stopped", flush=True)
     return 0
+
+
+def _secure_dev_env(data_dir: Path, brokers: int):
+    """(DevPki, {node: client-port settings}) of `raftbus dev --secure`: the development PKI (mutual TLS on the Raft
+    port, server TLS on the client port), `ca.pem` and the admin token in the data dir, all kept across restarts;
+    the dev process itself (readiness, demo) uses them through RAFTBUS_TLS_CA and RAFTBUS_TOKEN_FILE."""
+    from raftbus.broker import tls_dev
+
+    ca_file, token_file = data_dir / "ca.pem", data_dir / "admin.token"
+    ids = list(range(1, brokers + 1))
+    pki = tls_dev.write_dev_pki(data_dir / "tls", ids)
+    ca_file.write_bytes(Path(pki.ca_file).read_bytes())
+    if not token_file.exists():
+        tls_dev.write_token_file(token_file)
+    os.environ.update(RAFTBUS_TLS_CA=str(ca_file), RAFTBUS_TOKEN_FILE=str(token_file))
+    return pki, {node: tls_dev.secure_broker_env(pki, node, token_file) for node in ids}
 
 
 def _wait_ready(bootstrap: str, brokers: int, stop: threading.Event, procs, timeout_s: float = 60.0) -> None:
@@ -176,6 +198,8 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("--metrics-base-port", type=int, default=9570,
                      help="broker N serves metrics on this port + N - 1 (0 = no metrics)")
     dev.add_argument("--demo", action="store_true", help="create a topic, produce and consume a few records")
+    dev.add_argument("--secure", action="store_true",
+                     help="TLS, tokens and ACLs on; writes ca.pem and admin.token into --data-dir")
     dev.add_argument("--log-level", default="INFO")
     dev.add_argument("--restart-delay-ms", type=int, default=DEV_RESTART_DELAY_MS,
                      help="wait before restarting a broker that exited")

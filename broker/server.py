@@ -40,6 +40,7 @@ from raftbus.broker.groups.offset_service import OffsetService
 from raftbus.broker.groups.servicer import group_servicers
 from raftbus.broker.queues.forwarder import QueueForwarder
 from raftbus.broker.queues.servicer import queue_servicers
+from raftbus.broker.security import wiring as security
 
 log = logging.getLogger(__name__)
 _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
@@ -55,9 +56,9 @@ def resident_bytes() -> int:
 
 
 
-def core_servicers(log_service, admin_service) -> list:
+def core_servicers(log_service, admin_service, peer_credentials: dict | None = None) -> list:
     """The Log and Admin services every broker serves."""
-    return log_servicers(log_service) + admin_servicers(admin_service)
+    return log_servicers(log_service, peer_credentials) + admin_servicers(admin_service)
 
 class Broker:
     def __init__(self, settings, clock=None):
@@ -123,7 +124,9 @@ class Broker:
         self.admin_service = AdminService(self.context)
         # queue topics
         self.queue_service = QueueService(self.context)
-        self.queue_forwarder = QueueForwarder(self.context, self.queue_service, timeout_ms=s.queue_forward_timeout_ms)
+        self.security = security.ClientPortSecurity(self.context)
+        self.queue_forwarder = QueueForwarder(self.context, self.queue_service, timeout_ms=s.queue_forward_timeout_ms,
+                                              credentials=self.security.peer_credentials())
         self.dead_letters = DeadLetters(self.context, self.queue_service, self.queue_forwarder)
 
         self.loop.add_group(self.metadata_group)
@@ -150,18 +153,21 @@ class Broker:
         self.loop.start(name=f"raftbus-raft-{self.node_id}")
 
         self.metrics.start(self)
-        servicers = core_servicers(self.log_service, self.admin_service)
+        servicers = core_servicers(self.log_service, self.admin_service, self.security.peer_credentials())
         servicers += group_servicers(self.group_service, self.offset_service)  # consumer groups
         servicers += queue_servicers(self.queue_service, self.dead_letters)
+        servicers += self.security.servicers()
         self.server, self.health, self.grpc_port = build_server(
             s.listen, servicers, workers_max=s.grpc_workers_max, message_bytes_max=s.grpc_message_bytes_max,
             concurrent_rpcs_max=s.grpc_concurrent_rpcs_max,
             long_calls=LongCallSlots(s.grpc_long_calls_max, s.grpc_long_calls_per_connection_max),
-            interceptors=self.metrics.interceptors())
+            credentials=self.security.server_credentials(),
+            interceptors=self.metrics.interceptors() + self.security.interceptors())
         self.server.start()
         self._spawn(lambda: self.group_commit.run(self._stopping), "raftbus-group-commit")
         self._spawn(self._register, "raftbus-register")
         self._spawn(self._move_dead_letters, "raftbus-dead-letters")
+        self.security.start(self._spawn, self._stopping)
         from grpc_health.v1 import health_pb2
 
         self.health.set("", health_pb2.HealthCheckResponse.SERVING)

@@ -152,6 +152,14 @@ class BrokerSettings:
     queue_peek_messages_max: int = 1000
     queue_stats_groups_max: int = 1000
     queue_stats_scan_max: int = 100_000
+    # client-port security (docs/security.md)
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
+    tls_client_ca_file: str = ""
+    tls_ca_file: str = ""
+    auth_enabled: bool = False
+    auth_bootstrap_principal: str = "admin"
+    auth_bootstrap_token_file: str = ""
 
     extra: dict = field(default_factory=dict, compare=False)
 
@@ -233,7 +241,16 @@ class BrokerSettings:
                 raise errors.InvalidArgument(f"{name} must be >= 1")
         self._validate_consumer_groups()
         self._validate_raft_port()
+        self._validate_client_security()
         return self
+
+    def _validate_client_security(self) -> None:
+        if bool(self.tls_cert_file) != bool(self.tls_key_file):
+            raise errors.InvalidArgument("TLS on the client port needs both tls_cert_file and tls_key_file")
+        if self.tls_client_ca_file and not self.tls_cert_file:
+            raise errors.InvalidArgument("tls_client_ca_file (mutual TLS) needs tls_cert_file and tls_key_file")
+        if self.auth_bootstrap_token_file and not self.auth_enabled:
+            raise errors.InvalidArgument("auth_bootstrap_token_file is set but auth_enabled is false")
 
     def _validate_raft_port(self) -> None:
         problem = secret_policy.secret_problem(self.cluster_secret, self.cluster_id, self.cluster_secret_bytes_min)
@@ -295,6 +312,8 @@ def load_settings(config_file: str | None = None, **overrides) -> BrokerSettings
     typed = {}
     for name, value in values.items():
         kind = type(_FIELDS[name].default)
+        if kind is bool and not isinstance(value, bool):  # bool("false") is True: only true or false will do
+            raise errors.InvalidArgument(f"setting {name}={value!r} is not true or false")
         try:
             typed[name] = kind(value)
         except (TypeError, ValueError):

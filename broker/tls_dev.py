@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import os
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -105,3 +106,21 @@ def _write_key(path: Path, key) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as f:
         f.write(data)
+
+
+def write_token_file(path: Path) -> str:
+    """A random bearer token in a file only its owner can read (the bootstrap admin's of a secure dev cluster)."""
+    token = "rbt_" + secrets.token_urlsafe(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(token + "\n")
+    return token
+
+
+def secure_broker_env(pki: DevPki, broker_id: int, token_file: Path) -> dict[str, str]:
+    """RAFTBUS_* settings of one broker of a secure dev cluster's client port: TLS with its certificate, auth on,
+    the first admin from `token_file` (docs/security.md)."""
+    cert, key = pki.broker(broker_id)
+    return {"RAFTBUS_TLS_CERT_FILE": str(cert), "RAFTBUS_TLS_KEY_FILE": str(key),
+            "RAFTBUS_TLS_CA_FILE": str(pki.ca_file), "RAFTBUS_AUTH_ENABLED": "true",
+            "RAFTBUS_AUTH_BOOTSTRAP_TOKEN_FILE": str(token_file)}

@@ -17,8 +17,10 @@ from raftbus.client.errors import LeaderNotAvailable, UnknownPartition
 from raftbus.client.groups import admin as group_admin
 from raftbus.client.groups.admin import GroupDescription
 from raftbus.client.groups.calls import GroupCalls, TopicPartition
+from raftbus.client.credentials import TlsSource
 from raftbus.client.reader import Reader
 from raftbus.client.router import Router
+from raftbus.client.security import SecurityCalls
 from raftbus.client.wire import raftbus_pb2 as pb
 
 
@@ -169,21 +171,24 @@ def create_topic_request(name: str, partitions: int | None, replication_factor: 
     return pb.CreateTopicRequest(name=name, kind=kind, ordering=ordering or "", **optional)
 
 
-class Admin:
-    """Topic and cluster administration; a context manager that closes its channels."""
+class Admin(SecurityCalls):
+    """Topic and cluster administration, tokens and ACLs (client/security.py); a context manager that closes its
+    channels."""
 
     def __init__(
         self,
         bootstrap: str | list[str] | None = None,
         *,
         request_timeout_ms: int = settings.REQUEST_TIMEOUT_MS,
+        tls_ca: TlsSource = None, tls_cert: TlsSource = None, tls_key: TlsSource = None, token: str | None = None,
         topic_ready_timeout_ms: int = settings.TOPIC_READY_TIMEOUT_MS,
         topic_ready_poll_ms: int = settings.TOPIC_READY_POLL_MS,
         router: Router | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
     ):
-        self.router = router or Router(bootstrap, request_timeout_ms=request_timeout_ms)
+        self.router = router or Router(bootstrap, request_timeout_ms=request_timeout_ms,
+                                       tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, token=token)
         self.request_timeout_s = request_timeout_ms / 1000
         self.topic_ready_timeout_s = topic_ready_timeout_ms / 1000
         self.topic_ready_poll_s = topic_ready_poll_ms / 1000

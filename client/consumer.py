@@ -34,6 +34,7 @@ from raftbus.client.errors import (
 from raftbus.client.groups.fetcher import ConsumerRecords, Fetcher
 from raftbus.client.groups.calls import GroupCalls, TopicPartition
 from raftbus.client.groups.membership import REJOIN, RESYNC, MemberOptions, Membership, PartitionHooks
+from raftbus.client.credentials import TlsSource
 from raftbus.client.router import Router
 from raftbus.client.wire import raftbus_pb2 as pb
 
@@ -76,6 +77,7 @@ class Consumer:
         fetch_wait_ms: int = settings.FETCH_WAIT_MS,
         buffer_bytes_max: int = settings.CONSUMER_BUFFER_BYTES_MAX,
         request_timeout_ms: int = settings.REQUEST_TIMEOUT_MS,
+        tls_ca: TlsSource = None, tls_cert: TlsSource = None, tls_key: TlsSource = None, token: str | None = None,
         poll_timeout_ms: int = settings.POLL_TIMEOUT_MS,
         client_id: str = "",
         listener=None,
@@ -90,7 +92,8 @@ class Consumer:
         self.auto_commit_interval_s = auto_commit_interval_ms / 1000
         self.max_poll_records = max_poll_records
         self.poll_timeout_s = poll_timeout_ms / 1000
-        self.router = router or Router(bootstrap, request_timeout_ms=request_timeout_ms)
+        self.router = router or Router(bootstrap, request_timeout_ms=request_timeout_ms,
+                                       tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, token=token)
         self.calls = GroupCalls(self.router)
         self._clock = clock
         self._wake = threading.Condition()

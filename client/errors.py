@@ -180,9 +180,15 @@ class DiskFull(Overloaded):
 
 
 class Unauthenticated(RaftbusError):
-    """Missing or wrong credentials."""
+    """Missing, unknown or revoked credentials (bearer token or client certificate)."""
 
     code = "UNAUTHENTICATED"
+
+
+class PermissionDenied(RaftbusError):
+    """The authenticated principal has no ACL allowing this operation on this resource."""
+
+    code = "PERMISSION_DENIED"
 
 
 # ---------------------------------------------------------------------- consumer groups (stream topics)
@@ -301,6 +307,7 @@ GRPC_STATUS: dict[type[RaftbusError], grpc.StatusCode] = {
     Overloaded: grpc.StatusCode.RESOURCE_EXHAUSTED,
     DiskFull: grpc.StatusCode.RESOURCE_EXHAUSTED,
     Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
+    PermissionDenied: grpc.StatusCode.PERMISSION_DENIED,
     # consumer groups
     UnknownGroup: grpc.StatusCode.NOT_FOUND,
     UnknownMember: grpc.StatusCode.NOT_FOUND,

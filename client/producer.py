@@ -42,6 +42,7 @@ from raftbus.client.produce_stream import StreamProduceTransport
 from raftbus.client.queues.producer import QueueSender, queue_partition
 from raftbus.client.wire import queues_pb2 as qpb
 from raftbus.client.records import Header, RecordMetadata, RecordTuple, encode_batch, record_size
+from raftbus.client.credentials import TlsSource
 from raftbus.client.router import Router
 from raftbus.client.sender import PendingBatch, SenderCore
 from raftbus.client.wire import raftbus_pb2 as pb
@@ -198,6 +199,7 @@ class Producer(SenderCore):
         batch_bytes_max: int = settings.BATCH_BYTES_MAX,
         buffer_bytes_max: int = settings.BUFFER_BYTES_MAX,
         request_timeout_ms: int = settings.REQUEST_TIMEOUT_MS,
+        tls_ca: TlsSource = None, tls_cert: TlsSource = None, tls_key: TlsSource = None, token: str | None = None,
         retries: int = settings.RETRIES,
         retry_backoff_ms: int = settings.RETRY_BACKOFF_MS,
         delivery_timeout_ms: int = settings.DELIVERY_TIMEOUT_MS,
@@ -217,6 +219,7 @@ class Producer(SenderCore):
             transport = StreamProduceTransport(Router(
                 bootstrap, request_timeout_ms=request_timeout_ms, metadata_max_age_ms=metadata_max_age_ms,
                 retries=retries, retry_backoff_ms=retry_backoff_ms,
+                tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, token=token,
             ))
         super().__init__(linger_ms=linger_ms, batch_bytes_max=batch_bytes_max, buffer_bytes_max=buffer_bytes_max,
                          delivery_timeout_ms=delivery_timeout_ms, max_block_ms=max_block_ms, clock=clock)

@@ -21,6 +21,7 @@ import grpc
 from raftbus.client import settings
 from raftbus.client.errors import InvalidArgument, OffsetOutOfRange, RaftbusError, error_from_code, error_from_rpc
 from raftbus.client.records import Record, decode_fetched, iter_stored_batches
+from raftbus.client.credentials import TlsSource
 from raftbus.client.router import Router
 from raftbus.client.wire import raftbus_pb2 as pb
 
@@ -92,6 +93,7 @@ class Reader:
         fetch_bytes_max: int = settings.FETCH_BYTES_MAX,
         fetch_wait_ms: int = settings.FETCH_WAIT_MS,
         request_timeout_ms: int = settings.REQUEST_TIMEOUT_MS,
+        tls_ca: TlsSource = None, tls_cert: TlsSource = None, tls_key: TlsSource = None, token: str | None = None,
         poll_idle_sleep_ms: int = settings.POLL_IDLE_SLEEP_MS,
         high_watermark_catch_up_ms: int = settings.HIGH_WATERMARK_CATCH_UP_MS,
         router: Router | None = None,
@@ -100,7 +102,8 @@ class Reader:
     ):
         if fetch_bytes_max <= 0 or fetch_wait_ms < 0:
             raise InvalidArgument("need fetch_bytes_max > 0 and fetch_wait_ms >= 0")
-        self.router = router or Router(bootstrap, request_timeout_ms=request_timeout_ms)
+        self.router = router or Router(bootstrap, request_timeout_ms=request_timeout_ms,
+                                       tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, token=token)
         self.fetch_bytes_max = fetch_bytes_max
         self.fetch_wait_ms = fetch_wait_ms
         self.request_timeout_s = request_timeout_ms / 1000

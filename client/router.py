@@ -15,6 +15,7 @@ import grpc
 from boltons.iterutils import backoff
 
 from raftbus.client import settings
+from raftbus.client.credentials import Credentials, TlsSource
 from raftbus.client.errors import (
     LeaderNotAvailable,
     NotLeader,
@@ -58,13 +59,13 @@ class Connection:
         self.channel.close()
 
 
-def grpc_connect(address: str) -> Connection:
-    """Open an insecure channel to `address` with raftbus's message-size limits."""
+def grpc_connect(address: str, credentials: Credentials = Credentials()) -> Connection:
+    """Open a channel to `address` with raftbus's message-size limits (TLS and a bearer token when configured)."""
     options = [
         ("grpc.max_send_message_length", settings.GRPC_MESSAGE_BYTES_MAX),
         ("grpc.max_receive_message_length", settings.GRPC_MESSAGE_BYTES_MAX),
     ]
-    channel = grpc.insecure_channel(address, options=options)
+    channel = credentials.channel(address, options)
     return Connection(address, channel, pb_grpc.LogStub(channel), pb_grpc.AdminStub(channel))
 
 
@@ -107,7 +108,11 @@ class Router:
         retries: int = settings.RETRIES,
         retry_backoff_ms: int = settings.RETRY_BACKOFF_MS,
         retry_backoff_max_ms: int = settings.RETRY_BACKOFF_MAX_MS,
-        connect: Callable[[str], Connection] = grpc_connect,
+        connect: Callable[[str], Connection] | None = None,
+        tls_ca: TlsSource = None,
+        tls_cert: TlsSource = None,
+        tls_key: TlsSource = None,
+        token: str | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
     ):
@@ -117,6 +122,9 @@ class Router:
         self.retries = retries
         self.retry_backoff_s = retry_backoff_ms / 1000
         self.retry_backoff_max_s = retry_backoff_max_ms / 1000
+        if connect is None:  # see client/credentials.py: arguments, else the RAFTBUS_* environment
+            credentials = Credentials.of(tls_ca, tls_cert, tls_key, token)
+            connect = lambda address: grpc_connect(address, credentials)  # noqa: E731
         self._connect = connect
         self._sleep = sleep
         self._clock = clock

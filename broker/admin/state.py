@@ -9,6 +9,7 @@ Tables:
     brokers  broker_id >q -> JSON of model.Broker
     topics   name (utf-8) -> JSON of model.Topic
     groups   name (utf-8) -> JSON of groups.ConsumerGroup (consumer groups: members, target, owners)
+    tokens, acls   principals' token hashes and ACLs (see broker/security/state.py)
 """
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ from raftbus.broker.groups import commands as group_commands
 from raftbus.broker.groups import planning as group_planning
 from raftbus.broker.groups.state import ConsumerGroup
 from raftbus.broker.queues.config import OPTIONS as QUEUE_OPTIONS
+from raftbus.broker.security import commands as security_commands
+from raftbus.broker.security import state as security_state
 
 META, BROKERS, TOPICS = "meta", "brokers", "topics"
 GROUPS = "groups"
@@ -53,6 +56,7 @@ class _Change(NamedTuple):
     # queue topics: the dead-letter topic created or deleted with its source, in the same command
     companion: model.Topic | None = None
     deleted_companion: str | None = None
+    security: security_state.SecurityChange | None = None  # tokens and ACLs
 
     @property
     def empty(self) -> bool:
@@ -64,7 +68,7 @@ def _json(value) -> bytes:
 
 
 class MetadataStateMachine:
-    TABLES = (META, BROKERS, TOPICS, GROUPS)
+    TABLES = (META, BROKERS, TOPICS, GROUPS, *security_state.TABLES)
 
     def __init__(self, store):
         self._store = store
@@ -72,6 +76,7 @@ class MetadataStateMachine:
         self._brokers: Mapping[int, model.Broker] = MappingProxyType({})
         self._topics: Mapping[str, model.Topic] = MappingProxyType({})
         self._groups: Mapping[str, ConsumerGroup] = MappingProxyType({})
+        self._security = security_state.SecurityTables()
         self.reload()
 
     # ------------------------------------------------------------------ apply (the Raft thread)
@@ -117,6 +122,8 @@ class MetadataStateMachine:
         if change.deleted_companion is not None:
             self._topics = MappingProxyType({n: t for n, t in self._topics.items()
                                              if n != change.deleted_companion})
+        if change.security is not None:
+            self._security = security_state.after(self._security, change.security)
         self._state = state
 
     # ------------------------------------------------------------------ planning (pure, may refuse)
@@ -126,6 +133,9 @@ class MetadataStateMachine:
         if kind in group_commands.METADATA_KINDS:  # consumer groups
             result, changes = group_planning.plan_group_command(self._groups, self._topics, index, kind, payload)
             return result, _Change(groups=changes)
+        if kind in security_commands.METADATA_KINDS:  # tokens and ACLs
+            result, change = security_state.plan(self._security, kind, payload)
+            return result, _Change(security=change)
         planner = {
             commands.REGISTER_BROKER: self._plan_register_broker,
             commands.CREATE_TOPIC: self._plan_create_topic,
@@ -298,6 +308,10 @@ class MetadataStateMachine:
     def group(self, name: str) -> ConsumerGroup | None:
         return self._groups.get(name)
 
+    def security(self) -> security_state.SecurityTables:
+        """Token hashes and ACLs as applied here (one immutable value, replaced on every change)."""
+        return self._security
+
     def reload(self) -> None:
         """Re-read everything from the store (after a snapshot restore)."""
         with self._store.read() as txn:
@@ -306,9 +320,11 @@ class MetadataStateMachine:
             brokers = {b.broker_id: b for b in (model.Broker.from_dict(json.loads(v)) for _, v in txn.items(BROKERS))}
             topics = {t.name: t for t in (model.Topic.from_dict(json.loads(v)) for _, v in txn.items(TOPICS))}
             groups = {g.name: g for g in (ConsumerGroup.from_dict(json.loads(v)) for _, v in txn.items(GROUPS))}
+            security = security_state.load(txn)
         self._brokers = MappingProxyType(brokers)
         self._topics = MappingProxyType(topics)
         self._groups = MappingProxyType(groups)
+        self._security = security
         self._state = state
 
 
@@ -328,6 +344,8 @@ def _write(txn, change: _Change, state: _MetaState) -> None:
         txn.put(TOPICS, change.companion.name.encode(), _json(change.companion))
     if change.deleted_companion is not None:
         txn.delete(TOPICS, change.deleted_companion.encode())
+    if change.security is not None:
+        security_state.write(txn, change.security)
     txn.put(META, STATE_KEY, _STATE.pack(*state))
 
 

@@ -1,10 +1,12 @@
 """The Log gRPC service: produce (unary and pipelined stream), fetch (unary and long-poll stream), offsets."""
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import grpc
 
+from raftbus.client.credentials import Credentials
 from raftbus.client.errors import error_from_rpc
 from raftbus.client.router import grpc_connect
 from raftbus.client.wire import raftbus_pb2 as pb
@@ -124,9 +126,10 @@ class LogServicer(pb_grpc.LogServicer):
                                          applied_index=index, image_bytes=size)
 
 
-def copy_from_leader(topic: str, partition: int, address: str):
-    """The leader's store image for (topic, partition), as (applied_index, chunk) pairs."""
-    conn = grpc_connect(address)
+def copy_from_leader(topic: str, partition: int, address: str, credentials: Credentials = Credentials()):
+    """The leader's store image for (topic, partition), as (applied_index, chunk) pairs; `credentials` are this
+    broker's own toward other brokers' client ports (TLS, token) when security is on."""
+    conn = grpc_connect(address, credentials)
     try:
         for chunk in conn.log.StoreCopy(pb.StoreCopyRequest(topic=topic, partition=partition), timeout=600):
             yield chunk.applied_index, chunk.data
@@ -150,8 +153,11 @@ def _next_offset(batches: bytes, offset: int) -> int:
     return max(last, offset)
 
 
-def log_servicers(log_service) -> list:
-    """(add_to_server, servicer) pairs of the Log service."""
+def log_servicers(log_service, peer_credentials: dict | None = None) -> list:
+    """(add_to_server, servicer) pairs of the Log service; `peer_credentials` (the SDK's tls_ca, tls_cert, tls_key,
+    token) are how this broker reaches a leader's client port to copy its store (rebuild)."""
     context = log_service.context
-    servicer = LogServicer(log_service, VerifyService(context), RebuildService(context, copy_from_leader))
+    credentials = Credentials.of(**(peer_credentials or {}))
+    copy = functools.partial(copy_from_leader, credentials=credentials)
+    servicer = LogServicer(log_service, VerifyService(context), RebuildService(context, copy))
     return [(pb_grpc.add_LogServicer_to_server, servicer)]

@@ -23,8 +23,9 @@ def enqueue_message_proto(m: NewMessage) -> qpb.EnqueueMessage:
 
 
 class QueueForwarder:
-    def __init__(self, context, queues, *, timeout_ms: int):
+    def __init__(self, context, queues, *, timeout_ms: int, credentials: dict | None = None):
         self.context = context
+        self.credentials = credentials or {}  # the SDK's tls_ca/tls_cert/tls_key/token: the broker's own
         self.queues = queues
         self.timeout_s = timeout_ms / 1000
         self._lock = threading.Lock()
@@ -47,7 +48,7 @@ class QueueForwarder:
             if self._router is None:
                 addresses = [b.address for b in self.context.metadata_sm.brokers().values()]
                 self._router = Router(addresses or [self.context.settings.client_address],
-                                      request_timeout_ms=int(self.timeout_s * 1000))
+                                      request_timeout_ms=int(self.timeout_s * 1000), **self.credentials)
             return self._router
 
     def _stub(self, conn) -> qpb_grpc.QueueStub:

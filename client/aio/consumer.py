@@ -21,6 +21,7 @@ import time
 from collections.abc import AsyncIterator, Iterable
 
 from raftbus.client import settings
+from raftbus.client.credentials import TlsSource
 from raftbus.client.consumer import Consumer, checked_topics
 from raftbus.client.errors import InvalidArgument, MetadataBehind, OffsetOutOfRange, RaftbusError, Unavailable
 from raftbus.client.reader import EARLIEST, EARLIEST_TIMESTAMP_MS, LATEST, LATEST_TIMESTAMP_MS
@@ -49,7 +50,9 @@ class AsyncConsumer(AsyncClient):
                  fetch_bytes_max: int = settings.CONSUMER_FETCH_BYTES_MAX, fetch_wait_ms: int = settings.FETCH_WAIT_MS,
                  buffer_bytes_max: int = settings.CONSUMER_BUFFER_BYTES_MAX,
                  request_timeout_ms: int = settings.REQUEST_TIMEOUT_MS,
-                 poll_timeout_ms: int = settings.POLL_TIMEOUT_MS, client_id: str = "", listener=None):
+                 poll_timeout_ms: int = settings.POLL_TIMEOUT_MS, client_id: str = "", listener=None,
+                 tls_ca: TlsSource = None, tls_cert: TlsSource = None, tls_key: TlsSource = None,
+                 token: str | None = None):
         topics = checked_topics(group, topics, auto_offset_reset, max_poll_records, fetch_bytes_max, buffer_bytes_max)
         self.group, self.topics = group, topics
         self.auto_offset_reset = auto_offset_reset
@@ -57,7 +60,8 @@ class AsyncConsumer(AsyncClient):
         self.auto_commit_interval_s = auto_commit_interval_ms / 1000
         self.max_poll_records = max_poll_records
         self.poll_timeout_s = poll_timeout_ms / 1000
-        self.router = AsyncRouter(bootstrap, request_timeout_ms=request_timeout_ms)
+        self.router = AsyncRouter(bootstrap, request_timeout_ms=request_timeout_ms,
+                                  tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, token=token)
         self.calls = AsyncGroupCalls(self.router)
         self._wake = LoopWake()
         self._fetcher = AsyncFetcher(self.router, self._wake, fetch_bytes_max=fetch_bytes_max,

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from raftbus.client import settings
+from raftbus.client.credentials import TlsSource
 from raftbus.client.errors import InvalidArgument, OutOfOrderSequence, Overloaded, RaftbusError, RecordTooLarge, \
     RequestTimedOut, Unavailable, WrongTopicKind
 from raftbus.client.murmur2 import partition_for_key
@@ -69,13 +70,16 @@ class AsyncProducer(AsyncClient):
                  retry_backoff_ms: int = settings.RETRY_BACKOFF_MS,
                  delivery_timeout_ms: int = settings.DELIVERY_TIMEOUT_MS, max_block_ms: int = settings.MAX_BLOCK_MS,
                  metadata_max_age_ms: int = settings.METADATA_MAX_AGE_MS, idempotent: bool = settings.IDEMPOTENT,
-                 max_in_flight_per_partition: int = settings.MAX_IN_FLIGHT_PER_PARTITION):
+                 max_in_flight_per_partition: int = settings.MAX_IN_FLIGHT_PER_PARTITION,
+                 tls_ca: TlsSource = None, tls_cert: TlsSource = None, tls_key: TlsSource = None,
+                 token: str | None = None):
         if batch_bytes_max <= 0 or buffer_bytes_max < batch_bytes_max:
             raise InvalidArgument("need 0 < batch_bytes_max <= buffer_bytes_max")
         if not 1 <= max_in_flight_per_partition <= settings.MAX_IN_FLIGHT_PER_PARTITION_MAX:
             raise InvalidArgument(f"max_in_flight_per_partition must be 1..{settings.MAX_IN_FLIGHT_PER_PARTITION_MAX} "
                                   "(the broker remembers that many batches per producer for retries)")
         self.router = AsyncRouter(bootstrap, request_timeout_ms=request_timeout_ms, retries=retries,
+                                  tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, token=token,
                                   retry_backoff_ms=retry_backoff_ms, metadata_max_age_ms=metadata_max_age_ms)
         self.batch_bytes_max, self.buffer_bytes_max = batch_bytes_max, buffer_bytes_max
         self.linger_s, self.delivery_timeout_s, self.max_block_s = (ms / 1000 for ms in (

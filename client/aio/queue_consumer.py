@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator
 import grpc
 
 from raftbus.client import settings
+from raftbus.client.credentials import TlsSource
 from raftbus.client.errors import (
     InvalidArgument,
     RaftbusError,
@@ -135,12 +136,15 @@ class AsyncQueueConsumer(AsyncClient):
                  prefetch: int = settings.QUEUE_PREFETCH_MESSAGES, ack_linger_ms: int = settings.QUEUE_ACK_LINGER_MS,
                  lease_batch_messages: int = settings.QUEUE_LEASE_BATCH_MESSAGES,
                  request_timeout_ms: int = settings.REQUEST_TIMEOUT_MS,
-                 partitions_check_ms: int = settings.QUEUE_PARTITIONS_CHECK_MS):
+                 partitions_check_ms: int = settings.QUEUE_PARTITIONS_CHECK_MS,
+                 tls_ca: TlsSource = None, tls_cert: TlsSource = None, tls_key: TlsSource = None,
+                 token: str | None = None):
         self.topics = [topics] if isinstance(topics, str) else list(topics)
         if not self.topics or prefetch < 1 or lease_batch_messages < 1 or partitions_check_ms < 1:
             raise InvalidArgument("a queue consumer needs topics, prefetch >= 1, lease_batch_messages >= 1 and "
                                   "partitions_check_ms >= 1")
-        self.router = AsyncRouter(bootstrap, request_timeout_ms=request_timeout_ms)
+        self.router = AsyncRouter(bootstrap, request_timeout_ms=request_timeout_ms,
+                                  tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, token=token)
         self.partitions = partitions
         self.visibility_ms = visibility_ms
         self.prefetch = prefetch

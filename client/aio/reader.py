@@ -16,6 +16,7 @@ import asyncio
 from collections.abc import AsyncIterator
 
 from raftbus.client import settings
+from raftbus.client.credentials import TlsSource
 from raftbus.client.errors import InvalidArgument, OffsetOutOfRange
 from raftbus.client.reader import EARLIEST, EARLIEST_TIMESTAMP_MS, LATEST, Cursor, FetchResult, IdleTimer, Position, \
     fetch_result
@@ -32,10 +33,13 @@ class AsyncReader(AsyncClient):
     def __init__(self, bootstrap: str | list[str] | None = None, *, fetch_bytes_max: int = settings.FETCH_BYTES_MAX,
                  fetch_wait_ms: int = settings.FETCH_WAIT_MS, request_timeout_ms: int = settings.REQUEST_TIMEOUT_MS,
                  poll_idle_sleep_ms: int = settings.POLL_IDLE_SLEEP_MS,
-                 high_watermark_catch_up_ms: int = settings.HIGH_WATERMARK_CATCH_UP_MS):
+                 high_watermark_catch_up_ms: int = settings.HIGH_WATERMARK_CATCH_UP_MS,
+                 tls_ca: TlsSource = None, tls_cert: TlsSource = None, tls_key: TlsSource = None,
+                 token: str | None = None):
         if fetch_bytes_max <= 0 or fetch_wait_ms < 0:
             raise InvalidArgument("need fetch_bytes_max > 0 and fetch_wait_ms >= 0")
-        self.router = AsyncRouter(bootstrap, request_timeout_ms=request_timeout_ms)
+        self.router = AsyncRouter(bootstrap, request_timeout_ms=request_timeout_ms,
+                                  tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, token=token)
         self.fetch_bytes_max = fetch_bytes_max
         self.fetch_wait_ms = fetch_wait_ms
         self.poll_idle_sleep_s = poll_idle_sleep_ms / 1000

@@ -14,6 +14,7 @@ from typing import TypeVar
 import grpc
 
 from raftbus.client import settings
+from raftbus.client.credentials import Credentials, TlsSource
 from raftbus.client.errors import LeaderNotAvailable, RaftbusError, Unavailable, UnknownTopic, error_from_rpc
 from raftbus.client.router import ClusterMap, Connection, Router
 from raftbus.client.wire import raftbus_pb2 as pb
@@ -23,19 +24,21 @@ T = TypeVar("T")
 AsyncCall = Callable[[Connection], Awaitable[T]]
 
 
-def aio_connect(address: str) -> Connection:
-    """An insecure grpc.aio channel to `address` with raftbus's message-size limits."""
+def aio_connect(address: str, credentials: Credentials = Credentials()) -> Connection:
+    """A grpc.aio channel to `address` with raftbus's message-size limits (TLS and a bearer token when configured)."""
     limits = [("grpc.max_send_message_length", settings.GRPC_MESSAGE_BYTES_MAX),
               ("grpc.max_receive_message_length", settings.GRPC_MESSAGE_BYTES_MAX)]
-    channel = grpc.aio.insecure_channel(address, options=limits)
+    channel = credentials.aio_channel(address, limits)
     return Connection(address, channel, pb_grpc.LogStub(channel), pb_grpc.AdminStub(channel))
 
 
 class AsyncRouter(Router):
     """Routes coroutine calls to partition leaders and the controller; see the module docstring."""
 
-    def __init__(self, bootstrap: str | list[str] | None = None, **options):
-        super().__init__(bootstrap, connect=aio_connect, **options)
+    def __init__(self, bootstrap: str | list[str] | None = None, *, tls_ca: TlsSource = None,
+                 tls_cert: TlsSource = None, tls_key: TlsSource = None, token: str | None = None, **options):
+        credentials = Credentials.of(tls_ca, tls_cert, tls_key, token)  # else the RAFTBUS_TLS_*/TOKEN_FILE variables
+        super().__init__(bootstrap, connect=lambda address: aio_connect(address, credentials), **options)
         self._refreshing: asyncio.Lock | None = None
 
     # ------------------------------------------------------------------ metadata (coroutines)

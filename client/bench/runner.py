@@ -85,6 +85,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--session-timeout-ms", type=int, default=settings.BENCH_GROUP_SESSION_TIMEOUT_MS,
                         help="consume --group: session timeout of the rebalance run's members")
     parser.add_argument("--keep-cluster", action="store_true", help="leave the local cluster running")
+    parser.add_argument("--secure", action="store_true",
+                        help="local cluster with TLS, tokens and ACLs (raftbus dev --secure), used as its admin")
     bench_queue.add_queue_arguments(parser)
     bench_ops.add_ops_arguments(parser)
 
@@ -155,9 +157,10 @@ def free_base_port(count: int) -> int:
 class DevCluster:
     """`python -m raftbus.broker dev` in its own process group, started and stopped by pid."""
 
-    def __init__(self, brokers: int, data_dir: Path):
+    def __init__(self, brokers: int, data_dir: Path, secure: bool = False):
         self.brokers = brokers
         self.data_dir = data_dir
+        self.secure = secure
         self.base_port = free_base_port(2 * brokers)
         self.bootstrap = ",".join(f"{LOOPBACK}:{self.base_port + 2 * i}" for i in range(brokers))
         self.proc: subprocess.Popen | None = None
@@ -165,7 +168,8 @@ class DevCluster:
 
     def command(self) -> list[str]:
         return [sys.executable, "-m", "raftbus.broker", "dev", "--brokers", str(self.brokers),
-                "--data-dir", str(self.data_dir), "--base-port", str(self.base_port), "--log-level", "WARNING"]
+                "--data-dir", str(self.data_dir), "--base-port", str(self.base_port), "--log-level", "WARNING",
+                *(["--secure"] if self.secure else [])]
 
     def start(self) -> str:
         """Start the cluster and wait for its ready line; returns the bootstrap list."""
@@ -173,6 +177,9 @@ class DevCluster:
                                      stdin=subprocess.DEVNULL, start_new_session=True, text=True)
         threading.Thread(target=self._drain, daemon=True).start()
         self._wait_ready(settings.BENCH_CLUSTER_READY_TIMEOUT_MS / 1000)
+        if self.secure:  # this process and its workers connect as the cluster's admin (client/credentials.py)
+            os.environ.update(RAFTBUS_TLS_CA=str(self.data_dir / "ca.pem"),
+                              RAFTBUS_TOKEN_FILE=str(self.data_dir / "admin.token"))
         return self.bootstrap
 
     def _drain(self) -> None:
@@ -224,7 +231,7 @@ def cluster_for(args) -> Iterator[str]:
         yield args.bootstrap
         return
     data_dir = Path(tempfile.mkdtemp(prefix="raftbus-bench-"))
-    cluster = DevCluster(args.brokers, data_dir)
+    cluster = DevCluster(args.brokers, data_dir, secure=getattr(args, "secure", False))
     progress(f"starting {args.brokers} local brokers in {data_dir}")
     try:
         yield cluster.start()

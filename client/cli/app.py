@@ -24,6 +24,7 @@ from raftbus.client.cli import backup as backup_cli
 from raftbus.client.cli import brokers as broker_cli
 from raftbus.client.cli import groups as group_cli
 from raftbus.client.cli import queues as cli_queues
+from raftbus.client.cli import security as security_cli
 from raftbus.client.cli import verify as cli_verify
 from raftbus.client.admin import Admin, ClusterStatus, TopicDescription
 from raftbus.client.errors import InvalidArgument, RaftbusError
@@ -46,6 +47,7 @@ def _common_options() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--bootstrap", default=argparse.SUPPRESS, help="host:port[,host:port...]")
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="JSON output")
+    security_cli.add_credential_options(common)
     return common
 
 
@@ -88,6 +90,8 @@ def _add_broker_commands(sub, common) -> None:
     dev.add_argument("--metrics-base-port", type=int, default=9570,
                      help="broker N serves metrics on this port + N - 1 (0 = no metrics)")
     dev.add_argument("--demo", action="store_true", help="create a topic, produce and consume a few records")
+    dev.add_argument("--secure", action="store_true",
+                     help="TLS, tokens and ACLs on; writes ca.pem and admin.token into --data-dir")
     dev.add_argument("--log-level")
     dev.add_argument("--restart-delay-ms", type=int, help="wait before restarting a broker that exited (2000)")
     dev.add_argument("--no-restart", action="store_true", help="leave a broker that exited down")
@@ -151,6 +155,7 @@ def _add_data_commands(sub, common) -> None:
         .set_defaults(handler=run_cluster_status)
     bench_parser = sub.add_parser("bench", help="throughput and latency figures (one JSON line each)")
     bench.add_arguments(bench_parser)
+    security_cli.add_credential_options(bench_parser)
     bench_parser.set_defaults(handler=bench.main)
 
 
@@ -160,6 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"host:port[,host:port...] (default: ${settings.BOOTSTRAP_ENV} or "
                              f"{settings.BOOTSTRAP_DEFAULT})")
     parser.add_argument("--json", action="store_true", default=False, help="JSON output for read commands")
+    security_cli.add_credential_options(parser, default=None)
     sub = parser.add_subparsers(dest="command", required=True)
     common = _common_options()
     _add_broker_commands(sub, common)
@@ -172,6 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     broker_cli.add_broker_admin_commands(sub, common, bootstrap_of)
     backup_cli.add_backup_commands(sub, common, bootstrap_of)
     add_http_command(sub, common)
+    security_cli.add_security_commands(sub, common, bootstrap_of)
     return parser
 
 
@@ -200,7 +207,7 @@ def broker_argv(command: str, args: argparse.Namespace, flags: Iterable[str]) ->
         value = getattr(args, name)
         if value is not None:
             argv += [f"--{name.replace('_', '-')}", str(value)]
-    for switch in ("demo", "no_restart"):
+    for switch in ("demo", "no_restart", "secure"):
         if getattr(args, switch, False):
             argv.append(f"--{switch.replace('_', '-')}")
     return argv
@@ -432,6 +439,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 2
     try:
+        security_cli.export_credentials(args)
         return args.handler(args) or 0
     except RaftbusError as err:
         print(f"error: {err.code}: {err.message}", file=sys.stderr)

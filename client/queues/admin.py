@@ -18,6 +18,7 @@ from raftbus.client.queues.ids import partition_of
 from raftbus.client.queues.messages import Message, PartitionQueueStats, QueueStats, leased_messages
 from raftbus.client.queues.producer import QueueStubs
 from raftbus.client.queues.codec import pack_leases
+from raftbus.client.credentials import TlsSource
 from raftbus.client.router import Router
 from raftbus.client.wire import queues_pb2 as qpb
 
@@ -48,8 +49,11 @@ class Queues:
     """Queue-topic operations; a context manager that closes its channels."""
 
     def __init__(self, bootstrap: str | list[str] | None = None, *,
-                 request_timeout_ms: int = settings.REQUEST_TIMEOUT_MS, router: Router | None = None):
-        self.router = router or Router(bootstrap, request_timeout_ms=request_timeout_ms)
+                 request_timeout_ms: int = settings.REQUEST_TIMEOUT_MS, router: Router | None = None,
+                 tls_ca: TlsSource = None, tls_cert: TlsSource = None, tls_key: TlsSource = None,
+                 token: str | None = None):
+        self.router = router or Router(bootstrap, request_timeout_ms=request_timeout_ms,
+                                       tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, token=token)
         self._owns_router = router is None
         self.stubs = QueueStubs(self.router)
         self.timeout_s = request_timeout_ms / 1000

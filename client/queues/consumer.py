@@ -32,6 +32,7 @@ from raftbus.client.queues.messages import Message, leased_messages
 from raftbus.client.queues.producer import QueueStubs
 from raftbus.client.queues.codec import pack_leases
 from raftbus.client.queues.admin import item_errors, packed_errors
+from raftbus.client.credentials import TlsSource
 from raftbus.client.router import Router, exponential_backoff_s
 from raftbus.client.wire import queues_pb2 as qpb
 
@@ -166,12 +167,15 @@ class QueueConsumer:
                  lease_batch_messages: int = settings.QUEUE_LEASE_BATCH_MESSAGES,
                  ack_linger_ms: int = settings.QUEUE_ACK_LINGER_MS,
                  partitions_check_ms: int = settings.QUEUE_PARTITIONS_CHECK_MS,
-                 request_timeout_ms: int = settings.REQUEST_TIMEOUT_MS, router: Router | None = None):
+                 request_timeout_ms: int = settings.REQUEST_TIMEOUT_MS, router: Router | None = None,
+                 tls_ca: TlsSource = None, tls_cert: TlsSource = None, tls_key: TlsSource = None,
+                 token: str | None = None):
         self.topics = [topics] if isinstance(topics, str) else list(topics)
         if not self.topics or prefetch < 1 or lease_batch_messages < 1 or partitions_check_ms < 1:
             raise InvalidArgument("a QueueConsumer needs topics, prefetch >= 1, lease_batch_messages >= 1 and "
                                   "partitions_check_ms >= 1")
-        self.router = router or Router(bootstrap, request_timeout_ms=request_timeout_ms)
+        self.router = router or Router(bootstrap, request_timeout_ms=request_timeout_ms,
+                                       tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, token=token)
         self._owns_router = router is None
         self.stubs = QueueStubs(self.router)
         self.visibility_ms = visibility_ms

@@ -1,13 +1,18 @@
-"""Fixtures for system tests: a real 3-broker cluster on loopback ports, stopped by pid at the end."""
+"""Fixtures for system tests: a real 3-broker cluster on loopback ports, stopped by pid at the end.
+
+`cluster` runs every test that uses it twice: plaintext, and secure (mutual TLS on the Raft port, TLS on the
+client port, tokens and ACLs on; the test acts as the bootstrap admin, see tests/system/secure.py).
+"""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import LocalCluster, wait_until
+from tests.system.secure import admin_environment, make_secure
 
 
 def wait_cluster_ready(cluster: LocalCluster, timeout_s: float = 60.0) -> None:
@@ -23,18 +28,23 @@ def wait_cluster_ready(cluster: LocalCluster, timeout_s: float = 60.0) -> None:
 
 
 @contextmanager
-def running_cluster(root: Path, env: dict[str, str] | None = None) -> Iterator[LocalCluster]:
-    """3 brokers started in `root` and ready; stopped by pid on the way out, whatever happened."""
+def running_cluster(root: Path, env: dict[str, str] | None = None, *, secure: bool = False) -> Iterator[LocalCluster]:
+    """3 brokers started in `root` and ready; stopped by pid on the way out, whatever happened. With `secure`,
+    TLS, auth and ACLs are on and this process is the admin (cluster.secure holds the CA and admin token)."""
     cluster = LocalCluster(root, brokers=3, env=env)
-    try:
-        cluster.start()
-        wait_cluster_ready(cluster)
-        yield cluster
-    finally:
-        cluster.stop()
+    cluster.secure = make_secure(cluster, root) if secure else None
+    with ExitStack() as stack:
+        if secure:
+            stack.enter_context(admin_environment(cluster.secure))
+        try:
+            cluster.start()
+            wait_cluster_ready(cluster)
+            yield cluster
+        finally:
+            cluster.stop()
 
 
-@pytest.fixture
-def cluster(tmp_path):
-    with running_cluster(tmp_path) as cluster:
+@pytest.fixture(params=["plaintext", "secure"])
+def cluster(request, tmp_path):
+    with running_cluster(tmp_path, secure=request.param == "secure") as cluster:
         yield cluster

@@ -19,14 +19,16 @@ BROKER_ALLOWED = {
     "groups": {"kernel"},
     "log": {"kernel", "groups"},
     "queues": {"kernel"},
-    "admin": {"kernel", "groups", "queues"},
+    "admin": {"kernel", "groups", "queues", "security"},
+    "security": {"kernel"},
     "metrics": {"kernel", "raft"},  # reads live state through the broker object it is handed, imports no feature
 }
 # what the broker below its top layer may use of the client package: the wire protocol and shared codecs
-BROKER_CLIENT_MODULES = ("errors", "records", "wire", "router", "queues.codec", "queues.ids")
+BROKER_CLIENT_MODULES = ("errors", "records", "wire", "router", "credentials", "queues.codec", "queues.ids")
 
-CLIENT_KERNEL = {"errors", "records", "router", "settings", "murmur2", "wire", "produce_stream", "sender"}
-CLIENT_FACADES = {"", "admin", "producer", "consumer", "reader"}
+CLIENT_KERNEL = {"errors", "records", "router", "settings", "murmur2", "wire", "produce_stream", "sender",
+                 "credentials"}
+CLIENT_FACADES = {"", "admin", "producer", "consumer", "reader", "security"}
 CLIENT_APPS = {"cli", "bench", "spark", "http", "aio", "backup"}
 CLIENT_ALLOWED = {
     "kernel": set(),

@@ -1,0 +1,69 @@
+"""Principals' tokens and ACLs: the rules, independent of gRPC. Writes on the controller, reads on any broker."""
+from __future__ import annotations
+
+from raftbus.client import errors
+
+from raftbus.broker.context import BrokerContext, wait_result
+from raftbus.broker.security import commands as sc
+from raftbus.broker.security.acl import Acl, validate_acl, validate_principal
+from raftbus.broker.security.state import TokenRecord
+from raftbus.broker.security.tokens import new_token, token_hash
+
+
+class SecurityService:
+    def __init__(self, context: BrokerContext):
+        self.context = context
+        self.timeout_s = context.settings.produce_timeout_ms / 1000
+
+    def _commit(self, command: bytes):
+        self.context.require_controller()
+        return wait_result(self.context.metadata_group.submit(command), self.timeout_s)
+
+    def _now_ms(self) -> int:
+        return self.context.clock.now_ms()
+
+    # ------------------------------------------------------------------ tokens
+    def create_token(self, principal: str) -> tuple[str, str]:
+        """(token, token id) of a new token of `principal`; the token itself is never stored or logged."""
+        validate_principal(principal)
+        token = new_token()
+        return token, self._commit(sc.encode_create_token(principal=principal, token_hash=token_hash(token),
+                                                          now_ms=self._now_ms()))
+
+    def revoke_tokens(self, principal: str, token_id: str = "") -> int:
+        """How many tokens of `principal` were revoked (all of them, or the one with that id)."""
+        validate_principal(principal)
+        return self._commit(sc.encode_revoke_tokens(principal=principal, token_id=token_id, now_ms=self._now_ms()))
+
+    def list_tokens(self, principal: str = "") -> list[tuple[str, TokenRecord]]:
+        return self.context.metadata_sm.security().tokens_of(principal)
+
+    def bootstrap_admin(self, principal: str, token: str) -> bool:
+        """Make `principal` (holding `token`) the first admin while the cluster has no token and no ACL yet."""
+        if self.context.metadata_sm.security().tokens:
+            return False
+        return self._commit(sc.encode_bootstrap_admin(principal=validate_principal(principal),
+                                                      token_hash=token_hash(token), now_ms=self._now_ms()))
+
+    # ------------------------------------------------------------------ ACLs
+    def grant_acl(self, acl: Acl) -> bool:
+        return self._commit(sc.encode_grant_acl(validate_acl(acl), now_ms=self._now_ms()))
+
+    def revoke_acl(self, acl: Acl) -> int:
+        return self._commit(sc.encode_revoke_acl(acl, now_ms=self._now_ms()))
+
+    def list_acls(self, principal: str = "") -> list[Acl]:
+        return self.context.metadata_sm.security().acls_of(principal)
+
+
+def bootstrap_token(path: str) -> str:
+    """The token in the bootstrap token file (one line); InvalidArgument when missing or empty."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            token = f.read().strip()
+    except OSError as exc:
+        raise errors.InvalidArgument(f"auth_bootstrap_token_file {path}: {exc.strerror}") from None
+    if not token:
+        raise errors.InvalidArgument(f"auth_bootstrap_token_file {path} is empty")
+    return token
+

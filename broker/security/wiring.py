@@ -1,0 +1,54 @@
+"""What a broker's client port gets from its security settings: TLS credentials, the auth interceptor, the Security
+service, the credentials the broker itself uses toward other brokers, and the bootstrap of the first admin."""
+from __future__ import annotations
+
+import logging
+
+from raftbus.broker.security import tls
+from raftbus.broker.security.bootstrap import seed_first_admin
+from raftbus.broker.security.interceptor import AuthInterceptor, Authorizer
+from raftbus.broker.security.service import SecurityService, bootstrap_token
+from raftbus.broker.security.servicer import security_servicers
+from raftbus.broker.security.tokens import internal_token
+
+log = logging.getLogger(__name__)
+
+
+class ClientPortSecurity:
+    def __init__(self, context):
+        self.context = context
+        self.settings = s = context.settings
+        self.service = SecurityService(context)
+        self.internal_token = internal_token(s.cluster_secret) if s.auth_enabled else None
+        # during a secret rotation (cluster_secret_accepted) a broker still on the other secret presents its token
+        accepted = tuple(internal_token(secret) for secret in (s.cluster_secret, s.cluster_secret_accepted) if secret)
+        self.authorizer = Authorizer(context.metadata_sm.security, internal_tokens=accepted) \
+            if s.auth_enabled else None
+        self.first_admin_token = bootstrap_token(s.auth_bootstrap_token_file) if s.auth_bootstrap_token_file else None
+        self.credentials = tls.server_credentials(s)  # read now: a bad file stops the broker before it serves
+        if s.auth_enabled and self.credentials is None:
+            log.warning("auth_enabled without TLS on the client port: bearer tokens cross the network in clear")
+
+    def server_credentials(self):
+        return self.credentials
+
+    def interceptors(self) -> list:
+        return [AuthInterceptor(self.authorizer)] if self.authorizer is not None else []
+
+    def servicers(self) -> list:
+        return security_servicers(self.service, self.authorizer)
+
+    def peer_credentials(self) -> dict:
+        """The SDK credentials of this broker toward other brokers' client ports (dead-letter moves, redrives)."""
+        files = tls.peer_tls_files(self.settings)
+        if self.internal_token is not None:
+            files["token"] = self.internal_token
+        return files
+
+    def start(self, spawn, stopping) -> None:
+        if self.first_admin_token is None:
+            return
+        principal, token = self.settings.auth_bootstrap_principal, self.first_admin_token
+        is_controller = lambda: self.context.metadata_group.is_leader  # noqa: E731
+        spawn(lambda: seed_first_admin(self.service, principal, token, stopping, is_controller),
+              "raftbus-first-admin")
