@@ -57,8 +57,9 @@ class ConsumerInstances:
 
     def __init__(self, bootstrap: str, *, idle_ms: int = settings.CONSUMER_INSTANCE_IDLE_MS,
                  check_ms: int = settings.CONSUMER_INSTANCE_CHECK_MS,
-                 instances_max: int = settings.CONSUMER_INSTANCES_MAX):
+                 instances_max: int = settings.CONSUMER_INSTANCES_MAX, credentials: dict | None = None):
         self.bootstrap = bootstrap
+        self.credentials = credentials or {}  # the SDK's tls_ca, tls_cert, tls_key, token
         self.idle_s = idle_ms / 1000
         self.instances_max = instances_max
         self._instances: dict[tuple[str, str], ConsumerInstance] = {}
@@ -103,7 +104,7 @@ class ConsumerInstances:
             instance.consumer = Consumer(self.bootstrap, group=instance.group, topics=topics,
                                          auto_offset_reset=instance.options.auto_offset_reset,
                                          enable_auto_commit=instance.options.enable_auto_commit,
-                                         client_id=f"http:{instance.instance_id}", **optional)
+                                         client_id=f"http:{instance.instance_id}", **optional, **self.credentials)
 
     def poll(self, instance: ConsumerInstance, timeout_ms: int, max_records: int) -> ConsumerRecords:
         with instance.lock:

@@ -25,6 +25,7 @@ PRODUCE_LINGER_MS = 2
 
 # Consumer instances (consumer-group members held by this gateway for HTTP clients).
 CONSUMER_INSTANCES_MAX = 1_000
+TOKEN_CLIENTS_MAX = 64                     # tokens whose clients (channels, producer) the gateway keeps at once
 CONSUMER_INSTANCE_IDLE_MS = 300_000        # an instance not used for this long leaves its group and is dropped
 CONSUMER_INSTANCE_CHECK_MS = 5_000         # how often idle instances are looked for
 
