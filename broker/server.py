@@ -6,6 +6,7 @@ import os
 import shutil
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from raftbus.broker.clock import SystemClock
@@ -105,6 +106,8 @@ class Broker:
         self.disk = DiskSpace(self.data_dir, s.storage_free_bytes_min)
         self.disk.check()
         self.faults = FaultWatch(self.disk, self.loop.groups, broker_group=METADATA_GROUP)
+        self._opening: set[str] = set()  # replicas the opener thread is opening
+        self._opener = ThreadPoolExecutor(max_workers=1, thread_name_prefix="raftbus-replica-opener")
         self.loop.stopped_listeners.append(self.faults.on_group_stopped)
 
         meta_dir = self.data_dir / "metadata"
@@ -230,26 +233,55 @@ class Broker:
             self._reconcile()
 
     def _reconcile(self) -> None:
-        """Create the partition replicas the metadata places here and drop the ones it no longer does."""
-        create, drop = replica_plan(self.metadata_sm.topics().values(), self.node_id, set(self.context.partitions))
+        """Create the partition replicas the metadata places here and drop the ones it no longer does (loop thread).
+
+        Opening a replica (its LMDB store, its journal and snapshot) is file work, so it runs on the replica
+        opener thread, one replica at a time, and only the finished group is added to the loop: creating
+        thousands of partitions never stalls the heartbeats and elections of the groups already running."""
+        hosted = set(self.context.partitions) | set(self._opening)
+        create, drop = replica_plan(self.metadata_sm.topics().values(), self.node_id, hosted)
         for group_id in drop:
-            self._drop_replica(group_id)
-        self.faults.forget_unplaced(set(self.context.partitions) | set(create))
+            if group_id in self.context.partitions:
+                self._drop_replica(group_id)  # one still opening is closed when it is done (_opened)
+        self.faults.forget_unplaced(set(self.context.partitions) | set(create) | set(self._opening))
         for group_id, (topic, placement) in create.items():
             if not self.faults.is_stopped(group_id):
-                self._create_replica(group_id, topic, placement)
+                self._opening.add(group_id)
+                self._opener.submit(self._open_off_loop, group_id, topic, placement)
+
+    def _open_off_loop(self, group_id: str, topic, placement) -> None:
+        """On the opener thread: open the replica, then hand it (or the failure) to the loop thread."""
+        try:
+            opened = self._open_replica(group_id, topic, placement)
+        except Exception as exc:  # recorded by _opened on the loop thread
+            opened = exc
+        try:
+            self.loop.call_soon(lambda: self._opened(group_id, topic, placement, opened))
+        except Exception:  # the loop has stopped: nothing will use this replica
+            if not isinstance(opened, Exception):
+                opened[1].close()
+
+    def _opened(self, group_id: str, topic, placement, opened) -> None:
+        self._opening.discard(group_id)
+        if isinstance(opened, Exception):
+            self.faults.on_open_failed(group_id, f"{type(opened).__name__}: {opened}", disk_full=is_disk_full(opened))
+            return
+        sm, store, group = opened
+        still_here = self.metadata_sm.topic(topic.name)
+        if self._stopping.is_set() or still_here is None or still_here.topic_id != topic.topic_id or \
+                self.node_id not in next((p.replicas for p in still_here.partitions
+                                          if p.partition == placement.partition), ()):
+            group.close()
+            store.close()  # placed elsewhere (or deleted) while it opened
+            return
+        self._register_replica(group_id, topic, placement, sm, store, group)
 
     def _partition_dir(self, group_id: str) -> Path:
         return self.data_dir / "partitions" / group_id
 
-    def _create_replica(self, group_id: str, topic, placement) -> None:
-        """Open one replica; one that fails to open (a damaged journal or store, no space) is flagged stopped and
-        never keeps the others from opening."""
-        try:
-            sm, store, group = self._open_replica(group_id, topic, placement)
-        except Exception as exc:
-            self.faults.on_open_failed(group_id, f"{type(exc).__name__}: {exc}", disk_full=is_disk_full(exc))
-            return
+    def _register_replica(self, group_id: str, topic, placement, sm, store, group) -> None:
+        """An opened replica joins the broker (loop thread); one that failed to open (a damaged journal or store,
+        no space) was flagged stopped by _opened and never keeps the others from opening."""
         self.context.partitions[group_id] = PartitionReplica(topic.name, topic.topic_id, placement.partition,
                                                              group, sm, store)
         self.loop.add_group(group)
@@ -426,6 +458,7 @@ class Broker:
         self.server.stop(grace=1.0).wait(2.0)
         self.metrics.stop()
         self.queue_forwarder.close()
+        self._opener.shutdown(wait=True, cancel_futures=True)  # an open in progress finishes; none starts
         self.loop.stop()
         self.hub.close()
         for thread in self._threads:
