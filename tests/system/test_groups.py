@@ -163,6 +163,7 @@ def test_members_and_controller_die_while_records_flow_and_nothing_is_lost(group
         live.append(late)
         wait_until(lambda: live_owners_cover_every_partition(everyone, live), 30, 0.2,
                    what="partitions shared by the members left after the second kill")
+        wait_until(lambda: GroupHistory.read([late.journal]).processed, 30, 0.2, what="the late member consuming")
         progress_after(everyone, 500, "records processed after the second kill")
     finally:
         load.stop()
