@@ -41,7 +41,6 @@ log = logging.getLogger(__name__)
 _REGULAR_COMMAND = 0  # pysyncobj's _COMMAND_TYPE.REGULAR
 _NO_OP_COMMAND = 1
 _ROLES = {0: "follower", 1: "candidate", 2: "leader"}  # pysyncobj's _RAFT_STATE
-JOURNAL_MARK_ATTEMPTS = 3  # fsync rounds of one group commit when truncations keep racing the fsync
 _FOLLOWER, _LEADER = 0, 2
 
 
@@ -608,20 +607,17 @@ class RaftGroup:
         started = time.monotonic()
         self.store.sync()
         journal = self.raft._SyncObj__raftLog
-        for _ in range(JOURNAL_MARK_ATTEMPTS):
-            point = journal.sync_point() if hasattr(journal, "sync_point") else None
-            try:
-                fd = os.open(self.data_dir / "raft.journal", os.O_RDONLY)
-            except FileNotFoundError:
-                return
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            # the mark tells a torn tail from a damaged record on the next open; a truncation that raced this
-            # fsync left it lowered, so sync once more rather than leave fsynced records looking unsynced
-            if point is None or journal.mark_synced(point):
-                break
+        point = journal.sync_point() if hasattr(journal, "sync_point") else None
+        try:
+            fd = os.open(self.data_dir / "raft.journal", os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if point is not None:
+            journal.mark_synced(point)  # tells a torn tail from a damaged record on the next open
         self.fsync_latency.observe(time.monotonic() - started)
 
     def close(self) -> None:

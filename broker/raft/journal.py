@@ -197,17 +197,13 @@ class AppendJournal(raft_journal.Journal):
         with self._synced_lock:
             return self.last_index, self._truncations
 
-    def mark_synced(self, point: tuple[int, int]) -> bool:
+    def mark_synced(self, point: tuple[int, int]) -> None:
         """Record, after the fsync, that the file is on disk through the index of `point` (unless the log was
-        truncated meanwhile: the records at those indexes may have been replaced since). False when a truncation
-        raced the fsync, so the mark may now lag what is on disk: the caller syncs again."""
+        truncated meanwhile: the records at those indexes may have been replaced since)."""
         index, truncations = point
         with self._synced_lock:
-            if truncations != self._truncations:
-                return False
-            if index > self._synced_index:
+            if truncations == self._truncations and index > self._synced_index:
                 self._write_synced(index, durable=False)
-            return True
 
     def _write_synced(self, index: int, *, durable: bool) -> None:
         self._synced_index = index
