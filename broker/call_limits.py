@@ -65,6 +65,16 @@ def _refuse(context, error: errors.RaftbusError):
     context.abort(errors.status_for(error), error.message)
 
 
+def _admit(slots: LongCallSlots, context, method: str) -> str:
+    """Take a slot for this call's connection, or end the call with OVERLOADED; returns the peer to release."""
+    peer = context.peer()
+    try:
+        slots.acquire(peer, method)
+    except errors.Overloaded as exc:
+        _refuse(context, exc)
+    return peer
+
+
 class LongCallInterceptor(grpc.ServerInterceptor):
     def __init__(self, slots: LongCallSlots):
         self.slots = slots
@@ -89,11 +99,7 @@ class LongCallInterceptor(grpc.ServerInterceptor):
         def limited(request, context):
             if getattr(request, field, 0) <= 0:
                 return behaviour(request, context)
-            peer = context.peer()
-            try:
-                slots.acquire(peer, method)
-            except errors.Overloaded as exc:
-                _refuse(context, exc)
+            peer = _admit(slots, context, method)
             try:
                 return behaviour(request, context)
             finally:
@@ -104,11 +110,7 @@ class LongCallInterceptor(grpc.ServerInterceptor):
         slots = self.slots
 
         def limited(request_or_iterator, context):
-            peer = context.peer()
-            try:
-                slots.acquire(peer, method)
-            except errors.Overloaded as exc:
-                _refuse(context, exc)
+            peer = _admit(slots, context, method)
             try:
                 yield from behaviour(request_or_iterator, context)
             finally:
