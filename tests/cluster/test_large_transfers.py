@@ -1,0 +1,95 @@
+"""Cluster tests: a snapshot several times larger than the Raft send buffer, and many groups catching up at once
+after a replica was down, reach the follower over the one shared connection without ever overflowing it."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from tests.cluster.harness import RaftCluster
+from tests.cluster.test_raft_groups import log_of
+
+pytestmark = pytest.mark.cluster
+
+SEND_BUFFER_BYTES = 8 << 20  # the hub's send_buffer_bytes_max in these tests: twice the largest Raft message
+RECORD = b"r" * (100 << 10)
+RECORDS_PER_ROUND = 10  # ~1 MiB submitted at a time, so only the transfer under test can overflow the buffer
+
+
+def small_buffer_cluster(tmp_path) -> RaftCluster:
+    """Three brokers whose hubs buffer at most SEND_BUFFER_BYTES per peer, a quarter of it for entries and chunks."""
+    cluster = RaftCluster(tmp_path, send_buffer_bytes_max=SEND_BUFFER_BYTES)
+    cluster.settings = dataclasses.replace(cluster.settings, bulk_send_buffer_bytes_max=SEND_BUFFER_BYTES // 4,
+                                           catch_up_bytes_in_flight_max=1 << 20, snapshot_chunk_bytes=256 << 10,
+                                           snapshot_chunks_in_flight_max=4)
+    return cluster
+
+
+def produce_bytes(cluster: RaftCluster, group_id: str, records: int) -> None:
+    for first in range(0, records, RECORDS_PER_ROUND):
+        cluster.produce(min(RECORDS_PER_ROUND, records - first), group_id, first_sequence=first, payload=RECORD)
+
+
+def same_state(cluster: RaftCluster, group_id: str, high_watermark: int) -> bool:
+    """Every running replica of the group holds `high_watermark` records, byte-identical, with a consistent digest."""
+    machines = [n.groups[group_id].state_machine for n in cluster.nodes.values()]
+    if any(sm.offsets()[1] != high_watermark for sm in machines):
+        return False
+    assert all(sm.store_consistent() for sm in machines)
+    return len({log_of(n, group_id) for n in cluster.nodes.values()}) == 1
+
+
+def assert_connections_kept(cluster: RaftCluster) -> None:
+    for node in cluster.nodes.values():
+        stats = node.hub.stats()
+        assert stats["send_buffer_overflows"] == 0, (node.node_id, stats)
+        assert stats["connections_lost"] == 0, (node.node_id, stats)
+
+
+def test_a_snapshot_larger_than_the_send_buffer_reaches_an_empty_replica(tmp_path):
+    """The leader's log is compacted into a snapshot five times the send buffer; a replica that starts empty
+    receives it over the shared connection (never dropped) and ends with the leader's exact log."""
+    cluster = small_buffer_cluster(tmp_path)
+    try:
+        cluster.start(1)
+        cluster.start(2)
+        produce_bytes(cluster, "p1.0", 400)  # ~40 MiB
+        replicas = [cluster.nodes[n].groups["p1.0"] for n in (1, 2)]
+        for replica in replicas:  # whichever leads when node 3 arrives has only a snapshot to offer it
+            applied = replica.raft.raftLastApplied
+            replica.maybe_compact(force=True)
+            cluster.run_until(lambda: replica.raft._SyncObj__raftLog[0][1] >= applied - 1, what="the log compacted")
+        snapshot_bytes = min((r.data_dir / "raft.snapshot").stat().st_size for r in replicas)
+        assert snapshot_bytes > 4 * SEND_BUFFER_BYTES
+        cluster.start(3)
+        sent = [r.raft.replication.stats for r in replicas]
+        cluster.run_until(lambda: same_state(cluster, "p1.0", 400) and sum(s["snapshots_sent"] for s in sent),
+                          120, what="the empty replica caught up and its leader saw the snapshot installed")
+        assert_connections_kept(cluster)
+        received = cluster.nodes[3].groups["p1.0"].raft.replication.stats
+        assert received["snapshots_received"] == 1 and sum(s["snapshots_sent"] for s in sent) == 1, (sent, received)
+        assert sum(s["snapshot_bytes_sent"] for s in sent) >= snapshot_bytes
+        assert sum(s["flow_control_waits"] for s in sent) > 0, sent
+    finally:
+        cluster.close()
+
+
+def test_many_groups_catch_up_at_once_after_a_replica_was_down(tmp_path):
+    """Eight groups each gain ~3 MiB of log while one replica is down (24 MiB together, three times the send
+    buffer); when it comes back every group catches up over the shared connection, which is never dropped."""
+    groups = tuple(f"p{i}.0" for i in range(8))
+    cluster = small_buffer_cluster(tmp_path)
+    try:
+        cluster.start(1, groups)
+        cluster.start(2, groups)
+        for group_id in groups:
+            produce_bytes(cluster, group_id, 30)
+        cluster.start(3, groups)
+        cluster.run_until(lambda: all(same_state(cluster, g, 30) for g in groups), 120,
+                          what="every group caught up")
+        assert_connections_kept(cluster)
+        held_back = sum(n.groups[g].raft.replication.stats["flow_control_waits"]
+                        for n in cluster.nodes.values() for g in groups)
+        assert held_back > 0  # the bound was reached: without it these 24 MiB would have been queued at once
+    finally:
+        cluster.close()
