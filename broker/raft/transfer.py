@@ -124,7 +124,6 @@ class Replication:
         self._raft = raft
         self.group_id = group_id
         self.settings = settings
-        self._hub = hub
         self._self_id = int(self_id)
         self._shares = shares_of(hub, settings.bulk_send_buffer_bytes_max)
         self._windows: dict = {}  # node -> EntryWindow
@@ -151,10 +150,7 @@ class Replication:
         self._raft.addOnTickCallback(self.on_tick)
 
     def close(self) -> None:
-        for node in list(self._senders):
-            self._drop_sender(node)
-        for node in list(self._windows):
-            self._forget(node)
+        self.close_sending()
         self._receiver.discard()
 
     # ------------------------------------------------------------------ pysyncobj internals
@@ -206,6 +202,7 @@ class Replication:
                 self._send_to(node, heartbeat=False)
 
     def close_sending(self) -> None:
+        """Drop every transfer and window (this replica no longer leads, or closes)."""
         for node in list(self._senders):
             self._drop_sender(node)
         for node in list(self._windows):
