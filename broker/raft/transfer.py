@@ -197,12 +197,18 @@ class Replication:
                 sender.resume()  # chunks or their acknowledgements were dropped (the group was not open there)
                 sender.progress_at = now
                 self.stats["snapshot_resumes"] += 1
+                log.info("%s: no acknowledgement of snapshot %s from node %s for %d ms; sending again from %d",
+                         self.group_id, sender.id, node.id, self.settings.snapshot_ack_timeout_ms, sender.acked)
         for node in list(self._windows) + list(self._senders):
             if self._connected(node) and node in self._next_index:
                 self._send_to(node, heartbeat=False)
 
     def close_sending(self) -> None:
         """Drop every transfer and window (this replica no longer leads, or closes)."""
+        for node, sender in self._senders.items():
+            if not sender.done:
+                log.info("%s: snapshot %s to node %s stopped at %d of %d bytes (no longer leading)", self.group_id,
+                         sender.id, node.id, sender.acked, sender.size)
         for node in list(self._senders):
             self._drop_sender(node)
         for node in list(self._windows):
@@ -331,6 +337,8 @@ class Replication:
         before = sender.acked
         if sender.on_ack(held, resend=message.get("resend") is True):
             self.stats["snapshot_resumes"] += 1
+            log.info("%s: node %s holds %d bytes of snapshot %s; sending again from there", self.group_id,
+                     node.id, held, sender.id)
         if sender.acked > before:
             sender.progress_at = now
         if sender.done:

@@ -93,3 +93,52 @@ def test_many_groups_catch_up_at_once_after_a_replica_was_down(tmp_path):
         assert held_back > 0  # the bound was reached: without it these 24 MiB would have been queued at once
     finally:
         cluster.close()
+
+
+def start_snapshot_transfer(cluster: RaftCluster, records: int):
+    """Brokers 1 and 2 hold `records` compacted records; broker 3 starts empty. Returns the leader's node, its
+    group and the size of its snapshot file once broker 3 holds a third of it."""
+    cluster.start(1)
+    cluster.start(2)
+    produce_bytes(cluster, "p1.0", records)
+    for node_id in (1, 2):
+        replica = cluster.nodes[node_id].groups["p1.0"]
+        applied = replica.raft.raftLastApplied
+        replica.maybe_compact(force=True)
+        cluster.run_until(lambda: replica.raft._SyncObj__raftLog[0][1] >= applied - 1, what="the log compacted")
+    cluster.start(3)
+    receiver = cluster.nodes[3].groups["p1.0"].raft.replication._receiver
+    cluster.run_until(lambda: receiver.size and receiver.written > receiver.size // 3, 60, what="a third received")
+    node = next(n for n in cluster.nodes.values() if n.groups["p1.0"].is_leader)
+    return node, node.groups["p1.0"], receiver.size
+
+
+def test_a_dropped_connection_resumes_the_snapshot_where_the_follower_is(tmp_path):
+    """The shared connection drops a third of the way into a snapshot: once it is back the leader sends on from
+    the last acknowledged offset (the chunks in flight again, not the whole file) and the replica catches up."""
+    cluster = small_buffer_cluster(tmp_path)
+    try:
+        node, leader, size = start_snapshot_transfer(cluster, 200)
+        node.hub._close(node.hub._ready[3], "dropped by the test")
+        cluster.run_until(lambda: same_state(cluster, "p1.0", 200), 120, what="the replica caught up")
+        window = cluster.settings.snapshot_chunk_bytes * cluster.settings.snapshot_chunks_in_flight_max
+        sent = leader.raft.replication.stats["snapshot_bytes_sent"]
+        assert size <= sent <= size + window, (sent, size)
+        assert cluster.nodes[3].groups["p1.0"].raft.replication.stats["snapshots_received"] == 1
+    finally:
+        cluster.close()
+
+
+def test_a_new_transfer_of_the_same_snapshot_skips_what_the_follower_holds(tmp_path):
+    """The leader forgets its transfer a third of the way in (as when it loses and regains leadership): the new
+    one starts at 0, the follower answers with what it holds, and the leader jumps there."""
+    cluster = small_buffer_cluster(tmp_path)
+    try:
+        node, leader, size = start_snapshot_transfer(cluster, 200)
+        leader.raft.replication.close_sending()
+        cluster.run_until(lambda: same_state(cluster, "p1.0", 200), 120, what="the replica caught up")
+        window = cluster.settings.snapshot_chunk_bytes * cluster.settings.snapshot_chunks_in_flight_max
+        sent = leader.raft.replication.stats["snapshot_bytes_sent"]
+        assert size <= sent <= size + 2 * window, (sent, size)
+    finally:
+        cluster.close()
