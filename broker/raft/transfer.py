@@ -199,7 +199,7 @@ class Replication:
                 self.stats["snapshot_resumes"] += 1
                 log.info("%s: no acknowledgement of snapshot %s from node %s for %d ms; sending again from %d",
                          self.group_id, sender.id, node.id, self.settings.snapshot_ack_timeout_ms, sender.acked)
-        for node in list(self._windows) + list(self._senders):
+        for node in set(self._windows) | set(self._senders):
             if self._connected(node) and node in self._next_index:
                 self._send_to(node, heartbeat=False)
 
