@@ -142,3 +142,35 @@ def test_a_new_transfer_of_the_same_snapshot_skips_what_the_follower_holds(tmp_p
         assert size <= sent <= size + 2 * window, (sent, size)
     finally:
         cluster.close()
+
+
+def test_a_follower_stalled_mid_snapshot_long_enough_to_depose_its_leader_still_gets_it(tmp_path):
+    """Brokers 1 and 3 alone (broker 2 stopped): broker 3 stops answering a third of the way into the snapshot, so
+    broker 1 steps down (no majority heard from); once broker 3 runs again broker 1 is re-elected, starts the
+    transfer over, and skips what broker 3 already holds."""
+    cluster = small_buffer_cluster(tmp_path)
+    try:
+        cluster.start(1)
+        cluster.start(2)
+        produce_bytes(cluster, "p1.0", 200)
+        for node_id in (1, 2):
+            replica = cluster.nodes[node_id].groups["p1.0"]
+            applied = replica.raft.raftLastApplied
+            replica.maybe_compact(force=True)
+            cluster.run_until(lambda: replica.raft._SyncObj__raftLog[0][1] >= applied - 1, what="the log compacted")
+        cluster.stop(2)
+        cluster.start(3)
+        receiver = cluster.nodes[3].groups["p1.0"].raft.replication._receiver
+        cluster.run_until(lambda: receiver.size and receiver.written > receiver.size // 3, 60, what="a third received")
+        size, leader = receiver.size, cluster.nodes[1].groups["p1.0"]
+        stalled = cluster.nodes.pop(3)  # not stepped: its loop is blocked
+        cluster.run_until(lambda: not leader.is_leader, 10, what="broker 1 stepped down")
+        cluster.nodes[3] = stalled
+        cluster.run_until(lambda: same_state(cluster, "p1.0", 200), 120, what="broker 3 caught up")
+        window = cluster.settings.snapshot_chunk_bytes * cluster.settings.snapshot_chunks_in_flight_max
+        sent = leader.raft.replication.stats["snapshot_bytes_sent"]
+        assert size <= sent <= size + 2 * window, (sent, size)
+        assert stalled.groups["p1.0"].raft.replication.stats["snapshots_received"] == 1
+        assert all(n.hub.stats()["send_buffer_overflows"] == 0 for n in cluster.nodes.values())
+    finally:
+        cluster.close()
