@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import time
 from dataclasses import dataclass
 
 DIGEST_BYTES = 32  # SHA-256
@@ -160,6 +161,7 @@ class SnapshotReceiver:
         self.written = 0
         self._file = None
         self._hasher = None
+        self.sync_s = 0.0  # how long the last complete file took to fsync
 
     def accept(self, chunk: Chunk) -> bool:
         """Write what `chunk` adds; True once the whole file is here, synced, with the right digest. A digest
@@ -196,8 +198,10 @@ class SnapshotReceiver:
         f, self._file = self._file, None
         ok = digest is not None and hmac.compare_digest(self._hasher.digest(), digest)
         if ok:
+            started = time.monotonic()
             f.flush()
             os.fsync(f.fileno())
+            self.sync_s = time.monotonic() - started
         f.close()
         if not ok:
             self.discard()

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 import weakref
 from collections import deque
 from pathlib import Path
@@ -385,12 +386,14 @@ class Replication:
         (`RaftGroup._deserialize`, which checks its footer) and answers the leader with its new log index."""
         received = _Received(self._receiver.path)
         commit = message.get("commit_index")
+        started = time.monotonic()
         self._raft._SyncObj__onMessageReceived(node, {
             "type": "append_entries", "term": message["term"], "serialized": received,
             "commit_index": commit if type(commit) is int else 0})
         if received.installed:
             self.stats["snapshots_received"] += 1
-            log.info("%s: installed a snapshot of %d bytes from node %s", self.group_id, message["size"], node.id)
+            log.info("%s: installed a snapshot of %d bytes from node %s (fsync %.2f s, load %.2f s)", self.group_id,
+                     message["size"], node.id, self._receiver.sync_s, time.monotonic() - started)
         else:
             self._receiver.discard()
         return received.installed
