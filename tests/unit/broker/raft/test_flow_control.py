@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from raftbus.broker.raft.transfer import EntryWindow, PeerShares, allowance, shares_of
+from raftbus.broker.raft.flow_control import EntryWindow, PeerShares, allowance, shares_of
 from raftbus.broker.settings import load_settings
 from raftbus.client import errors
 
@@ -75,3 +75,17 @@ def test_flow_control_settings_reach_the_raft_groups():
     raft = load_settings(raft_snapshot_chunk_bytes=2 << 20, raft_catch_up_bytes_in_flight_max=3 << 20).raft()
     assert (raft.snapshot_chunk_bytes, raft.catch_up_bytes_in_flight_max) == (2 << 20, 3 << 20)
     assert raft.snapshot_chunks_in_flight_max == 8 and raft.bulk_send_buffer_bytes_max == 64 << 20
+
+
+def test_entries_within_fill_a_message_up_to_the_budget_but_always_one_when_asked():
+    from raftbus.broker.raft.flow_control import entries_within
+
+    journal = [(b"x" * 10, index, 1) for index in range(5, 205)]  # 200 entries of 10 bytes, from index 5
+    entries, size = entries_within(journal, 7, budget=35, at_least_one=False)
+    assert [e[1] for e in entries] == [7, 8, 9] and size == 30
+    entries, size = entries_within(journal, 7, budget=5, at_least_one=False)
+    assert entries == [] and size == 0
+    entries, size = entries_within(journal, 7, budget=5, at_least_one=True)
+    assert [e[1] for e in entries] == [7] and size == 10
+    entries, size = entries_within(journal, 100, budget=10_000, at_least_one=False)
+    assert [e[1] for e in entries] == list(range(100, 205)) and size == 1050  # past several slices, to the end
