@@ -31,7 +31,7 @@ from pysyncobj.transport import Transport
 
 from raftbus.client import errors
 
-from raftbus.broker.raft import entry_codec, snapshot_footer
+from raftbus.broker.raft import entry_codec, snapshot_footer, transfer
 from raftbus.broker.raft.journal import JournalCorrupt, create_journal
 from raftbus.broker.raft.latency import LatencyHistogram
 from raftbus.broker.storage.base import is_disk_full
@@ -60,6 +60,12 @@ class RaftSettings:
     log_entries_max: int = 200_000
     snapshot_copy_ratio_max: int = 4
     isr_lag_time_ms: int = 10_000
+    # Flow control of what a leader sends each peer (see transfer.py).
+    snapshot_chunk_bytes: int = 1024 * 1024
+    snapshot_chunks_in_flight_max: int = 8
+    snapshot_ack_timeout_ms: int = 5000
+    catch_up_bytes_in_flight_max: int = 8 * 1024 * 1024
+    bulk_send_buffer_bytes_max: int = 64 * 1024 * 1024
 
     def syncobj_conf(self, data_dir: Path, serializer, deserializer, on_state_changed) -> SyncObjConf:
         return SyncObjConf(
@@ -172,6 +178,9 @@ class GroupTransport(Transport):
                 self._onMessageReceived(node, message)
             elif kind == "next_node_idx":
                 _guard_next_index(self.raft, node, message, self._onMessageReceived)
+                self.raft.replication.on_reply(node)
+            elif kind in transfer.MESSAGE_TYPES:
+                self.raft.replication.receive(node, message)
             else:
                 self._onMessageReceived(node, message)
         except entry_codec.EntryCodecError as exc:
@@ -275,7 +284,10 @@ class _Raft(SyncObj):
 
     def __init__(self, owner: "RaftGroup", self_node, other_nodes, conf, transport):
         self._owner = owner
+        self.replication = transfer.Replication(self, owner.group_id, owner.settings, owner._hub, owner._self_id,
+                                                owner.data_dir)
         super().__init__(self_node, other_nodes, conf=conf, transport=transport)
+        self.replication.attach()
         self._poller = _NoSockets()
         pipe = getattr(self, "_SyncObj__pipeNotifier", None)
         if pipe is not None:
@@ -285,6 +297,14 @@ class _Raft(SyncObj):
 
     def submit(self, command: bytes, callback) -> None:
         self._applyCommand(command, callback, _REGULAR_COMMAND)
+
+    def _SyncObj__sendAppendEntries(self):
+        """pysyncobj's, with flow control per group and peer (transfer.py)."""
+        self.replication.send_append_entries()
+
+    def destroy(self):
+        self.replication.close()
+        super().destroy()
 
     def _SyncObj__doApplyCommand(self, entry: bytes):
         """Apply one committed entry (replaces pysyncobj's, which unpickles it). Every replica decides the same

@@ -19,7 +19,8 @@ PRODUCER = b"p" * 16
 class Node:
     """One broker's loop, hub and partition replicas; `step` runs one loop iteration without waiting."""
 
-    def __init__(self, node_id: int, raft_addresses: dict[int, str], root: Path, settings: RaftSettings):
+    def __init__(self, node_id: int, raft_addresses: dict[int, str], root: Path, settings: RaftSettings,
+                 send_buffer_bytes_max: int = 256 << 20):
         self.node_id = node_id
         self.root = root / f"node-{node_id}"
         self.settings = settings
@@ -28,7 +29,7 @@ class Node:
         self.hub = RaftHub(node_id, raft_addresses[node_id], peers, SECRET, on_message=self.loop.on_message,
                            on_peer_connected=self.loop.on_peer_connected,
                            on_peer_disconnected=self.loop.on_peer_disconnected, frame_bytes_max=64 << 20,
-                           send_buffer_bytes_max=256 << 20, connect_retry_ms=50, handshake_timeout_ms=2000)
+                           send_buffer_bytes_max=send_buffer_bytes_max, connect_retry_ms=50, handshake_timeout_ms=2000)
         self.loop.attach(self.hub)
         self.hub.start()
         self.groups: dict[str, RaftGroup] = {}
@@ -58,15 +59,17 @@ class Node:
 
 
 class RaftCluster:
-    def __init__(self, root: Path, size: int = 3, settings: RaftSettings | None = None):
+    def __init__(self, root: Path, size: int = 3, settings: RaftSettings | None = None,
+                 send_buffer_bytes_max: int = 256 << 20):
         self.root = root
+        self.send_buffer_bytes_max = send_buffer_bytes_max
         self.settings = settings or RaftSettings(election_timeout_min_ms=200, election_timeout_max_ms=400,
                                                  heartbeat_interval_ms=50, leader_fallback_timeout_ms=1000)
         self.addresses = {n: f"127.0.0.1:{p}" for n, p in zip(range(1, size + 1), free_ports(size))}
         self.nodes: dict[int, Node] = {}
 
     def start(self, node_id: int, groups=("p1.0",), wrap_store=None) -> Node:
-        node = Node(node_id, self.addresses, self.root, self.settings)
+        node = Node(node_id, self.addresses, self.root, self.settings, self.send_buffer_bytes_max)
         for group_id in groups:
             node.add_partition(group_id, list(self.addresses), wrap_store)
         self.nodes[node_id] = node
