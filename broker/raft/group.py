@@ -690,7 +690,7 @@ class RaftGroup:
     def maybe_transfer_to_preferred(self) -> None:
         """Hand leadership to the preferred replica when it is connected and fully caught up (loop thread)."""
         target = self.preferred_leader
-        if target is None or not self.is_leader or target not in self.transport.nodes:
+        if target is None or not self.is_leader or target not in self.membership.voters or target == self._self_id:
             return
         self.hand_over(target)
 

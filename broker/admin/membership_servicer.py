@@ -1,0 +1,34 @@
+"""The Membership gRPC service: joining brokers, the metadata group's voters, partition reassignment and
+broker decommissioning (proto/membership.proto)."""
+from __future__ import annotations
+
+from raftbus.client.wire import membership_pb2 as mpb
+from raftbus.client.wire import membership_pb2_grpc as mpb_grpc
+
+from raftbus.broker.grpc_server import unary
+
+
+class MembershipServicer(mpb_grpc.MembershipServicer):
+    def __init__(self, membership_service):
+        self.service = membership_service
+
+    @unary
+    def JoinCluster(self, request, context):
+        brokers, members = self.service.join(request.broker_id, request.address, request.raft_address,
+                                             request.metrics_url)
+        return mpb.JoinClusterResponse(
+            brokers=[mpb.MemberAddress(broker_id=b, raft_address=a) for b, a in sorted(brokers.items())],
+            voters=members.voters, learners=members.learners)
+
+    @unary
+    def MetadataMembers(self, request, context):
+        members = self.service.members()
+        return mpb.MetadataMembersResponse(voters=members.voters, learners=members.learners,
+                                           config_index=members.config_index,
+                                           controller_id=members.controller_id or 0,
+                                           answering_broker_id=self.service.context.node_id)
+
+
+def membership_servicers(membership_service) -> list:
+    """(add_to_server, servicer) pairs of the Membership service."""
+    return [(mpb_grpc.add_MembershipServicer_to_server, MembershipServicer(membership_service))]
