@@ -46,6 +46,7 @@ from raftbus.broker.security import wiring as security
 from raftbus.broker.admin.join import join_cluster, joined_state
 from raftbus.broker.admin.membership import MembershipService
 from raftbus.broker.admin.membership_servicer import membership_servicers
+from raftbus.broker.admin.reassigner import Reassigner
 from raftbus.broker.security import tls as security_tls
 from raftbus.broker.security.tokens import internal_token
 
@@ -157,6 +158,7 @@ class Broker:
         self.loop.every(s.preferred_leader_check_interval_ms, self._prefer_leaders)
         self.loop.every(s.drain_check_interval_ms, self._drain_leaderships)
         self.loop.every(s.membership_check_interval_ms, self.membership_service.promote_caught_up)
+        self.loop.every(s.membership_check_interval_ms, Reassigner(self.context).advance)
         self.loop.every(s.queue_tick_interval_ms, self._tick_queues)
         self.context.run_on_loop = self.loop.call
         self.loop.every(s.storage_free_check_interval_ms, self._check_faults)
@@ -267,6 +269,14 @@ class Broker:
             self._hub_peers = wanted
             self.hub.set_peers(wanted)
 
+    def _follow_preferred_leaders(self) -> None:
+        """A reassignment changes a partition's first replica: its groups prefer the new one."""
+        topics = {t.topic_id: t for t in self.metadata_sm.topics().values()}
+        for replica in self.context.partitions.values():
+            topic = topics.get(replica.topic_id)
+            if topic is not None and replica.partition < len(topic.partitions):
+                replica.group.preferred_leader = topic.partitions[replica.partition].replicas[0]
+
     def _reconcile(self) -> None:
         """Create the partition replicas the metadata places here and drop the ones it no longer does (loop thread).
 
@@ -274,6 +284,7 @@ class Broker:
         opener thread, one replica at a time, and only the finished group is added to the loop: creating
         thousands of partitions never stalls the heartbeats and elections of the groups already running."""
         self._sync_raft_peers()
+        self._follow_preferred_leaders()
         hosted = set(self.context.partitions) | set(self._opening)
         create, drop = replica_plan(self.metadata_sm.topics().values(), self.node_id, hosted)
         for group_id in drop:
@@ -305,7 +316,7 @@ class Broker:
         sm, store, group = opened
         still_here = self.metadata_sm.topic(topic.name)
         if self._stopping.is_set() or still_here is None or still_here.topic_id != topic.topic_id or \
-                self.node_id not in next((p.replicas for p in still_here.partitions
+                self.node_id not in next((p.hosts for p in still_here.partitions
                                           if p.partition == placement.partition), ()):
             group.close()
             store.close()  # placed elsewhere (or deleted) while it opened
@@ -333,10 +344,11 @@ class Broker:
             sm = QueueStateMachine(store, topic.ordering) if topic.kind == "queue" else PartitionStateMachine(store)
             if topic.kind == "stream":
                 check_on_open(group_id, sm, store, s.storage_verify_on_open_bytes_max)
-            peers = sorted(r for r in placement.replicas if r != self.node_id)
+            peers = sorted(r for r in placement.hosts if r != self.node_id)
             group = RaftGroup(group_id, sm, store, hub=self.hub, loop=self.loop, self_id=self.node_id,
                               peer_ids=peers, data_dir=base / "raft", settings=s.raft(),
-                              preferred_leader=placement.replicas[0])
+                              preferred_leader=placement.replicas[0],
+                              learner_ids=[r for r in placement.target if r not in placement.replicas])
         except BaseException:
             store.close()
             raise

@@ -13,9 +13,25 @@ from dataclasses import dataclass
 
 from raftbus.client import errors
 
+from raftbus.broker.admin import placement as placement_commands
 from raftbus.broker.context import BrokerContext, wait_result
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ReassignmentView:
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    target: tuple[int, ...]
+    voters: tuple[int, ...]
+    learners: tuple[int, ...]
+    lag_entries: int  # what the learners still lack; -1 when this broker does not lead the partition
+
+    @property
+    def done(self) -> bool:
+        return not self.target
 
 
 @dataclass(frozen=True)
@@ -76,6 +92,41 @@ class MembershipService:
             change_membership(self.context, group, lambda m: m.add_learner(broker_id), f"join {broker_id}")
         brokers = {b.broker_id: b.raft_address for b in self.context.metadata_sm.brokers().values()}
         return brokers, members_view(self.context)
+
+    # ------------------------------------------------------------------ partition reassignment
+    def reassign(self, topic: str, partition: int, replicas, throttle_bytes_per_s: int) -> ReassignmentView:
+        """Record that a partition moves to `replicas` (controller only); its leader carries it out."""
+        s = self.context.settings
+        if throttle_bytes_per_s < 0:
+            raise errors.InvalidArgument("throttle_bytes_per_s must be >= 0 (0 = reassign_throttle_bytes_per_s)")
+        self.context.require_controller()
+        placement_commands.check_replicas(list(replicas), self.context.metadata_sm.brokers())
+        command = placement_commands.encode_reassign(
+            name=topic, partition=partition, replicas=list(replicas), throttle_bytes_per_s=throttle_bytes_per_s,
+            reassignments_running_max=s.reassignments_running_max, now_ms=self.context.clock.now_ms())
+        wait_result(self.context.metadata_group.submit(command), s.membership_change_timeout_ms / 1000)
+        return self.reassignment(topic, partition, leader_only=False)
+
+    def reassignment(self, topic: str, partition: int, *, leader_only: bool = True) -> ReassignmentView:
+        """A partition's placement, target and (on its leader) its group's members and learner lag."""
+        described = self.context.topic(topic)
+        if not 0 <= partition < len(described.partitions):
+            raise errors.UnknownPartition(f"topic {topic!r} has no partition {partition}")
+        placement = described.partitions[partition]
+        voters, learners, lag = (), (), -1
+        if leader_only or self.context.metadata_group.is_leader:
+            try:
+                replica = self.context.leader_replica(topic, partition)
+            except errors.RaftbusError:
+                if leader_only and placement.target:
+                    raise
+                replica = None
+            if replica is not None:
+                membership = replica.group.membership
+                voters, learners = tuple(sorted(membership.voters)), tuple(sorted(membership.learners))
+                progress = replica.group.learner_progress()
+                lag = max((progress.get(b, 0) for b in membership.learners), default=0)
+        return ReassignmentView(topic, partition, placement.replicas, placement.target, voters, learners, lag)
 
     def promote_caught_up(self) -> None:
         """Controller, loop thread: propose promoting one metadata learner that has caught up."""

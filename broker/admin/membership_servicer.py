@@ -28,6 +28,21 @@ class MembershipServicer(mpb_grpc.MembershipServicer):
                                            controller_id=members.controller_id or 0,
                                            answering_broker_id=self.service.context.node_id)
 
+    @unary
+    def ReassignPartition(self, request, context):
+        return reassignment_proto(self.service.reassign(request.topic, request.partition, list(request.replicas),
+                                                        request.throttle_bytes_per_s))
+
+    @unary
+    def DescribeReassignment(self, request, context):
+        return reassignment_proto(self.service.reassignment(request.topic, request.partition))
+
+
+def reassignment_proto(view) -> mpb.ReassignmentInfo:
+    return mpb.ReassignmentInfo(topic=view.topic, partition=view.partition, replicas=view.replicas,
+                                target=view.target, voters=view.voters, learners=view.learners,
+                                lag_entries=view.lag_entries, done=view.done)
+
 
 def membership_servicers(membership_service) -> list:
     """(add_to_server, servicer) pairs of the Membership service."""

@@ -23,6 +23,7 @@ from raftbus.client.bench import runner as bench
 from raftbus.client.cli import backup as backup_cli
 from raftbus.client.cli import brokers as broker_cli
 from raftbus.client.cli import groups as group_cli
+from raftbus.client.cli import membership as membership_cli
 from raftbus.client.cli import queues as cli_queues
 from raftbus.client.cli import security as security_cli
 from raftbus.client.cli import verify as cli_verify
@@ -175,7 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
     group_cli.add_group_commands(sub, common, {"list": run_groups_list, "describe": run_groups_describe,
                                                "reset-offsets": run_groups_reset_offsets})
     cli_queues.add_queue_commands(sub, common, bootstrap_of)
-    cli_verify.add_partition_commands(sub, common, bootstrap_of)
+    membership_cli.add_reassign_command(cli_verify.add_partition_commands(sub, common, bootstrap_of), common,
+                                        bootstrap_of)
     broker_cli.add_broker_admin_commands(sub, common, bootstrap_of)
     backup_cli.add_backup_commands(sub, common, bootstrap_of)
     add_http_command(sub, common)

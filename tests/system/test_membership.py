@@ -58,3 +58,85 @@ def test_a_fourth_broker_joins_and_votes(tmp_path):
                 assert admin.metadata_members().voters == (1, 2, 3, 4)
         finally:
             fourth.kill()
+
+
+class ProduceLoad:
+    """Sends numbered records to partition 0 of `topic` from a thread until stopped; remembers every ack."""
+
+    def __init__(self, bootstrap: str, topic: str):
+        import threading
+
+        self.topic = topic
+        self.acked: dict[int, bytes] = {}
+        self.failed = 0
+        self._stop = threading.Event()
+        self._producer = Producer(bootstrap, linger_ms=2)
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        number = 0
+        while not self._stop.is_set():
+            futures = []
+            for _ in range(20):
+                value = b"record-%08d" % number
+                futures.append((value, self._producer.send(self.topic, value, partition=0)))
+                number += 1
+            for value, future in futures:
+                try:
+                    self.acked[future.result(60).offset] = value
+                except Exception:
+                    self.failed += 1
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(120)
+        self._producer.close()
+
+
+def read_partition(bootstrap: str, topic: str) -> dict[int, bytes]:
+    from raftbus.client import Reader
+
+    with Reader(bootstrap) as reader:
+        return {r.offset: r.value for r in reader.iter_partition(topic, 0, stop_at_end=True)}
+
+
+def test_reassign_under_produce_load_loses_nothing_and_replicas_agree(tmp_path):
+    """`raftbus partitions reassign --wait` moves a partition, its leader included, onto a set with a new broker
+    while a producer writes: every acknowledged record is read back at its offset, the new replicas hold identical
+    logs (`topics verify`), and the broker that left deletes its replica."""
+    with running_cluster(tmp_path) as cluster:
+        fourth = joining_broker(tmp_path, 4, cluster.broker(1).address)
+        try:
+            fourth.start()
+            bootstrap = cluster.bootstrap + "," + fourth.address
+            with Admin(bootstrap) as admin:
+                wait_until(lambda: 4 in admin.metadata_members().voters, 60, 0.2, what="broker 4 a voter")
+                admin.create_topic("moving", partitions=1, replication_factor=3)
+                before = admin.describe_topic("moving").partitions[0]
+                leader = wait_until(lambda: admin.describe_topic("moving").partitions[0].leader_id, 30, 0.2,
+                                    what="a leader of moving/0")
+            missing = ({1, 2, 3, 4} - set(before.replicas)).pop()
+            target = [r for r in before.replicas if r != leader] + [missing]
+            load = ProduceLoad(bootstrap, "moving")
+            wait_until(lambda: len(load.acked) >= 500, 60, 0.1, what="records acknowledged before the move")
+            moved = cli_json("partitions", "reassign", "moving", "0", "--replicas", ",".join(map(str, target)),
+                             "--throttle-bytes-per-s", "2000000", "--wait", "--bootstrap", bootstrap)
+            assert moved["done"] and moved["replicas"] == target and moved["target"] == []
+            after_move = len(load.acked)
+            wait_until(lambda: len(load.acked) >= after_move + 200, 60, 0.1, what="records acknowledged after it")
+            load.stop()
+            assert load.failed == 0
+            stored = read_partition(bootstrap, "moving")
+            lost = {o: v for o, v in load.acked.items() if stored.get(o) != v}
+            assert not lost, f"{len(lost)} acknowledged records missing or changed, e.g. {list(lost.items())[:3]}"
+            assert sorted(stored) == list(range(len(stored)))  # gapless offsets
+            report = cli_json("topics", "verify", "moving", "--bootstrap", bootstrap)
+            partition = report["partitions"][0]
+            assert partition["replicas_agree"] and sorted(r["broker_id"] for r in partition["replicas"]) == sorted(target)
+            with Admin(bootstrap) as admin:
+                assert admin.describe_topic("moving").partitions[0].replicas == tuple(target)
+            left_dir = [b for b in (*cluster.brokers, fourth) if b.node_id == leader][0].data_dir / "partitions"
+            wait_until(lambda: not any(left_dir.glob("p*")), 30, 0.2, what="the removed replica deleted")
+        finally:
+            fourth.kill()
