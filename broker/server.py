@@ -47,6 +47,7 @@ from raftbus.broker.admin.join import join_cluster, joined_state
 from raftbus.broker.admin.membership import MembershipService
 from raftbus.broker.admin.membership_servicer import membership_servicers
 from raftbus.broker.admin.reassigner import Reassigner
+from raftbus.broker.admin.decommission import Decommissions
 from raftbus.broker.security import tls as security_tls
 from raftbus.broker.security.tokens import internal_token
 
@@ -139,6 +140,7 @@ class Broker:
         self.log_service = LogService(self.context)
         self.admin_service = AdminService(self.context)
         self.membership_service = MembershipService(self.context, self.admin_service.register_broker)
+        self.decommissions = Decommissions(self.context)
         # queue topics
         self.queue_service = QueueService(self.context)
         self.security = security.ClientPortSecurity(self.context)
@@ -159,6 +161,7 @@ class Broker:
         self.loop.every(s.drain_check_interval_ms, self._drain_leaderships)
         self.loop.every(s.membership_check_interval_ms, self.membership_service.promote_caught_up)
         self.loop.every(s.membership_check_interval_ms, Reassigner(self.context).advance)
+        self.loop.every(s.membership_check_interval_ms, self.decommissions.advance)
         self.loop.every(s.queue_tick_interval_ms, self._tick_queues)
         self.context.run_on_loop = self.loop.call
         self.loop.every(s.storage_free_check_interval_ms, self._check_faults)
@@ -176,7 +179,7 @@ class Broker:
         servicers += group_servicers(self.group_service, self.offset_service)  # consumer groups
         servicers += queue_servicers(self.queue_service, self.dead_letters)
         servicers += self.security.servicers()
-        servicers += membership_servicers(self.membership_service)
+        servicers += membership_servicers(self.membership_service, self.decommissions)
         self.server, self.health, self.grpc_port = build_server(
             s.listen, servicers, workers_max=s.grpc_workers_max, message_bytes_max=s.grpc_message_bytes_max,
             concurrent_rpcs_max=s.grpc_concurrent_rpcs_max,

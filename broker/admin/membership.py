@@ -135,7 +135,10 @@ class MembershipService:
             return
         lag = group.learner_progress()
         bound = self.context.settings.membership_promote_lag_entries_max
+        brokers = self.context.metadata_sm.brokers()
         for learner in sorted(group.membership.learners):
+            if learner in brokers and not brokers[learner].placeable:
+                continue  # demoted while being decommissioned: it stays a learner until it is stopped
             if lag.get(learner, bound + 1) <= bound:
                 future = group.propose_membership(lambda m, learner=learner: m.promote(learner))
                 future.add_done_callback(lambda f, learner=learner: _log_outcome(f, f"promote {learner}"))

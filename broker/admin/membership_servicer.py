@@ -9,8 +9,9 @@ from raftbus.broker.grpc_server import unary
 
 
 class MembershipServicer(mpb_grpc.MembershipServicer):
-    def __init__(self, membership_service):
+    def __init__(self, membership_service, decommissions):
         self.service = membership_service
+        self.decommissions = decommissions
 
     @unary
     def JoinCluster(self, request, context):
@@ -37,6 +38,20 @@ class MembershipServicer(mpb_grpc.MembershipServicer):
     def DescribeReassignment(self, request, context):
         return reassignment_proto(self.service.reassignment(request.topic, request.partition))
 
+    @unary
+    def DecommissionBroker(self, request, context):
+        return decommission_proto(self.decommissions.start(request.broker_id))
+
+    @unary
+    def DescribeDecommission(self, request, context):
+        return decommission_proto(self.decommissions.describe(request.broker_id))
+
+
+def decommission_proto(view) -> mpb.DecommissionInfo:
+    return mpb.DecommissionInfo(broker_id=view.broker_id, replicas_left=view.replicas_left,
+                                reassignments_running=view.reassignments_running,
+                                metadata_voter=view.metadata_voter, done=view.done)
+
 
 def reassignment_proto(view) -> mpb.ReassignmentInfo:
     return mpb.ReassignmentInfo(topic=view.topic, partition=view.partition, replicas=view.replicas,
@@ -44,6 +59,6 @@ def reassignment_proto(view) -> mpb.ReassignmentInfo:
                                 lag_entries=view.lag_entries, done=view.done)
 
 
-def membership_servicers(membership_service) -> list:
+def membership_servicers(membership_service, decommissions) -> list:
     """(add_to_server, servicer) pairs of the Membership service."""
-    return [(mpb_grpc.add_MembershipServicer_to_server, MembershipServicer(membership_service))]
+    return [(mpb_grpc.add_MembershipServicer_to_server, MembershipServicer(membership_service, decommissions))]

@@ -62,6 +62,14 @@ class Membership:
             raise errors.UnknownBroker(f"broker {node_id} is not a learner of the group")
         return self._next(self.voters | {node_id}, self.learners - {node_id})
 
+    def demote(self, node_id: int) -> "Membership":
+        """A voter becomes a learner: it stops voting but keeps receiving the log (so it learns it was demoted)."""
+        if node_id not in self.voters:
+            raise errors.UnknownBroker(f"broker {node_id} is not a voter of the group")
+        if self.voters == {node_id}:
+            raise errors.InvalidReplicas(f"broker {node_id} is the group's last voter")
+        return self._next(self.voters - {node_id}, self.learners | {node_id})
+
     def remove(self, node_id: int) -> "Membership":
         if node_id not in self.members:
             raise errors.UnknownBroker(f"broker {node_id} is not a member of the group")

@@ -140,3 +140,45 @@ def test_reassign_under_produce_load_loses_nothing_and_replicas_agree(tmp_path):
             wait_until(lambda: not any(left_dir.glob("p*")), 30, 0.2, what="the removed replica deleted")
         finally:
             fourth.kill()
+
+
+def test_decommission_empties_a_broker_and_takes_it_out_of_the_voters(tmp_path):
+    """`raftbus brokers decommission ID --wait` on the controller of a 4-broker cluster moves every replica off it
+    and removes it from the metadata voters; once it is stopped, every record written before is read back and
+    the three brokers left take writes."""
+    with running_cluster(tmp_path) as cluster:
+        fourth = joining_broker(tmp_path, 4, cluster.broker(1).address)
+        try:
+            fourth.start()
+            everyone = (*cluster.brokers, fourth)
+            bootstrap = ",".join(b.address for b in everyone)
+            with Admin(bootstrap) as admin:
+                wait_until(lambda: 4 in admin.metadata_members().voters, 60, 0.2, what="broker 4 a voter")
+                admin.create_topic("spread", partitions=4, replication_factor=3)
+                leaving = wait_until(lambda: admin.cluster_status().controller_id, 30, 0.2, what="a controller")
+                assert any(leaving in p.replicas for p in admin.describe_topic("spread").partitions)
+            with Producer(bootstrap) as producer:
+                written = {(p, producer.send("spread", b"%d-%d" % (p, i), partition=p).result(30).offset)
+                           for p in range(4) for i in range(50)}
+            done = cli_json("brokers", "decommission", str(leaving), "--wait", "--bootstrap", bootstrap)
+            assert done["done"] and done["replicas_left"] == 0 and not done["metadata_voter"]
+
+            remaining = [b for b in everyone if b.node_id != leaving]
+            bootstrap = ",".join(b.address for b in remaining)
+            [b for b in everyone if b.node_id == leaving][0].terminate()
+            with Admin(bootstrap) as admin:
+                assert leaving not in admin.metadata_members().voters
+                wait_until(lambda: leaving not in admin.metadata_members().learners, 60, 0.2,
+                           what="the stopped broker removed from the metadata group's learners")
+                assert all(leaving not in p.replicas and len(p.replicas) == 3
+                           for p in admin.describe_topic("spread").partitions)
+                wait_until(lambda: admin.cluster_status().controller_id in {b.node_id for b in remaining}, 60, 0.2,
+                           what="a controller among the brokers left")
+            from raftbus.client import Reader
+            with Reader(bootstrap) as reader:
+                stored = {(p, r.offset) for p in range(4) for r in reader.iter_partition("spread", p, stop_at_end=True)}
+            assert written <= stored
+            with Producer(bootstrap) as producer:
+                assert producer.send("spread", b"after", partition=0).result(30).offset == 50
+        finally:
+            fourth.kill()
