@@ -21,6 +21,8 @@ def test_steps_change_one_member_each():
     assert (promoted.voters, promoted.learners) == ({1, 2, 3, 4}, set())
     assert promoted.remove(1).voters == {2, 3, 4}
     assert learner.remove(4) == Membership.of([1, 2, 3])
+    demoted = promoted.demote(1)
+    assert (demoted.voters, demoted.learners) == ({2, 3, 4}, {1})
 
 
 @pytest.mark.parametrize("step, error", [
@@ -29,6 +31,8 @@ def test_steps_change_one_member_each():
     (lambda m: m.promote(9), errors.UnknownBroker),
     (lambda m: m.remove(9), errors.UnknownBroker),
     (lambda m: Membership.of([1]).remove(1), errors.InvalidReplicas),
+    (lambda m: Membership.of([1]).demote(1), errors.InvalidReplicas),
+    (lambda m: m.demote(9), errors.UnknownBroker),
 ])
 def test_nonsense_steps_get_typed_errors(step, error):
     with pytest.raises(error):
