@@ -182,3 +182,49 @@ def test_decommission_empties_a_broker_and_takes_it_out_of_the_voters(tmp_path):
                 assert producer.send("spread", b"after", partition=0).result(30).offset == 50
         finally:
             fourth.kill()
+
+
+def test_a_reassignment_survives_the_controller_being_killed(tmp_path):
+    """kill -9 of the controller (a replica the move drops) right after it recorded a reassignment does not stop
+    the move: the remaining brokers finish it, no record written before is lost, and the killed broker, restarted,
+    deletes the replica it no longer holds."""
+    with running_cluster(tmp_path) as cluster:
+        fourth = joining_broker(tmp_path, 4, cluster.broker(1).address)
+        try:
+            fourth.start()
+            everyone = {b.node_id: b for b in (*cluster.brokers, fourth)}
+            bootstrap = ",".join(b.address for b in everyone.values())
+            with Admin(bootstrap) as admin:
+                wait_until(lambda: 4 in admin.metadata_members().voters, 60, 0.2, what="broker 4 a voter")
+                admin.create_topic("failover", partitions=4, replication_factor=3)
+                controller = wait_until(lambda: admin.cluster_status().controller_id, 30, 0.2, what="a controller")
+                partitions = admin.describe_topic("failover").partitions
+                moved = next(p for p in partitions if controller in p.replicas)
+                target = [b for b in moved.replicas if b != controller] + \
+                    [({1, 2, 3, 4} - set(moved.replicas)).pop()]
+            with Producer(bootstrap) as producer:
+                written = {producer.send("failover", b"%d" % i, partition=moved.partition).result(30).offset: b"%d" % i
+                           for i in range(300)}
+            with Admin(bootstrap) as admin:
+                admin.reassign_partition("failover", moved.partition, target)
+            everyone[controller].kill()
+
+            survivors = ",".join(b.address for n, b in everyone.items() if n != controller)
+            with Admin(survivors) as admin:
+                done = wait_until(lambda: admin.describe_reassignment("failover", moved.partition).done, 90, 0.3,
+                                  what="the move finished without the old controller")
+                assert done and admin.describe_topic("failover").partitions[moved.partition].replicas == tuple(target)
+            from raftbus.client import Reader
+            with Reader(survivors) as reader:
+                stored = {r.offset: r.value for r in reader.iter_partition("failover", moved.partition,
+                                                                            stop_at_end=True)}
+            assert all(stored.get(offset) == value for offset, value in written.items())
+            everyone[controller].start()
+            group_dir = everyone[controller].data_dir / "partitions"
+            topic_id = None
+            with Admin(survivors) as admin:
+                topic_id = admin.describe_topic("failover").topic_id
+            wait_until(lambda: not (group_dir / f"p{topic_id}.{moved.partition}").exists(), 60, 0.2,
+                       what="the restarted broker deleting the replica it no longer holds")
+        finally:
+            fourth.kill()
