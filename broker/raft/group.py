@@ -160,9 +160,9 @@ class GroupTransport(Transport):
             return False
 
     def _within_throttle(self, node, message) -> bool:
-        """Send a learner only what the catch-up budget allows: the entries beyond it are cut from the message,
-        and the learner gets nothing more this tick (pysyncobj's send loop stops at a node it believes
-        disconnected); the rest is sent from the same index at a later tick."""
+        """Whether a message to a learner may leave, cut to what the catch-up budget allows: the entries beyond it
+        are dropped from the message, and the learner gets nothing more this tick (pysyncobj's send loop stops at a
+        node it believes disconnected); the rest is sent from the same index at a later tick."""
         if message.get("type") != "append_entries":
             return True
         pieces = snapshot_bytes(message)
@@ -176,10 +176,8 @@ class GroupTransport(Transport):
         self.raft._SyncObj__raftNextIndex[node] = entries[granted][1]
         self.raft._SyncObj__connectedNodes.discard(node)
         self.throttled.add(node)
-        if granted == 0:
-            return False
-        message["entries"] = entries[:granted]
-        return self._hub.send(int(node.id), self.channel, message)
+        message["entries"] = entries[:granted]  # sent by the caller when not empty
+        return granted > 0
 
     def resume_throttled(self, connected) -> None:
         for node in self.throttled:
@@ -525,7 +523,8 @@ class RaftGroup:
         if self.stopped is not None:
             raise self._stopped_error()
         if not self.is_leader:
-            raise errors.NotLeader(f"only the leader of {self.group_id} changes its membership", leader_id=self.leader_id)
+            raise errors.NotLeader(f"only the leader of {self.group_id} changes its membership",
+                                   leader_id=self.leader_id)
         pending = self._membership_proposal is not None and not self._membership_proposal.done()
         if pending or not reconfigure.own_term_applied(self.raft) or \
                 reconfigure.config_entry_pending(self.raft, config.is_change):
@@ -542,7 +541,8 @@ class RaftGroup:
             return {}
         commit = self.raft.raftCommitIndex
         peers = self.membership.members - {self._self_id}
-        return {peer: max(0, commit - held) for peer, held in reconfigure.replication_progress(self.raft, peers).items()}
+        held = reconfigure.replication_progress(self.raft, peers)
+        return {peer: max(0, commit - index) for peer, index in held.items()}
 
     def set_catch_up_throttle(self, bytes_per_s: int) -> None:
         """Bound what this group sends to its learners (bytes/s, 0 = unlimited); loop thread."""

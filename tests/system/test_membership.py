@@ -133,7 +133,8 @@ def test_reassign_under_produce_load_loses_nothing_and_replicas_agree(tmp_path):
             assert sorted(stored) == list(range(len(stored)))  # gapless offsets
             report = cli_json("topics", "verify", "moving", "--bootstrap", bootstrap)
             partition = report["partitions"][0]
-            assert partition["replicas_agree"] and sorted(r["broker_id"] for r in partition["replicas"]) == sorted(target)
+            assert partition["replicas_agree"]
+            assert sorted(r["broker_id"] for r in partition["replicas"]) == sorted(target)
             with Admin(bootstrap) as admin:
                 assert admin.describe_topic("moving").partitions[0].replicas == tuple(target)
             left_dir = [b for b in (*cluster.brokers, fourth) if b.node_id == leader][0].data_dir / "partitions"
