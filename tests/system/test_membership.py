@@ -4,10 +4,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from raftbus.client import Admin, Producer
+from raftbus.client import Admin, Producer, errors
 from tests.helpers import BrokerProcess, free_ports, wait_until
 from tests.system.conftest import running_cluster
 
@@ -20,19 +21,31 @@ def cli_json(*argv: str) -> dict:
     return json.loads(out.stdout)
 
 
-def joining_broker(root, node_id: int, join: str) -> BrokerProcess:
+def joining_broker(root, node_id: int, join: str, secure=None) -> BrokerProcess:
+    """A broker that joins the cluster at `join`; with `secure` (tests/system/secure.py) it gets a certificate of
+    the cluster's CA and the same client-port security as the others."""
     grpc_port, raft_port = free_ports(2)
     broker = BrokerProcess(node_id, grpc_port, raft_port, root / f"broker-{node_id}", peers="", join=join)
     broker.data_dir.mkdir(parents=True, exist_ok=True)
+    if secure is not None:
+        from raftbus.broker.tls_dev import secure_broker_env, write_dev_pki
+
+        pki = write_dev_pki(secure.tls_dir, [node_id])
+        cert, key = pki.broker(node_id)
+        broker.env = {"RAFTBUS_RAFT_TLS_CERT_FILE": str(cert), "RAFTBUS_RAFT_TLS_KEY_FILE": str(key),
+                      "RAFTBUS_RAFT_TLS_CA_FILE": str(pki.ca_file),
+                      **secure_broker_env(pki, node_id, Path(secure.admin_token_file))}
     return broker
 
 
-def test_a_fourth_broker_joins_and_votes(tmp_path):
+@pytest.mark.parametrize("secure", [False, True], ids=["plaintext", "secure"])
+def test_a_fourth_broker_joins_and_votes(tmp_path, secure):
     """A broker started with --join (no peers) is added as a learner, promoted to voter, and its acknowledgement
     is then needed: with one original broker stopped, the metadata group commits only through it. It stays a
-    voter across a restart, and `raftbus cluster status --json` lists it."""
-    with running_cluster(tmp_path) as cluster:
-        fourth = joining_broker(tmp_path, 4, cluster.broker(1).address)
+    voter across a restart, and `raftbus cluster status --json` lists it. Secure: mutual TLS on the Raft port,
+    TLS and tokens on the client port (the joining broker proves itself with the cluster's internal token)."""
+    with running_cluster(tmp_path, secure=secure) as cluster:
+        fourth = joining_broker(tmp_path, 4, cluster.broker(1).address, cluster.secure)
         try:
             fourth.start()
             with Admin(cluster.bootstrap) as admin:
@@ -186,8 +199,8 @@ def test_decommission_empties_a_broker_and_takes_it_out_of_the_voters(tmp_path):
 
 
 def test_a_reassignment_survives_the_controller_being_killed(tmp_path):
-    """kill -9 of the controller (a replica the move drops) right after it recorded a reassignment does not stop
-    the move: the remaining brokers finish it, no record written before is lost, and the killed broker, restarted,
+    """Bad replica lists and a second move of a moving partition get typed errors; kill -9 of the controller (a
+    replica the move drops) right after it recorded a reassignment does not stop the move: the remaining brokers finish it, no record written before is lost, and the killed broker, restarted,
     deletes the replica it no longer holds."""
     with running_cluster(tmp_path) as cluster:
         fourth = joining_broker(tmp_path, 4, cluster.broker(1).address)
@@ -207,7 +220,13 @@ def test_a_reassignment_survives_the_controller_being_killed(tmp_path):
                 written = {producer.send("failover", b"%d" % i, partition=moved.partition).result(30).offset: b"%d" % i
                            for i in range(300)}
             with Admin(bootstrap) as admin:
+                with pytest.raises(errors.UnknownBroker):
+                    admin.reassign_partition("failover", moved.partition, [1, 2, 99])
+                with pytest.raises(errors.InvalidReplicas):
+                    admin.reassign_partition("failover", moved.partition, [])  # a replication factor of 0
                 admin.reassign_partition("failover", moved.partition, target)
+                with pytest.raises(errors.ReassignmentInProgress):
+                    admin.reassign_partition("failover", moved.partition, list(moved.replicas))
             everyone[controller].kill()
 
             survivors = ",".join(b.address for n, b in everyone.items() if n != controller)
