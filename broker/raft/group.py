@@ -140,7 +140,8 @@ class GroupTransport(Transport):
         self.nodes = {peer_id: Node(str(peer_id)) for peer_id in peer_ids}
         self.raft: SyncObj | None = None
         self.stopped = False  # a stopped group neither receives nor answers: to its peers it is down
-        self.voters: frozenset | None = None  # request_vote from anyone else is dropped (membership.py)
+        self.voters: frozenset | None = None  # votes from or to anyone else are dropped (membership.py)
+        self.votes_here = True  # whether this replica is a voter: a learner neither grants nor asks for votes
         self.learners: frozenset = frozenset()
         self.throttle: CatchUpThrottle | None = None  # bounds what is sent to learners
         self.throttled: set = set()  # learners held back until the next tick (see `resume_throttled`)
@@ -200,8 +201,11 @@ class GroupTransport(Transport):
         if node is None or not isinstance(message, dict) or self.stopped:
             return
         kind = message.get("type")
-        if kind == "request_vote" and self.voters is not None and peer_id not in self.voters:
-            return  # a learner, or a removed replica: it must not disrupt the voters' terms
+        if kind in ("request_vote", "response_vote") and self.voters is not None and \
+                (peer_id not in self.voters or not self.votes_here):
+            # Only voters elect: a learner's (or a removed replica's) request must not disrupt the voters' terms,
+            # and pysyncobj counts every response_vote it receives, so a learner's vote would make a false majority.
+            return
         try:
             if kind == "append_entries":
                 _guard_append_entries(self.raft, message)
@@ -470,6 +474,7 @@ class RaftGroup:
         reconfigure.install(self.raft, self.transport, self._self_id, old, new, self._hub.connected_peers())
         self.membership = new
         self.transport.voters = new.voters
+        self.transport.votes_here = self._self_id in new.voters
         self.transport.learners = new.learners
 
     def _apply_membership(self, entry: bytes):
