@@ -92,7 +92,7 @@ class BrokerDescription:
     address: str
     raft_address: str
     alive: bool
-    state: str = "active"  # or "draining": it hands its leaderships away and is given none
+    state: str = "active"  # "draining" or "decommissioning": it hands its leaderships away and is given none
     metrics_url: str = ""
 
     @classmethod
