@@ -279,6 +279,12 @@ class SparkSetupError(RaftbusError):
     code = "SPARK_SETUP"
 
 
+class UnknownRoute(RaftbusError):
+    """No HTTP route at that path takes that method (raised by the HTTP gateway only)."""
+
+    code = "UNKNOWN_ROUTE"
+
+
 # ---------------------------------------------------------------------- membership and data movement
 class UnknownBroker(RaftbusError):
     """No broker of that id is registered (or it is not a member of the group named)."""
@@ -356,6 +362,8 @@ GRPC_STATUS: dict[type[RaftbusError], grpc.StatusCode] = {
     ReassignmentInProgress: grpc.StatusCode.FAILED_PRECONDITION,
     # Spark (raised in the client only)
     SparkSetupError: grpc.StatusCode.FAILED_PRECONDITION,
+    # HTTP gateway (raised in the client only)
+    UnknownRoute: grpc.StatusCode.NOT_FOUND,
 }
 
 ERRORS_BY_CODE: dict[str, type[RaftbusError]] = {cls.code: cls for cls in GRPC_STATUS}
