@@ -147,3 +147,38 @@ def test_throttled_learner_still_catches_up(cluster):
     cluster.run_until(lambda: same_log(cluster, [1, 2, 3, 4], 300), timeout_s=60, what="the throttled learner")
     throttle = leader.transport.throttle
     assert throttle.refusals > 0 and throttle.bytes_sent >= 300 * 1000
+
+
+def test_a_learner_behind_the_compacted_log_gets_a_snapshot_with_the_configuration(tmp_path, monkeypatch):
+    """When the leader's log no longer holds the start, a new learner is sent a snapshot; the configuration in its
+    footer, then the entries after it, give the learner the same configuration as the voters, and it is promoted."""
+    from raftbus.broker.raft.group import RaftGroup
+
+    loaded = []
+    original_load = RaftGroup._load_snapshot
+
+    def recording_load(group, file_name):
+        loaded.append((group._self_id, group.membership.index))
+        return original_load(group, file_name)
+
+    monkeypatch.setattr(RaftGroup, "_load_snapshot", recording_load)
+    cluster = RaftCluster(tmp_path, size=4)
+    cluster.settings = cluster.settings.__class__(**{**cluster.settings.__dict__, "log_compaction_entries": 50})
+    try:
+        start_original(cluster)
+        cluster.produce(10)
+        cluster.change_membership(lambda m: m.add_learner(4))
+        cluster.change_membership(lambda m: m.remove(4))  # a configuration entry before the snapshot
+        cluster.produce(400, first_sequence=10)
+        leader = cluster.wait_leader()
+        cluster.run_until(lambda: leader.raft._SyncObj__raftLog[0][1] > 50, what="the leader's log compacted")
+        cluster.start(4, replicas=ORIGINAL + [4], learners=[4])
+        installed = cluster.change_membership(lambda m: m.add_learner(4))
+        learner = cluster.nodes[4].groups[GROUP]
+        cluster.run_until(lambda: same_log(cluster, [1, 2, 3, 4], 410), 30, what="the learner caught up by snapshot")
+        cluster.run_until(lambda: learner.membership == installed, what="the learner on the voters' configuration")
+        promoted = cluster.change_membership(lambda m: m.promote(4))
+        cluster.run_until(lambda: learner.membership == promoted, what="the learner promoted")
+        assert (4, 0) in loaded  # the learner, still on its starting configuration, loaded the leader's snapshot
+    finally:
+        cluster.close()
