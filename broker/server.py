@@ -92,6 +92,8 @@ class Broker:
         if self.boot.unclean_reboot():
             discard_stores(self.data_dir)
         self.boot.starting()
+        for doomed in (self.data_dir / "partitions").glob("*.deleted-*"):  # a deletion cut short by a crash
+            shutil.rmtree(doomed, ignore_errors=True)
         self.loop = RaftLoop(tick_interval_ms=s.raft_tick_interval_ms, log_bytes_max=s.raft_log_bytes_broker_max)
         self.metrics.watch(self.loop)
         meta_dir = self.data_dir / "metadata"
@@ -318,11 +320,16 @@ class Broker:
             return
         sm, store, group = opened
         still_here = self.metadata_sm.topic(topic.name)
-        if self._stopping.is_set() or still_here is None or still_here.topic_id != topic.topic_id or \
+        if self._stopping.is_set():
+            group.close()
+            store.close()
+            return
+        if still_here is None or still_here.topic_id != topic.topic_id or \
                 self.node_id not in next((p.hosts for p in still_here.partitions
                                           if p.partition == placement.partition), ()):
             group.close()
-            store.close()  # placed elsewhere (or deleted) while it opened
+            store.close()  # placed elsewhere (moved off this broker, or deleted) while it opened
+            self._delete_replica_files(group_id)
             return
         self._register_replica(group_id, topic, placement, sm, store, group)
 
@@ -366,9 +373,21 @@ class Broker:
         replica.notify_appended()
         self.group_commit.forget(replica.group)
         replica.store.close()
-        path = self._partition_dir(group_id)
-        threading.Thread(target=shutil.rmtree, args=(path,), kwargs={"ignore_errors": True}, daemon=True).start()
+        self._delete_replica_files(group_id)
         log.info("partition replica removed", extra={"group": group_id})
+
+    def _delete_replica_files(self, group_id: str) -> None:
+        """Delete a closed replica's directory: renamed at once (a replica placed here again starts from an empty
+        directory), removed on a thread of its own."""
+        path = self._partition_dir(group_id)
+        doomed = path.with_name(f"{group_id}.deleted-{time.monotonic_ns()}")
+        try:
+            path.rename(doomed)
+        except FileNotFoundError:
+            return
+        except OSError:
+            doomed = path
+        threading.Thread(target=shutil.rmtree, args=(doomed,), kwargs={"ignore_errors": True}, daemon=True).start()
 
     def _check_faults(self) -> None:
         """Measure the disk (hand leaderships away while it is full) and reopen, from their journals, the groups
