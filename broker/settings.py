@@ -83,6 +83,14 @@ class BrokerSettings:
     leader_gossip_interval_ms: int = 1000
     preferred_leader_check_interval_ms: int = 5000
     drain_check_interval_ms: int = 500
+    # membership and data movement (docs/replication.md, "Membership changes")
+    join: str = ""
+    join_timeout_ms: int = 60_000
+    membership_check_interval_ms: int = 500
+    membership_promote_lag_entries_max: int = 64
+    membership_change_timeout_ms: int = 30_000
+    reassign_throttle_bytes_per_s: int = 0
+    reassignments_running_max: int = 8
     storage_sync_interval_ms: int = 200
     storage_map_size_bytes: int = 64 * 1024 * 1024
     storage_verify_on_open_bytes_max: int = 1024 * 1024 * 1024
@@ -246,6 +254,15 @@ class BrokerSettings:
         if not 0 < self.grpc_long_calls_per_connection_max <= self.grpc_long_calls_max < self.grpc_workers_max:
             raise errors.InvalidArgument("need 0 < grpc_long_calls_per_connection_max <= grpc_long_calls_max < "
                                          "grpc_workers_max (short calls need workers of their own)")
+        for name in ("membership_check_interval_ms", "membership_change_timeout_ms", "reassignments_running_max",
+                     "join_timeout_ms"):
+            if getattr(self, name) < 1:
+                raise errors.InvalidArgument(f"{name} must be >= 1")
+        if self.membership_promote_lag_entries_max < 0 or self.reassign_throttle_bytes_per_s < 0:
+            raise errors.InvalidArgument("membership_promote_lag_entries_max and reassign_throttle_bytes_per_s "
+                                         "must be >= 0")
+        if self.join and self.peers:
+            raise errors.InvalidArgument("a broker joins a running cluster (join) or starts with peers, not both")
         for name in ("grpc_concurrent_rpcs_max", "topics_max", "cluster_partitions_max", "broker_replicas_max"):
             if getattr(self, name) < 1:
                 raise errors.InvalidArgument(f"{name} must be >= 1")

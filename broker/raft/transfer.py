@@ -174,9 +174,15 @@ class Replication:
                 self.stats["flow_control_waits"] += 1
                 break
             prev_idx, prev_term = raft._SyncObj__getPrevLogIndexTerm(next_index)
-            self._send(node, {"type": "append_entries", "term": raft.raftCurrentTerm,
-                              "commit_index": raft.raftCommitIndex, "entries": entries,
-                              "prevLogIdx": prev_idx, "prevLogTerm": prev_term})
+            message = {"type": "append_entries", "term": raft.raftCurrentTerm, "commit_index": raft.raftCommitIndex,
+                       "entries": entries, "prevLogIdx": prev_idx, "prevLogTerm": prev_term}
+            self._send(node, message)
+            if len(message["entries"]) < len(entries):  # a learner's catch-up throttle kept the rest back
+                entries = message["entries"]
+                size = sum(len(entry[0]) for entry in entries)
+                if not entries:
+                    self._next_index[node] = next_index
+                    break
             next_index = entries[-1][1] + 1
             self._next_index[node] = next_index
             window.add(entries[0][1], entries[-1][1], size)
