@@ -113,6 +113,13 @@ class _MemoryWriteTxn(_MemoryReadTxn):
     def delete_many(self, table: str, keys) -> int:
         return sum(self.delete(table, key) for key in keys)
 
+    def pop_many(self, table: str, keys) -> list[bytes | None]:
+        popped = []
+        for key in keys:
+            popped.append(self.get(table, key))
+            self.delete(table, key)
+        return popped
+
 
 class _Scope:
     def __init__(self, store: "MemoryStore", write: bool):
