@@ -37,7 +37,6 @@ from raftbus.broker.queues.state.tables import (
     LOCATORS,
     MESSAGES,
     READY_T,
-    SEQ,
     Enqueued,
     EnqueueResult,
     LeasedBatch,
@@ -182,17 +181,17 @@ class QueueWork(MessageMoves):
     def nack(self, body: qc.Settle) -> list:
         return self._settle(body, lambda nacks: [self._nack_one(nack) for nack in nacks])
 
-    def _ack_many(self, leases) -> list:
+    def _ack_many(self, leases: qc.PackedLeases) -> list:
         """The hot path: each locator and each row is taken out of its table in one step (found and deleted
         together), and the rows' headers decide. A batch with a refusal is put back as it was and goes one by
         one, as does one naming a message twice (the end state does not depend on the path taken)."""
         txn = self.txn
-        seq_keys = [SEQ.pack(seq) for seq, _ in leases]
+        seq_keys, counts = leases.seq_keys_and_counts()
         if len(set(seq_keys)) != len(seq_keys):
             return [self._ack_one(lease) for lease in leases]
         keys = txn.pop_many(LOCATORS, seq_keys)
         rows = txn.pop_many(MESSAGES, keys) if None not in keys else []
-        groups = leased_groups(rows, [count for _, count in leases]) if rows else None
+        groups = leased_groups(rows, counts) if rows else None
         if groups is None:
             txn.put_many(LOCATORS, [(seq_key, key) for seq_key, key in zip(seq_keys, keys) if key is not None])
             txn.put_many(MESSAGES, [(key, row) for key, row in zip(keys, rows) if row is not None])
