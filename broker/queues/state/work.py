@@ -135,7 +135,7 @@ class QueueWork(MessageMoves):
         if not rows:
             return LeasedBatch([], [])
         del keys[len(rows):]
-        txn.delete_many(READY_T, keys)
+        txn.delete_first(READY_T, len(keys))  # the keys just read: the first ones
         txn.put_many(MESSAGES, zip(keys, rows))
         self.count_moves(groups, READY, IN_FLIGHT)
         seq_keys = [key[-8:] for key in keys]
