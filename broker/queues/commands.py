@@ -22,6 +22,7 @@ Sequences (`seq`) are per partition; message ids (client/queues/ids.py) carry th
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from raftbus.client import errors
@@ -92,6 +93,39 @@ class Settle(NamedTuple):
     settler_id: bytes
     sequence: int
     items: list
+
+
+class PackedLeases(Sequence):
+    """The (seq, delivery_count) pairs of an ack, kept in the command's layout (seq >Q | delivery_count >I each):
+    the hot path reads every seq key and every count with one unpack (seq_keys_and_counts)."""
+
+    __slots__ = ("packed",)
+
+    def __init__(self, packed: bytes):
+        self.packed = packed
+
+    def __len__(self) -> int:
+        return len(self.packed) // _ACK.size
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if not -len(self) <= index < len(self):
+            raise IndexError(index)
+        return _ACK.unpack_from(self.packed, index % len(self) * _ACK.size)
+
+    def __iter__(self):
+        return _ACK.iter_unpack(self.packed)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, (list, tuple, PackedLeases)) and list(self) == list(other)
+
+    __hash__ = None
+
+    def seq_keys_and_counts(self) -> tuple[tuple[bytes, ...], tuple[int, ...]]:
+        """(the seqs as 8-byte big-endian keys, the delivery counts), in order."""
+        fields = struct.unpack(">" + "8sI" * len(self), self.packed)
+        return fields[0::2], fields[1::2]
 
 
 class Nack(NamedTuple):
@@ -216,6 +250,13 @@ def _counted(body, item: struct.Struct) -> list[tuple]:
     return list(item.iter_unpack(body[_COUNT.size:]))
 
 
+def _packed_leases(body) -> PackedLeases:
+    (count,) = _COUNT.unpack_from(body)
+    if len(body) != _COUNT.size + count * _ACK.size:
+        raise ValueError("count does not match the body")
+    return PackedLeases(bytes(body[_COUNT.size:]))
+
+
 def _take(body, position: int, length: int) -> tuple[bytes, int]:
     end = position + length
     if end > len(body):
@@ -293,7 +334,7 @@ def _decode_tick(body) -> None:
 _BODIES = {
     ENQUEUE: _decode_enqueue,
     LEASE: _decode_lease,
-    ACK: lambda body: _decode_settle(body, lambda items: _counted(items, _ACK)),
+    ACK: lambda body: _decode_settle(body, _packed_leases),
     NACK: lambda body: _decode_settle(body, _decode_nacks),
     EXTEND: lambda body: _counted(body, _EXTEND),
     DELETE: lambda body: [seq for (seq,) in _counted(body, _SEQ)],

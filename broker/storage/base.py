@@ -42,6 +42,13 @@ class WriteTxn(ReadTxn, Protocol):
     def delete_many(self, table: str, keys) -> int:
         """delete() of each key; how many were there."""
 
+    def delete_first(self, table: str, count: int) -> int:
+        """Delete the first `count` keys in key order (all of them when there are fewer); how many there were."""
+
+    def pop_many(self, table: str, keys) -> list[bytes | None]:
+        """delete() of each key, in order; the value each had (None when absent). A key named twice is
+        found the first time only."""
+
 
 class StoreSnapshot(Protocol):
     def write_to(self, fileobj) -> None:

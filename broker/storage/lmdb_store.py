@@ -79,8 +79,10 @@ class _LmdbReadTxn:
         return self._txn.get(key, None, self._dbs[table])
 
     def get_many(self, table: str, keys) -> list[bytes | None]:
-        get, db = self._txn.get, self._dbs[table]
-        return [get(key, None, db) for key in keys]
+        """Through one cursor: LMDB searches from its position first, so keys near each other (a batch of
+        neighbours, in order) skip the descent from the root."""
+        get = self._txn.cursor(db=self._dbs[table]).get
+        return [get(key) for key in keys]
 
     def items(self, table: str, start: bytes | None = None, *, reverse: bool = False):
         cursor = self._txn.cursor(db=self._dbs[table])
@@ -122,7 +124,7 @@ def _iter_down(cursor: lmdb.Cursor, start: bytes | None):
 
 
 # The write operations a transaction logs (to replay them after a map growth): (op, db, argument, value).
-_PUT, _DELETE, _PUT_MANY, _DELETE_MANY = range(4)
+_PUT, _DELETE, _PUT_MANY, _DELETE_MANY, _POP_MANY, _DELETE_FIRST = range(6)
 
 
 def _run(txn: lmdb.Transaction, op: int, db, argument, value):
@@ -132,8 +134,25 @@ def _run(txn: lmdb.Transaction, op: int, db, argument, value):
         return txn.delete(argument, b"", db)
     if op == _PUT_MANY:
         return txn.cursor(db).putmulti(argument)
-    delete = txn.delete
-    return sum([delete(key, b"", db) for key in argument])
+    cursor = txn.cursor(db)  # the batch ops go through one cursor (see get_many)
+    if op == _DELETE_FIRST:
+        return _delete_first(cursor, argument)
+    if op == _POP_MANY:
+        pop = cursor.pop
+        return [pop(key) for key in argument]
+    found, delete = cursor.set_key, cursor.delete
+    return sum([found(key) and delete() for key in argument])
+
+
+def _delete_first(cursor: lmdb.Cursor, count: int) -> int:
+    """Delete from the first key on: each delete leaves the cursor on the next key, so nothing is searched."""
+    if not cursor.first():
+        return 0
+    delete = cursor.delete
+    for deleted in range(count):
+        if not delete():
+            return deleted
+    return count
 
 
 class _LmdbWriteTxn(_LmdbReadTxn):
@@ -161,6 +180,13 @@ class _LmdbWriteTxn(_LmdbReadTxn):
     def delete_many(self, table: str, keys) -> int:
         keys = list(keys)
         return self._do(_DELETE_MANY, self._dbs[table], keys, None) if keys else 0
+
+    def pop_many(self, table: str, keys) -> list[bytes | None]:
+        keys = list(keys)
+        return self._do(_POP_MANY, self._dbs[table], keys, None) if keys else []
+
+    def delete_first(self, table: str, count: int) -> int:
+        return self._do(_DELETE_FIRST, self._dbs[table], count, None) if count > 0 else 0
 
     def _do(self, op: int, db, argument, value):
         entry = (op, db, argument, value)

@@ -113,6 +113,16 @@ class _MemoryWriteTxn(_MemoryReadTxn):
     def delete_many(self, table: str, keys) -> int:
         return sum(self.delete(table, key) for key in keys)
 
+    def delete_first(self, table: str, count: int) -> int:
+        return self.delete_many(table, self._table(table).keys[:max(count, 0)])
+
+    def pop_many(self, table: str, keys) -> list[bytes | None]:
+        popped = []
+        for key in keys:
+            popped.append(self.get(table, key))
+            self.delete(table, key)
+        return popped
+
 
 class _Scope:
     def __init__(self, store: "MemoryStore", write: bool):

@@ -6,7 +6,9 @@
    batched calls (Lease of `--lease-batch` messages, BENCH_QUEUE_LEASE_BATCH_MESSAGES by default, then one Ack of
    the batch; packed answers and acks, as the SDK sends them) — lease_ack_per_s from the first lease to the last
    ack; priority_order_violations counts leases that came out of priority order within a caller (0 when it
-   holds);
+   holds); lease_ack_broker_cpu_us_per_message is the CPU time of every broker (user + system, from BrokerStats,
+   leaders and followers together) over that phase per message, lease_ack_client_cpu_us_per_message that of
+   the consumer processes: CPU time, which a busy shared machine distorts much less than wall-clock rates;
 3. `--delayed-messages` messages due 0.5-3 s ahead are streamed to a QueueConsumer, which notes when each one
    arrives — lateness_p50/p99_ms is arrival minus deliver_at_ms (by this machine's clock, as the brokers').
 """
@@ -15,11 +17,13 @@ from __future__ import annotations
 import itertools
 import os
 import random
+import resource
 import threading
 import time
 
 from raftbus.client import settings
 from raftbus.client.admin import Admin
+from raftbus.client.bench.ops import cpu_seconds
 from raftbus.client.errors import RequestTimedOut
 from raftbus.client.producer import Producer
 from raftbus.client.queues.consumer import QueueConsumer
@@ -98,14 +102,20 @@ def lease_ack_load(spec, ready) -> dict:
         out: dict[tuple[int, int], tuple[int, int]] = {}
         threads = [threading.Thread(target=_drain_partition, args=(stubs, router, spec.topic, p, spec.records, out, i))
                    for p in spec.partitions for i in range(settings.BENCH_QUEUE_CALLERS_PER_PARTITION)]
-        started_s = time.monotonic()
+        started_s, started_cpu_s = time.monotonic(), process_cpu_s()
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
-        finished_s = time.monotonic()
+        finished_s, cpu_s = time.monotonic(), process_cpu_s() - started_cpu_s
     return {"records": sum(d for d, _ in out.values()), "inversions": sum(i for _, i in out.values()),
-            "value_bytes": 0, "started_s": started_s, "finished_s": finished_s}
+            "value_bytes": 0, "started_s": started_s, "finished_s": finished_s, "cpu_s": cpu_s}
+
+
+def process_cpu_s() -> float:
+    """User + system CPU time of this process (all its threads) so far."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 # ---------------------------------------------------------------------- delayed delivery
@@ -133,6 +143,10 @@ def delayed_lateness_ms(bootstrap: str, topic: str, count: int) -> list[float]:
     return lateness
 
 
+def cpu_us_per(cpu_s: float, messages: int) -> float | None:
+    return round(cpu_s * 1e6 / messages, 1) if messages else None
+
+
 # ---------------------------------------------------------------------- the workload
 def bench_queue(bootstrap: str, args, run_workers, worker_spec, percentile, rounded_ms, progress) -> dict:
     topic = f"bench-queue-{now_ms()}"
@@ -149,9 +163,13 @@ def bench_queue(bootstrap: str, args, run_workers, worker_spec, percentile, roun
     enqueue_s = max(r["finished_s"] for r in enqueued) - min(r["started_s"] for r in enqueued)
     consumers = max(1, min(args.consumers, args.partitions))
     progress(f"leasing and acking them with {consumers} process(es), {args.lease_batch} per call")
-    drained = run_workers(lease_ack_load, [worker_spec(bootstrap, topic, partitions[i::consumers], args.lease_batch)
-                                           for i in range(consumers)])
+    with Admin(bootstrap) as admin:
+        broker_cpu_before = cpu_seconds(admin)
+        drained = run_workers(lease_ack_load, [worker_spec(bootstrap, topic, partitions[i::consumers],
+                                                           args.lease_batch) for i in range(consumers)])
+        broker_cpu_after = cpu_seconds(admin)
     messages = sum(r["records"] for r in drained)
+    broker_cpu_s = sum(after - broker_cpu_before[b] for b, after in broker_cpu_after.items() if b in broker_cpu_before)
     drain_s = max(r["finished_s"] for r in drained) - min(r["started_s"] for r in drained)
     lateness: list[float] = []
     if args.delayed_messages:
@@ -162,6 +180,8 @@ def bench_queue(bootstrap: str, args, run_workers, worker_spec, percentile, roun
         lateness = delayed_lateness_ms(bootstrap, f"{topic}-delayed", args.delayed_messages)
     return {"bench": "queue", "messages": messages, "record_bytes": args.record_bytes,
             "lease_ack_per_s": round(messages / max(drain_s, 1e-9)), "lease_ack_elapsed_s": round(drain_s, 3),
+            "lease_ack_broker_cpu_us_per_message": cpu_us_per(broker_cpu_s, messages),
+            "lease_ack_client_cpu_us_per_message": cpu_us_per(sum(r["cpu_s"] for r in drained), messages),
             "enqueue_per_s": round(args.messages / max(enqueue_s, 1e-9)),
             "priority_order_violations": sum(r["inversions"] for r in drained),
             "delayed_messages": len(lateness), "lateness_p50_ms": rounded_ms(percentile(lateness, 0.50)),

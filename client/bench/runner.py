@@ -167,8 +167,10 @@ class DevCluster:
         self._lines: queue.Queue = queue.Queue()
 
     def command(self) -> list[str]:
+        # no metrics endpoints: their ports are fixed, and another cluster on the machine may hold them
         return [sys.executable, "-m", "raftbus.broker", "dev", "--brokers", str(self.brokers),
-                "--data-dir", str(self.data_dir), "--base-port", str(self.base_port), "--log-level", "WARNING",
+                "--data-dir", str(self.data_dir), "--base-port", str(self.base_port), "--metrics-base-port", "0",
+                "--log-level", "WARNING",
                 *(["--secure"] if self.secure else [])]
 
     def start(self) -> str:

@@ -82,6 +82,7 @@ class ProduceLoad:
         self.topic = topic
         self.acked: dict[int, bytes] = {}
         self.failed = 0
+        self.errors: list[str] = []
         self._stop = threading.Event()
         self._producer = Producer(bootstrap, linger_ms=2)
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -98,8 +99,9 @@ class ProduceLoad:
             for value, future in futures:
                 try:
                     self.acked[future.result(60).offset] = value
-                except Exception:
+                except Exception as exc:
                     self.failed += 1
+                    self.errors.append(repr(exc))
 
     def stop(self) -> None:
         self._stop.set()
@@ -139,7 +141,7 @@ def test_reassign_under_produce_load_loses_nothing_and_replicas_agree(tmp_path):
             after_move = len(load.acked)
             wait_until(lambda: len(load.acked) >= after_move + 200, 60, 0.1, what="records acknowledged after it")
             load.stop()
-            assert load.failed == 0
+            assert load.failed == 0, load.errors[:3]
             stored = read_partition(bootstrap, "moving")
             lost = {o: v for o, v in load.acked.items() if stored.get(o) != v}
             assert not lost, f"{len(lost)} acknowledged records missing or changed, e.g. {list(lost.items())[:3]}"

@@ -113,5 +113,6 @@ def remember_settled(txn, body: qc.Settle, results: list, expires_ms: int) -> No
     if not body.settler_id:
         return
     _renew_expiry(txn, SETTLER_EXPIRY, body.settler_id, txn.get(SETTLERS, body.settler_id), expires_ms)
-    failures = b"".join(_FAILURE.pack(i, _REFUSAL_CODES[type(r)]) for i, r in enumerate(results) if r)
+    failures = b"".join(_FAILURE.pack(i, _REFUSAL_CODES[type(r)]) for i, r in enumerate(results) if r) if any(
+        results) else b""
     txn.put(SETTLERS, body.settler_id, _SETTLED.pack(expires_ms, body.sequence, len(results)) + failures)

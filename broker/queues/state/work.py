@@ -14,7 +14,7 @@ from raftbus.broker.queues.state.records import (
     IN_FLIGHT,
     READY,
     StoredMessage,
-    leased_group,
+    leased_groups,
     leased_rows,
     new_row,
     ready_value,
@@ -37,7 +37,6 @@ from raftbus.broker.queues.state.tables import (
     LOCATORS,
     MESSAGES,
     READY_T,
-    SEQ,
     Enqueued,
     EnqueueResult,
     LeasedBatch,
@@ -136,7 +135,7 @@ class QueueWork(MessageMoves):
         if not rows:
             return LeasedBatch([], [])
         del keys[len(rows):]
-        txn.delete_many(READY_T, keys)
+        txn.delete_first(READY_T, len(keys))  # the keys just read: the first ones
         txn.put_many(MESSAGES, zip(keys, rows))
         self.count_moves(groups, READY, IN_FLIGHT)
         seq_keys = [key[-8:] for key in keys]
@@ -182,19 +181,21 @@ class QueueWork(MessageMoves):
     def nack(self, body: qc.Settle) -> list:
         return self._settle(body, lambda nacks: [self._nack_one(nack) for nack in nacks])
 
-    def _ack_many(self, leases) -> list:
-        """The hot path: each message is found by its locator and read once (its header decides); rows and
-        locators are deleted together. A batch with a refusal or a message named twice goes one by one."""
+    def _ack_many(self, leases: qc.PackedLeases) -> list:
+        """The hot path: each locator and each row is taken out of its table in one step (found and deleted
+        together), and the rows' headers decide. A batch with a refusal is put back as it was and goes one by
+        one, as does one naming a message twice (the end state does not depend on the path taken)."""
         txn = self.txn
-        seq_keys = [SEQ.pack(seq) for seq, _ in leases]
-        keys = txn.get_many(LOCATORS, seq_keys)
-        groups = None
-        if None not in keys and len(set(seq_keys)) == len(seq_keys):
-            groups = [leased_group(raw, count) for raw, (_, count) in zip(txn.get_many(MESSAGES, keys), leases)]
-        if groups is None or None in groups:
+        seq_keys, counts = leases.seq_keys_and_counts()
+        if len(set(seq_keys)) != len(seq_keys):
             return [self._ack_one(lease) for lease in leases]
-        txn.delete_many(MESSAGES, keys)
-        txn.delete_many(LOCATORS, seq_keys)
+        keys = txn.pop_many(LOCATORS, seq_keys)
+        rows = txn.pop_many(MESSAGES, keys) if None not in keys else []
+        groups = leased_groups(rows, counts) if rows else None
+        if groups is None:
+            txn.put_many(LOCATORS, [(seq_key, key) for seq_key, key in zip(seq_keys, keys) if key is not None])
+            txn.put_many(MESSAGES, [(key, row) for key, row in zip(keys, rows) if row is not None])
+            return [self._ack_one(lease) for lease in leases]
         self.count_moves(groups, IN_FLIGHT, NO_STATE)
         return [None] * len(leases)
 

@@ -66,10 +66,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def raftbus_argv(args: argparse.Namespace) -> list[str]:
-    """The `raftbus bench` arguments with the same counts."""
+    """The `raftbus bench` arguments with the same counts: the queue workload moves --queue-records messages with
+    --readers worker processes, as the peers' queue workloads do."""
     return ["all", "--records", str(args.records), "--record-bytes", str(args.record_bytes),
             "--partitions", str(args.partitions), "--producers", str(args.producers),
-            "--readers", str(args.readers)]
+            "--readers", str(args.readers), "--messages", str(args.queue_records), "--consumers", str(args.readers)]
 
 
 def settings_figures(args: argparse.Namespace) -> dict:

@@ -60,3 +60,12 @@ def test_group_rules(group, ok):
     else:
         with pytest.raises(errors.InvalidArgument):
             qc.check_group(group)
+
+
+def test_an_ack_body_gives_its_seq_keys_and_counts_in_order():
+    leases = qc.decode(qc.encode_ack(5, POLICY, [(10, 2), (2**64 - 1, 7), (3, 1)])).body.items
+    assert leases.seq_keys_and_counts() == ((b"\0" * 7 + b"\x0a", b"\xff" * 8, b"\0" * 7 + b"\x03"), (2, 7, 1))
+    assert len(leases) == 3 and leases[1] == (2**64 - 1, 7) and leases[-1] == (3, 1) and leases[1:] == [
+        (2**64 - 1, 7), (3, 1)]
+    with pytest.raises(IndexError):
+        leases[3]

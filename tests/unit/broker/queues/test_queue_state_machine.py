@@ -130,6 +130,25 @@ def test_batched_acks_answer_per_message(queue):
     assert queue.sm.counts() == (0, 0, 1, 0)
 
 
+@pytest.mark.parametrize("refused", [(2, 9), (999, 1)], ids=["lease-lost", "unknown"])
+def test_an_ack_batch_with_a_refusal_ends_as_acking_one_by_one(store, tmp_path, refused):
+    """The batch path takes rows out before it checks them; a refusal puts them back, so the end state is that
+    of single acks (rows, locators, indexes, group counters)."""
+    def leased(harness):
+        harness.enqueue(*(item(b"m%d" % i, priority=i % 3, group=b"g%d" % (i % 2)) for i in range(6)))
+        harness.lease()
+        return harness
+    batch = [(1, 1), (4, 1), refused, (6, 1)]
+    batched = leased(QueueHarness(store))
+    one_by_one = leased(QueueHarness(MemoryStore(QueueStateMachine.TABLES)))
+    answers = batched.ack(*batch)
+    assert [type(a).__name__ if a else None for a in answers] == [
+        None, None, "LeaseLost" if refused[0] == 2 else "UnknownMessage", None]
+    assert [one_by_one.ack(lease)[0] is None for lease in batch] == [a is None for a in answers]
+    assert batched.dump() == one_by_one.dump() and batched.sm.counts() == one_by_one.sm.counts() == (0, 0, 3, 0)
+    batched.check_invariants()
+
+
 def test_a_lease_named_twice_in_one_ack_batch_is_acked_once(queue):
     seqs = queue.put(b"a", b"b")
     queue.lease()

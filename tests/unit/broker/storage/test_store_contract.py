@@ -72,6 +72,26 @@ def test_batch_get_put_delete(store):
         assert txn.get_many("a", [b"k3", b"k5"]) == [None, b"vk5"]
 
 
+def test_delete_first_deletes_the_first_keys_in_order(store):
+    fill(store, keys=(b"k5", b"k1", b"k3", b"k7"))
+    with store.write() as txn:
+        assert txn.delete_first("a", 2) == 2 and txn.delete_first("b", 3) == 0 and txn.delete_first("a", 0) == 0
+        assert [bytes(k) for k, _ in txn.items("a")] == [b"k5", b"k7"]
+        assert txn.delete_first("a", 5) == 2 and txn.count("a") == 0
+    with store.read() as txn:
+        assert txn.count("a") == 0
+
+
+def test_pop_many_deletes_and_returns_each_value(store):
+    fill(store)
+    with store.write() as txn:
+        assert txn.pop_many("a", [b"k5", b"k0", b"k1", b"k1"]) == [b"vk5", None, b"vk1", None]
+        assert txn.pop_many("b", []) == []
+        assert txn.get_many("a", [b"k1", b"k3", b"k5"]) == [None, b"vk3", None]
+    with store.read() as txn:
+        assert [bytes(k) for k, _ in txn.items("a")] == [b"k3"]
+
+
 @pytest.mark.parametrize("start, reverse, expected", [
     (None, False, [b"k1", b"k3", b"k5"]),
     (b"k2", False, [b"k3", b"k5"]),
@@ -204,9 +224,14 @@ def test_lmdb_growth_inside_a_write_replays_its_changes(tmp_path):
                 txn.put("b", b"%04d" % i, bytes(1000))
             txn.put_many("b", [(b"%04d" % i, bytes(1000)) for i in range(150, 300)])
             assert txn.delete_many("b", [b"0000", b"0299", b"nope"]) == 2
-            assert txn.get("a", b"k1") is None and txn.count("b") == 298
+            assert txn.pop_many("b", [b"0001", b"nope"]) == [bytes(1000), None]
+            assert txn.delete_first("b", 1) == 1  # b"0002", now the first
+            for i in range(300, 400):  # grows the map again: the pops above are replayed
+                txn.put("b", b"%04d" % i, bytes(1000))
+            assert txn.get("a", b"k1") is None and txn.count("b") == 396
         with store.read() as txn:
-            assert [k for k, _ in txn.items("a")] == [b"k3", b"k5"] and txn.count("b") == 298
+            assert [k for k, _ in txn.items("a")] == [b"k3", b"k5"] and txn.count("b") == 396
+            assert txn.get("b", b"0001") is None and txn.get("b", b"0002") is None
     finally:
         store.close()
 

@@ -86,7 +86,8 @@ def test_report_names_the_machine_the_command_and_the_failed_systems():
     text = report.report_markdown(document)
     assert "2 cores, AMD EPYC 7B13, Python 3.11.7" in text
     assert f"`{cli.PROG} --records 1000 --queue-records 500`" in text
-    assert "`raftbus bench all --records 1000 --record-bytes 100 --partitions 3 --producers 2 --readers 3`" in text
+    assert ("`raftbus bench all --records 1000 --record-bytes 100 --partitions 3 --producers 2 --readers 3 "
+            "--messages 500 --consumers 3`") in text
     assert "produce and consume 1,000 records" in text and "queue 500 messages" in text
     assert "- raftbus: 3 brokers, replication factor 3, acknowledged after a majority commit" in text
     assert "- NATS JetStream R3: nats-server: v2.9.10, 3 server(s), R3 file; client nats-py 2.16.0" in text
@@ -117,6 +118,13 @@ def test_raftbus_runs_with_the_same_counts_as_the_peers():
     bench_args = bench.build_parser().parse_args(cli.raftbus_argv(args))
     assert (bench_args.workload, bench_args.records, bench_args.record_bytes, bench_args.partitions,
             bench_args.producers, bench_args.readers) == ("all", 5000, 200, 6, 1, 2)
+    assert (bench_args.messages, bench_args.consumers) == (5000, 2)  # queue: as many messages and workers
+
+
+def test_raftbus_queue_moves_the_peers_queue_records():
+    args = cli.parse_args(["--records", "5000", "--queue-records", "700", "--readers", "3"])
+    bench_args = bench.build_parser().parse_args(cli.raftbus_argv(args))
+    assert (bench_args.records, bench_args.messages, bench_args.consumers) == (5000, 700, 3)
 
 
 @pytest.mark.parametrize("flag", ["--records", "--queue-records", "--record-bytes", "--partitions", "--producers",

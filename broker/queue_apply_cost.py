@@ -1,0 +1,110 @@
+"""What one replica's queue state machine spends applying leases and acks, without a cluster around it.
+
+`python -m raftbus.broker.queue_apply_cost [--messages N] [--batch B]` enqueues N messages (100-byte records,
+priorities 0-9, seeded) into a QueueStateMachine over a real LmdbStore in a temporary directory, then applies
+leases of B messages, each followed by one ack of the batch (packed, with a settler), until the partition is
+empty, and prints one JSON line: the process CPU time per message of the lease and ack commands. With
+`--fill-only` it stops after the enqueues: the difference between the two runs under
+`valgrind --tool=cachegrind --cache-sim=no` is the instruction count of the leases and acks, a figure the load
+of a shared machine cannot move (docs/performance.md).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import sys
+import tempfile
+import time
+
+from raftbus.broker.queues import commands as qc
+from raftbus.broker.queues.state.machine import QueueStateMachine
+from raftbus.broker.storage.lmdb_store import LmdbStore
+
+RECORD_BYTES = 100
+PRIORITIES = 10
+STAMPED_MS = 1_000_000
+VISIBILITY_MS = 60_000
+LEASE_BYTES_MAX = 4 << 20
+MAP_SIZE_BYTES = 1 << 27
+SETTLER_ID = b"s" * 16
+DELIVERY_ONE = (1).to_bytes(4, "big")
+
+
+class Replica:
+    """A queue state machine and the Raft index of its next command."""
+
+    def __init__(self, store: LmdbStore):
+        self.machine = QueueStateMachine(store)
+        self.index = 0
+
+    def apply(self, command: bytes):
+        self.index += 1
+        return self.machine.apply(self.index, command)
+
+
+def fill(replica: Replica, messages: int, batch: int) -> None:
+    rng = random.Random(messages)
+    record = bytes(RECORD_BYTES)
+    for start in range(0, messages, batch):
+        items = [qc.EnqueueItem(rng.randrange(PRIORITIES), 0, 0, 0, 0, b"", b"", b"", record)
+                 for _ in range(min(batch, messages - start))]
+        replica.apply(qc.encode_enqueue(STAMPED_MS, qc.QueuePolicy(), items))
+
+
+def drain(replica: Replica, batch: int) -> dict:
+    """Lease and ack until nothing is ready; CPU seconds of each kind of command and the messages acked."""
+    lease_s = ack_s = 0.0
+    acked = 0
+    policy = qc.QueuePolicy()
+    for sequence in range(1, sys.maxsize):
+        started = time.process_time()
+        leased = replica.apply(qc.encode_lease(STAMPED_MS, policy, batch, LEASE_BYTES_MAX, VISIBILITY_MS))
+        leased_at = time.process_time()
+        if not leased:
+            break
+        leases = b"".join(key + DELIVERY_ONE for key in leased.seq_keys)
+        command = qc.encode_ack_packed(STAMPED_MS, policy, leases, settler_id=SETTLER_ID, sequence=sequence)
+        acking = time.process_time()
+        answers = replica.apply(command)
+        ack_s += time.process_time() - acking
+        lease_s += leased_at - started
+        acked += answers.count(None)
+    return {"acked": acked, "lease_cpu_s": lease_s, "ack_cpu_s": ack_s}
+
+
+def run(messages: int, batch: int, fill_only: bool) -> dict:
+    path = tempfile.mkdtemp(prefix="raftbus-apply-cost-")
+    store = LmdbStore(path, QueueStateMachine.TABLES, MAP_SIZE_BYTES)
+    try:
+        replica = Replica(store)
+        fill(replica, messages, batch)
+        if fill_only:
+            return {"messages": messages, "batch": batch, "drained": False}
+        drained = drain(replica, batch)
+        left = replica.machine.counts()
+    finally:
+        store.close()
+        shutil.rmtree(path, ignore_errors=True)
+    per = 1e6 / max(drained["acked"], 1)
+    return {"messages": messages, "batch": batch, "drained": True, "acked": drained["acked"], "left": list(left),
+            "lease_cpu_us_per_message": round(drained["lease_cpu_s"] * per, 2),
+            "ack_cpu_us_per_message": round(drained["ack_cpu_s"] * per, 2)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m raftbus.broker.queue_apply_cost",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=20_000)
+    parser.add_argument("--batch", type=int, default=1_000, help="messages per lease and per ack")
+    parser.add_argument("--fill-only", action="store_true", help="enqueue only (the baseline to subtract)")
+    args = parser.parse_args(argv)
+    if args.messages < 1 or args.batch < 1:
+        parser.error("--messages and --batch must be >= 1")
+    print(json.dumps(run(args.messages, args.batch, args.fill_only)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
