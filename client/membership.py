@@ -7,7 +7,7 @@ poll until done, handing each progress report to `progress`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from raftbus.client.errors import InvalidReplicas, RequestTimedOut
 from raftbus.client.wire import membership_pb2 as mpb
@@ -98,8 +98,14 @@ class MembershipCalls:
             lambda conn: self._membership(conn).ReassignPartition(request, timeout=self.request_timeout_s)))
         if not wait:
             return started
-        return self._wait_for(lambda: self.describe_reassignment(topic, partition), timeout_s, progress,
-                              f"partition {topic}/{partition} still moving")
+        wanted = set(request.replicas)
+
+        def describe() -> Reassignment:
+            # Answered by the partition's leader from its metadata replica, which may not hold the target yet:
+            # done only once the recorded placement is the one asked for.
+            state = self.describe_reassignment(topic, partition)
+            return state if set(state.replicas) == wanted else replace(state, done=False)
+        return self._wait_for(describe, timeout_s, progress, f"partition {topic}/{partition} still moving")
 
     def describe_reassignment(self, topic: str, partition: int) -> Reassignment:
         request = mpb.DescribeReassignmentRequest(topic=topic, partition=partition)
