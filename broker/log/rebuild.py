@@ -1,4 +1,4 @@
-"""Rebuilding a diverged stream replica from its leader: the rules, independent of gRPC.
+"""Rebuilding a diverged replica (stream or queue partition) from its leader: the rules, independent of gRPC.
 
 The leader pins its store on the loop thread (so the image and its applied index match), writes a compact image
 to a temporary file and streams it. The replica's broker writes the image beside its store and installs it on
@@ -38,7 +38,7 @@ class RebuildService:
     # ------------------------------------------------------------------ leader side
     def store_copy(self, topic: str, partition: int) -> Iterator[tuple[int, bytes]]:
         """The leader's store as a complete image, in chunks, each with the applied index it holds."""
-        replica = self.context.leader_replica(topic, partition, kind="stream")
+        replica = self.context.leader_replica(topic, partition)
         pinned, index = self.context.run_on_loop(
             lambda: (replica.store.snapshot(), replica.state_machine.applied_index()))
         with tempfile.TemporaryFile() as image:
@@ -55,8 +55,6 @@ class RebuildService:
         """Replace this broker's replica of (topic, partition) by a copy of the leader's store;
         (leader id, applied index of the copy, image bytes)."""
         found = self.context.topic(topic)
-        if found.kind != "stream":
-            raise errors.WrongTopicKind(f"topic {topic!r} is a {found.kind} topic; rebuild copies stream partitions")
         if not 0 <= partition < len(found.partitions):
             raise errors.UnknownPartition(f"topic {topic!r} has no partition {partition}")
         group_id = partition_group_id(found.topic_id, partition)
