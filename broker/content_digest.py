@@ -28,8 +28,24 @@ _MODULUS = 2**64
 _DIGEST = struct.Struct(">Q")
 
 
+_TABLE_SEEDS: dict[str, int] = {}
+
+
+def _seed(table: str) -> int:
+    seed = _TABLE_SEEDS.get(table)
+    if seed is None:
+        seed = _TABLE_SEEDS[table] = zlib.crc32(table.encode())
+    return seed
+
+
 def pair_term(table: str, key: bytes, value) -> int:
-    return zlib.crc32(value, zlib.crc32(key, zlib.crc32(table.encode())))
+    return zlib.crc32(value, zlib.crc32(key, _seed(table)))
+
+
+def _terms(seed: int, keys, values) -> int:
+    """The sum of the terms of (key, value) pairs of one table; absent values (None) count nothing."""
+    crc = zlib.crc32
+    return sum(crc(value, crc(key, seed)) for key, value in zip(keys, values) if value is not None)
 
 
 def load(raw) -> int | None:
@@ -71,41 +87,43 @@ class DigestingTxn:
     def __getattr__(self, name):
         return getattr(self._txn, name)
 
-    def _replace(self, table: str, key: bytes, old, new) -> None:
-        if old is not None:
-            self.digest -= pair_term(table, key, old)
-        if new is not None:
-            self.digest += pair_term(table, key, new)
-        self.digest %= _MODULUS
+    def _replace(self, table: str, keys, olds, news) -> None:
+        seed = _seed(table)
+        self.digest = (self.digest - _terms(seed, keys, olds) + _terms(seed, keys, news)) % _MODULUS
 
     def put(self, table: str, key: bytes, value: bytes) -> None:
-        self._replace(table, bytes(key), self._txn.get(table, key), value)
+        self._replace(table, (key,), (self._txn.get(table, key),), (value,))
         self._txn.put(table, key, value)
 
     def delete(self, table: str, key: bytes) -> bool:
-        self._replace(table, bytes(key), self._txn.get(table, key), None)
+        self._replace(table, (key,), (self._txn.get(table, key),), (None,))
         return self._txn.delete(table, key)
 
     def put_many(self, table: str, pairs) -> None:
-        pairs = [(bytes(k), v) for k, v in pairs]
-        latest: dict[bytes, object] = {}
-        keys = list(dict.fromkeys(k for k, _ in pairs))
-        latest.update(zip(keys, self._txn.get_many(table, keys)))
-        for key, value in pairs:
-            self._replace(table, key, latest[key], value)
-            latest[key] = value
+        pairs = [(_hashable(k), v) for k, v in pairs]
+        keys = [k for k, _ in pairs]
+        if len(set(keys)) == len(keys):
+            self._replace(table, keys, self._txn.get_many(table, keys), [v for _, v in pairs])
+        else:  # a key written twice in one call: each write replaces the one before
+            for key, value in pairs:
+                self._replace(table, (key,), (self._txn.get(table, key),), (value,))
+                self._txn.put(table, key, value)
+            return
         self._txn.put_many(table, pairs)
 
     def delete_many(self, table: str, keys) -> int:
-        keys = list(dict.fromkeys(bytes(k) for k in keys))
-        for key, old in zip(keys, self._txn.get_many(table, keys)):
-            self._replace(table, key, old, None)
+        keys = list(dict.fromkeys(_hashable(k) for k in keys))
+        self._replace(table, keys, self._txn.get_many(table, keys), [None] * len(keys))
         return self._txn.delete_many(table, keys)
 
     def finish(self) -> int:
         """Write the digest beside the command's writes (call last, inside the transaction)."""
         self._txn.put(self._digest_table, DIGEST_KEY, _DIGEST.pack(self.digest))
         return self.digest
+
+
+def _hashable(key) -> bytes:
+    return key if type(key) is bytes else bytes(key)
 
 
 class DigestHistory:
