@@ -32,9 +32,9 @@ _checker: threading.Thread | None = None
 
 
 def check_on_open(group_id: str, state_machine, store, bytes_max: int) -> threading.Event | None:
-    """Queue a re-read of a store just opened (stream, queue or metadata) against its kept checksum (stores larger than `bytes_max`
-    are left to `raftbus topics verify`); one checker thread per process takes them one at a time, and logs a
-    mismatch as an error. Returns an event set once this store was checked."""
+    """Queue a re-read of a store just opened (stream, queue or metadata) against its kept checksum (stores larger
+    than `bytes_max` are left to the verify commands); one checker thread per process takes them one at a time, and
+    logs a mismatch as an error. Returns an event set once this store was checked."""
     if bytes_max == 0 or (bytes_max > 0 and store.size_bytes() > bytes_max):
         return None
     global _checker

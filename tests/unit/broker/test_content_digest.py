@@ -8,7 +8,7 @@ import random
 import pytest
 
 from raftbus.broker import content_digest
-from raftbus.broker.admin.state import META as METADATA_META
+from raftbus.broker.admin.state import TOPICS
 from raftbus.broker.admin.state import MetadataStateMachine
 from raftbus.broker.content_digest import DIGEST_KEY, DigestHistory, DigestingTxn
 from raftbus.broker.queues.state import tables as q
@@ -122,7 +122,6 @@ def test_metadata_replicas_agree_and_a_changed_topic_is_found():
     assert replicas[0].sm.digest_at(index) == replicas[1].sm.digest_at(index) is not None
     assert replicas[0].sm.digest_at(index - 1) != replicas[0].sm.digest_at(index)
     with replicas[1].store.write() as txn:
-        key, value = next(iter(txn.items("topics")))
-        txn.put("topics", key, bytes(value).replace(b'"jobs"', b'"jobz"'))
+        key, value = next(iter(txn.items(TOPICS)))
+        txn.put(TOPICS, key, bytes(value).replace(b'"jobs"', b'"jobz"'))
     assert replicas[1].sm.store_consistent() is False
-    assert METADATA_META == "meta"
