@@ -23,7 +23,7 @@ def replica_plan(topics, node_id: int, hosted) -> tuple[dict, list[str]]:
     desired = {}
     for topic in topics:
         for placement in topic.partitions:
-            if node_id in placement.replicas:
+            if node_id in placement.hosts:
                 desired[partition_group_id(topic.topic_id, placement.partition)] = (topic, placement)
     create = {g: v for g, v in desired.items() if g not in hosted}
     drop = [g for g in hosted if g not in desired]

@@ -44,7 +44,7 @@ def _start(args) -> int:
 
     setup_logging(args.log_level)
     settings = load_settings(args.config, node_id=args.node_id, data_dir=args.data_dir, listen=args.listen,
-                             raft_listen=args.raft_listen, peers=args.peers,
+                             raft_listen=args.raft_listen, peers=args.peers, join=args.join,
                              advertised_listen=args.advertised_listen, metrics_listen=args.metrics_listen)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):  # before "ready": a SIGTERM right after it stops cleanly
@@ -189,6 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--advertised-listen", help="address clients should use, if not --listen")
     start.add_argument("--raft-listen", help="peer Raft address host:port (private or loopback)")
     start.add_argument("--peers", help="id@host:port,... Raft addresses of all brokers")
+    start.add_argument("--join", help="client address host:port of a running cluster to join (instead of --peers)")
     start.add_argument("--metrics-listen", help="host:port serving Prometheus metrics at /metrics")
     start.add_argument("--log-level", default=os.environ.get("RAFTBUS_LOG_LEVEL", "INFO"))
     dev = sub.add_parser("dev", help="a local N-broker cluster on loopback")

@@ -13,17 +13,31 @@ _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]+")
 
 @dataclass(frozen=True)
 class PartitionPlacement:
-    """Where one partition's replicas live; replicas[0] is the preferred leader."""
+    """Where one partition's replicas live; replicas[0] is the preferred leader. While a reassignment runs,
+    `target` is where they are going (the partition's leader moves them one step at a time, admin/reassigner.py)
+    and `throttle_bytes_per_s` bounds what new replicas are sent while they catch up (0 = the broker default)."""
 
     partition: int
     replicas: tuple[int, ...]
+    target: tuple[int, ...] = ()
+    throttle_bytes_per_s: int = 0
+
+    @property
+    def hosts(self) -> tuple[int, ...]:
+        """Every broker that holds (or is getting) a replica: the placement and the target."""
+        return self.replicas + tuple(b for b in self.target if b not in self.replicas)
 
     def to_dict(self) -> dict:
-        return {"partition": self.partition, "replicas": list(self.replicas)}
+        data = {"partition": self.partition, "replicas": list(self.replicas)}
+        if self.target:
+            data.update(target=list(self.target), throttle_bytes_per_s=self.throttle_bytes_per_s)
+        return data
 
     @classmethod
     def from_dict(cls, data: dict) -> "PartitionPlacement":
-        return cls(partition=int(data["partition"]), replicas=tuple(int(r) for r in data["replicas"]))
+        return cls(partition=int(data["partition"]), replicas=tuple(int(r) for r in data["replicas"]),
+                   target=tuple(int(r) for r in data.get("target", ())),
+                   throttle_bytes_per_s=int(data.get("throttle_bytes_per_s", 0)))
 
 
 # ---------------------------------------------------------------------- queue topics
@@ -123,11 +137,17 @@ class Broker:
 
     @property
     def draining(self) -> bool:
-        return self.state == DRAINING
+        """Draining, or being decommissioned: it hands its leaderships away and is given none."""
+        return self.state in (DRAINING, DECOMMISSIONING)
+
+    @property
+    def placeable(self) -> bool:
+        """Whether new replicas may be placed on it (not while it is being decommissioned)."""
+        return self.state != DECOMMISSIONING
 
 
-ACTIVE, DRAINING = "active", "draining"
-BROKER_STATES = (ACTIVE, DRAINING)
+ACTIVE, DRAINING, DECOMMISSIONING = "active", "draining", "decommissioning"
+BROKER_STATES = (ACTIVE, DRAINING, DECOMMISSIONING)
 
 
 def validate_topic_name(name) -> None:

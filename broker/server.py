@@ -43,6 +43,14 @@ from raftbus.broker.groups.servicer import group_servicers
 from raftbus.broker.queues.forwarder import QueueForwarder
 from raftbus.broker.queues.servicer import queue_servicers
 from raftbus.broker.security import wiring as security
+# membership and data movement
+from raftbus.broker.admin.join import join_cluster, joined_state
+from raftbus.broker.admin.membership import MembershipService
+from raftbus.broker.admin.membership_servicer import membership_servicers
+from raftbus.broker.admin.reassigner import Reassigner
+from raftbus.broker.admin.decommission import Decommissions
+from raftbus.broker.security import tls as security_tls
+from raftbus.broker.security.tokens import internal_token
 
 log = logging.getLogger(__name__)
 _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
@@ -85,9 +93,17 @@ class Broker:
         if self.boot.unclean_reboot():
             discard_stores(self.data_dir)
         self.boot.starting()
+        for doomed in (self.data_dir / "partitions").glob("*.deleted-*"):  # a deletion cut short by a crash
+            shutil.rmtree(doomed, ignore_errors=True)
         self.loop = RaftLoop(tick_interval_ms=s.raft_tick_interval_ms, log_bytes_max=s.raft_log_bytes_broker_max)
         self.metrics.watch(self.loop)
+        meta_dir = self.data_dir / "metadata"
+        joined = self._joined(meta_dir)
         peers = {node: addr for node, addr in s.peer_addresses.items() if node != self.node_id}
+        if joined is not None:
+            peers = {node: addr for node, addr in joined["brokers"].items() if node != self.node_id}
+        self._configured_peers = dict(peers)
+        self._hub_peers = dict(peers)
         self.hub = RaftHub(
             self.node_id, s.raft_address, peers, s.raft_secret,
             on_message=self.loop.on_message,
@@ -111,14 +127,14 @@ class Broker:
         self._opener = ThreadPoolExecutor(max_workers=1, thread_name_prefix="raftbus-replica-opener")
         self.loop.stopped_listeners.append(self.faults.on_group_stopped)
 
-        meta_dir = self.data_dir / "metadata"
         self.metadata_store = LmdbStore(str(meta_dir / "store"), tables=MetadataStateMachine.TABLES,
                                         map_size_bytes=s.storage_map_size_bytes)
         self.metadata_sm = MetadataStateMachine(self.metadata_store)
         check_on_open(METADATA_GROUP, self.metadata_sm, self.metadata_store, s.storage_verify_on_open_bytes_max)
         self.metadata_group = RaftGroup(
             METADATA_GROUP, self.metadata_sm, self.metadata_store, hub=self.hub, loop=self.loop,
-            self_id=self.node_id, peer_ids=sorted(peers), data_dir=meta_dir / "raft", settings=s.raft())
+            self_id=self.node_id, peer_ids=sorted(joined["voters"] if joined else peers),
+            data_dir=meta_dir / "raft", settings=s.raft(), learner_ids=joined["learners"] if joined else ())
         self.metadata_group.disk = self.disk
         self.leaders = LeaderTable(stale_after_s=max(3 * s.leader_gossip_interval_ms / 1000, 3.0))
         self.context = BrokerContext(node_id=self.node_id, settings=s, clock=self.clock,
@@ -127,6 +143,8 @@ class Broker:
         self.context.process_stats = self._process_stats
         self.log_service = LogService(self.context)
         self.admin_service = AdminService(self.context)
+        self.membership_service = MembershipService(self.context, self.admin_service.register_broker)
+        self.decommissions = Decommissions(self.context)
         # queue topics
         self.queue_service = QueueService(self.context)
         self.security = security.ClientPortSecurity(self.context)
@@ -145,6 +163,9 @@ class Broker:
         self.loop.every(s.offsets_retention_check_interval_ms, self._expire_offsets)
         self.loop.every(s.preferred_leader_check_interval_ms, self._prefer_leaders)
         self.loop.every(s.drain_check_interval_ms, self._drain_leaderships)
+        self.loop.every(s.membership_check_interval_ms, self.membership_service.promote_caught_up)
+        self.loop.every(s.membership_check_interval_ms, Reassigner(self.context).advance)
+        self.loop.every(s.membership_check_interval_ms, self.decommissions.advance)
         self.loop.every(s.queue_tick_interval_ms, self._tick_queues)
         self.context.run_on_loop = self.loop.call
         self.loop.every(s.storage_free_check_interval_ms, self._check_faults)
@@ -163,6 +184,7 @@ class Broker:
         servicers += queue_servicers(self.queue_service, self.dead_letters)
         servicers += integrity_servicers(self.context)  # raftbus cluster verify
         servicers += self.security.servicers()
+        servicers += membership_servicers(self.membership_service, self.decommissions)
         self.server, self.health, self.grpc_port = build_server(
             s.listen, servicers, workers_max=s.grpc_workers_max, message_bytes_max=s.grpc_message_bytes_max,
             concurrent_rpcs_max=s.grpc_concurrent_rpcs_max,
@@ -235,12 +257,42 @@ class Broker:
             self._metadata_changed = False
             self._reconcile()
 
+    def _joined(self, meta_dir: Path) -> dict | None:
+        """The metadata members and Raft peers of a broker that joined a running cluster (`join`), asking the
+        cluster on its first start; None for a broker bootstrapped from `peers`."""
+        state = joined_state(meta_dir)
+        if state is not None or not self.settings.join:
+            return state
+        credentials = security_tls.peer_tls_files(self.settings)
+        if self.settings.auth_enabled:
+            credentials["token"] = internal_token(self.settings.cluster_secret)
+        return join_cluster(self.settings, "", credentials, meta_dir)
+
+    def _sync_raft_peers(self) -> None:
+        """The Raft transport accepts and dials every registered broker (and the configured peers)."""
+        wanted = {b.broker_id: b.raft_address for b in self.metadata_sm.brokers().values()
+                  if b.broker_id != self.node_id and b.raft_address}
+        wanted.update(self._configured_peers)
+        if wanted != self._hub_peers:
+            self._hub_peers = wanted
+            self.hub.set_peers(wanted)
+
+    def _follow_preferred_leaders(self) -> None:
+        """A reassignment changes a partition's first replica: its groups prefer the new one."""
+        topics = {t.topic_id: t for t in self.metadata_sm.topics().values()}
+        for replica in self.context.partitions.values():
+            topic = topics.get(replica.topic_id)
+            if topic is not None and replica.partition < len(topic.partitions):
+                replica.group.preferred_leader = topic.partitions[replica.partition].replicas[0]
+
     def _reconcile(self) -> None:
         """Create the partition replicas the metadata places here and drop the ones it no longer does (loop thread).
 
         Opening a replica (its LMDB store, its journal and snapshot) is file work, so it runs on the replica
         opener thread, one replica at a time, and only the finished group is added to the loop: creating
         thousands of partitions never stalls the heartbeats and elections of the groups already running."""
+        self._sync_raft_peers()
+        self._follow_preferred_leaders()
         hosted = set(self.context.partitions) | set(self._opening)
         create, drop = replica_plan(self.metadata_sm.topics().values(), self.node_id, hosted)
         for group_id in drop:
@@ -271,11 +323,16 @@ class Broker:
             return
         sm, store, group = opened
         still_here = self.metadata_sm.topic(topic.name)
-        if self._stopping.is_set() or still_here is None or still_here.topic_id != topic.topic_id or \
-                self.node_id not in next((p.replicas for p in still_here.partitions
+        if self._stopping.is_set():
+            group.close()
+            store.close()
+            return
+        if still_here is None or still_here.topic_id != topic.topic_id or \
+                self.node_id not in next((p.hosts for p in still_here.partitions
                                           if p.partition == placement.partition), ()):
             group.close()
-            store.close()  # placed elsewhere (or deleted) while it opened
+            store.close()  # placed elsewhere (moved off this broker, or deleted) while it opened
+            self._delete_replica_files(group_id)
             return
         self._register_replica(group_id, topic, placement, sm, store, group)
 
@@ -299,10 +356,11 @@ class Broker:
         try:
             sm = QueueStateMachine(store, topic.ordering) if topic.kind == "queue" else PartitionStateMachine(store)
             check_on_open(group_id, sm, store, s.storage_verify_on_open_bytes_max)
-            peers = sorted(r for r in placement.replicas if r != self.node_id)
+            peers = sorted(r for r in placement.hosts if r != self.node_id)
             group = RaftGroup(group_id, sm, store, hub=self.hub, loop=self.loop, self_id=self.node_id,
                               peer_ids=peers, data_dir=base / "raft", settings=s.raft(),
-                              preferred_leader=placement.replicas[0])
+                              preferred_leader=placement.replicas[0],
+                              learner_ids=[r for r in placement.target if r not in placement.replicas])
         except BaseException:
             store.close()
             raise
@@ -317,9 +375,21 @@ class Broker:
         replica.notify_appended()
         self.group_commit.forget(replica.group)
         replica.store.close()
-        path = self._partition_dir(group_id)
-        threading.Thread(target=shutil.rmtree, args=(path,), kwargs={"ignore_errors": True}, daemon=True).start()
+        self._delete_replica_files(group_id)
         log.info("partition replica removed", extra={"group": group_id})
+
+    def _delete_replica_files(self, group_id: str) -> None:
+        """Delete a closed replica's directory: renamed at once (a replica placed here again starts from an empty
+        directory), removed on a thread of its own."""
+        path = self._partition_dir(group_id)
+        doomed = path.with_name(f"{group_id}.deleted-{time.monotonic_ns()}")
+        try:
+            path.rename(doomed)
+        except FileNotFoundError:
+            return
+        except OSError:
+            doomed = path
+        threading.Thread(target=shutil.rmtree, args=(doomed,), kwargs={"ignore_errors": True}, daemon=True).start()
 
     def _check_faults(self) -> None:
         """Measure the disk (hand leaderships away while it is full) and reopen, from their journals, the groups
@@ -388,7 +458,7 @@ class Broker:
         for group in groups:
             if not group.is_leader:
                 continue
-            targets = sorted(p for p in group.transport.nodes if p in connected and p not in draining)
+            targets = sorted(p for p in group.membership.voters if p in connected and p not in draining)
             if targets:
                 group.hand_over(targets[0])
 

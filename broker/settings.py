@@ -67,6 +67,11 @@ class BrokerSettings:
     raft_snapshot_copy_ratio_max: int = 4
     raft_frame_bytes_max: int = 64 * 1024 * 1024
     raft_send_buffer_bytes_max: int = 256 * 1024 * 1024
+    raft_bulk_send_buffer_bytes_max: int = 64 * 1024 * 1024
+    raft_catch_up_bytes_in_flight_max: int = 8 * 1024 * 1024
+    raft_snapshot_chunk_bytes: int = 1024 * 1024
+    raft_snapshot_chunks_in_flight_max: int = 8
+    raft_snapshot_ack_timeout_ms: int = 5000
     raft_connect_retry_ms: int = 200
     raft_handshake_timeout_ms: int = 2000
     raft_handshakes_pending_max: int = 64
@@ -78,6 +83,14 @@ class BrokerSettings:
     leader_gossip_interval_ms: int = 1000
     preferred_leader_check_interval_ms: int = 5000
     drain_check_interval_ms: int = 500
+    # membership and data movement (docs/replication.md, "Membership changes")
+    join: str = ""
+    join_timeout_ms: int = 60_000
+    membership_check_interval_ms: int = 500
+    membership_promote_lag_entries_max: int = 64
+    membership_change_timeout_ms: int = 30_000
+    reassign_throttle_bytes_per_s: int = 0
+    reassignments_running_max: int = 8
     storage_sync_interval_ms: int = 200
     storage_map_size_bytes: int = 64 * 1024 * 1024
     storage_verify_on_open_bytes_max: int = 1024 * 1024 * 1024
@@ -213,6 +226,11 @@ class BrokerSettings:
             log_entries_max=self.raft_log_entries_max,
             snapshot_copy_ratio_max=self.raft_snapshot_copy_ratio_max,
             isr_lag_time_ms=self.isr_lag_time_ms,
+            snapshot_chunk_bytes=self.raft_snapshot_chunk_bytes,
+            snapshot_chunks_in_flight_max=self.raft_snapshot_chunks_in_flight_max,
+            snapshot_ack_timeout_ms=self.raft_snapshot_ack_timeout_ms,
+            catch_up_bytes_in_flight_max=self.raft_catch_up_bytes_in_flight_max,
+            bulk_send_buffer_bytes_max=self.raft_bulk_send_buffer_bytes_max,
         )
 
     def validate(self) -> "BrokerSettings":
@@ -236,6 +254,15 @@ class BrokerSettings:
         if not 0 < self.grpc_long_calls_per_connection_max <= self.grpc_long_calls_max < self.grpc_workers_max:
             raise errors.InvalidArgument("need 0 < grpc_long_calls_per_connection_max <= grpc_long_calls_max < "
                                          "grpc_workers_max (short calls need workers of their own)")
+        for name in ("membership_check_interval_ms", "membership_change_timeout_ms", "reassignments_running_max",
+                     "join_timeout_ms"):
+            if getattr(self, name) < 1:
+                raise errors.InvalidArgument(f"{name} must be >= 1")
+        if self.membership_promote_lag_entries_max < 0 or self.reassign_throttle_bytes_per_s < 0:
+            raise errors.InvalidArgument("membership_promote_lag_entries_max and reassign_throttle_bytes_per_s "
+                                         "must be >= 0")
+        if self.join and self.peers:
+            raise errors.InvalidArgument("a broker joins a running cluster (join) or starts with peers, not both")
         for name in ("grpc_concurrent_rpcs_max", "topics_max", "cluster_partitions_max", "broker_replicas_max"):
             if getattr(self, name) < 1:
                 raise errors.InvalidArgument(f"{name} must be >= 1")
@@ -264,10 +291,27 @@ class BrokerSettings:
                 f"{problem}. Set cluster_secret (RAFTBUS_CLUSTER_SECRET) to a random string of at least "
                 f"{self.cluster_secret_bytes_min} bytes and cluster_id (RAFTBUS_CLUSTER_ID) to a name of this "
                 "cluster, the same on every broker")
+        self._validate_raft_flow_control()
         if self.raft_handshakes_pending_per_address_max < 1 or \
                 self.raft_handshakes_pending_max < self.raft_handshakes_pending_per_address_max:
             raise errors.InvalidArgument(
                 "need 1 <= raft_handshakes_pending_per_address_max <= raft_handshakes_pending_max")
+
+    def _validate_raft_flow_control(self) -> None:
+        """Entries and snapshot chunks fill at most raft_bulk_send_buffer_bytes_max of a peer's send buffer, plus one
+        message (a command or a chunk); the rest stays free for heartbeats and votes, so it never overflows."""
+        for name in ("raft_snapshot_chunk_bytes", "raft_snapshot_chunks_in_flight_max", "raft_snapshot_ack_timeout_ms",
+                     "raft_catch_up_bytes_in_flight_max", "raft_bulk_send_buffer_bytes_max"):
+            if getattr(self, name) < 1:
+                raise errors.InvalidArgument(f"{name} must be >= 1")
+        largest = max(self.raft_command_bytes_max + 64 * 1024, self.raft_snapshot_chunk_bytes + 1024)
+        if largest > self.raft_frame_bytes_max // 2:
+            raise errors.InvalidArgument("raft_snapshot_chunk_bytes and raft_command_bytes_max must stay below half "
+                                         "of raft_frame_bytes_max")
+        if self.raft_bulk_send_buffer_bytes_max + 2 * largest > self.raft_send_buffer_bytes_max:
+            raise errors.InvalidArgument(
+                "raft_send_buffer_bytes_max must exceed raft_bulk_send_buffer_bytes_max by two of the largest Raft "
+                f"messages ({2 * largest} bytes: raft_command_bytes_max or raft_snapshot_chunk_bytes, with headroom)")
 
     # ------------------------------------------------------------------ consumer groups
     def _validate_consumer_groups(self) -> None:

@@ -20,6 +20,7 @@ from raftbus.client.groups.calls import GroupCalls, TopicPartition
 from raftbus.client.credentials import TlsSource
 from raftbus.client.reader import Reader
 from raftbus.client.router import Router
+from raftbus.client.membership import MembershipCalls
 from raftbus.client.security import SecurityCalls
 from raftbus.client.wire import raftbus_pb2 as pb
 
@@ -91,7 +92,7 @@ class BrokerDescription:
     address: str
     raft_address: str
     alive: bool
-    state: str = "active"  # or "draining": it hands its leaderships away and is given none
+    state: str = "active"  # "draining" or "decommissioning": it hands its leaderships away and is given none
     metrics_url: str = ""
 
     @classmethod
@@ -171,9 +172,9 @@ def create_topic_request(name: str, partitions: int | None, replication_factor: 
     return pb.CreateTopicRequest(name=name, kind=kind, ordering=ordering or "", **optional)
 
 
-class Admin(SecurityCalls):
-    """Topic and cluster administration, tokens and ACLs (client/security.py); a context manager that closes its
-    channels."""
+class Admin(SecurityCalls, MembershipCalls):
+    """Topic and cluster administration, tokens and ACLs (client/security.py), membership and data movement
+    (client/membership.py); a context manager that closes its channels."""
 
     def __init__(
         self,

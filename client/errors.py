@@ -279,6 +279,38 @@ class SparkSetupError(RaftbusError):
     code = "SPARK_SETUP"
 
 
+class UnknownRoute(RaftbusError):
+    """No HTTP route at that path takes that method (raised by the HTTP gateway only)."""
+
+    code = "UNKNOWN_ROUTE"
+
+
+# ---------------------------------------------------------------------- membership and data movement
+class UnknownBroker(RaftbusError):
+    """No broker of that id is registered (or it is not a member of the group named)."""
+
+    code = "UNKNOWN_BROKER"
+
+
+class InvalidReplicas(InvalidArgument):
+    """A replica list with duplicates, unknown brokers or no replica at all."""
+
+    code = "INVALID_REPLICAS"
+
+
+class MembershipChangeInProgress(RaftbusError):
+    """A group's previous membership change has not been applied yet: one change at a time (retry)."""
+
+    code = "MEMBERSHIP_CHANGE_IN_PROGRESS"
+    retriable = True
+
+
+class ReassignmentInProgress(RaftbusError):
+    """The partition is already being moved; wait for that reassignment to finish."""
+
+    code = "REASSIGNMENT_IN_PROGRESS"
+
+
 # ---------------------------------------------------------------------- the table
 
 
@@ -323,8 +355,15 @@ GRPC_STATUS: dict[type[RaftbusError], grpc.StatusCode] = {
     UnknownMessage: grpc.StatusCode.NOT_FOUND,
     LeaseLost: grpc.StatusCode.FAILED_PRECONDITION,
     MessageNotWaiting: grpc.StatusCode.FAILED_PRECONDITION,
+    # membership and data movement
+    UnknownBroker: grpc.StatusCode.NOT_FOUND,
+    InvalidReplicas: grpc.StatusCode.INVALID_ARGUMENT,
+    MembershipChangeInProgress: grpc.StatusCode.UNAVAILABLE,
+    ReassignmentInProgress: grpc.StatusCode.FAILED_PRECONDITION,
     # Spark (raised in the client only)
     SparkSetupError: grpc.StatusCode.FAILED_PRECONDITION,
+    # HTTP gateway (raised in the client only)
+    UnknownRoute: grpc.StatusCode.NOT_FOUND,
 }
 
 ERRORS_BY_CODE: dict[str, type[RaftbusError]] = {cls.code: cls for cls in GRPC_STATUS}

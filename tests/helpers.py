@@ -51,6 +51,7 @@ class BrokerProcess:
     peers: str
     env: dict = field(default_factory=dict)
     proc: subprocess.Popen | None = None
+    join: str = ""  # a running cluster's client address: the broker joins it instead of using `peers`
 
     @property
     def address(self) -> str:
@@ -59,7 +60,8 @@ class BrokerProcess:
     def start(self) -> "BrokerProcess":
         cmd = [sys.executable, "-m", "raftbus.broker", "start", "--node-id", str(self.node_id),
                "--data-dir", str(self.data_dir), "--listen", self.address,
-               "--raft-listen", f"127.0.0.1:{self.raft_port}", "--peers", self.peers, "--log-level", "WARNING"]
+               "--raft-listen", f"127.0.0.1:{self.raft_port}", "--log-level", "WARNING"]
+        cmd += ["--join", self.join] if self.join else ["--peers", self.peers]
         log = open(self.data_dir.parent / f"broker-{self.node_id}.log", "ab")
         env = {**os.environ, **self.env}
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, env=env)

@@ -24,6 +24,7 @@ from typing import Mapping, NamedTuple
 from raftbus.client import errors
 
 from raftbus.broker import commands, content_digest, model
+from raftbus.broker.admin import placement as placement_commands
 from raftbus.broker.content_digest import DigestingTxn
 from raftbus.broker.groups import commands as group_commands
 from raftbus.broker.groups import planning as group_planning
@@ -143,6 +144,9 @@ class MetadataStateMachine:
         if kind in security_commands.METADATA_KINDS:  # tokens and ACLs
             result, change = security_state.plan(self._security, kind, payload)
             return result, _Change(security=change)
+        if kind in placement_commands.METADATA_KINDS:  # partition reassignment
+            result, moved = placement_commands.plan(self._topics, self._brokers, kind, payload)
+            return result, _Change(topic=moved)
         planner = {
             commands.REGISTER_BROKER: self._plan_register_broker,
             commands.CREATE_TOPIC: self._plan_create_topic,
@@ -195,6 +199,10 @@ class MetadataStateMachine:
                               metrics_url)
         return None, _Change(broker=broker)
 
+    def _placeable(self) -> list[int]:
+        """Brokers new partition replicas may go to (not one being decommissioned)."""
+        return [b.broker_id for b in self._brokers.values() if b.placeable]
+
     def _plan_set_broker_state(self, p: dict):
         known = self._brokers.get(p["broker_id"])
         if known is None:
@@ -217,7 +225,7 @@ class MetadataStateMachine:
             raise errors.InvalidArgument("retention_ms and retention_bytes must be >= 0, or -1 for unlimited")
         topic_id = self._state.next_topic_id
         placements = model.place_partitions(topic_id, 0, p["partitions"], p["replication_factor"],
-                                          list(self._brokers))
+                                          self._placeable())
         topic = model.Topic(name=name, topic_id=topic_id, kind=p["kind"], ordering=p["ordering"],
                             retention_ms=p["retention_ms"], retention_bytes=p["retention_bytes"],
                             created_ms=p["now_ms"], partitions=placements)
@@ -236,7 +244,7 @@ class MetadataStateMachine:
             raise errors.TopicExists(f"topic {dlq_name!r} (the dead-letter topic of {topic.name!r}) already exists")
         dlq_id = topic.topic_id + 1
         placements = model.place_partitions(dlq_id, 0, len(topic.partitions), len(topic.partitions[0].replicas),
-                                            list(self._brokers))
+                                            self._placeable())
         dlq_config = dataclasses.replace(config, max_deliveries=0, max_in_flight_per_group=0, dead_letter_of=topic.name)
         dlq = dataclasses.replace(topic, name=dlq_name, topic_id=dlq_id, ordering="priority", partitions=placements,
                                   queue=dlq_config)
@@ -264,7 +272,7 @@ class MetadataStateMachine:
                 f"topic {topic.name!r} has {current} partitions; partitions can only grow")
         replication_factor = len(topic.partitions[0].replicas)
         added = model.place_partitions(topic.topic_id, current, p["partitions"] - current, replication_factor,
-                                       list(self._brokers))
+                                       self._placeable())
         grown = dataclasses.replace(topic, partitions=topic.partitions + added)
         return grown, _Change(topic=grown)
 

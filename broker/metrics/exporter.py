@@ -11,6 +11,7 @@ from raftbus.broker.metrics.address import metrics_url
 from raftbus.broker.metrics.calls import CallMetrics
 from raftbus.broker.metrics.collectors import BrokerCollector, GroupLagCollector, PartitionCollector
 from raftbus.broker.metrics.traffic import Traffic
+from raftbus.broker.metrics.transport import RaftTransportCollector
 from raftbus.broker.settings import parse_address
 
 
@@ -61,6 +62,7 @@ class MetricsExporter:
         self.registry.register(PartitionCollector(broker))
         self.registry.register(GroupLagCollector(broker, self.settings.metrics_lag_groups_per_partition_max))
         self.registry.register(BrokerCollector(broker, self.role_changes))
+        self.registry.register(RaftTransportCollector(broker))
         host, port = parse_address(self.settings.metrics_listen)
         self._server, _thread = start_http_server(port, addr=host.strip("[]"), registry=self.registry)
         self.url = metrics_url(self.settings.metrics_listen, self.settings.client_address,

@@ -31,7 +31,9 @@ from pysyncobj.transport import Transport
 
 from raftbus.client import errors
 
-from raftbus.broker.raft import entry_codec, snapshot_footer
+from raftbus.broker.raft import entry_codec, reconfigure, snapshot_footer, transfer
+from raftbus.broker.raft import membership as config
+from raftbus.broker.raft.throttle import CatchUpThrottle, snapshot_bytes
 from raftbus.broker.raft.journal import JournalCorrupt, create_journal
 from raftbus.broker.raft.latency import LatencyHistogram
 from raftbus.broker.storage.base import is_disk_full
@@ -60,6 +62,12 @@ class RaftSettings:
     log_entries_max: int = 200_000
     snapshot_copy_ratio_max: int = 4
     isr_lag_time_ms: int = 10_000
+    # Flow control of what a leader sends each peer (see transfer.py).
+    snapshot_chunk_bytes: int = 1024 * 1024
+    snapshot_chunks_in_flight_max: int = 8
+    snapshot_ack_timeout_ms: int = 5000
+    catch_up_bytes_in_flight_max: int = 8 * 1024 * 1024
+    bulk_send_buffer_bytes_max: int = 64 * 1024 * 1024
 
     def syncobj_conf(self, data_dir: Path, serializer, deserializer, on_state_changed) -> SyncObjConf:
         return SyncObjConf(
@@ -138,9 +146,16 @@ class GroupTransport(Transport):
         self.nodes = {peer_id: Node(str(peer_id)) for peer_id in peer_ids}
         self.raft: SyncObj | None = None
         self.stopped = False  # a stopped group neither receives nor answers: to its peers it is down
+        self.voters: frozenset | None = None  # votes from or to anyone else are dropped (membership.py)
+        self.votes_here = True  # whether this replica is a voter: a learner neither grants nor asks for votes
+        self.learners: frozenset = frozenset()
+        self.throttle: CatchUpThrottle | None = None  # bounds what is sent to learners
+        self.throttled: set = set()  # learners held back until the next tick (see `resume_throttled`)
 
     def send(self, node, message):
         if self.stopped:
+            return False
+        if self.throttle is not None and int(node.id) in self.learners and not self._within_throttle(node, message):
             return False
         if message.get("type") == "next_node_idx":
             # Lets the leader tell a reply of this term from a stale one of an earlier term.
@@ -150,6 +165,32 @@ class GroupTransport(Transport):
         except ValueError:
             log.error("%s: message to %s exceeds the frame limit; dropped", self.channel, node.id)
             return False
+
+    def _within_throttle(self, node, message) -> bool:
+        """Whether a message to a learner may leave, cut to what the catch-up budget allows: the entries beyond it
+        are dropped from the message, and the learner gets nothing more this tick (pysyncobj's send loop stops at a
+        node it believes disconnected); the rest is sent from the same index at a later tick."""
+        if message.get("type") != "append_entries":
+            return True
+        pieces = snapshot_bytes(message)
+        if pieces:
+            self.throttle.charge(pieces)
+            return True
+        entries = message.get("entries") or ()
+        granted = self.throttle.grant([len(entry[0]) for entry in entries]) if entries else 0
+        if granted == len(entries):
+            return True
+        self.raft._SyncObj__raftNextIndex[node] = entries[granted][1]
+        self.raft._SyncObj__connectedNodes.discard(node)
+        self.throttled.add(node)
+        message["entries"] = entries[:granted]  # sent by the caller when not empty
+        return granted > 0
+
+    def resume_throttled(self, connected) -> None:
+        for node in self.throttled:
+            if int(node.id) in connected and int(node.id) in self.nodes:
+                self.raft._SyncObj__connectedNodes.add(node)
+        self.throttled.clear()
 
     def peer_connected(self, peer_id: int) -> None:
         node = self.nodes.get(peer_id)
@@ -166,12 +207,20 @@ class GroupTransport(Transport):
         if node is None or not isinstance(message, dict) or self.stopped:
             return
         kind = message.get("type")
+        if kind in ("request_vote", "response_vote") and self.voters is not None and \
+                (peer_id not in self.voters or not self.votes_here):
+            # Only voters elect: a learner's (or a removed replica's) request must not disrupt the voters' terms,
+            # and pysyncobj counts every response_vote it receives, so a learner's vote would make a false majority.
+            return
         try:
             if kind == "append_entries":
                 _guard_append_entries(self.raft, message)
                 self._onMessageReceived(node, message)
             elif kind == "next_node_idx":
                 _guard_next_index(self.raft, node, message, self._onMessageReceived)
+                self.raft.replication.on_reply(node)
+            elif kind in transfer.MESSAGE_TYPES:
+                self.raft.replication.receive(node, message)
             else:
                 self._onMessageReceived(node, message)
         except entry_codec.EntryCodecError as exc:
@@ -275,7 +324,10 @@ class _Raft(SyncObj):
 
     def __init__(self, owner: "RaftGroup", self_node, other_nodes, conf, transport):
         self._owner = owner
+        self.replication = transfer.Replication(self, owner.group_id, owner.settings, owner._hub, owner._self_id,
+                                                owner.data_dir)
         super().__init__(self_node, other_nodes, conf=conf, transport=transport)
+        self.replication.attach()
         self._poller = _NoSockets()
         pipe = getattr(self, "_SyncObj__pipeNotifier", None)
         if pipe is not None:
@@ -286,6 +338,14 @@ class _Raft(SyncObj):
     def submit(self, command: bytes, callback) -> None:
         self._applyCommand(command, callback, _REGULAR_COMMAND)
 
+    def _SyncObj__sendAppendEntries(self):
+        """pysyncobj's, with flow control per group and peer (transfer.py)."""
+        self.replication.send_append_entries()
+
+    def destroy(self):
+        self.replication.close()
+        super().destroy()
+
     def _SyncObj__doApplyCommand(self, entry: bytes):
         """Apply one committed entry (replaces pysyncobj's, which unpickles it). Every replica decides the same
         from the same bytes: a REGULAR entry goes to the state machine, anything else is a no-op (raftbus groups
@@ -293,6 +353,8 @@ class _Raft(SyncObj):
         kind = entry[0] if entry else None
         if kind == _REGULAR_COMMAND:
             return self._owner._apply_committed(entry[1:])
+        if kind == config.ENTRY_TYPE:
+            return self._owner._apply_membership(entry)
         if kind != _NO_OP_COMMAND:
             log.warning("%s: ignored a committed entry of type %s", self._owner.group_id, kind)
         return None
@@ -364,7 +426,7 @@ class RaftGroup:
     """A replicated state machine on the broker's shared loop and transport (the production `Replica`)."""
 
     def __init__(self, group_id: str, state_machine, store, *, hub, loop, self_id: int, peer_ids,
-                 data_dir: Path, settings: RaftSettings, preferred_leader: int | None = None):
+                 data_dir: Path, settings: RaftSettings, preferred_leader: int | None = None, learner_ids=()):
         self.group_id = group_id
         self.state_machine = state_machine
         self.store = store
@@ -386,14 +448,21 @@ class RaftGroup:
         self.journal_disk_full = False   # the last journal write failed for lack of space
         self._pending: set[Future] = set()  # submitted commands not answered yet
         self.disk = None  # the broker's DiskSpace: while it is full, a leader takes no new commands
-        self._hub, self._self_id, self._peer_ids = hub, self_id, list(peer_ids)
+        self._hub, self._self_id = hub, self_id
+        learners = {int(n) for n in learner_ids}
+        # The configuration the group starts from; its own configuration entries (and snapshots) replace it.
+        self.membership = config.Membership.of(({self_id} | {int(p) for p in peer_ids}) - learners, learners)
+        self._membership_proposal: Future | None = None
         self._start_raft()
 
     def _start_raft(self) -> None:
-        self.transport = GroupTransport(self._hub, self.group_id, self._peer_ids)
+        members = self.membership
+        self.transport = GroupTransport(self._hub, self.group_id, sorted(members.members - {self._self_id}))
         conf = self.settings.syncobj_conf(self.data_dir, self._serialize, self._deserialize, self._on_state_changed)
-        self.raft = _Raft(self, Node(str(self._self_id)), list(self.transport.nodes.values()), conf, self.transport)
+        voters = [node for peer_id, node in self.transport.nodes.items() if peer_id in members.voters]
+        self.raft = _Raft(self, Node(str(self._self_id)), voters, conf, self.transport)
         self.transport.raft = self.raft
+        self._install_membership(config.Membership(members.voters, frozenset(), members.index), members)
         journal = self.raft._SyncObj__raftLog
         first_index = journal[0][1] if len(journal) else 1
         if first_index > 1 and not (self.data_dir / "raft.snapshot").exists():
@@ -419,6 +488,90 @@ class RaftGroup:
             self.transport.peer_connected(peer_id)
         self._loop.mark_dirty(self.group_id)
         log.warning("raft group %s reopened", self.group_id, extra={"group": self.group_id})
+
+    # ------------------------------------------------------------------ membership (membership.py)
+    def _install_membership(self, old: config.Membership, new: config.Membership) -> None:
+        reconfigure.install(self.raft, self.transport, self._self_id, old, new, self._hub.connected_peers())
+        self.membership = new
+        self.transport.voters = new.voters
+        self.transport.votes_here = self._self_id in new.voters
+        self.transport.learners = new.learners
+
+    def _apply_membership(self, entry: bytes):
+        """Apply a committed configuration entry: install it if it was derived from the configuration held here
+        (every replica holds the same one at this index), else refuse it as a concurrent proposal."""
+        index = self.raft.raftLastApplied + 1
+        if self.stopped is not None:
+            raise GroupStopped(self.stopped)
+        try:
+            based_on, voters, learners = config.decode_change(entry)
+        except config.MembershipCodecError as exc:
+            log.warning("%s: ignored configuration entry %s: %s", self.group_id, index, exc)
+            return errors.InvalidArgument(str(exc))
+        if based_on != self.membership.index:
+            return errors.MembershipChangeInProgress(
+                f"configuration entry {index} was derived from configuration {based_on}, not {self.membership.index}")
+        installed = config.Membership(voters, learners, index)
+        self._install_membership(self.membership, installed)
+        log.info("raft group membership changed", extra={"group": self.group_id, **installed.to_dict()})
+        self._loop.on_applied(self)
+        return installed
+
+    def propose_membership(self, step) -> Future:
+        """Propose the configuration `step(current)` (loop thread): one voter or learner added, promoted or removed.
+
+        Refused with MembershipChangeInProgress while a previous change is not applied (or this leader has not yet
+        applied an entry of its own term), NotLeader on a follower, and with the typed error `step` raises for a
+        change that makes no sense (an unknown member, the last voter). The future resolves with the installed
+        `Membership` once it is committed and applied here."""
+        future: Future = Future()
+        try:
+            entry = self._membership_entry(step)
+        except errors.RaftbusError as exc:
+            future.set_exception(exc)
+            return future
+
+        def done(result, reason):
+            if reason != FAIL_REASON.SUCCESS:
+                future.set_exception(error_for_fail_reason(reason, self.leader_id))
+            elif isinstance(result, errors.RaftbusError):
+                future.set_exception(result)
+            else:
+                future.set_result(result)
+
+        self._membership_proposal = future
+        self.raft._applyCommand(entry, done)
+        self._loop.mark_dirty(self.group_id)
+        return future
+
+    def _membership_entry(self, step) -> bytes:
+        if self.stopped is not None:
+            raise self._stopped_error()
+        if not self.is_leader:
+            raise errors.NotLeader(f"only the leader of {self.group_id} changes its membership",
+                                   leader_id=self.leader_id)
+        pending = self._membership_proposal is not None and not self._membership_proposal.done()
+        if pending or not reconfigure.own_term_applied(self.raft) or \
+                reconfigure.config_entry_pending(self.raft, config.is_change):
+            raise errors.MembershipChangeInProgress(f"{self.group_id}: the previous membership change is not applied")
+        current = self.membership
+        target = step(current)
+        if self._self_id not in target.voters:
+            raise errors.InvalidReplicas(f"the leader of {self.group_id} cannot remove itself; move leadership first")
+        return config.encode_change(target, current.index)
+
+    def learner_progress(self) -> dict[int, int]:
+        """Leader only: how many committed entries each member other than the leader still lacks."""
+        if not self.is_leader:
+            return {}
+        commit = self.raft.raftCommitIndex
+        peers = self.membership.members - {self._self_id}
+        held = reconfigure.replication_progress(self.raft, peers)
+        return {peer: max(0, commit - index) for peer, index in held.items()}
+
+    def set_catch_up_throttle(self, bytes_per_s: int) -> None:
+        """Bound what this group sends to its learners (bytes/s, 0 = unlimited); loop thread."""
+        self.transport.throttle = CatchUpThrottle(bytes_per_s) if bytes_per_s else None
 
     # ------------------------------------------------------------------ seam
     def submit(self, command: bytes) -> Future:
@@ -503,6 +656,10 @@ class RaftGroup:
     def tick(self) -> None:
         if self.stopped is not None:
             return
+        if self._self_id not in self.membership.voters:
+            reconfigure.hold_election(self.raft, self.settings.election_timeout_max_ms / 1000)
+        if self.transport.throttled:
+            self.transport.resume_throttled(self._hub.connected_peers())
         try:
             self.raft.doTick(0.0)
             if self.journal_disk_full and not (self.disk is not None and self.disk.full):
@@ -546,7 +703,10 @@ class RaftGroup:
         commit = self.raft.raftCommitIndex
         lag_s = self.settings.isr_lag_time_ms / 1000
         isr = [self_id]
+        voters = self.membership.voters
         for node, index in match.items():
+            if int(node.id) not in voters:
+                continue  # a learner is not in sync: it does not count for the commit
             fresh = now_monotonic - last_response.get(node, 0) <= lag_s
             if fresh and index >= commit - 1 and self.raft.isNodeConnected(node):
                 isr.append(int(node.id))
@@ -555,7 +715,7 @@ class RaftGroup:
     def maybe_transfer_to_preferred(self) -> None:
         """Hand leadership to the preferred replica when it is connected and fully caught up (loop thread)."""
         target = self.preferred_leader
-        if target is None or not self.is_leader or target not in self.transport.nodes:
+        if target is None or not self.is_leader or target not in self.membership.voters or target == self._self_id:
             return
         self.hand_over(target)
 
@@ -677,6 +837,7 @@ class RaftGroup:
             "data_len": data_len,
             "data_index": data_index,
             "entries": [(bytes(entry[0]), entry[1]) for entry in tail],
+            "membership": (self.membership.index, sorted(self.membership.voters), sorted(self.membership.learners)),
         }
         with open(tmp_file, "ab") as f:
             snapshot_footer.write_footer(f, footer)
@@ -710,4 +871,8 @@ class RaftGroup:
             command = _decode_journal_command(entry_command)
             if command is not None:
                 self.state_machine.apply(index, command)  # a typed refusal is an answer; a failure raises
+        saved = footer.get("membership")
+        if saved is not None and saved[0] >= self.membership.index:
+            index, voters, learners = saved
+            self._install_membership(self.membership, config.Membership.of(voters, learners, index))
         return footer["last"], footer["prev"], tuple(footer["cluster"])

@@ -377,6 +377,11 @@ class RaftHub:
     def connected_peers(self) -> set[int]:
         return set(self._ready)
 
+    def buffered_bytes(self, peer_id: int) -> int:
+        """Bytes queued to the peer and not yet written to its socket (0 when it is not connected)."""
+        conn = self._ready.get(peer_id)
+        return 0 if conn is None else conn.pending_bytes + conn.out_bytes
+
     def stats(self) -> dict:
         return dict(self._stats, peers_connected=len(self._ready), handshakes_pending=len(self._handshaking))
 

@@ -14,6 +14,7 @@ import struct
 SNAPSHOT_MAGIC = b"RBSNAP01"
 TAIL = struct.Struct(">Q8s")
 _KEYS = {"last", "prev", "cluster", "data_len", "data_index", "entries"}
+_OPTIONAL_KEYS = {"membership"}  # (index, voters, learners) of the group's configuration (raft/membership.py)
 
 
 class SnapshotFooterError(ValueError):
@@ -49,8 +50,10 @@ def read_footer(f) -> dict:
 
 
 def check_footer(footer) -> None:
-    if type(footer) is not dict or set(footer) != _KEYS:
+    if type(footer) is not dict or not _KEYS <= set(footer) <= _KEYS | _OPTIONAL_KEYS:
         raise SnapshotFooterError("a snapshot footer has the wrong fields")
+    if "membership" in footer:
+        _check_membership(footer["membership"])
     for key in ("last", "prev"):
         _check_entry(footer[key])
     if type(footer["cluster"]) is not list or not all(type(n) is str for n in footer["cluster"]):
@@ -68,3 +71,12 @@ def _check_entry(entry) -> None:
     if not (type(entry) is tuple and len(entry) == 3 and type(entry[0]) is bytes
             and type(entry[1]) is int and type(entry[2]) is int):
         raise SnapshotFooterError("a snapshot footer's entry is not (bytes, index, term)")
+
+
+def _check_membership(value) -> None:
+    def ids(items) -> bool:
+        return type(items) is list and all(type(i) is int and i >= 0 for i in items)
+
+    if not (type(value) is tuple and len(value) == 3 and type(value[0]) is int and value[0] >= 0
+            and ids(value[1]) and value[1] and ids(value[2])):
+        raise SnapshotFooterError("a snapshot footer's membership is not (index, voters, learners)")

@@ -50,6 +50,7 @@ def cluster(operation: str) -> Check:
 
 _LOG, _ADMIN, _GROUPS = "/raftbus.v1.Log/", "/raftbus.v1.Admin/", "/raftbus.v1.Groups/"
 _QUEUE, _SECURITY, _HEALTH = "/raftbus.v1.Queue/", "/raftbus.v1.Security/", "/grpc.health.v1.Health/"
+_MEMBERSHIP = "/raftbus.v1.Membership/"
 
 METHOD_CHECKS: dict[str, tuple[Check, ...] | None] = {
     # stream topics
@@ -107,6 +108,13 @@ METHOD_CHECKS: dict[str, tuple[Check, ...] | None] = {
     _SECURITY + "RevokeAcl": (cluster(ADMIN),),
     _SECURITY + "ListAcls": (cluster(ADMIN),),
     _SECURITY + "WhoAmI": AUTHENTICATED,
+    # cluster membership and data movement
+    _MEMBERSHIP + "JoinCluster": (cluster(ADMIN),),  # a broker joining (with the brokers' own credentials)
+    _MEMBERSHIP + "MetadataMembers": AUTHENTICATED,
+    _MEMBERSHIP + "ReassignPartition": (topic("topic", ADMIN),),
+    _MEMBERSHIP + "DescribeReassignment": (topic("topic", ADMIN),),
+    _MEMBERSHIP + "DecommissionBroker": (cluster(ADMIN),),
+    _MEMBERSHIP + "DescribeDecommission": (cluster(ADMIN),),
     # load balancers and orchestrators probe health without credentials
     _HEALTH + "Check": PUBLIC,
     _HEALTH + "Watch": PUBLIC,

@@ -23,6 +23,7 @@ from raftbus.client.bench import runner as bench
 from raftbus.client.cli import backup as backup_cli
 from raftbus.client.cli import brokers as broker_cli
 from raftbus.client.cli import groups as group_cli
+from raftbus.client.cli import membership as membership_cli
 from raftbus.client.cli import queues as cli_queues
 from raftbus.client.cli import security as security_cli
 from raftbus.client.cli import verify as cli_verify
@@ -36,7 +37,7 @@ from raftbus.client.records import Record, RecordMetadata
 
 # Flags passed through to `python -m raftbus.broker start|dev` (same names, same meaning).
 BROKER_START_FLAGS = ("config", "node_id", "data_dir", "listen", "advertised_listen", "raft_listen", "peers",
-                      "metrics_listen", "log_level")
+                      "join", "metrics_listen", "log_level")
 DEV_FLAGS = ("brokers", "data_dir", "base_port", "metrics_base_port", "log_level", "restart_delay_ms")
 
 
@@ -80,6 +81,7 @@ def _add_broker_commands(sub, common) -> None:
     start.add_argument("--advertised-listen", help="address clients should use, if not --listen")
     start.add_argument("--raft-listen", help="peer Raft address host:port (private or loopback)")
     start.add_argument("--peers", help="id@host:port,... Raft addresses of all brokers")
+    start.add_argument("--join", help="client address host:port of a running cluster to join (instead of --peers)")
     start.add_argument("--metrics-listen", help="host:port serving Prometheus metrics at /metrics")
     start.add_argument("--log-level")
     start.set_defaults(handler=run_broker_start)
@@ -176,7 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
     group_cli.add_group_commands(sub, common, {"list": run_groups_list, "describe": run_groups_describe,
                                                "reset-offsets": run_groups_reset_offsets})
     cli_queues.add_queue_commands(sub, common, bootstrap_of)
-    cli_verify.add_partition_commands(sub, common, bootstrap_of)
+    membership_cli.add_reassign_command(cli_verify.add_partition_commands(sub, common, bootstrap_of), common,
+                                        bootstrap_of)
     broker_cli.add_broker_admin_commands(sub, common, bootstrap_of)
     backup_cli.add_backup_commands(sub, common, bootstrap_of)
     add_http_command(sub, common)
@@ -354,10 +357,13 @@ def run_topics_alter(args) -> int:
 def run_cluster_status(args) -> int:
     with Admin(bootstrap_of(args)) as admin:
         status = admin.cluster_status()
+        members = admin.metadata_members()
     if args.json:
-        print(json.dumps(status.to_dict()))
+        print(json.dumps({**status.to_dict(), "metadata_voters": list(members.voters),
+                          "metadata_learners": list(members.learners)}))
     else:
         print_cluster(status)
+        print(f"metadata voters: {ids(members.voters)}; non-voters (learners): {ids(members.learners)}")
     return 0
 
 

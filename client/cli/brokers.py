@@ -7,10 +7,11 @@ import json
 import sys
 
 from raftbus.client.admin import Admin, BrokerDescription
+from raftbus.client.cli.membership import add_decommission_command
 
 
 def add_broker_admin_commands(sub, common: argparse.ArgumentParser, bootstrap_of) -> None:
-    brokers = sub.add_parser("brokers", help="drain or undrain a broker's leaderships")
+    brokers = sub.add_parser("brokers", help="drain, undrain or decommission a broker")
     actions = brokers.add_subparsers(dest="brokers_command", required=True)
     drain = actions.add_parser("drain", parents=[common],
                                help="hand every leadership away and take none until undrained")
@@ -21,6 +22,7 @@ def add_broker_admin_commands(sub, common: argparse.ArgumentParser, bootstrap_of
     undrain = actions.add_parser("undrain", parents=[common], help="let a drained broker lead again")
     undrain.add_argument("broker_id", type=int)
     undrain.set_defaults(handler=lambda args: run_undrain(args, bootstrap_of(args)))
+    add_decommission_command(actions, common, bootstrap_of)
 
 
 def print_broker(broker: BrokerDescription, as_json: bool) -> None:

@@ -33,8 +33,9 @@ def add_topic_verify(actions, common: argparse.ArgumentParser, bootstrap_of) -> 
     verify.set_defaults(handler=lambda args: run_topics_verify(args, bootstrap_of(args)))
 
 
-def add_partition_commands(sub, common: argparse.ArgumentParser, bootstrap_of) -> None:
-    partitions = sub.add_parser("partitions", help="repair partition replicas")
+def add_partition_commands(sub, common: argparse.ArgumentParser, bootstrap_of):
+    """The `partitions` command with `rebuild`; returns its sub-commands (reassign joins them)."""
+    partitions = sub.add_parser("partitions", help="repair or move partition replicas")
     actions = partitions.add_subparsers(dest="partitions_command", required=True)
     rebuild = actions.add_parser("rebuild", parents=[common],
                                  help="replace one broker's replica by a copy of the leader's store")
@@ -42,6 +43,7 @@ def add_partition_commands(sub, common: argparse.ArgumentParser, bootstrap_of) -
     rebuild.add_argument("partition", type=int)
     rebuild.add_argument("--broker", type=int, required=True, help="the broker whose replica is rebuilt")
     rebuild.set_defaults(handler=lambda args: run_partitions_rebuild(args, bootstrap_of(args)))
+    return actions
 
 
 def add_cluster_verify(actions, common: argparse.ArgumentParser, bootstrap_of) -> None:

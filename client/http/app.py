@@ -10,11 +10,12 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException
 
 from raftbus.client.errors import RaftbusError
 
 from raftbus.client.http import admin_api, consumers_api, dashboard, queues_api, records_api, settings
-from raftbus.client.http.errors import on_raftbus_error, on_validation_error
+from raftbus.client.http.errors import on_http_error, on_raftbus_error, on_validation_error
 from raftbus.client.http.gateway import Clients
 
 DESCRIPTION = """The raftbus cluster over HTTP/JSON: stream records, consumer groups, queue topics and
@@ -39,6 +40,7 @@ def create_app(clients: Clients) -> FastAPI:
     app.state.clients = clients
     app.add_exception_handler(RaftbusError, on_raftbus_error)
     app.add_exception_handler(RequestValidationError, on_validation_error)
+    app.add_exception_handler(HTTPException, on_http_error)
     for module in (records_api, consumers_api, queues_api, admin_api, dashboard):
         app.include_router(module.router)
     app.mount("/static", StaticFiles(directory=dashboard.STATIC_DIR), name="static")

@@ -10,8 +10,9 @@ import grpc
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
 
-from raftbus.client.errors import InvalidArgument, RaftbusError, status_for
+from raftbus.client.errors import InvalidArgument, RaftbusError, UnknownRoute, status_for
 
 from raftbus.client.http.answers import ErrorAnswer
 
@@ -60,3 +61,15 @@ async def on_validation_error(request: Request, error: RequestValidationError) -
 
 ERROR_RESPONSES = {status: {"model": ErrorAnswer, "description": "a raftbus error (code, message, retriable)"}
                    for status in (400, 404, 409, 429, 503)}
+
+
+async def on_http_error(request: Request, error: HTTPException) -> JSONResponse:
+    """Starlette's own answers (no such path, a method the path does not take) in the same error shape.
+
+    The HTTP status stays Starlette's (404, 405); the code is UNKNOWN_ROUTE for both, INVALID_ARGUMENT otherwise."""
+    if error.status_code in (404, 405):
+        typed: RaftbusError = UnknownRoute(f"no route {request.method} {request.url.path}"
+                                           + (" (method not allowed)" if error.status_code == 405 else ""))
+    else:
+        typed = InvalidArgument(str(error.detail))
+    return JSONResponse({"error": error_body(typed)}, status_code=error.status_code, headers=error.headers)

@@ -5,6 +5,7 @@ import time
 from pathlib import Path
 
 from raftbus.broker import commands
+from raftbus.client.errors import MembershipChangeInProgress
 from raftbus.broker.raft.loop import RaftLoop
 from raftbus.broker.raft.group import RaftGroup, RaftSettings
 from raftbus.broker.log.state import PartitionStateMachine
@@ -19,7 +20,8 @@ PRODUCER = b"p" * 16
 class Node:
     """One broker's loop, hub and partition replicas; `step` runs one loop iteration without waiting."""
 
-    def __init__(self, node_id: int, raft_addresses: dict[int, str], root: Path, settings: RaftSettings):
+    def __init__(self, node_id: int, raft_addresses: dict[int, str], root: Path, settings: RaftSettings,
+                 send_buffer_bytes_max: int = 256 << 20):
         self.node_id = node_id
         self.root = root / f"node-{node_id}"
         self.settings = settings
@@ -28,21 +30,22 @@ class Node:
         self.hub = RaftHub(node_id, raft_addresses[node_id], peers, SECRET, on_message=self.loop.on_message,
                            on_peer_connected=self.loop.on_peer_connected,
                            on_peer_disconnected=self.loop.on_peer_disconnected, frame_bytes_max=64 << 20,
-                           send_buffer_bytes_max=256 << 20, connect_retry_ms=50, handshake_timeout_ms=2000)
+                           send_buffer_bytes_max=send_buffer_bytes_max, connect_retry_ms=50, handshake_timeout_ms=2000)
         self.loop.attach(self.hub)
         self.hub.start()
         self.groups: dict[str, RaftGroup] = {}
         self._next = (0.0, 0.0)
 
-    def add_partition(self, group_id: str, replica_ids, wrap_store=None) -> RaftGroup:
-        """A replica of `group_id`; `wrap_store` (e.g. tests.faulty_store.FaultyStore) wraps its LMDB store."""
+    def add_partition(self, group_id: str, replica_ids, wrap_store=None, learner_ids=()) -> RaftGroup:
+        """A replica of `group_id`; `wrap_store` (e.g. tests.faulty_store.FaultyStore) wraps its LMDB store;
+        `learner_ids` are the members (among `replica_ids`) the group starts with as learners."""
         base = self.root / group_id
         store = LmdbStore(str(base / "store"), tables=PartitionStateMachine.TABLES, map_size_bytes=1 << 20)
         if wrap_store is not None:
             store = wrap_store(store)
         group = RaftGroup(group_id, PartitionStateMachine(store), store, hub=self.hub, loop=self.loop,
                           self_id=self.node_id, peer_ids=sorted(r for r in replica_ids if r != self.node_id),
-                          data_dir=base / "raft", settings=self.settings)
+                          data_dir=base / "raft", settings=self.settings, learner_ids=learner_ids)
         self.groups[group_id] = group
         self.loop.add_group(group)
         return group
@@ -58,17 +61,21 @@ class Node:
 
 
 class RaftCluster:
-    def __init__(self, root: Path, size: int = 3, settings: RaftSettings | None = None):
+    def __init__(self, root: Path, size: int = 3, settings: RaftSettings | None = None,
+                 send_buffer_bytes_max: int = 256 << 20):
         self.root = root
+        self.send_buffer_bytes_max = send_buffer_bytes_max
         self.settings = settings or RaftSettings(election_timeout_min_ms=200, election_timeout_max_ms=400,
                                                  heartbeat_interval_ms=50, leader_fallback_timeout_ms=1000)
         self.addresses = {n: f"127.0.0.1:{p}" for n, p in zip(range(1, size + 1), free_ports(size))}
         self.nodes: dict[int, Node] = {}
 
-    def start(self, node_id: int, groups=("p1.0",), wrap_store=None) -> Node:
-        node = Node(node_id, self.addresses, self.root, self.settings)
+    def start(self, node_id: int, groups=("p1.0",), wrap_store=None, replicas=None, learners=()) -> Node:
+        """Start node `node_id` with a replica of each of `groups` placed on `replicas` (default: every node),
+        of which `learners` start as learners."""
+        node = Node(node_id, self.addresses, self.root, self.settings, self.send_buffer_bytes_max)
         for group_id in groups:
-            node.add_partition(group_id, list(self.addresses), wrap_store)
+            node.add_partition(group_id, list(replicas or self.addresses), wrap_store, learner_ids=learners)
         self.nodes[node_id] = node
         return node
 
@@ -93,11 +100,25 @@ class RaftCluster:
         raise AssertionError(f"timed out after {timeout_s} s waiting for {what}; last seen: {last!r}")
 
     def leader(self, group_id: str = "p1.0"):
-        leaders = [n.groups[group_id] for n in self.nodes.values() if n.groups[group_id].is_leader]
+        leaders = [n.groups[group_id] for n in self.nodes.values()
+                   if group_id in n.groups and n.groups[group_id].is_leader]
         return leaders[0] if len(leaders) == 1 else None
 
     def wait_leader(self, group_id: str = "p1.0"):
         return self.run_until(lambda: self.leader(group_id), what=f"one leader of {group_id}")
+
+    def change_membership(self, step, group_id: str = "p1.0"):
+        """Propose `step` at the leader and run until it is applied there; returns the installed Membership."""
+        def proposed():
+            leader = self.leader(group_id)
+            future = leader.propose_membership(step) if leader is not None else None
+            if future is None or (future.done() and isinstance(future.exception(), MembershipChangeInProgress)):
+                return None  # no leader yet, or it has not applied an entry of its term yet: propose again
+            return future
+
+        future = self.run_until(proposed, what="a leader taking the membership change")
+        self.run_until(future.done, what="the membership change applied")
+        return future.result()
 
     def produce(self, count: int, group_id: str = "p1.0", first_sequence: int = 0, payload: bytes = b"x" * 100):
         """Submit `count` single-record batches to the leader and run until all are committed; returns results."""

@@ -129,6 +129,9 @@ def test_bad_requests_get_the_error_tables_code_and_status(api):
     api.error("POST", "/v1/queues/http-errors-queue/leases", {"max": 0}, status=400, code="INVALID_ARGUMENT")
     api.error("POST", "/v1/topics", {"name": "bad name!"}, status=400, code="INVALID_NAME")
     api.error("GET", "/v1/groups/http-no-such-group", status=404, code="UNKNOWN_GROUP")
+    missing = api.error("GET", "/v1/no-such-path", status=404, code="UNKNOWN_ROUTE")
+    assert "/v1/no-such-path" in missing["message"]
+    api.error("DELETE", "/v1/topics/http-errors/records", status=405, code="UNKNOWN_ROUTE")
 
 
 def test_bearer_token_header_is_accepted(api):

@@ -29,7 +29,7 @@ BROKER_CLIENT_MODULES = ("errors", "records", "wire", "router", "credentials", "
 
 CLIENT_KERNEL = {"errors", "records", "router", "settings", "murmur2", "wire", "produce_stream", "sender",
                  "credentials"}
-CLIENT_FACADES = {"", "admin", "producer", "consumer", "reader", "security"}
+CLIENT_FACADES = {"", "admin", "producer", "consumer", "reader", "security", "membership"}
 CLIENT_APPS = {"cli", "bench", "spark", "http", "aio", "backup"}
 CLIENT_ALLOWED = {
     "kernel": set(),

@@ -19,6 +19,7 @@ from raftbus.client.admin import (
     TopicDescription,
 )
 from raftbus.client.errors import TopicExists, UnknownTopic
+from raftbus.client.membership import MetadataMembers
 from raftbus.client.records import Record, RecordMetadata
 
 TOPIC = TopicDescription(
@@ -31,6 +32,7 @@ STATUS = ClusterStatus(
              BrokerDescription(2, "127.0.0.1:7072", "127.0.0.1:7073", False)),
     controller_id=1, topics=(TOPIC,), answering_broker_id=2,
 )
+MEMBERS = MetadataMembers(voters=(1, 2), learners=(3,), config_index=7, controller_id=1, answering_broker_id=2)
 
 
 class Calls:
@@ -86,6 +88,10 @@ def calls(monkeypatch):
         def cluster_status(self):
             calls.record("cluster_status")
             return STATUS
+
+        def metadata_members(self):
+            calls.record("metadata_members")
+            return MEMBERS
 
     class FakeProducer:
         def __init__(self, bootstrap=None, **options):
@@ -278,10 +284,11 @@ def test_topics_list_delete_and_alter(calls, capsys):
 def test_cluster_status_json_and_table(calls, capsys):
     """cluster status prints the brokers, the controller and partition leaders."""
     code, out, _ = run(capsys, "cluster", "status", "--json")
-    assert code == 0 and json.loads(out) == STATUS.to_dict()
+    assert code == 0 and json.loads(out) == {**STATUS.to_dict(), "metadata_voters": [1, 2], "metadata_learners": [3]}
     code, out, _ = run(capsys, "cluster", "status")
     assert out.splitlines()[0] == "controller: 1 (answered by broker 2)"
     assert "controller" in out.splitlines()[2] and out.splitlines()[3].split()[3] == "no"
+    assert out.splitlines()[-1] == "metadata voters: 1,2; non-voters (learners): 3"
 
 
 def test_errors_print_code_and_message_and_exit_1(calls, capsys):

@@ -1,0 +1,82 @@
+"""Carries out partition reassignments on the brokers that lead the partitions (loop thread).
+
+Every `membership_check_interval_ms` each broker looks at the partitions it leads whose placement has a target
+(recorded by the controller, admin/placement.py) and takes the next step (admin/reassignment.py): one membership
+change at a time through the partition's own log, with the catch-up throttle set on the group while learners
+catch up. The leader of a partition holds what the decision needs (its followers' match indexes); if it fails, the
+next leader goes on from the configuration in the group's log and the target in the metadata.
+"""
+from __future__ import annotations
+
+import logging
+
+from raftbus.client import errors
+
+from raftbus.broker.admin import placement as placement_commands
+from raftbus.broker.admin.reassignment import ADD_LEARNER, COMPLETE, HAND_OVER, PROMOTE, REMOVE, next_step
+from raftbus.broker.context import BrokerContext
+
+log = logging.getLogger(__name__)
+
+_STEPS = {
+    ADD_LEARNER: lambda broker_id: lambda m: m.add_learner(broker_id),
+    PROMOTE: lambda broker_id: lambda m: m.promote(broker_id),
+    REMOVE: lambda broker_id: lambda m: m.remove(broker_id),
+}
+
+
+class Reassigner:
+    def __init__(self, context: BrokerContext):
+        self.context = context
+        self._in_flight: dict[str, object] = {}  # group id -> future of the step proposed last
+
+    def advance(self) -> None:
+        """Take the next step of every reassignment whose partition this broker leads."""
+        topics = {t.topic_id: t for t in self.context.metadata_sm.topics().values()}
+        for replica in list(self.context.partitions.values()):
+            topic = topics.get(replica.topic_id)
+            group = replica.group
+            if topic is None or replica.partition >= len(topic.partitions) or not group.is_leader:
+                continue
+            placement = topic.partitions[replica.partition]
+            try:
+                self._advance_one(topic, placement, group)
+            except Exception:
+                log.exception("reassignment step failed", extra={"group": group.group_id})
+
+    def _advance_one(self, topic, placement, group) -> None:
+        if not placement.target:
+            if group.transport.throttle is not None:
+                group.set_catch_up_throttle(0)
+            return
+        pending = self._in_flight.get(group.group_id)
+        if pending is not None and not pending.done():
+            return
+        throttle = placement.throttle_bytes_per_s or self.context.settings.reassign_throttle_bytes_per_s
+        if (group.transport.throttle.bytes_per_s if group.transport.throttle else 0) != throttle:
+            group.set_catch_up_throttle(throttle)
+        membership = group.membership
+        step = next_step(membership.voters, membership.learners, placement.target, group.learner_progress(),
+                         self.context.node_id, self.context.settings.membership_promote_lag_entries_max)
+        if step.action in _STEPS:
+            future = group.propose_membership(_STEPS[step.action](step.broker_id))
+        elif step.action == HAND_OVER:
+            group.hand_over(step.broker_id)
+            return
+        elif step.action == COMPLETE:
+            future = self.context.metadata_group.submit(placement_commands.encode_complete(
+                name=topic.name, topic_id=topic.topic_id, partition=placement.partition,
+                replicas=list(placement.target), now_ms=self.context.clock.now_ms()))
+        else:
+            return
+        self._in_flight[group.group_id] = future
+        future.add_done_callback(lambda f: _log_step(group.group_id, step, f))
+
+
+def _log_step(group_id: str, step, future) -> None:
+    error = future.exception()
+    if error is None and not isinstance(future.result(), errors.RaftbusError):
+        log.info("reassignment step done", extra={"group": group_id, "step": step.action, "broker": step.broker_id})
+    elif not isinstance(error, errors.MembershipChangeInProgress):
+        log.info("reassignment step refused, retried at the next check",
+                 extra={"group": group_id, "step": step.action, "error": str(error or future.result())})

@@ -1,0 +1,123 @@
+"""Unit tests of raft membership values, their entry codec and the catch-up throttle (no Raft, no sockets)."""
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from raftbus.broker.raft import membership, snapshot_footer
+from raftbus.broker.raft.membership import Membership
+from raftbus.broker.raft.throttle import CatchUpThrottle
+from raftbus.client import errors
+
+
+def test_steps_change_one_member_each():
+    """Goal: add a learner, promote it, remove a voter; each step keeps the other members as they were."""
+    start = Membership.of([1, 2, 3])
+    learner = start.add_learner(4)
+    assert (learner.voters, learner.learners) == ({1, 2, 3}, {4})
+    promoted = learner.promote(4)
+    assert (promoted.voters, promoted.learners) == ({1, 2, 3, 4}, set())
+    assert promoted.remove(1).voters == {2, 3, 4}
+    assert learner.remove(4) == Membership.of([1, 2, 3])
+    demoted = promoted.demote(1)
+    assert (demoted.voters, demoted.learners) == ({2, 3, 4}, {1})
+
+
+@pytest.mark.parametrize("step, error", [
+    (lambda m: m.add_learner(2), errors.InvalidReplicas),
+    (lambda m: m.promote(2), errors.UnknownBroker),
+    (lambda m: m.promote(9), errors.UnknownBroker),
+    (lambda m: m.remove(9), errors.UnknownBroker),
+    (lambda m: Membership.of([1]).remove(1), errors.InvalidReplicas),
+    (lambda m: Membership.of([1]).demote(1), errors.InvalidReplicas),
+    (lambda m: m.demote(9), errors.UnknownBroker),
+])
+def test_nonsense_steps_get_typed_errors(step, error):
+    with pytest.raises(error):
+        step(Membership.of([1, 2, 3]))
+
+
+def test_entry_round_trip_and_refusals():
+    """Goal: an entry carries the whole configuration and what it was derived from; anything else is refused."""
+    entry = membership.encode_change(Membership.of([1, 2], [3]), based_on=7)
+    assert membership.is_change(entry)
+    assert membership.decode_change(entry) == (7, {1, 2}, {3})
+    body = entry[1 + len(membership.MAGIC):]
+    bad_bodies = [
+        {"based_on": 1, "voters": [], "learners": []},                   # no voter
+        {"based_on": 1, "voters": [1], "learners": [1]},                 # both
+        {"based_on": "1", "voters": [1], "learners": []},                # types
+        {"based_on": 1, "voters": [1], "learners": [], "extra": 1},      # fields
+        {"based_on": 1, "voters": list(range(70)), "learners": []},      # over MEMBERS_MAX
+    ]
+    prefix = bytes([membership.ENTRY_TYPE]) + membership.MAGIC
+    for bad in bad_bodies:
+        with pytest.raises(membership.MembershipCodecError):
+            membership.decode_change(prefix + json.dumps(bad).encode())
+    for raw in (b"", bytes([0]) + membership.MAGIC + body, prefix + b"\x80\x04pickle", prefix[:-1] + b"X" + body):
+        with pytest.raises(membership.MembershipCodecError):
+            membership.decode_change(raw)
+
+
+def test_snapshot_footer_carries_membership_and_checks_its_shape():
+    """Goal: the configuration travels in a snapshot footer; a malformed one is refused before use."""
+    base = {"last": (b"a", 5, 1), "prev": (b"b", 4, 1), "cluster": ["1"], "data_len": 0, "data_index": 3,
+            "entries": []}
+    for value, ok in [((4, [1, 2], [3]), True), ((4, [], [3]), False), ((4, [1], ["3"]), False), ([4, [1], []], False)]:
+        f = io.BytesIO()
+        snapshot_footer.write_footer(f, {**base, "membership": value})
+        if ok:
+            assert snapshot_footer.read_footer(f)["membership"] == value
+        else:
+            with pytest.raises(snapshot_footer.SnapshotFooterError):
+                snapshot_footer.read_footer(f)
+
+
+class ManualClock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_throttle_grants_the_budget_per_second():
+    """Goal: pieces leave up to bytes_per_s, the rest waits for the bucket to refill; an oversize piece leaves
+    alone once the bucket is full."""
+    clock = ManualClock()
+    throttle = CatchUpThrottle(1000, clock=clock)
+    assert throttle.grant([400, 400, 400]) == 2
+    assert throttle.grant([400]) == 0
+    clock.now += 0.5
+    assert throttle.grant([400, 400]) == 1
+    clock.now += 10
+    assert throttle.grant([5000, 10]) == 1
+    assert throttle.grant([10]) == 0
+    assert throttle.bytes_sent == 400 * 3 + 5000 and throttle.refusals == 5
+    assert CatchUpThrottle(0).grant([1 << 30] * 3) == 3
+    with pytest.raises(ValueError):
+        CatchUpThrottle(-1)
+
+
+def test_only_voters_take_part_in_elections():
+    """Goal: pysyncobj counts every response_vote it receives, so the group's channel drops votes and vote requests
+    from non-voters, and a learner neither answers nor asks for votes."""
+    from pysyncobj.node import Node
+
+    from raftbus.broker.raft.group import GroupTransport
+
+    transport = GroupTransport(hub=None, channel="p1.0", peer_ids=[2, 3, 4])
+    seen = []
+    transport.setOnMessageReceivedCallback(lambda node, message: seen.append((node.id, message["type"])))
+    transport.voters, transport.votes_here = frozenset({1, 2, 3}), True
+    for peer, kind in [(2, "request_vote"), (4, "request_vote"), (3, "response_vote"), (4, "response_vote")]:
+        transport.deliver(peer, {"type": kind, "term": 5})
+    assert seen == [("2", "request_vote"), ("3", "response_vote")]
+    seen.clear()
+    transport.votes_here = False  # this replica is a learner now
+    transport.deliver(2, {"type": "request_vote", "term": 6})
+    transport.deliver(3, {"type": "response_vote", "term": 6})
+    assert seen == []
+    assert isinstance(transport.nodes[4], Node)
