@@ -29,6 +29,7 @@ from raftbus.broker.log.verify import check_on_open
 from raftbus.broker.queues.state.machine import QueueStateMachine
 from raftbus.broker.storage.base import is_disk_full
 from raftbus.broker.storage.lmdb_store import LmdbStore
+from raftbus.broker.admin.integrity import integrity_servicers
 from raftbus.broker.admin.servicer import admin_servicers
 from raftbus.broker.call_limits import LongCallSlots
 from raftbus.broker.grpc_server import build_server
@@ -129,6 +130,7 @@ class Broker:
         self.metadata_store = LmdbStore(str(meta_dir / "store"), tables=MetadataStateMachine.TABLES,
                                         map_size_bytes=s.storage_map_size_bytes)
         self.metadata_sm = MetadataStateMachine(self.metadata_store)
+        check_on_open(METADATA_GROUP, self.metadata_sm, self.metadata_store, s.storage_verify_on_open_bytes_max)
         self.metadata_group = RaftGroup(
             METADATA_GROUP, self.metadata_sm, self.metadata_store, hub=self.hub, loop=self.loop,
             self_id=self.node_id, peer_ids=sorted(joined["voters"] if joined else peers),
@@ -180,6 +182,7 @@ class Broker:
         servicers = core_servicers(self.log_service, self.admin_service, self.security.peer_credentials())
         servicers += group_servicers(self.group_service, self.offset_service)  # consumer groups
         servicers += queue_servicers(self.queue_service, self.dead_letters)
+        servicers += integrity_servicers(self.context)  # raftbus cluster verify
         servicers += self.security.servicers()
         servicers += membership_servicers(self.membership_service, self.decommissions)
         self.server, self.health, self.grpc_port = build_server(
@@ -352,8 +355,7 @@ class Broker:
         store = LmdbStore(str(base / "store"), tables=tables, map_size_bytes=s.storage_map_size_bytes)
         try:
             sm = QueueStateMachine(store, topic.ordering) if topic.kind == "queue" else PartitionStateMachine(store)
-            if topic.kind == "stream":
-                check_on_open(group_id, sm, store, s.storage_verify_on_open_bytes_max)
+            check_on_open(group_id, sm, store, s.storage_verify_on_open_bytes_max)
             peers = sorted(r for r in placement.hosts if r != self.node_id)
             group = RaftGroup(group_id, sm, store, hub=self.hub, loop=self.loop, self_id=self.node_id,
                               peer_ids=peers, data_dir=base / "raft", settings=s.raft(),

@@ -2,10 +2,12 @@
 
 Pure: time arrives inside commands and storage is reached only through the Store seam. Each command is first
 planned in memory against the published state (a refusal becomes a typed error value and changes nothing),
-then written with the applied Raft index in one store transaction, then published as new immutable mappings.
+then written with the applied Raft index and the store's content digest (broker/content_digest.py) in one store
+transaction, then published as new immutable mappings.
 
 Tables:
     meta     b"state" -> applied_index >q | next_topic_id >q | version >q
+             b"content-digest" -> >Q, the sum of a CRC-32 per stored pair (every table, this pair left out)
     brokers  broker_id >q -> JSON of model.Broker
     topics   name (utf-8) -> JSON of model.Topic
     groups   name (utf-8) -> JSON of groups.ConsumerGroup (consumer groups: members, target, owners)
@@ -21,8 +23,9 @@ from typing import Mapping, NamedTuple
 
 from raftbus.client import errors
 
-from raftbus.broker import commands, model
+from raftbus.broker import commands, content_digest, model
 from raftbus.broker.admin import placement as placement_commands
+from raftbus.broker.content_digest import DigestingTxn
 from raftbus.broker.groups import commands as group_commands
 from raftbus.broker.groups import planning as group_planning
 from raftbus.broker.groups.state import ConsumerGroup
@@ -96,9 +99,13 @@ class MetadataStateMachine:
         except Exception as exc:  # a deterministic planning bug: every replica answers the same
             result, change = errors.InternalError(f"metadata command {index} failed: {exc!r}"), _Change()
         state = self._next_state(index, change)
-        with self._store.write() as txn:
+        with self._store.write() as raw_txn:
+            txn = DigestingTxn(raw_txn, self._digest, META)
             _write(txn, change, state)
+            digest = txn.finish()
         self._publish(change, state)
+        self._digest = digest
+        self._digests.record(index, digest)
         return result
 
     def _next_state(self, index: int, change: _Change) -> _MetaState:
@@ -320,9 +327,19 @@ class MetadataStateMachine:
         """Token hashes and ACLs as applied here (one immutable value, replaced on every change)."""
         return self._security
 
+    def digest_at(self, index: int) -> int | None:
+        """The content digest of the store once `index` was applied (None: not applied yet, or too long ago)."""
+        return self._digests.at(index)
+
+    def store_consistent(self) -> bool | None:
+        """Whether the stored pairs still add up to the kept content digest (a full read of the store)."""
+        with self._store.read() as txn:
+            return content_digest.consistent(txn, self.TABLES, META)
+
     def reload(self) -> None:
         """Re-read everything from the store (after a snapshot restore)."""
         with self._store.read() as txn:
+            self._digest = content_digest.kept_or_computed(txn, self.TABLES, META)
             raw = txn.get(META, STATE_KEY)
             state = _MetaState() if raw is None else _MetaState(*_STATE.unpack(raw))
             brokers = {b.broker_id: b for b in (model.Broker.from_dict(json.loads(v)) for _, v in txn.items(BROKERS))}
@@ -334,6 +351,7 @@ class MetadataStateMachine:
         self._groups = MappingProxyType(groups)
         self._security = security
         self._state = state
+        self._digests = content_digest.DigestHistory(state.applied_index, self._digest)
 
 
 def _write(txn, change: _Change, state: _MetaState) -> None:

@@ -1,11 +1,12 @@
-"""Rebuilding a diverged stream replica from its leader: the rules, independent of gRPC.
+"""Rebuilding a diverged replica (stream or queue partition) from its leader: the rules, independent of gRPC.
 
 The leader pins its store on the loop thread (so the image and its applied index match), writes a compact image
 to a temporary file and streams it. The replica's broker writes the image beside its store and installs it on
 its own loop thread, only if its replica has not applied past the image's index: entries up to that index are
 then skipped as already applied, and the log after it applies on top as usual. A replica that moved past the
-copy asks for a fresh one (`REBUILD_ATTEMPTS_MAX` times). A replica that leads first hands leadership to an
-in-sync replica and copies from it (the preferred-leader check may hand it back afterwards; that is harmless).
+copy asks for a fresh one (`REBUILD_ATTEMPTS_MAX` times in all), as does one whose leader moved while it asked
+(NOT_LEADER: it copies from the new leader). A replica that leads hands leadership to an in-sync replica and
+copies from it, before each try (the preferred-leader check may hand it back afterwards; that is harmless).
 """
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ class RebuildService:
     # ------------------------------------------------------------------ leader side
     def store_copy(self, topic: str, partition: int) -> Iterator[tuple[int, bytes]]:
         """The leader's store as a complete image, in chunks, each with the applied index it holds."""
-        replica = self.context.leader_replica(topic, partition, kind="stream")
+        replica = self.context.leader_replica(topic, partition)
         pinned, index = self.context.run_on_loop(
             lambda: (replica.store.snapshot(), replica.state_machine.applied_index()))
         with tempfile.TemporaryFile() as image:
@@ -55,28 +56,30 @@ class RebuildService:
         """Replace this broker's replica of (topic, partition) by a copy of the leader's store;
         (leader id, applied index of the copy, image bytes)."""
         found = self.context.topic(topic)
-        if found.kind != "stream":
-            raise errors.WrongTopicKind(f"topic {topic!r} is a {found.kind} topic; rebuild copies stream partitions")
         if not 0 <= partition < len(found.partitions):
             raise errors.UnknownPartition(f"topic {topic!r} has no partition {partition}")
         group_id = partition_group_id(found.topic_id, partition)
         replica = self.context.partitions.get(group_id)
         if replica is None:
             raise errors.UnknownPartition(f"broker {self.context.node_id} holds no replica of {topic}/{partition}")
-        if replica.group.is_leader:
-            self._step_aside(replica, group_id)
-        leader_id = self.context.leader_of(group_id)
-        address = self.context.broker_address(leader_id)
-        if not address:
-            raise errors.LeaderNotAvailable(f"{topic}/{partition} has no known leader to copy from")
         for _ in range(REBUILD_ATTEMPTS_MAX):
-            installed = self._copy_and_install(replica, topic, partition, address, work_dir)
+            if replica.group.is_leader:
+                self._step_aside(replica, group_id)
+            leader_id = self.context.leader_of(group_id)
+            address = self.context.broker_address(leader_id)
+            if not address or leader_id == self.context.node_id:
+                raise errors.LeaderNotAvailable(f"{topic}/{partition} has no other leader to copy from; retry")
+            try:
+                installed = self._copy_and_install(replica, topic, partition, address, work_dir)
+            except errors.NotLeader:
+                continue  # leadership moved while the copy was asked for: copy from the new leader
             if installed is not None:
                 index, size = installed
                 log.warning("partition replica rebuilt from the leader",
                             extra={"group": group_id, "leader": leader_id, "index": index})
                 return leader_id, index, size
-        raise errors.Unavailable(f"the replica kept applying past the leader's copy ({REBUILD_ATTEMPTS_MAX} tries)")
+        raise errors.Unavailable(f"the leader moved or the replica kept applying past the leader's copy "
+                                 f"({REBUILD_ATTEMPTS_MAX} tries); retry")
 
     def _step_aside(self, replica, group_id: str) -> None:
         """Hand this replica's leadership to an in-sync replica and wait until another leads."""

@@ -148,7 +148,7 @@ class AppendJournal(raft_journal.Journal):
         self._path = str(path)
         self._synced_index = read_synced_index(self._path)
         self._synced_lock = threading.Lock()  # the group commit marks, the loop thread truncates
-        self._truncations = 0
+        self._kept_since_sync_point: int | None = None  # the lowest last-kept index of a truncation since then
         self._entries, self._offsets, end = read_entries(self._path, self._synced_index)
         self._fd = self._open(end)
         self._end = end
@@ -180,10 +180,12 @@ class AppendJournal(raft_journal.Journal):
     def _lower_synced(self, index: int) -> None:
         """Entries above `index` are being replaced and are not fsynced yet: lower the mark first, durably, so a
         crash never finds a mark covering records that are not on disk."""
+        index = max(index, 0)
         with self._synced_lock:
-            self._truncations += 1
+            if self._kept_since_sync_point is not None:
+                self._kept_since_sync_point = min(self._kept_since_sync_point, index)
             if index < self._synced_index:
-                self._write_synced(max(index, 0), durable=True)
+                self._write_synced(index, durable=True)
 
     def clear(self):
         self._lower_synced(0)
@@ -192,17 +194,22 @@ class AppendJournal(raft_journal.Journal):
         self._end = len(MAGIC)
         os.ftruncate(self._fd, self._end)
 
-    def sync_point(self) -> tuple[int, int]:
-        """Taken before an fsync of the file: (last index written, truncations so far)."""
+    def sync_point(self) -> int:
+        """Taken before an fsync of the file: the last index written so far."""
         with self._synced_lock:
-            return self.last_index, self._truncations
+            self._kept_since_sync_point = self.last_index
+            return self.last_index
 
-    def mark_synced(self, point: tuple[int, int]) -> None:
-        """Record, after the fsync, that the file is on disk through the index of `point` (unless the log was
-        truncated meanwhile: the records at those indexes may have been replaced since)."""
-        index, truncations = point
+    def mark_synced(self, point: int) -> None:
+        """Record, after the fsync, that the file is on disk through `point`, or through the last index a
+        truncation kept if one ran meanwhile: records above it may have been replaced after the fsync began,
+        records up to it were written before and untouched. A truncation above `point` costs nothing: the
+        records the fsync covered stay marked."""
         with self._synced_lock:
-            if truncations == self._truncations and index > self._synced_index:
+            kept = self._kept_since_sync_point
+            self._kept_since_sync_point = None
+            index = point if kept is None else min(point, kept)
+            if index > self._synced_index:
                 self._write_synced(index, durable=False)
 
     def _write_synced(self, index: int, *, durable: bool) -> None:
@@ -243,6 +250,7 @@ class AppendJournal(raft_journal.Journal):
             os.close(fd)
             raise
         os.replace(staging, self._path)
+        _fsync_dir(os.path.dirname(self._path) or ".")  # a power loss must not bring the old file back
         os.close(self._fd)
         self._fd, self._entries, self._offsets, self._end = fd, kept, offsets, end
 

@@ -75,6 +75,7 @@ METHOD_CHECKS: dict[str, tuple[Check, ...] | None] = {
     _ADMIN + "GetMetadata": AUTHENTICATED,
     _ADMIN + "ClusterStatus": AUTHENTICATED,
     _ADMIN + "BrokerStats": (cluster(ADMIN),),
+    "/raftbus.v1.Integrity/MetadataDigest": (cluster(ADMIN),),  # cluster verify
     # consumer groups
     _GROUPS + "JoinGroup": (group("group", CONSUME), topic("topics*", CONSUME)),
     _GROUPS + "Heartbeat": (group("group", CONSUME),),

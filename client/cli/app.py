@@ -152,9 +152,11 @@ def _add_data_commands(sub, common) -> None:
     consume.add_argument("--group", help="consume as a member of this consumer group (commits what it prints)")
     cli_queues.add_consume_queue_options(consume)
     consume.set_defaults(handler=run_consume)
-    cluster = sub.add_parser("cluster", help="cluster status").add_subparsers(dest="cluster_command", required=True)
+    cluster = sub.add_parser("cluster", help="cluster status, metadata verification") \
+        .add_subparsers(dest="cluster_command", required=True)
     cluster.add_parser("status", parents=[common], help="brokers, controller, partition leaders and ISR") \
         .set_defaults(handler=run_cluster_status)
+    cli_verify.add_cluster_verify(cluster, common, bootstrap_of)
     bench_parser = sub.add_parser("bench", help="throughput and latency figures (one JSON line each)")
     bench.add_arguments(bench_parser)
     security_cli.add_credential_options(bench_parser)

@@ -1,9 +1,12 @@
-"""`raftbus topics verify TOPIC [--json]`: compare every replica of every partition of a stream topic;
-`raftbus partitions rebuild TOPIC PARTITION --broker N`: replace broker N's replica by a copy of the leader's.
+"""`raftbus topics verify TOPIC [--json]`: compare every replica of every partition of a topic (stream or queue);
+`raftbus partitions rebuild TOPIC PARTITION --broker N`: replace broker N's replica by a copy of the leader's;
+`raftbus cluster verify [--json]`: compare the metadata store of every broker (broker/admin/integrity.py).
 
-For each partition the leader proposes a checkpoint (one Raft command); every replica records, at that log index,
-its log start, high watermark and the checksum of its stored batches. Each replica's broker then answers with its
-record and re-reads its stored batches against the kept checksum. The replicas agree when every one answered the
+For each partition of a stream topic the leader proposes a checkpoint (one Raft command); every replica records,
+at that log index, its log start, high watermark and the checksum of its stored batches. For a queue topic the
+leader names its applied index, and each replica answers the content digest of its store at that index (log start
+and high watermark read 0). Each replica's broker then answers with its record and re-reads its store against the
+kept checksum. The replicas agree when every one answered the
 same checkpoint with the same record and a consistent store. Exit status 0 when every partition agrees, 1 if not.
 """
 from __future__ import annotations
@@ -15,6 +18,8 @@ import grpc
 
 from raftbus.client.errors import InvalidArgument, error_from_rpc
 from raftbus.client.router import Router
+from raftbus.client.wire import integrity_pb2 as ipb
+from raftbus.client.wire import integrity_pb2_grpc as ipb_grpc
 from raftbus.client.wire import raftbus_pb2 as pb
 
 REPLICA_WAIT_MS = 10_000  # how long a replica may take to apply the checkpoint before it counts as behind
@@ -39,6 +44,56 @@ def add_partition_commands(sub, common: argparse.ArgumentParser, bootstrap_of):
     rebuild.add_argument("--broker", type=int, required=True, help="the broker whose replica is rebuilt")
     rebuild.set_defaults(handler=lambda args: run_partitions_rebuild(args, bootstrap_of(args)))
     return actions
+
+
+def add_cluster_verify(actions, common: argparse.ArgumentParser, bootstrap_of) -> None:
+    verify = actions.add_parser("verify", parents=[common],
+                                help="compare the metadata store of every broker (checksums at one index)")
+    verify.set_defaults(handler=lambda args: run_cluster_verify(args, bootstrap_of(args)))
+
+
+def run_cluster_verify(args, bootstrap: str) -> int:
+    with Router(bootstrap) as router:
+        report = verify_metadata(router)
+    if args.json:
+        print(json.dumps(report))
+    else:
+        state = "agree" if report["replicas_agree"] else "DIFFER"
+        print(f"metadata at index {report['index']}: replicas {state}")
+        for r in report["replicas"]:
+            if "error" in r:
+                print(f"  broker {r['broker_id']}: {r['error']}")
+                continue
+            store = {True: "consistent", False: "CHANGED", None: "unchecked"}[r["store_consistent"]]
+            print(f"  broker {r['broker_id']}: index {r['index']} digest {r['digest']} store {store}")
+    return 0 if report["replicas_agree"] else 1
+
+
+def verify_metadata(router: Router) -> dict:
+    """{"index": I, "replicas_agree": bool, "replicas": [{"broker_id", "index", "applied_index", "digest",
+    "store_consistent"} or {"broker_id", "error"}]}: every broker's metadata digest at the highest applied index
+    any of them reported (applied means committed, so every replica reaches it)."""
+    brokers = sorted(router.refresh().brokers.items())
+    first = [metadata_digest(router, broker_id, address, 0, 0) for broker_id, address in brokers]
+    applied = [r["applied_index"] for r in first if "error" not in r]
+    index = max(applied, default=0)
+    replicas = [metadata_digest(router, broker_id, address, index, REPLICA_WAIT_MS) for broker_id, address in brokers]
+    return {"index": index, "replicas_agree": bool(applied) and replicas_agree(index, replicas),
+            "replicas": replicas}
+
+
+def metadata_digest(router: Router, broker_id: int, address: str, index: int, wait_ms: int) -> dict:
+    record: dict = {"broker_id": broker_id}
+    request = ipb.MetadataDigestRequest(index=index, max_wait_ms=wait_ms)
+    try:
+        r = ipb_grpc.IntegrityStub(router.connection(address).channel).MetadataDigest(
+            request, timeout=router.request_timeout_s + wait_ms / 1000)
+    except grpc.RpcError as exc:
+        err = error_from_rpc(exc)
+        return {**record, "error": f"{err.code}: {err.message}"}
+    return {**record, "checkpoint_index": r.index, "index": r.index, "applied_index": r.applied_index,
+            "log_start_offset": 0, "high_watermark": 0, "digest": f"{r.digest:016x}",
+            "store_consistent": r.store_consistent if r.store_checked else None}
 
 
 def run_partitions_rebuild(args, bootstrap: str) -> int:

@@ -10,7 +10,7 @@ import struct
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from raftbus.broker.raft.journal import MAGIC, RECORD
+from raftbus.broker.raft.journal import MAGIC, RECORD, read_synced_index
 from raftbus.client import Admin, Producer
 from tests.chaos.harness import replicas_identical
 from tests.helpers import wait_until
@@ -85,11 +85,13 @@ def test_damaged_journal_and_store_stop_only_their_group_and_rebuild_from_the_le
     wait_until(lambda: replicas_identical(data_dirs), 30, what="identical before the damage")
 
     victim = cluster.broker(3)
-    victim.kill()
     partitions = victim.data_dir / "partitions"
+    damaged_journal = partitions / groups[2] / "raft" / "raft.journal"
+    wait_until(lambda: read_synced_index(str(damaged_journal)) > 0, 30, what="the first record fsynced")
+    victim.kill()
     tear_journal_tail(partitions / groups[0] / "raft" / "raft.journal")
     damage_store_root_page(partitions / groups[1] / "store" / "data.mdb")
-    damage_fsynced_record(partitions / groups[2] / "raft" / "raft.journal")
+    damage_fsynced_record(damaged_journal)
     victim.start()
 
     wait_until(lambda: stopped_groups(cluster.bootstrap, 3) == sorted(groups[1:]), 60,

@@ -5,7 +5,8 @@ storage is reached only through the Store seam. Each command first does the part
 leases go back to ready after a backoff or are marked dead, due delayed messages become ready, expired
 idempotency keys and idle producers are forgotten), then its own work (queue_work), and writes all of it with
 the applied Raft index in one transaction. A refused command writes nothing but the applied index and returns a
-typed error value; per-message refusals inside a batch (an ack from a lost lease) are error values in the result
+typed error value; every command also updates the store's content digest in the same transaction
+(broker/storage/content_digest.py); per-message refusals inside a batch (an ack from a lost lease) are error values in the result
 list. Time never goes backwards: a command stamped earlier than the last one (a new leader's clock) uses the
 last. The tables are described in queue_tables.
 """
@@ -16,6 +17,8 @@ import itertools
 from raftbus.client import errors
 
 from raftbus.broker.queues import commands as qc
+from raftbus.broker import content_digest
+from raftbus.broker.content_digest import DigestingTxn
 from raftbus.broker.queues.state.fair import group_path
 from raftbus.broker.queues.state.reads import (
     due_in,
@@ -76,27 +79,37 @@ class QueueStateMachine:
         try:
             cmd = qc.decode(command)
             now_ms = max(cmd.now_ms, self._state.now_ms)
-            with self._store.write() as txn:
+            with self._store.write() as raw_txn:
+                txn = DigestingTxn(raw_txn, self._digest, META)
                 work = QueueWork(txn, self._state, now_ms, cmd.policy, self._fair)
                 work.advance()
                 result = HANDLERS[cmd.op](work, cmd.body)
                 if isinstance(result, errors.RaftbusError):
                     raise _Refused(result)
                 state, due = work.finish(index)
+                digest = txn.finish()
         except _Refused as refused:
             return self._refuse(index, refused.error)
         except errors.RaftbusError as refusal:
             return self._refuse(index, refusal)
         self._state, self._due = state, due
+        self._published(index, digest)
         return result
 
     def _refuse(self, index: int, error: errors.RaftbusError):
         """Record only the applied index; the command changes nothing else."""
         state = self._state._replace(applied_index=index)
-        with self._store.write() as txn:
+        with self._store.write() as raw_txn:
+            txn = DigestingTxn(raw_txn, self._digest, META)
             txn.put(META, STATE_KEY, STATE.pack(*state))
+            digest = txn.finish()
         self._state = state
+        self._published(index, digest)
         return error
+
+    def _published(self, index: int, digest: int) -> None:
+        self._digest = digest
+        self._digests.record(index, digest)
 
     # ------------------------------------------------------------------ reads (any thread)
     def applied_index(self) -> int:
@@ -154,9 +167,20 @@ class QueueStateMachine:
         return PartitionStats(s.ready, s.delayed, s.in_flight, s.dead, oldest, self._due.next_due_ms,
                               s.next_seq - 1, group_stats, truncated)
 
+    def digest_at(self, index: int) -> int | None:
+        """The content digest of the store once `index` was applied (None: not applied yet, or too long ago)."""
+        return self._digests.at(index)
+
+    def store_consistent(self) -> bool | None:
+        """Whether the stored pairs still add up to the kept content digest (a full read of the store)."""
+        with self._store.read() as txn:
+            return content_digest.consistent(txn, self.TABLES, META)
+
     def reload(self) -> None:
         """Re-read the published state from the store (after a snapshot restore)."""
         with self._store.read() as txn:
             state = state_in(txn)
             self._due = due_in(txn, state.ready, self._fair)
+            self._digest = content_digest.kept_or_computed(txn, self.TABLES, META)
         self._state = state
+        self._digests = content_digest.DigestHistory(state.applied_index, self._digest)

@@ -1,7 +1,8 @@
 """A queue partition's tables, their value layouts and the values its state machine returns.
 
 Tables (key layouts in queue_records and queue_fair):
-    meta                b"state" -> QueueState
+    meta                b"state" -> QueueState;  b"content-digest" -> >Q, the store content digest
+                        (broker/content_digest.py), written with every applied command
     messages            row key -> stored message. The row key is the message's delivery-order key (priority|seq;
                         fair: path|priority|seq), whatever its state: messages are stored in the order leases
                         take them, so a lease and its ack touch a few neighbouring pages, not one page each

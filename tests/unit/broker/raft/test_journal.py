@@ -148,3 +148,36 @@ def test_a_truncation_below_the_mark_lowers_it_and_a_stale_mark_is_ignored(path)
     journal._destroy()
     flip_byte(path, third + RECORD.size + 1)
     assert [e[1] for e in entries(AppendJournal(path))] == [1, 2]
+
+
+def test_a_truncation_while_the_fsync_runs_still_marks_the_records_it_kept(path):
+    """Records below a truncation that raced the fsync were on disk before it began: they stay marked, so damage
+    to them is still reported as corruption (a follower that truncates often must not leave its mark behind)."""
+    from raftbus.broker.raft.journal import JournalCorrupt, read_synced_index
+
+    journal = AppendJournal(path)
+    fill(journal, 5)
+    point = journal.sync_point()
+    journal.deleteEntriesFrom(3)  # index 4 onwards replaced while the fsync ran
+    fill(journal, 2, first=4, term=2)
+    journal.mark_synced(point)
+    assert read_synced_index(path) == 3
+    second = journal._offsets[1]
+    journal._destroy()
+    flip_byte(path, second + RECORD.size + 1)
+    with pytest.raises(JournalCorrupt, match="fsynced through index 3"):
+        AppendJournal(path)
+
+
+def test_a_truncation_above_the_sync_point_leaves_the_whole_point_marked(path):
+    from raftbus.broker.raft.journal import read_synced_index
+
+    journal = AppendJournal(path)
+    fill(journal, 3)
+    point = journal.sync_point()
+    fill(journal, 3, first=4)  # written after the fsync began
+    journal.deleteEntriesFrom(4)  # index 5 onwards replaced: above the point
+    journal.mark_synced(point)
+    assert read_synced_index(path) == 3
+    journal.mark_synced(journal.sync_point())
+    assert read_synced_index(path) == 4

@@ -4,10 +4,11 @@ import pytest
 from google.protobuf import descriptor_pool
 
 from raftbus.broker.security.methods import AUTHENTICATED, METHOD_CHECKS, PUBLIC, operation_name
-from raftbus.client.wire import groups_pb2, membership_pb2, queues_pb2, raftbus_pb2, security_pb2  # noqa: F401
+from raftbus.client.wire import (  # noqa: F401 (registers them)
+    groups_pb2, integrity_pb2, membership_pb2, queues_pb2, raftbus_pb2, security_pb2)
 
 SERVICES = ["raftbus.v1.Log", "raftbus.v1.Admin", "raftbus.v1.Groups", "raftbus.v1.Queue", "raftbus.v1.Security",
-            "raftbus.v1.Membership"]
+            "raftbus.v1.Membership", "raftbus.v1.Integrity"]
 
 
 def service_methods():
