@@ -116,6 +116,26 @@ class DigestingTxn:
         self._replace(table, keys, self._txn.get_many(table, keys), [None] * len(keys))
         return self._txn.delete_many(table, keys)
 
+    def pop_many(self, table: str, keys) -> list:
+        """Delete `keys` and answer their values (None for absent ones); each removed pair leaves the digest."""
+        keys = [_hashable(k) for k in keys]
+        values = self._txn.pop_many(table, keys)
+        self._replace(table, keys, values, [None] * len(keys))
+        return values
+
+    def delete_first(self, table: str, count: int) -> int:
+        """Delete the first `count` pairs of `table` in key order; their terms leave the digest."""
+        if count <= 0:
+            return 0
+        keys, values = [], []
+        for key, value in self._txn.items(table):
+            if len(keys) == count:
+                break
+            keys.append(bytes(key))
+            values.append(bytes(value))
+        self._replace(table, keys, values, [None] * len(keys))
+        return self._txn.delete_first(table, count)
+
     def finish(self) -> int:
         """Write the digest beside the command's writes (call last, inside the transaction)."""
         self._txn.put(self._digest_table, DIGEST_KEY, _DIGEST.pack(self.digest))
