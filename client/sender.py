@@ -51,7 +51,8 @@ class SenderCore:
         self.delivery_timeout_s = delivery_timeout_ms / 1000
         self.max_block_s = max_block_ms / 1000
         self._clock = clock
-        self._cond = threading.Condition()
+        self._lock = threading.RLock()  # taken directly on hot paths; the condition waits on it
+        self._cond = threading.Condition(self._lock)
         self._queues: dict[tuple[str, int], deque] = {}
         self._open: dict[tuple[str, int], PendingBatch] = {}
         self._buffer_used_bytes = 0

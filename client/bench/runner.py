@@ -31,6 +31,7 @@ import os
 import queue
 import random
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -169,6 +170,7 @@ class DevCluster:
     def command(self) -> list[str]:
         return [sys.executable, "-m", "raftbus.broker", "dev", "--brokers", str(self.brokers),
                 "--data-dir", str(self.data_dir), "--base-port", str(self.base_port), "--log-level", "WARNING",
+                "--metrics-base-port", "0",  # the figures come from BrokerStats; fixed metrics ports may be taken
                 *(["--secure"] if self.secure else [])]
 
     def start(self) -> str:
@@ -365,14 +367,20 @@ def send_records(producer: Producer, spec: WorkerSpec) -> list[float]:
     return []
 
 
+def process_cpu_s() -> float:
+    """CPU time (user + system) of this process, every thread included."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def produce_load(spec: WorkerSpec, ready: Ready) -> dict:
     with Producer(spec.bootstrap, linger_ms=spec.linger_ms, batch_bytes_max=spec.batch_bytes_max) as producer:
         ready()
-        started_s = time.monotonic()
+        started_s, cpu_started_s = time.monotonic(), process_cpu_s()
         latencies_ms = send_records(producer, spec) if spec.per_record else send_batches(producer, spec)
-        finished_s = time.monotonic()
+        finished_s, cpu_s = time.monotonic(), process_cpu_s() - cpu_started_s
     return {"records": spec.records, "value_bytes": spec.records * spec.record_bytes, "started_s": started_s,
-            "finished_s": finished_s, "latencies_ms": latencies_ms}
+            "finished_s": finished_s, "latencies_ms": latencies_ms, "cpu_s": cpu_s}
 
 
 def consume_load(spec: WorkerSpec, ready: Ready) -> dict:
@@ -468,8 +476,10 @@ def bench_produce(bootstrap: str, args) -> dict:
     results = run_workers(produce_load, load_specs(bootstrap, topic, args.records, args))
     records, value_bytes, elapsed_s = combined(results)
     batch_latencies_ms = [ms for r in results for ms in r["latencies_ms"]]
+    cpu_us_per_record = sum(r["cpu_s"] for r in results) * 1e6 / max(1, records)
     return {"bench": "produce", **broker_figures(bootstrap), "records": records, "record_bytes": args.record_bytes,
             **rate_figures(records, value_bytes, elapsed_s),
+            "producer_cpu_us_per_record": round(cpu_us_per_record, 2),
             "latency_p50_ms": rounded_ms(percentile(latencies_ms, 0.50)),
             "latency_p99_ms": rounded_ms(percentile(latencies_ms, 0.99)),
             "batch_latency_p50_ms": rounded_ms(percentile(batch_latencies_ms, 0.50)),
