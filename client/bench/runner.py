@@ -50,6 +50,7 @@ from boltons.statsutils import Stats
 from raftbus.client.bench import groups as bench_groups
 from raftbus.client.bench import ops as bench_ops
 from raftbus.client.bench import queue as bench_queue
+from raftbus.client.bench import scale as bench_scale
 from raftbus.client.bench import table as bench_table
 from raftbus.client import settings
 from raftbus.client.admin import Admin
@@ -58,7 +59,7 @@ from raftbus.client.producer import Producer
 from raftbus.client.reader import Reader
 from raftbus.client.records import RECORD_OVERHEAD_BYTES
 
-WORKLOADS = ("produce", "consume", "queue", "aio", "failover", "idle", "all", "spark", "http")
+WORKLOADS = ("produce", "consume", "scale", "queue", "aio", "failover", "idle", "all", "spark", "http")
 LOOPBACK = "127.0.0.1"
 
 
@@ -259,6 +260,7 @@ class WorkerSpec:
     linger_ms: int = settings.LINGER_MS
     batch_bytes_max: int = settings.BATCH_BYTES_MAX
     per_record: bool = False
+    batch_records_max: int = 0  # send_batch: records per batch at most (0: as many as batch_bytes_max holds)
 
 
 Ready = Callable[[], None]
@@ -331,6 +333,8 @@ def send_batches(producer: Producer, spec: WorkerSpec) -> list[float]:
     """
     value = os.urandom(spec.record_bytes)
     per_batch = records_per_batch(spec.record_bytes, spec.batch_bytes_max)
+    if spec.batch_records_max:
+        per_batch = min(per_batch, spec.batch_records_max)
     full = [value] * per_batch
     window = threading.BoundedSemaphore(settings.BENCH_BATCHES_QUEUED_PER_PARTITION * len(spec.partitions))
     latencies_ms: list[float] = []
@@ -545,6 +549,8 @@ def run_workloads(bootstrap: str, args) -> list[dict]:
         results.append(emit(consume(bootstrap, args, reuse)))
     if args.workload == "all" and not args.group:  # consumer groups: `all` covers the group figures too
         results.append(emit(bench_group_consume(bootstrap, args, results[0]["topic"])))
+    if args.workload in ("scale", "all"):  # partitions and producers, see client/bench/scale.py
+        results.append(emit(bench_scale.bench_scale(bootstrap, args, sys.modules[__name__])))
     if args.workload in ("queue", "all"):
         results.append(emit(bench_queue.bench_queue(bootstrap, args, run_workers, WorkerSpec, percentile, rounded_ms,
                                                     progress)))
