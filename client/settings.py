@@ -77,6 +77,7 @@ BENCH_IDLE_SETTLE_MS = 8_000            # wait after creating the idle topic (le
 BENCH_SCALE_RECORDS = 200_000          # records per row of `raftbus bench scale` (kept small: `make bench` runs it)
 BENCH_SCALE_PARTITIONS = (3, 30, 300)   # partition counts of its rows
 BENCH_SCALE_PRODUCERS = (1, 4, 16)      # producer process counts of its rows
+BENCH_ERROR_TEXT_CHARS_MAX = 400       # a failed row's error as reported in the results
 BENCH_SCALE_TOPIC_READY_TIMEOUT_MS = 180_000  # until every partition of a row's topic has a leader (300 take a while)
 BENCH_AIO_SENDERS = 500                # concurrent AsyncProducer.send tasks per process in `raftbus bench aio`
 BENCH_QUEUE_CALLERS_PER_PARTITION = 2   # lease+ack loops per partition (one leases while another acks)

@@ -1,4 +1,4 @@
-"""`raftbus bench produce|consume|queue|failover|idle|all|spark`: figures, one JSON line per benchmark on stdout.
+"""`raftbus bench produce|consume|scale|queue|aio|failover|idle|all|spark|http`: figures, one JSON line per benchmark on stdout.
 
 Without --bootstrap the benchmark starts its own cluster (`python -m raftbus.broker dev`) in a temporary data
 dir on free loopback ports and always stops it by pid afterwards (SIGTERM, then SIGKILL of its process
@@ -17,7 +17,9 @@ Consumer processes of one consumer group read it, committing per batch, and reba
 (see client/bench/groups.py for every figure).
 spark: records/s through one Spark Structured Streaming micro-batch, Arrow and tuples (client/spark/bench.py).
 queue: see client/bench/queue.py (lease+ack throughput with priority ordering, delayed-delivery lateness).
-failover, idle: on fresh clusters of their own, see client/bench/ops.py (kill -9 of a leader to the next
+scale: produce and consume at 3, 30 and 300 partitions, produce with 1, 4 and 16 producer processes, and
+Producer.send per record, each row bounded (client/bench/scale.py).
+failover, idle, scale: on fresh clusters of their own, see client/bench/ops.py (kill -9 of a leader to the next
 acknowledged produce; broker CPU with 100 idle partitions). `all` runs every workload but spark.
 MB are 10^6 payload bytes (record values). Progress goes to stderr.
 """
@@ -549,14 +551,14 @@ def run_workloads(bootstrap: str, args) -> list[dict]:
         results.append(emit(consume(bootstrap, args, reuse)))
     if args.workload == "all" and not args.group:  # consumer groups: `all` covers the group figures too
         results.append(emit(bench_group_consume(bootstrap, args, results[0]["topic"])))
-    if args.workload in ("scale", "all"):  # partitions and producers, see client/bench/scale.py
-        results.append(emit(bench_scale.bench_scale(bootstrap, args, sys.modules[__name__])))
     if args.workload in ("queue", "all"):
         results.append(emit(bench_queue.bench_queue(bootstrap, args, run_workers, WorkerSpec, percentile, rounded_ms,
                                                     progress)))
     if args.workload in ("aio", "all"):  # the asyncio SDK, see client/aio/bench.py
         from raftbus.client.aio.bench import bench_aio
         results.append(emit(bench_aio(bootstrap, args, sys.modules[__name__])))
+    if args.workload in ("scale", "all"):  # on a fresh cluster of its own, see client/bench/scale.py
+        results.append(emit(bench_scale.bench_scale(args, sys.modules[__name__])))
     if args.workload in ("failover", "all"):  # on a fresh cluster of its own (it kills brokers)
         results.append(emit(bench_ops.bench_failover(args, free_base_port, percentile, progress)))
     if args.workload in ("idle", "all"):  # on a fresh, quiet cluster of its own
