@@ -37,7 +37,7 @@ from raftbus.client.errors import (
     UnknownProducerId,
     WrongTopicKind,
 )
-from raftbus.client.murmur2 import partition_for_key
+from raftbus.client.murmur2 import KeyHashes
 from raftbus.client.produce_stream import StreamProduceTransport
 from raftbus.client.queues.producer import QueueSender, queue_partition
 from raftbus.client.wire import queues_pb2 as qpb
@@ -240,6 +240,7 @@ class Producer(SenderCore):
         self._sticky: dict[str, tuple[int, int]] = {}  # topic -> (sticky partition, partition count)
         self._sticky_open: dict[str, tuple[RecordBatch, int]] = {}  # topic -> (its sticky batch, partition count)
         self._router: Router | None = getattr(transport, "router", None)
+        self._key_hashes = KeyHashes(settings.KEY_HASH_ENTRIES_MAX)  # murmur2 of recent keys
         self._shapes: dict[str, tuple[int, str, int]] = {}  # topic -> (router map version, kind, partition count)
         self._incomplete: set[int] = set()
         self._batch_ids = itertools.count(1)
@@ -303,8 +304,8 @@ class Producer(SenderCore):
                 else:
                     batch = self._sticky_batch(topic, count, size)
             else:
-                batch = self._open_batch((topic, partition_for_key(key, count) if partition is None else partition),
-                                         size)
+                batch = self._open_batch((topic, self._key_hashes.partition(key, count) if partition is None
+                                          else partition), size)
             index = batch.add(timestamp_ms, key, value, headers, size)
             if batch.size_bytes >= self.batch_bytes_max:
                 self._close_open_batch((batch.topic, batch.partition))

@@ -34,6 +34,8 @@ IDEMPOTENT = True
 MAX_IN_FLIGHT_PER_PARTITION = 5
 MAX_IN_FLIGHT_PER_PARTITION_MAX = 5
 PRODUCER_ID_BYTES = 16
+# Keyed records: the producer remembers the murmur2 of this many recent keys (forgotten all at once when full).
+KEY_HASH_ENTRIES_MAX = 10_000
 
 # Admin: create_topic/alter_partitions with wait=True poll metadata until every partition has a leader.
 TOPIC_READY_TIMEOUT_MS = 30_000
