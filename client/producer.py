@@ -307,12 +307,20 @@ class Producer(SenderCore):
                 batch = self._open_batch((topic, self._key_hashes.partition(key, count) if partition is None
                                           else partition), size)
             index = batch.add(timestamp_ms, key, value, headers, size)
+            at_once = False
             if batch.size_bytes >= self.batch_bytes_max:
                 self._close_open_batch((batch.topic, batch.partition))
                 self._cond.notify_all()
-            elif index == 0:  # a new batch: the sender thread learns when its linger ends
-                self._cond.notify_all()
+            elif index == 0:  # a new batch: sent now, or the sender thread learns when its linger ends
+                at_once = self._take_at_once(batch)
+                if not at_once:
+                    self._cond.notify_all()
             outcome = batch.outcome
+        if at_once:
+            try:
+                self._dispatch(batch)
+            finally:
+                self._dispatching.release()
         return RecordFuture(outcome, index, timestamp_ms)
 
     def _topic_shape(self, topic: str) -> tuple[str, int]:
@@ -482,16 +490,33 @@ class Producer(SenderCore):
                 if due_s > now_s:
                     wait_s = due_s - now_s if wait_s is None else min(wait_s, due_s - now_s)
                     break
-                queue.popleft()
-                if self._open.get(tp) is head:
-                    self._close_open_batch(tp)
-                head.closed = True
-                if head.sequence is None:
-                    head.sequence = self._next_sequence.get(tp, 0)
-                    self._next_sequence[tp] = head.sequence + head.record_count()
-                self._in_flight[tp] = self._in_flight.get(tp, 0) + 1
-                ready.append(head)
+                ready.append(self._pop_head(tp, queue))
         return ready, wait_s
+
+    def _pop_head(self, tp: tuple[str, int], queue: deque) -> RecordBatch:
+        """Take the partition's head batch to send it: closed, its sequence fixed on first send, in flight."""
+        head = queue.popleft()
+        if self._open.get(tp) is head:
+            self._close_open_batch(tp)
+        head.closed = True
+        if head.sequence is None:
+            head.sequence = self._next_sequence.get(tp, 0)
+            self._next_sequence[tp] = head.sequence + head.record_count()
+        self._in_flight[tp] = self._in_flight.get(tp, 0) + 1
+        return head
+
+    def _take_at_once(self, batch: RecordBatch) -> bool:
+        """With linger 0, a new batch of a partition with nothing in flight, failed or queued before it is sent
+        from the caller's thread, saving the hand-off to the sender thread, unless another thread is sending
+        right now. True when the caller took it (and holds `_dispatching` until it has sent it). Lock held."""
+        tp = (batch.topic, batch.partition)
+        queue = self._queues.get(tp)
+        if self.linger_s or self._in_flight.get(tp) or self._failed.get(tp) or not queue or queue[0] is not batch:
+            return False
+        if not self._dispatching.acquire(blocking=False):
+            return False
+        self._pop_head(tp, queue)
+        return True
 
     # ------------------------------------------------------------------ sender thread
 

@@ -456,3 +456,21 @@ def test_keyless_records_follow_a_change_in_the_partition_count(transport):
     shutdown(producer, transport)
     assert second.result(0).partition == 0
     assert 0 <= first.result(0).partition < 5
+
+
+def test_with_linger_0_a_record_for_an_idle_partition_is_sent_by_send_itself(transport):
+    """Goal: linger 0 and nothing in flight for the partition: send() hands the batch to the transport before it
+    returns (no hand-off to the sender thread); with a batch in flight the next one waits its turn, in sequence."""
+    producer = make_producer(transport, linger_ms=0)
+    first = producer.send("t", b"a", partition=1)
+    assert [r.base_sequence for r in transport.sent] == [0]  # already sent, by this thread
+    second = producer.send("t", b"b", partition=1)
+    third = producer.send("t", b"c", partition=1)
+    (item,) = transport.take()
+    transport.complete(item)
+    shutdown(producer, transport)
+    requests = [r for r in transport.sent if r.partition == 1]
+    assert [r.base_sequence for r in requests] == [sum(r.record_count for r in requests[:i]) for i in
+                                                   range(len(requests))]
+    assert [f.result(0).offset for f in (first, second, third)] == [0, 1, 2]
+    assert [v for r in requests for _, _, v, _ in decode_batch(r.records)] == [b"a", b"b", b"c"]
