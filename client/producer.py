@@ -1,6 +1,8 @@
 """The Producer: accumulates records into per-partition batches and sends them from one background thread.
 
-Batches close at `batch_bytes_max` or after `linger_ms`. Up to `max_in_flight_per_partition` batches per
+Batches close at `batch_bytes_max` or after `linger_ms`. With `linger_ms=0`, a new batch of a partition that
+has nothing in flight is sent by `send()` itself, sparing a hand-off to the sender thread; whichever thread
+sends holds one lock while it writes the batches it took, so each partition's batches leave in sequence order. Up to `max_in_flight_per_partition` batches per
 partition are in flight at a time, on one pipelined produce stream per broker (client/produce_stream.py), which
 the broker appends in the order sent. Idempotence keeps that order and exactly-once appends across retries:
 every batch carries the producer's random 16-byte id and `base_sequence` (records sent to that partition
@@ -37,11 +39,15 @@ from raftbus.client.errors import (
     UnknownProducerId,
     WrongTopicKind,
 )
-from raftbus.client.murmur2 import partition_for_key
+from raftbus.client.murmur2 import KeyHashes
 from raftbus.client.produce_stream import StreamProduceTransport
 from raftbus.client.queues.producer import QueueSender, queue_partition
 from raftbus.client.wire import queues_pb2 as qpb
-from raftbus.client.records import Header, RecordMetadata, RecordTuple, encode_batch, record_size
+from raftbus.client.record_batch import RecordBatch
+from raftbus.client.record_future import RecordFuture
+from raftbus.client.records import (
+    RECORD_OVERHEAD_BYTES, Header, RecordMetadata, RecordTuple, encode_batch, record_size,
+)
 from raftbus.client.credentials import TlsSource
 from raftbus.client.router import Router
 from raftbus.client.sender import PendingBatch, SenderCore
@@ -228,12 +234,16 @@ class Producer(SenderCore):
         self.producer_id = os.urandom(settings.PRODUCER_ID_BYTES) if idempotent else b""
         self._transport = transport
         self._in_flight: dict[tuple[str, int], int] = {}  # batches sent and not answered, per partition
-        self._failed: dict[tuple[str, int], list[_Batch]] = {}  # to resend once the partition's in-flight drain
+        self._failed: dict[tuple[str, int], list[RecordBatch]] = {}  # to resend once the partition's in-flight drain
         self._restart: dict[tuple[str, int], RaftbusError] = {}  # partitions to restart, and why
         self._unknown_to_broker: dict[tuple[str, int], set[int]] = {}  # batches refused with UnknownProducerId
         self._next_sequence: dict[tuple[str, int], int] = {}  # sequence of the next batch sent first time
         self._producer_ids: dict[tuple[str, int], bytes] = {}  # per partition, after a restart
         self._sticky: dict[str, tuple[int, int]] = {}  # topic -> (sticky partition, partition count)
+        self._sticky_open: dict[str, tuple[RecordBatch, int]] = {}  # topic -> (its sticky batch, partition count)
+        self._router: Router | None = getattr(transport, "router", None)
+        self._key_hashes = KeyHashes(settings.KEY_HASH_ENTRIES_MAX)  # murmur2 of recent keys
+        self._shapes: dict[str, tuple[int, str, int]] = {}  # topic -> (router map version, kind, partition count)
         self._incomplete: set[int] = set()
         self._batch_ids = itertools.count(1)
         self._request_ids = itertools.count(1)
@@ -256,33 +266,77 @@ class Producer(SenderCore):
         On a queue topic the future resolves to MessageMetadata (the message id) and priority, group,
         deliver_at_ms and idempotency_key apply; on a stream topic they are refused (WrongTopicKind).
         Raises at once: InvalidArgument (bad types), RecordTooLarge, UnknownTopic, UnknownPartition, and
-        Overloaded when the buffer stays full for `max_block_ms`.
+        Overloaded when the buffer stays full for `max_block_ms`. The record is encoded into its partition's
+        open batch now; its future is a view of that batch's answer (client/record_future.py).
         """
-        router = getattr(self._transport, "router", None)
-        if router is not None and router.topic_kind(topic) == "queue":
+        kind, count = self._topic_shape(topic)
+        if kind == "queue":
             return self._send_queue(topic, value, key, headers, partition,
                                     (priority, group, deliver_at_ms, idempotency_key))
-        reject_queue_options(priority, group, deliver_at_ms, idempotency_key, topic=topic)
-        value_b = to_bytes(value, "value")
-        key_b = to_bytes(key, "key")
-        hdrs = normalize_headers(headers)
-        size = record_size(key_b, value_b, hdrs)
+        if priority is not None or group is not None or deliver_at_ms is not None or idempotency_key is not None:
+            reject_queue_options(priority, group, deliver_at_ms, idempotency_key, topic=topic)
+        if value is not None and type(value) is not bytes:
+            value = to_bytes(value, "value")
+        if key is not None and type(key) is not bytes:
+            key = to_bytes(key, "key")
+        if headers:
+            headers = normalize_headers(headers)
+            size = record_size(key, value, headers)
+        else:
+            headers = ()
+            size = RECORD_OVERHEAD_BYTES + (len(value) if value is not None else 0) + \
+                (len(key) if key is not None else 0)
         if size > self.batch_bytes_max:
             raise RecordTooLarge(f"record of {size} bytes exceeds batch_bytes_max={self.batch_bytes_max}")
-        count = self._transport.partitions_for(topic)
-        future = _accepted_future()
-        record = (time.time_ns() // 1_000_000, key_b, value_b, hdrs)
-        with self._cond:
-            self._check_open()
-            self._reserve(size)
-            if partition is not None:
-                p = self._check_partition(topic, partition, count)
-            elif key_b is not None:
-                p = partition_for_key(key_b, count)
+        if partition is not None:
+            self._check_partition(topic, partition, count)
+        timestamp_ms = time.time_ns() // 1_000_000
+        with self._lock:
+            if self._closed:
+                raise Unavailable("producer is closed")
+            if self._buffer_used_bytes + size <= self.buffer_bytes_max:
+                self._buffer_used_bytes += size
             else:
-                p = self._sticky_partition(topic, count, size)
-            self._append(topic, p, record, future, size)
-        return future
+                self._reserve(size)
+            if partition is None and key is None:
+                sticky = self._sticky_open.get(topic)  # (open batch, partition count) of the sticky partition
+                if sticky is not None and sticky[1] == count and not sticky[0].closed \
+                        and sticky[0].size_bytes + size <= self.batch_bytes_max:
+                    batch = sticky[0]
+                else:
+                    batch = self._sticky_batch(topic, count, size)
+            else:
+                batch = self._open_batch((topic, self._key_hashes.partition(key, count) if partition is None
+                                          else partition), size)
+            index = batch.add(timestamp_ms, key, value, headers, size)
+            at_once = False
+            if batch.size_bytes >= self.batch_bytes_max:
+                self._close_open_batch((batch.topic, batch.partition))
+                self._cond.notify_all()
+            elif index == 0:  # a new batch: sent now, or the sender thread learns when its linger ends
+                at_once = self._take_at_once(batch)
+                if not at_once:
+                    self._cond.notify_all()
+            outcome = batch.outcome
+        if at_once:
+            try:
+                self._dispatch(batch)
+            finally:
+                self._dispatching.release()
+        return RecordFuture(outcome, index, timestamp_ms)
+
+    def _topic_shape(self, topic: str) -> tuple[str, int]:
+        """(kind, partition count) of `topic`, kept while the router's cluster map stays the same one."""
+        router = self._router
+        if router is None:
+            return "stream", self._transport.partitions_for(topic)
+        shape = self._shapes.get(topic)
+        if shape is not None and shape[0] == router.map_version:
+            return shape[1], shape[2]
+        version = router.map_version
+        kind, count = router.topic_kind(topic), router.partitions_for(topic)
+        self._shapes[topic] = (version, kind, count)
+        return kind, count
 
     def _send_queue(self, topic: str, value, key, headers, partition: int | None, queue_fields: tuple) -> Future:
         priority, group, deliver_at_ms, idempotency_key = queue_fields
@@ -393,22 +447,25 @@ class Producer(SenderCore):
             p = self._sticky[topic][0]
         return p
 
-    def _append(self, topic: str, partition: int, record: RecordTuple, future: Future, size: int) -> None:
-        tp = (topic, partition)
+    def _sticky_batch(self, topic: str, count: int, size: int) -> RecordBatch:
+        """The open batch of the topic's sticky partition with room for `size` more bytes (opened if need be).
+        send() reuses it while it stays open with room and the partition count stays `count`."""
+        batch = self._open_batch((topic, self._sticky_partition(topic, count, size)), size)
+        self._sticky_open[topic] = (batch, count)
+        return batch
+
+    def _open_batch(self, tp: tuple[str, int], size: int) -> RecordBatch:
+        """The partition's open batch with room for `size` more bytes: a full one is closed, a new one opened."""
         batch = self._open.get(tp)
         if batch is not None and batch.size_bytes + size > self.batch_bytes_max:
             self._close_open_batch(tp)
             batch = None
         if batch is None:
-            batch = self._new_batch(tp)
-            self._open[tp] = batch
-        if batch.add(record, future, size, self.batch_bytes_max):
-            self._close_open_batch(tp)
-        if len(batch.records) == 1 or batch.closed:
-            self._cond.notify_all()
+            batch = self._open[tp] = self._new_batch(tp)
+        return batch
 
-    def _new_batch(self, tp: tuple[str, int]) -> _Batch:
-        batch = _Batch(next(self._batch_ids), tp[0], tp[1], self._clock(), self.linger_s)
+    def _new_batch(self, tp: tuple[str, int]) -> RecordBatch:
+        batch = RecordBatch(next(self._batch_ids), tp[0], tp[1], self._clock(), self.linger_s)
         self._queues.setdefault(tp, deque()).append(batch)
         self._incomplete.add(batch.id)
         return batch
@@ -423,10 +480,10 @@ class Producer(SenderCore):
         if sticky is not None and sticky[0] == partition:
             self._sticky[topic] = ((partition + 1) % sticky[1], sticky[1])
 
-    def _take_ready(self, now_s: float) -> tuple[list[_Batch], float | None]:
+    def _take_ready(self, now_s: float) -> tuple[list[RecordBatch], float | None]:
         """Pop every batch that is due and may be sent now (in queue order, up to max_in_flight_per_partition
         per partition, none while a partition recovers from a failure); also return how long to wait otherwise."""
-        ready: list[_Batch] = []
+        ready: list[RecordBatch] = []
         wait_s: float | None = None
         for tp, queue in self._queues.items():
             while queue and self._in_flight.get(tp, 0) < self.max_in_flight_per_partition and not self._failed.get(tp):
@@ -435,23 +492,40 @@ class Producer(SenderCore):
                 if due_s > now_s:
                     wait_s = due_s - now_s if wait_s is None else min(wait_s, due_s - now_s)
                     break
-                queue.popleft()
-                if self._open.get(tp) is head:
-                    self._close_open_batch(tp)
-                head.closed = True
-                if head.sequence is None:
-                    head.sequence = self._next_sequence.get(tp, 0)
-                    self._next_sequence[tp] = head.sequence + head.record_count()
-                self._in_flight[tp] = self._in_flight.get(tp, 0) + 1
-                ready.append(head)
+                ready.append(self._pop_head(tp, queue))
         return ready, wait_s
+
+    def _pop_head(self, tp: tuple[str, int], queue: deque) -> RecordBatch:
+        """Take the partition's head batch to send it: closed, its sequence fixed on first send, in flight."""
+        head = queue.popleft()
+        if self._open.get(tp) is head:
+            self._close_open_batch(tp)
+        head.closed = True
+        if head.sequence is None:
+            head.sequence = self._next_sequence.get(tp, 0)
+            self._next_sequence[tp] = head.sequence + head.record_count()
+        self._in_flight[tp] = self._in_flight.get(tp, 0) + 1
+        return head
+
+    def _take_at_once(self, batch: RecordBatch) -> bool:
+        """With linger 0, a new batch of a partition with nothing in flight, failed or queued before it is sent
+        from the caller's thread, saving the hand-off to the sender thread, unless another thread is sending
+        right now. True when the caller took it (and holds `_dispatching` until it has sent it). Lock held."""
+        tp = (batch.topic, batch.partition)
+        queue = self._queues.get(tp)
+        if self.linger_s or self._in_flight.get(tp) or self._failed.get(tp) or not queue or queue[0] is not batch:
+            return False
+        if not self._dispatching.acquire(blocking=False):
+            return False
+        self._pop_head(tp, queue)
+        return True
 
     # ------------------------------------------------------------------ sender thread
 
     def _sender_idle(self) -> bool:
         return not self._incomplete or (not any(self._in_flight.values()) and not any(self._queues.values()))
 
-    def _dispatch(self, batch: _Batch) -> None:
+    def _dispatch(self, batch: RecordBatch) -> None:
         blob, count, max_ts = batch.encode()
         request = pb.ProduceRequest(
             request_id=next(self._request_ids), topic=batch.topic, partition=batch.partition,
@@ -467,7 +541,7 @@ class Producer(SenderCore):
         except Exception as exc:  # a transport bug must not kill the sender thread
             self._on_done(batch, count, None, Unavailable(f"produce failed: {exc!r}"))
 
-    def _on_done(self, batch: _Batch, count: int, response: pb.ProduceResponse | None,
+    def _on_done(self, batch: RecordBatch, count: int, response: pb.ProduceResponse | None,
                  err: RaftbusError | None) -> None:
         """A batch was answered. Its futures settle before it stops counting as incomplete, so `flush()` returns
         only once every future it waited for is done (and its callbacks have run)."""
@@ -497,7 +571,7 @@ class Producer(SenderCore):
             batch.fail(err)
         self._settle_failed(given_up, [batch] if failed_for_good else [])
 
-    def _finish(self, batch: _Batch, tp: tuple[str, int]) -> list:
+    def _finish(self, batch: RecordBatch, tp: tuple[str, int]) -> list:
         """A batch succeeded (caller holds the lock); returns batches to fail outside it (see _resend_failed)."""
         self._in_flight[tp] -= 1
         self._release(batch)
@@ -537,7 +611,7 @@ class Producer(SenderCore):
         self._renumber(tp, self._queues.get(tp, ()))
         return [(batch, reason) for batch in failed]
 
-    def _renumber(self, tp: tuple[str, int], batches: Iterable[_Batch]) -> None:
+    def _renumber(self, tp: tuple[str, int], batches: Iterable[RecordBatch]) -> None:
         """Start the partition over under a fresh producer id; `batches` and the queued ones get their sequence
         when next sent, from 0 in queue order."""
         self._producer_ids[tp] = os.urandom(settings.PRODUCER_ID_BYTES) if self.idempotent else b""

@@ -49,9 +49,8 @@ class Record(NamedTuple):
     timestamp_ms: int
 
 
-@dataclass(frozen=True, slots=True)
-class RecordMetadata:
-    """Where an acknowledged record landed."""
+class RecordMetadata(NamedTuple):
+    """Where an acknowledged record landed (a named tuple: one per acknowledged record costs little)."""
 
     topic: str
     partition: int
@@ -122,6 +121,28 @@ def encode_batch(records: Iterable[RecordTuple]) -> tuple[bytes, int, int]:
             append(value)
             append(b"\x00\x00")
     return b"".join(parts), count, max_ts
+
+
+def append_record(buffer: bytearray, timestamp_ms: int, key: bytes | None, value: bytes | None,
+                  headers: "tuple[Header, ...] | None") -> None:
+    """Encode one record at the end of `buffer`, exactly as encode_batch would (the Producer builds its batches
+    record by record this way, so a batch costs no second pass when it is sent)."""
+    if key is None:
+        if value is not None and not headers:
+            buffer += _TS_KEYLEN_VLEN.pack(timestamp_ms, -1, len(value))
+            buffer += value
+            buffer += b"\x00\x00"
+            return
+        buffer += _TS_KEYLEN.pack(timestamp_ms, -1)
+    else:
+        buffer += _TS_KEYLEN.pack(timestamp_ms, len(key))
+        buffer += key
+    if value is None:
+        buffer += _LEN.pack(-1)
+    else:
+        buffer += _LEN.pack(len(value))
+        buffer += value
+    buffer += _encode_headers(headers) if headers else b"\x00\x00"
 
 
 def decode_batch(blob: bytes | memoryview) -> list[RecordTuple]:

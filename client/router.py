@@ -131,6 +131,9 @@ class Router:
         self._lock = threading.RLock()
         self._refresh_lock = threading.Lock()
         self._map = ClusterMap()
+        # Counts the maps fetched so far: whoever derives figures from the map (the Producer's partition counts
+        # per topic) reuses them while this stays the same.
+        self.map_version = 0
         self._leader_hints: dict[tuple[str, int], str] = {}  # address hints for leaders not in the broker map
         self._controller_hint: str | None = None
         self._connections: dict[str, Connection] = {}
@@ -165,6 +168,7 @@ class Router:
                 fresh = ClusterMap.from_proto(response, self._clock())
                 with self._lock:
                     self._map = fresh
+                    self.map_version += 1
                     self._leader_hints.clear()
                     self._controller_hint = None
                 return fresh

@@ -51,7 +51,11 @@ class SenderCore:
         self.delivery_timeout_s = delivery_timeout_ms / 1000
         self.max_block_s = max_block_ms / 1000
         self._clock = clock
-        self._cond = threading.Condition()
+        self._lock = threading.RLock()  # taken directly on hot paths; the condition waits on it
+        self._cond = threading.Condition(self._lock)
+        # Held while a thread sends the batches it took, so batches of one partition go out in the order taken;
+        # the sender thread waits for it, a caller sending at once only tries it (never with the lock waited on).
+        self._dispatching = threading.Lock()
         self._queues: dict[tuple[str, int], deque] = {}
         self._open: dict[tuple[str, int], PendingBatch] = {}
         self._buffer_used_bytes = 0
@@ -112,8 +116,9 @@ class SenderCore:
                     if self._stopping and self._sender_idle():
                         return
                     self._cond.wait(wait_s)
-            for batch in ready:
-                self._dispatch(batch)
+            with self._dispatching:
+                for batch in ready:
+                    self._dispatch(batch)
 
     def _take_ready(self, now_s: float) -> tuple[list, float | None]:
         """Pop the batches that are due and may be sent now, and how long to wait otherwise (lock held)."""

@@ -34,6 +34,8 @@ IDEMPOTENT = True
 MAX_IN_FLIGHT_PER_PARTITION = 5
 MAX_IN_FLIGHT_PER_PARTITION_MAX = 5
 PRODUCER_ID_BYTES = 16
+# Keyed records: the producer remembers the murmur2 of this many recent keys (forgotten all at once when full).
+KEY_HASH_ENTRIES_MAX = 10_000
 
 # Admin: create_topic/alter_partitions with wait=True poll metadata until every partition has a leader.
 TOPIC_READY_TIMEOUT_MS = 30_000
@@ -74,6 +76,11 @@ BENCH_FAILOVER_ROUNDS = 3               # leader kills in `raftbus bench failove
 BENCH_IDLE_PARTITIONS = 100             # partitions of the idle topic in `raftbus bench idle`
 BENCH_IDLE_SECONDS = 10.0               # how long idle CPU is measured
 BENCH_IDLE_SETTLE_MS = 8_000            # wait after creating the idle topic (leader hand-offs) before measuring
+BENCH_SCALE_RECORDS = 200_000          # records per row of `raftbus bench scale` (kept small: `make bench` runs it)
+BENCH_SCALE_PARTITIONS = (3, 30, 300)   # partition counts of its rows
+BENCH_SCALE_PRODUCERS = (1, 4, 16)      # producer process counts of its rows
+BENCH_ERROR_TEXT_CHARS_MAX = 400       # a failed row's error as reported in the results
+BENCH_SCALE_TOPIC_READY_TIMEOUT_MS = 180_000  # until every partition of a row's topic has a leader (300 take a while)
 BENCH_AIO_SENDERS = 500                # concurrent AsyncProducer.send tasks per process in `raftbus bench aio`
 BENCH_QUEUE_CALLERS_PER_PARTITION = 2   # lease+ack loops per partition (one leases while another acks)
 # Messages per Lease (and per Ack) of `bench queue`: the most one lease may take (the brokers' default

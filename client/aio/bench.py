@@ -11,7 +11,9 @@ only after its batch is committed on a majority of the partition's replicas and 
      per partition unacknowledged at a time;
 3. consume_records_per_s: one `AsyncConsumer` (a group of one member, one process) reads the send_batch topic
    from the earliest offset, decoding every record and committing after each poll, from its first records
-   to its last commit.
+   to its last commit;
+4. reader_records_per_s: one `AsyncReader` (no group, one process) reads every partition of the send_batch
+   topic from the beginning to its end (`iter_topic(..., stop_at_end=True)`), decoding every record.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from raftbus.client.reader import EARLIEST
 
 from raftbus.client.aio.consumer import AsyncConsumer
 from raftbus.client.aio.producer import AsyncProducer
+from raftbus.client.aio.reader import AsyncReader
 
 APIS = ("send", "enqueue", "send_batch")
 
@@ -130,6 +133,26 @@ async def _consume(bootstrap: str, topic: str, total: int) -> dict:
             "consume_records_per_s": round(records / max(finished_s - first_records_s, 1e-9))}
 
 
+async def _read(bootstrap: str, topic: str) -> dict:
+    """One AsyncReader reads every partition of `topic` from the beginning to its end, decoding every record."""
+    records = 0
+    async with AsyncReader(bootstrap) as reader:
+        await reader.partitions(topic)  # metadata, before the clock starts
+        started_s = time.monotonic()
+        async for record in reader.iter_topic(topic, from_beginning=True, stop_at_end=True):
+            records += 1
+        finished_s = time.monotonic()
+    return {"reader_records": records, "reader_records_per_s": round(records / max(finished_s - started_s, 1e-9))}
+
+
+async def _consume_then_read(bootstrap: str, topic: str, total: int, progress) -> dict:
+    """Both reads on one event loop (grpc.aio keeps a poller per loop; a third asyncio.run trips over the old one)."""
+    figures = await _consume(bootstrap, topic, total)
+    progress("aio: one AsyncReader reads the send_batch topic")
+    figures.update(await _read(bootstrap, topic))
+    return figures
+
+
 def bench_aio(bootstrap: str, args, tools) -> dict:
     """`tools`: the sync bench module (ensure_topic, load_specs, run_workers, combined, percentile, progress...)."""
     stamp = time.time_ns() // 1_000_000
@@ -150,7 +173,8 @@ def bench_aio(bootstrap: str, args, tools) -> dict:
             bootstrap, topic, args.records, args)))
         figures[f"{api}_records_per_s"] = round(records / elapsed_s)
     tools.progress("aio: one AsyncConsumer reads the send_batch topic")
-    figures.update(asyncio.run(_consume(bootstrap, f"bench-aio-{stamp}-send_batch", args.records)))
+    figures.update(asyncio.run(_consume_then_read(bootstrap, f"bench-aio-{stamp}-send_batch", args.records,
+                                                  tools.progress)))
     return {"bench": "aio", **figures, "records": args.records, "record_bytes": args.record_bytes,
             "producers": args.producers, "senders_per_process": settings.BENCH_AIO_SENDERS,
             "brokers": brokers, "partitions": args.partitions, "replication_factor": args.replication_factor,

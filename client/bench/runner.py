@@ -1,4 +1,4 @@
-"""`raftbus bench produce|consume|queue|failover|idle|all|spark`: figures, one JSON line per benchmark on stdout.
+"""`raftbus bench produce|consume|scale|queue|aio|failover|idle|all|spark|http`: figures, one JSON line per benchmark on stdout.
 
 Without --bootstrap the benchmark starts its own cluster (`python -m raftbus.broker dev`) in a temporary data
 dir on free loopback ports and always stops it by pid afterwards (SIGTERM, then SIGKILL of its process
@@ -17,7 +17,9 @@ Consumer processes of one consumer group read it, committing per batch, and reba
 (see client/bench/groups.py for every figure).
 spark: records/s through one Spark Structured Streaming micro-batch, Arrow and tuples (client/spark/bench.py).
 queue: see client/bench/queue.py (lease+ack throughput with priority ordering, delayed-delivery lateness).
-failover, idle: on fresh clusters of their own, see client/bench/ops.py (kill -9 of a leader to the next
+scale: produce and consume at 3, 30 and 300 partitions, produce with 1, 4 and 16 producer processes, and
+Producer.send per record, each row bounded (client/bench/scale.py).
+failover, idle, scale: on fresh clusters of their own, see client/bench/ops.py (kill -9 of a leader to the next
 acknowledged produce; broker CPU with 100 idle partitions). `all` runs every workload but spark.
 MB are 10^6 payload bytes (record values). Progress goes to stderr.
 """
@@ -31,6 +33,7 @@ import os
 import queue
 import random
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -49,6 +52,7 @@ from boltons.statsutils import Stats
 from raftbus.client.bench import groups as bench_groups
 from raftbus.client.bench import ops as bench_ops
 from raftbus.client.bench import queue as bench_queue
+from raftbus.client.bench import scale as bench_scale
 from raftbus.client.bench import table as bench_table
 from raftbus.client import settings
 from raftbus.client.admin import Admin
@@ -57,7 +61,7 @@ from raftbus.client.producer import Producer
 from raftbus.client.reader import Reader
 from raftbus.client.records import RECORD_OVERHEAD_BYTES
 
-WORKLOADS = ("produce", "consume", "queue", "aio", "failover", "idle", "all", "spark", "http")
+WORKLOADS = ("produce", "consume", "scale", "queue", "aio", "failover", "idle", "all", "spark", "http")
 LOOPBACK = "127.0.0.1"
 
 
@@ -259,6 +263,7 @@ class WorkerSpec:
     linger_ms: int = settings.LINGER_MS
     batch_bytes_max: int = settings.BATCH_BYTES_MAX
     per_record: bool = False
+    batch_records_max: int = 0  # send_batch: records per batch at most (0: as many as batch_bytes_max holds)
 
 
 Ready = Callable[[], None]
@@ -331,6 +336,8 @@ def send_batches(producer: Producer, spec: WorkerSpec) -> list[float]:
     """
     value = os.urandom(spec.record_bytes)
     per_batch = records_per_batch(spec.record_bytes, spec.batch_bytes_max)
+    if spec.batch_records_max:
+        per_batch = min(per_batch, spec.batch_records_max)
     full = [value] * per_batch
     window = threading.BoundedSemaphore(settings.BENCH_BATCHES_QUEUED_PER_PARTITION * len(spec.partitions))
     latencies_ms: list[float] = []
@@ -367,14 +374,20 @@ def send_records(producer: Producer, spec: WorkerSpec) -> list[float]:
     return []
 
 
+def process_cpu_s() -> float:
+    """CPU time (user + system) of this process, every thread included."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def produce_load(spec: WorkerSpec, ready: Ready) -> dict:
     with Producer(spec.bootstrap, linger_ms=spec.linger_ms, batch_bytes_max=spec.batch_bytes_max) as producer:
         ready()
-        started_s = time.monotonic()
+        started_s, cpu_started_s = time.monotonic(), process_cpu_s()
         latencies_ms = send_records(producer, spec) if spec.per_record else send_batches(producer, spec)
-        finished_s = time.monotonic()
+        finished_s, cpu_s = time.monotonic(), process_cpu_s() - cpu_started_s
     return {"records": spec.records, "value_bytes": spec.records * spec.record_bytes, "started_s": started_s,
-            "finished_s": finished_s, "latencies_ms": latencies_ms}
+            "finished_s": finished_s, "latencies_ms": latencies_ms, "cpu_s": cpu_s}
 
 
 def consume_load(spec: WorkerSpec, ready: Ready) -> dict:
@@ -470,8 +483,10 @@ def bench_produce(bootstrap: str, args) -> dict:
     results = run_workers(produce_load, load_specs(bootstrap, topic, args.records, args))
     records, value_bytes, elapsed_s = combined(results)
     batch_latencies_ms = [ms for r in results for ms in r["latencies_ms"]]
+    cpu_us_per_record = sum(r["cpu_s"] for r in results) * 1e6 / max(1, records)
     return {"bench": "produce", **broker_figures(bootstrap), "records": records, "record_bytes": args.record_bytes,
             **rate_figures(records, value_bytes, elapsed_s),
+            "producer_cpu_us_per_record": round(cpu_us_per_record, 2),
             "latency_p50_ms": rounded_ms(percentile(latencies_ms, 0.50)),
             "latency_p99_ms": rounded_ms(percentile(latencies_ms, 0.99)),
             "batch_latency_p50_ms": rounded_ms(percentile(batch_latencies_ms, 0.50)),
@@ -543,6 +558,8 @@ def run_workloads(bootstrap: str, args) -> list[dict]:
     if args.workload in ("aio", "all"):  # the asyncio SDK, see client/aio/bench.py
         from raftbus.client.aio.bench import bench_aio
         results.append(emit(bench_aio(bootstrap, args, sys.modules[__name__])))
+    if args.workload in ("scale", "all"):  # on a fresh cluster of its own, see client/bench/scale.py
+        results.append(emit(bench_scale.bench_scale(args, sys.modules[__name__])))
     if args.workload in ("failover", "all"):  # on a fresh cluster of its own (it kills brokers)
         results.append(emit(bench_ops.bench_failover(args, free_base_port, percentile, progress)))
     if args.workload in ("idle", "all"):  # on a fresh, quiet cluster of its own

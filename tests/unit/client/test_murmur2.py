@@ -1,7 +1,7 @@
 """Goal: murmur2 and the key partitioner give exactly Kafka's results (vectors from Kafka's UtilsTest)."""
 import pytest
 
-from raftbus.client.murmur2 import murmur2, partition_for_key
+from raftbus.client.murmur2 import KeyHashes, murmur2, partition_for_key
 
 KAFKA_VECTORS = [
     (b"21", -973932308),
@@ -25,3 +25,13 @@ def test_partition_for_key_masks_the_sign_bit_like_kafka():
     for n in (1, 3, 7, 100):
         for key in (b"", b"a", b"order-42", "ключ".encode()):
             assert 0 <= partition_for_key(key, n) < n
+
+
+def test_remembered_key_hashes_pick_the_same_partitions_and_stay_bounded():
+    hashes = KeyHashes(entries_max=50)
+    keys = [f"key-{i}".encode() * (i % 7) for i in range(120)] + [bytes(range(256)) * 2]
+    for _ in range(2):  # the second round reads remembered hashes (and refills after each clear)
+        for key in keys:
+            for n in (1, 3, 300):
+                assert hashes.partition(key, n) == partition_for_key(key, n)
+            assert len(hashes._hashes) <= 50

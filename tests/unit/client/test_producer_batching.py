@@ -398,3 +398,79 @@ def test_flush_returns_only_after_every_future_and_its_callbacks_are_done(transp
     assert sorted(seen) == [0, 1, 2]
     answering.join(5)
     producer.close()
+
+
+def test_per_record_sends_keep_order_and_sequences_across_batches(transport):
+    """Goal: keyless per-record sends spread over sticky batches; per partition the batches carry consecutive
+    sequences and the records in send order, and every future gets the offset its record landed at."""
+    producer = make_producer(transport, batch_bytes_max=300, linger_ms=0)
+    values = [f"r{i:03d}".encode() for i in range(60)]  # 22 bytes each: 13 per batch
+    futures = [producer.send("t", value) for value in values]
+    producer_flush = threading.Thread(target=producer.flush, args=(10,))
+    producer_flush.start()
+    while producer_flush.is_alive():
+        transport.complete_all()
+        producer_flush.join(0.01)
+    by_partition: dict[int, list] = {}
+    for request in transport.sent:
+        by_partition.setdefault(request.partition, []).append(request)
+    assert len(by_partition) == 3 and len(transport.sent) >= 5
+    landed = {}
+    for partition, requests in by_partition.items():
+        sequence = 0
+        for request in requests:
+            assert request.base_sequence == sequence
+            sequence += request.record_count
+        records = [v for r in requests for _, _, v, _ in decode_batch(r.records)]
+        assert records == sorted(records)  # send order within the partition
+        landed.update({value: (partition, offset) for offset, value in enumerate(records)})
+    assert sorted(landed) == values
+    assert [(f.result(0).partition, f.result(0).offset) for f in futures] == [landed[v] for v in values]
+    producer.close()
+
+
+def test_a_retried_batch_runs_each_records_callback_once(transport):
+    producer = make_producer(transport, linger_ms=60_000, retries=5)
+    futures = [producer.send("t", b"v", partition=1) for _ in range(3)]
+    calls = []
+    for future in futures:
+        future.add_done_callback(lambda f: calls.append(f.result().offset))
+    flusher = threading.Thread(target=producer.flush, args=(10,))
+    flusher.start()
+    (item,) = transport.take()
+    transport.fail(item, NotLeader("moved"))
+    (again,) = transport.take()
+    assert again[0].base_sequence == item[0].base_sequence and again[0].records == item[0].records
+    transport.complete(again)
+    flusher.join(10)
+    assert calls == [0, 1, 2]
+    producer.close()
+
+
+def test_keyless_records_follow_a_change_in_the_partition_count(transport):
+    producer = make_producer(transport, linger_ms=60_000)
+    transport.partitions["t"] = 5
+    first = producer.send("t", b"v")
+    transport.partitions["t"] = 1
+    second = producer.send("t", b"v")
+    shutdown(producer, transport)
+    assert second.result(0).partition == 0
+    assert 0 <= first.result(0).partition < 5
+
+
+def test_with_linger_0_a_record_for_an_idle_partition_is_sent_by_send_itself(transport):
+    """Goal: linger 0 and nothing in flight for the partition: send() hands the batch to the transport before it
+    returns (no hand-off to the sender thread); with a batch in flight the next one waits its turn, in sequence."""
+    producer = make_producer(transport, linger_ms=0)
+    first = producer.send("t", b"a", partition=1)
+    assert [r.base_sequence for r in transport.sent] == [0]  # already sent, by this thread
+    second = producer.send("t", b"b", partition=1)
+    third = producer.send("t", b"c", partition=1)
+    (item,) = transport.take()
+    transport.complete(item)
+    shutdown(producer, transport)
+    requests = [r for r in transport.sent if r.partition == 1]
+    assert [r.base_sequence for r in requests] == [sum(r.record_count for r in requests[:i]) for i in
+                                                   range(len(requests))]
+    assert [f.result(0).offset for f in (first, second, third)] == [0, 1, 2]
+    assert [v for r in requests for _, _, v, _ in decode_batch(r.records)] == [b"a", b"b", b"c"]

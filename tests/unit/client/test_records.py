@@ -6,6 +6,7 @@ import pytest
 from raftbus.client.errors import CorruptBatch
 from raftbus.client.records import (
     Record,
+    append_record,
     decode_batch,
     decode_fetched,
     encode_batch,
@@ -125,3 +126,18 @@ def test_uniform_record_shape_is_a_candidate_test_on_the_first_record():
     with_headers, _, _ = encode_batch([(i, b"k", b"v", (("h", b"x"),)) for i in range(2)])
     assert uniform_record_shape(with_headers, 2) is None
     assert uniform_record_shape(b"", 0) is None
+
+
+def test_append_record_writes_what_encode_batch_writes():
+    records = [
+        (1, None, None, ()),
+        (2, None, b"v" * 100, ()),
+        (3, b"k", b"", ()),
+        (4, b"", None, (("h", b"x"), ("none", None))),
+        (5, None, b"v", (("h", b""),)),
+    ]
+    buffer = bytearray()
+    for ts, key, value, headers in records:
+        append_record(buffer, ts, key, value, headers)
+    assert bytes(buffer) == encode_batch(records)[0]
+    assert decode_batch(buffer) == records

@@ -14,3 +14,17 @@ def test_figures_are_shown_with_their_targets_and_verdicts():
     assert "| 4.39 | % of a core | ≤ 5 | met |" in rows["idle: 100 partitions on 3 brokers, CPU of the busiest broker"]
     assert "| — | records/s | ≥ 1,000,000 |  |" in rows["consume with a consumer group, committing per batch"]
     assert table.startswith("Machine: 2 cores. Command: `raftbus bench all`.")
+
+
+def test_scale_rows_show_partitions_producers_and_per_record_send():
+    results = {"scale": {"send_records_per_s": 251_000, "send_producer_cpu_us_per_record": 3.9,
+                         "produce_p300_records_per_s": 90_000, "consume_p30_records_per_s": 800_000,
+                         "produce_producers16_records_per_s": 300_000}}
+    table = markdown(results, "2 cores", "raftbus bench all")
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in table.splitlines() if line.startswith("| ")}
+    send_row = "produce, Producer.send per record, --producers processes (2), acked after majority commit"
+    assert "| 251,000 | records/s | ≥ 250,000 | met |" in rows[send_row]
+    assert "| 90,000 | records/s |" in rows["scale: produce (send_batch), 300 partitions"]
+    assert "| 800,000 | records/s |" in rows["scale: consume (Reader), 30 partitions"]
+    assert "| 300,000 | records/s |" in rows["scale: produce (send_batch), 16 producer processes"]
+    assert "| — | records/s |" in rows["scale: produce (send_batch), 1 producer process"]

@@ -149,8 +149,8 @@ def test_bench_consume_group_flags(capsys):
 
 
 def test_bench_all_includes_the_group_consume(monkeypatch, capsys):
-    """`bench all` runs produce, consume and consume-group (on the produce topic), queue, aio, failover and idle;
-    `consume --group` only the group figures."""
+    """`bench all` runs produce, consume and consume-group (on the produce topic), queue, aio, scale, failover and
+    idle; `consume --group` only the group figures."""
     from raftbus.client.aio import bench as aio_bench
     from raftbus.client.bench import runner as bench
 
@@ -164,10 +164,11 @@ def test_bench_all_includes_the_group_consume(monkeypatch, capsys):
     monkeypatch.setattr(bench.bench_ops, "bench_failover", lambda *a: ran.append("failover") or {"bench": "failover"})
     monkeypatch.setattr(bench.bench_ops, "bench_idle", lambda *a: ran.append("idle") or {"bench": "idle"})
     monkeypatch.setattr(aio_bench, "bench_aio", lambda *a: ran.append("aio") or {"bench": "aio"})
+    monkeypatch.setattr(bench.bench_scale, "bench_scale", lambda *a: ran.append("scale") or {"bench": "scale"})
     args = cli.build_parser().parse_args(["bench", "all", "--bootstrap", "h:1"])
     assert [r["bench"] for r in bench.run_workloads("h:1", args)] == ["produce", "consume", "consume-group", "queue",
-                                                                      "aio", "failover", "idle"]
-    assert ran == ["produce", ("consume", "t1"), ("consume-group", "t1"), "queue", "aio", "failover", "idle"]
+                                                                      "aio", "scale", "failover", "idle"]
+    assert ran == ["produce", ("consume", "t1"), ("consume-group", "t1"), "queue", "aio", "scale", "failover", "idle"]
     ran.clear()
     args = cli.build_parser().parse_args(["bench", "consume", "--group", "--bootstrap", "h:1"])
     assert [r["bench"] for r in bench.run_workloads("h:1", args)] == ["consume-group"]
