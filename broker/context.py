@@ -91,6 +91,8 @@ class BrokerContext:
         self.process_stats: Callable[[], dict] = lambda: {}
         # Runs fn where commands are applied (the server's Raft loop thread), so nothing applies meanwhile.
         self.run_on_loop: Callable[[Callable[[], object]], object] = lambda fn: fn()
+        # Told that a replica's store was replaced by a copy of its leader's (`partitions rebuild`).
+        self.on_store_rebuilt: Callable[[str], None] = lambda group_id: None
 
     # ------------------------------------------------------------------ brokers
     def alive_brokers(self) -> set[int]:

@@ -130,7 +130,8 @@ class Broker:
         self.metadata_store = LmdbStore(str(meta_dir / "store"), tables=MetadataStateMachine.TABLES,
                                         map_size_bytes=s.storage_map_size_bytes)
         self.metadata_sm = MetadataStateMachine(self.metadata_store)
-        check_on_open(METADATA_GROUP, self.metadata_sm, self.metadata_store, s.storage_verify_on_open_bytes_max)
+        check_on_open(METADATA_GROUP, self.metadata_sm, self.metadata_store, s.storage_verify_on_open_bytes_max,
+                      self._on_store_damaged)
         self.metadata_group = RaftGroup(
             METADATA_GROUP, self.metadata_sm, self.metadata_store, hub=self.hub, loop=self.loop,
             self_id=self.node_id, peer_ids=sorted(joined["voters"] if joined else peers),
@@ -168,6 +169,7 @@ class Broker:
         self.loop.every(s.membership_check_interval_ms, self.decommissions.advance)
         self.loop.every(s.queue_tick_interval_ms, self._tick_queues)
         self.context.run_on_loop = self.loop.call
+        self.context.on_store_rebuilt = self._on_store_rebuilt
         self.loop.every(s.storage_free_check_interval_ms, self._check_faults)
         self.loop.call_soon(self._reconcile)
         # consumer groups: heartbeats long-poll on metadata changes; the controller expires silent members
@@ -228,6 +230,14 @@ class Broker:
     def _flag_gossip(self) -> None:
         self._gossip_due = True
 
+    def _on_store_damaged(self, group_id: str) -> None:
+        self.faults.on_store_damaged(group_id)
+        self._gossip_due = True  # the leaders elsewhere stop handing this replica its preferred leadership
+
+    def _on_store_rebuilt(self, group_id: str) -> None:
+        self.faults.on_store_rebuilt(group_id)
+        self._gossip_due = True
+
     def _on_control(self, peer_id: int, message) -> None:
         if not isinstance(message, dict):
             return
@@ -235,6 +245,8 @@ class Broker:
             self.faults.peers_disk_full.add(peer_id)
         else:
             self.faults.peers_disk_full.discard(peer_id)
+        damaged = message.get("damaged", ())
+        self.faults.peers_damaged[peer_id] = {str(g) for g in damaged} if isinstance(damaged, list) else set()
         for entry in message.get("leaders", ()):
             try:
                 group_id, term, isr = entry
@@ -245,7 +257,7 @@ class Broker:
     def _gossip(self) -> None:
         led = [(g.group_id, g.term, g.in_sync_replicas(self.node_id))
                for g in self.loop.groups.values() if g.is_leader]
-        message = {"leaders": led, "disk_full": self.disk.full}
+        message = {"leaders": led, "disk_full": self.disk.full, "damaged": self.faults.stats()["damaged_stores"]}
         for peer in self.hub.connected_peers():
             self.hub.send(peer, CONTROL_CHANNEL, message)
         self._gossip_due = False
@@ -355,7 +367,7 @@ class Broker:
         store = LmdbStore(str(base / "store"), tables=tables, map_size_bytes=s.storage_map_size_bytes)
         try:
             sm = QueueStateMachine(store, topic.ordering) if topic.kind == "queue" else PartitionStateMachine(store)
-            check_on_open(group_id, sm, store, s.storage_verify_on_open_bytes_max)
+            check_on_open(group_id, sm, store, s.storage_verify_on_open_bytes_max, self._on_store_damaged)
             peers = sorted(r for r in placement.hosts if r != self.node_id)
             group = RaftGroup(group_id, sm, store, hub=self.hub, loop=self.loop, self_id=self.node_id,
                               peer_ids=peers, data_dir=base / "raft", settings=s.raft(),
@@ -395,6 +407,7 @@ class Broker:
         """Measure the disk (hand leaderships away while it is full) and reopen, from their journals, the groups
         that stopped for lack of space once there is room again."""
         self.faults.check_disk()
+        self.faults.lead_elsewhere()
         for group_id in self.faults.reopenable():
             group = self.loop.groups.get(group_id)
             try:
@@ -439,7 +452,8 @@ class Broker:
             return
         for replica in list(self.context.partitions.values()):
             group = replica.group
-            if group.preferred_leader in self.faults.peers_disk_full:
+            if group.preferred_leader in self.faults.peers_disk_full or \
+                    group.group_id in self.faults.peers_damaged.get(group.preferred_leader, ()):
                 continue
             if group.is_leader and group.preferred_leader in connected and group.preferred_leader not in draining:
                 group.maybe_transfer_to_preferred()

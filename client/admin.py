@@ -144,11 +144,13 @@ class BrokerStats:
     pid: int
     stopped_groups: tuple[str, ...] = ()  # groups that crash-stopped after a storage or fsync failure
     disk_full: bool = False               # below storage_free_bytes_min free: writes get DISK_FULL
+    damaged_stores: tuple[str, ...] = ()  # replicas whose store failed its checksum when opened, until rebuilt
 
     @classmethod
     def from_proto(cls, info: pb.BrokerStatsResponse) -> "BrokerStats":
         values = {name: getattr(info, name) for name in cls.__dataclass_fields__}
         values["stopped_groups"] = tuple(values["stopped_groups"])
+        values["damaged_stores"] = tuple(values["damaged_stores"])
         return cls(**values)
 
     def to_dict(self) -> dict:

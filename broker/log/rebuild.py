@@ -77,6 +77,7 @@ class RebuildService:
                 index, size = installed
                 log.warning("partition replica rebuilt from the leader",
                             extra={"group": group_id, "leader": leader_id, "index": index})
+                self.context.on_store_rebuilt(group_id)
                 return leader_id, index, size
         raise errors.Unavailable(f"the leader moved or the replica kept applying past the leader's copy "
                                  f"({REBUILD_ATTEMPTS_MAX} tries); retry")

@@ -13,6 +13,7 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
 from typing import NamedTuple
 
 from raftbus.client import errors
@@ -31,15 +32,16 @@ _checker_lock = threading.Lock()
 _checker: threading.Thread | None = None
 
 
-def check_on_open(group_id: str, state_machine, store, bytes_max: int) -> threading.Event | None:
+def check_on_open(group_id: str, state_machine, store, bytes_max: int,
+                  on_damaged: Callable[[str], None] | None = None) -> threading.Event | None:
     """Queue a re-read of a store just opened (stream, queue or metadata) against its kept checksum (stores larger
-    than `bytes_max` are left to the verify commands); one checker thread per process takes them one at a time, and
-    logs a mismatch as an error. Returns an event set once this store was checked."""
+    than `bytes_max` are left to the verify commands); one checker thread per process takes them one at a time, logs
+    a mismatch as an error and tells `on_damaged`. Returns an event set once this store was checked."""
     if bytes_max == 0 or (bytes_max > 0 and store.size_bytes() > bytes_max):
         return None
     global _checker
     done = threading.Event()
-    _CHECKS.put((group_id, state_machine, done))
+    _CHECKS.put((group_id, state_machine, done, on_damaged))
     with _checker_lock:
         if _checker is None or not _checker.is_alive():
             _checker = threading.Thread(target=_check_stores, name="raftbus-store-check", daemon=True)
@@ -49,11 +51,13 @@ def check_on_open(group_id: str, state_machine, store, bytes_max: int) -> thread
 
 def _check_stores() -> None:
     while True:
-        group_id, state_machine, done = _CHECKS.get()
+        group_id, state_machine, done, on_damaged = _CHECKS.get()
         try:
             if state_machine.store_consistent() is False:
                 log.error("store does not match its checksum: a stored value changed on disk; rebuild "
                           "this replica (raftbus partitions rebuild)", extra={"group": group_id})
+                if on_damaged is not None:
+                    on_damaged(group_id)
         except Exception:  # a store closed meanwhile (replica dropped) or unreadable
             log.exception("partition store check failed", extra={"group": group_id})
         finally:

@@ -152,6 +152,11 @@ class BrokerCollector:
                      sum(_file_bytes(x.data_dir / "raft.snapshot") for x in groups))
         yield _gauge("raftbus_raft_log_bytes", "Bytes of Raft log held in memory by the groups hosted here",
                      sum(x.log_bytes for x in groups))
+        faults = b.faults.stats()
+        yield _gauge("raftbus_raft_groups_stopped", "Raft groups on this broker that crash-stopped (storage or fsync "
+                     "failure, a damaged journal)", len(faults["stopped_groups"]))
+        yield _gauge("raftbus_stores_damaged", "Stores on this broker that failed their checksum when opened and are "
+                     "not rebuilt yet", len(faults["damaged_stores"]))
         usage = shutil.disk_usage(b.data_dir)
         yield _gauge("raftbus_disk_free_bytes", "Free bytes on the file system of the data dir", usage.free)
         yield _gauge("raftbus_disk_total_bytes", "Size of the file system of the data dir", usage.total)

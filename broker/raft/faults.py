@@ -2,7 +2,10 @@
 
 A stopped group answers NOT_SERVING under its group id in the gRPC health service (the metadata group's stop
 makes the whole broker NOT_SERVING, service ""), and both appear in BrokerStats (`stopped_groups`,
-`disk_full`). While the disk is full the broker hands every group it leads to a replica with room; a group
+`disk_full`). A replica whose store does not add up to its kept checksum when opened (bit rot, a store changed
+behind the state machine) is listed in BrokerStats (`damaged_stores`) and answers NOT_SERVING; it keeps
+replicating, but hands away any leadership it wins until `raftbus partitions rebuild` replaces its store, and
+its peers stop moving leadership to it as the preferred replica (the broker gossips its damaged stores). While the disk is full the broker hands every group it leads to a replica with room; a group
 that stopped because its disk was full is reopened (from its journal) once there is room again. Any other
 stop lasts until the broker restarts.
 """
@@ -28,6 +31,8 @@ class FaultWatch:
         self._lock = threading.Lock()
         self.stopped: dict[str, tuple[str, bool]] = {}  # group id -> (reason, stopped for lack of space)
         self.peers_disk_full: set[int] = set()
+        self.peers_damaged: dict[int, set[str]] = {}  # what each peer last said of its damaged stores
+        self.damaged: set[str] = set()  # groups whose store failed its checksum when opened, until rebuilt
         self._health = None
 
     # ------------------------------------------------------------------ health
@@ -66,9 +71,24 @@ class FaultWatch:
             gone = [g for g in self.stopped if g != self._broker_group and g not in placed]
             for group_id in gone:
                 del self.stopped[group_id]
+            self.damaged = {g for g in self.damaged if g == self._broker_group or g in placed}
         if self._health is not None:
             for group_id in gone:
                 self._health.set(group_id, health_pb2.HealthCheckResponse.SERVICE_UNKNOWN)
+
+    def on_store_damaged(self, group_id: str) -> None:
+        """A store failed its checksum (any thread): report it, and lead elsewhere until it is rebuilt."""
+        with self._lock:
+            self.damaged.add(group_id)
+        if group_id != self._broker_group:  # a damaged metadata store is reported, not a broker out of service
+            self._publish(group_id, serving=False)
+
+    def on_store_rebuilt(self, group_id: str) -> None:
+        with self._lock:
+            damaged = group_id in self.damaged
+            self.damaged.discard(group_id)
+        if damaged and not self.is_stopped(group_id):
+            self._publish(group_id, serving=True)
 
     def is_stopped(self, group_id: str) -> bool:
         with self._lock:
@@ -86,7 +106,17 @@ class FaultWatch:
         with self._lock:
             return [g for g, (_, disk_full) in self.stopped.items() if disk_full]
 
-    # ------------------------------------------------------------------ disk (loop thread)
+    # ------------------------------------------------------------------ loop thread
+    def lead_elsewhere(self) -> None:
+        """Hand away every leadership a damaged replica holds (its reads and the snapshots it sends could carry
+        the damage); the metadata group is left alone (its store is repaired by hand, docs/storage.md)."""
+        with self._lock:
+            damaged = [g for g in self.damaged if g != self._broker_group]
+        for group_id in damaged:
+            group = self._groups.get(group_id)
+            if group is not None and group.is_leader and group.transport.nodes:
+                group.hand_over(None)
+
     def check_disk(self) -> None:
         """Measure the free space; while full, hand every group led here to a replica with room."""
         self.disk.check()
@@ -98,5 +128,5 @@ class FaultWatch:
 
     def stats(self) -> dict:
         with self._lock:
-            stopped = sorted(self.stopped)
-        return {"stopped_groups": stopped, "disk_full": self.disk.full}
+            stopped, damaged = sorted(self.stopped), sorted(self.damaged)
+        return {"stopped_groups": stopped, "disk_full": self.disk.full, "damaged_stores": damaged}

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 from raftbus.broker.admin.state import MetadataStateMachine
+from raftbus.broker.context import METADATA_GROUP, partition_group_id
 from raftbus.broker.queues.state import tables as q
 from raftbus.broker.storage.lmdb_store import LmdbStore
 from raftbus.client import Admin, Producer, QueueConsumer
@@ -32,6 +33,16 @@ def in_sync(bootstrap: str):
     with Admin(bootstrap) as admin:
         parts = admin.describe_topic(TOPIC).partitions
     return all(p.leader_id and len(p.isr) == 3 for p in parts) and parts
+
+
+def damaged_stores(bootstrap: str, broker_id: int) -> tuple[str, ...]:
+    with Admin(bootstrap) as admin:
+        return next(s.damaged_stores for s in admin.broker_stats() if s.broker_id == broker_id)
+
+
+def leader_of(bootstrap: str, partition: int) -> int | None:
+    with Admin(bootstrap) as admin:
+        return admin.describe_topic(TOPIC).partitions[partition].leader_id
 
 
 def enqueue(bootstrap: str, prefix: str, count: int) -> None:
@@ -109,6 +120,12 @@ def test_queue_and_metadata_checksums_find_a_changed_replica_and_rebuild_repairs
     wait_until(lambda: broker_log.read_text().count("does not match its checksum") >= 2, 60,
                what="both changed stores reported when opened")
     wait_until(lambda: in_sync(cluster.bootstrap), 90, what="the restarted broker back in sync")
+    with Admin(cluster.bootstrap) as admin:
+        damaged_group = partition_group_id(admin.describe_topic(TOPIC).topic_id, 0)
+    listed = wait_until(lambda: damaged_stores(cluster.bootstrap, victim), 30, what="BrokerStats damaged_stores")
+    assert sorted(listed) == sorted([METADATA_GROUP, damaged_group]), listed
+    wait_until(lambda: leader_of(cluster.bootstrap, 0) not in (None, victim), 60,
+               what="the damaged replica hands its leadership away")
 
     status, report = raftbus_json(cluster.bootstrap, "topics", "verify", TOPIC)
     assert status == 1, report
@@ -125,6 +142,7 @@ def test_queue_and_metadata_checksums_find_a_changed_replica_and_rebuild_repairs
     ack_some(cluster.bootstrap, 100)
     wait_until(lambda: in_sync(cluster.bootstrap), 60, what="in sync after the rebuild")
     assert_all_agree(cluster.bootstrap)
+    assert damaged_stores(cluster.bootstrap, victim) == (METADATA_GROUP,)
 
     assert broker.terminate() == 0
     set_stray_metadata_pair(broker.data_dir / "metadata" / "store", present=False)

@@ -50,7 +50,7 @@ def test_a_stopped_partition_group_is_not_serving_but_the_broker_is():
     _, faults, servicer = watch(1 << 20)
     faults.on_group_stopped(Group("p1.0", stopped="fsync failed: EIO"))
     assert status(servicer, "p1.0") == NOT_SERVING and status(servicer, "") == SERVING
-    assert faults.stats() == {"stopped_groups": ["p1.0"], "disk_full": False}
+    assert faults.stats() == {"stopped_groups": ["p1.0"], "disk_full": False, "damaged_stores": []}
 
 
 def test_a_stopped_metadata_group_makes_the_broker_not_serving():
@@ -103,3 +103,31 @@ def test_a_stopped_group_no_longer_placed_here_is_forgotten():
     faults.forget_unplaced({"p1.1"})
     assert faults.stats()["stopped_groups"] == ["meta", "p1.1"]
     assert status(servicer, "p1.0") == health_pb2.HealthCheckResponse.SERVICE_UNKNOWN
+
+
+def test_a_damaged_store_is_reported_leads_elsewhere_and_is_cleared_by_a_rebuild():
+    """Goal: a replica whose store failed its checksum is listed and NOT_SERVING, hands away a leadership it holds
+    (on every loop check, so also one it wins later), and is back once `partitions rebuild` replaced its store."""
+    led, follower = Group("p1.0", leader=True), Group("p1.1")
+    _, faults, servicer = watch(1 << 20, [led, follower])
+    faults.on_store_damaged("p1.0")
+    faults.on_store_damaged("p1.1")
+    assert faults.stats()["damaged_stores"] == ["p1.0", "p1.1"]
+    assert status(servicer, "p1.0") == NOT_SERVING and status(servicer, "") == SERVING
+    faults.lead_elsewhere()
+    assert (led.handed_over, follower.handed_over) == (1, 0)
+    faults.on_store_rebuilt("p1.0")
+    faults.lead_elsewhere()
+    assert led.handed_over == 1 and faults.stats()["damaged_stores"] == ["p1.1"]
+    assert status(servicer, "p1.0") == SERVING
+
+
+def test_a_damaged_metadata_store_is_reported_without_taking_the_broker_out_of_service():
+    meta = Group("meta", leader=True)
+    _, faults, servicer = watch(1 << 20, [meta])
+    faults.on_store_damaged("meta")
+    faults.lead_elsewhere()
+    assert faults.stats()["damaged_stores"] == ["meta"] and status(servicer, "") == SERVING
+    assert meta.handed_over == 0
+    faults.forget_unplaced(set())
+    assert faults.stats()["damaged_stores"] == ["meta"]
