@@ -15,6 +15,7 @@ from raftbus.broker.raft.faults import FaultWatch
 from raftbus.broker.raft.group_commit import GroupCommit
 from raftbus.broker.metrics.exporter import MetricsExporter
 from raftbus.broker.raft.loop import CONTROL_CHANNEL, RaftLoop
+from raftbus.broker.raft.quiesce import Quiescence
 from raftbus.broker.raft.group import RaftGroup
 from raftbus.broker.raft.reboot import BootRecord, discard_stores
 from raftbus.broker.admin.service import AdminService
@@ -109,6 +110,8 @@ class Broker:
         self._opening: set[str] = set()  # replicas the opener thread is opening
         self._opener = ThreadPoolExecutor(max_workers=1, thread_name_prefix="raftbus-replica-opener")
         self.loop.stopped_listeners.append(self.faults.on_group_stopped)
+        self.loop.quiescence = Quiescence(self.loop, self.hub, self.node_id, s.quiesce(), excluded={METADATA_GROUP})
+        self.loop.stopped_listeners.append(self.loop.quiescence.on_group_stopped)
 
         meta_dir = self.data_dir / "metadata"
         self.metadata_store = LmdbStore(str(meta_dir / "store"), tables=MetadataStateMachine.TABLES,

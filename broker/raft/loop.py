@@ -1,8 +1,9 @@
 """The broker's one Raft loop: one thread drives every group of the broker over one transport.
 
 Each iteration waits on the transport (sockets plus a wake-up), hands incoming messages to their groups,
-ticks the groups that have work (a message, a submitted command) right away and every group once per
+ticks the groups that have work (a message, a submitted command) right away and every awake group once per
 `tick_interval_ms` for timers (elections, heartbeats), runs queued calls, then flushes outgoing frames.
+Quiesced groups (`quiesce.py`) are not ticked at all until something wakes them.
 Per-group threads and ports caused election storms on 2 cores; this keeps one thread and one connection
 per broker pair however many partitions there are.
 """
@@ -18,6 +19,7 @@ from typing import Callable
 log = logging.getLogger(__name__)
 
 CONTROL_CHANNEL = "ctl"
+QUIESCE_CHANNEL = "~quiesce"  # quiesce.py: liveness, quiesce and wake messages between brokers
 
 
 class RaftLoop:
@@ -25,6 +27,8 @@ class RaftLoop:
                  log_bytes_max: int | None = None):
         self.hub = None
         self.groups: dict[str, object] = {}
+        self.awake: dict[str, object] = {}  # the groups ticked every tick interval (not quiesced)
+        self.quiescence = None  # quiesce.Quiescence, attached by the broker
         self.tick_interval_s = tick_interval_ms / 1000
         self.housekeeping_interval_s = housekeeping_interval_ms / 1000
         self.log_bytes_max = log_bytes_max  # the Raft logs of all groups together, in memory
@@ -52,20 +56,29 @@ class RaftLoop:
             return
         group = self.groups.get(channel)
         if group is None:
+            if channel == QUIESCE_CHANNEL and self.quiescence is not None:
+                self.quiescence.on_message(peer_id, message)
+                return
             self.dropped_messages += 1  # a group not created here yet (or deleted): the sender retries
             return
+        if self.quiescence is not None:
+            self.quiescence.before_message(channel)
         group.transport.receive(peer_id, message, group.on_disk_fault)
         self._dirty.add(channel)
 
     def on_peer_connected(self, peer_id: int) -> None:
         for group in self.groups.values():
             group.transport.peer_connected(peer_id)
+        if self.quiescence is not None:
+            self.quiescence.on_peer(peer_id, True)
         for listener in self.peer_listeners:
             listener(peer_id, True)
 
     def on_peer_disconnected(self, peer_id: int) -> None:
         for group in self.groups.values():
             group.transport.peer_disconnected(peer_id)
+        if self.quiescence is not None:
+            self.quiescence.on_peer(peer_id, False)
         for listener in self.peer_listeners:
             listener(peer_id, False)
 
@@ -115,15 +128,28 @@ class RaftLoop:
     # ------------------------------------------------------------------ groups (loop thread)
     def add_group(self, group) -> None:
         self.groups[group.group_id] = group
+        self.awake[group.group_id] = group
         for peer_id in self.hub.connected_peers():
             group.transport.peer_connected(peer_id)
         self._dirty.add(group.group_id)
 
     def remove_group(self, group_id: str):
         group = self.groups.pop(group_id, None)
+        self.awake.pop(group_id, None)
+        if self.quiescence is not None:
+            self.quiescence.on_removed(group_id)
         if group is not None:
             group.close()
         return group
+
+    def suspend(self, group_id: str) -> None:
+        """Stop ticking a group (it quiesced) until `resume`."""
+        self.awake.pop(group_id, None)
+
+    def resume(self, group) -> None:
+        if self.groups.get(group.group_id) is group:
+            self.awake[group.group_id] = group
+            self._dirty.add(group.group_id)
 
     # ------------------------------------------------------------------ running
     def start(self, name: str = "raftbus-raft-loop") -> None:
@@ -166,20 +192,27 @@ class RaftLoop:
         self.hub.poll(timeout)
         self._run_calls()
         now = time.monotonic()
-        if now >= next_tick:
-            ticking = list(self.groups.values())
-            with self._lock:
-                self._dirty.clear()
+        timers_due = now >= next_tick
+        with self._lock:
+            dirty, self._dirty = self._dirty, set()
+        if self.quiescence is not None:
+            for group_id in dirty:
+                self.quiescence.on_dirty(group_id)
+        if timers_due:
+            ticking = list(self.awake.values())
             next_tick = now + self.tick_interval_s
         else:
-            with self._lock:
-                dirty, self._dirty = self._dirty, set()
             ticking = [self.groups[g] for g in dirty if g in self.groups]
         for group in ticking:
             try:
                 group.tick()
             except Exception:
                 log.exception("tick of %s failed", group.group_id)
+        if self.quiescence is not None:
+            if timers_due:
+                self.quiescence.on_tick()
+            else:
+                self.quiescence.flush()
         if now >= next_housekeeping:
             next_housekeeping = now + self.housekeeping_interval_s
             self._housekeeping()
