@@ -29,6 +29,8 @@ import zlib
 
 import pysyncobj.journal as raft_journal
 
+from raftbus.broker.raft import durable_meta
+
 MAGIC = b"RBJRNL01"
 RECORD = struct.Struct(">IQQI")
 _INDEX_TERM = struct.Struct(">QQ")
@@ -122,6 +124,14 @@ class DurableMetaStorer(raft_journal.MetaStorer):
         vote = (meta.get("currentTerm"), meta.get("votedForNodeId"))
         durable = vote != self._durable_vote
         path = self.getPath()
+        deferred = durable_meta.current()
+        if durable and deferred is not None:  # made durable before the loop sends anything (durable_meta.py)
+            with open(path + ".tmp", "wb") as f:
+                f.write(raft_journal.dumps(meta))
+            os.replace(path + ".tmp", path)
+            deferred.add(path)
+            self._durable_vote = vote
+            return
         with open(path + ".tmp", "wb") as f:
             f.write(raft_journal.dumps(meta))
             f.flush()

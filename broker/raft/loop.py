@@ -16,6 +16,8 @@ from collections import deque
 from concurrent.futures import Future
 from typing import Callable
 
+from raftbus.broker.raft.durable_meta import DeferredMetaSync
+
 log = logging.getLogger(__name__)
 
 CONTROL_CHANNEL = "ctl"
@@ -45,6 +47,7 @@ class RaftLoop:
         self.peer_listeners: list[Callable[[int, bool], None]] = []
         self.stopped_listeners: list[Callable[[object], None]] = []
         self.dropped_messages = 0
+        self.durable_meta = DeferredMetaSync()  # terms and votes of a pass, made durable before it sends
 
     # ------------------------------------------------------------------ wiring
     def attach(self, hub) -> None:
@@ -185,6 +188,14 @@ class RaftLoop:
 
     def run_once(self, next_tick: float = 0.0, next_housekeeping: float = 0.0, *, wait: bool = True):
         """One iteration (tests drive the loop by hand with this)."""
+        self.durable_meta.activate()
+        try:
+            return self._run_once(next_tick, next_housekeeping, wait)
+        finally:
+            self.durable_meta.deactivate()
+            self.durable_meta.sync_pending()  # a pass that failed midway sends nothing before this either
+
+    def _run_once(self, next_tick: float, next_housekeeping: float, wait: bool):
         now = time.monotonic()
         with self._lock:
             busy = bool(self._dirty or self._calls)
@@ -217,6 +228,7 @@ class RaftLoop:
             next_housekeeping = now + self.housekeeping_interval_s
             self._housekeeping()
         self._run_periodic(now)
+        self.durable_meta.sync_pending()
         self.hub.flush()
         return next_tick, next_housekeeping
 
