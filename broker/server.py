@@ -16,6 +16,7 @@ from raftbus.broker.raft.group_commit import GroupCommit
 from raftbus.broker.metrics.exporter import MetricsExporter
 from raftbus.broker.raft.loop import CONTROL_CHANNEL, RaftLoop
 from raftbus.broker.raft.quiesce import Quiescence
+from raftbus.broker.raft.first_election import stagger_first_election
 from raftbus.broker.raft.group import RaftGroup
 from raftbus.broker.raft.reboot import BootRecord, discard_stores
 from raftbus.broker.admin.service import AdminService
@@ -287,6 +288,7 @@ class Broker:
         no space) was flagged stopped by _opened and never keeps the others from opening."""
         self.context.partitions[group_id] = PartitionReplica(topic.name, topic.topic_id, placement.partition,
                                                              group, sm, store)
+        stagger_first_election(group, self.node_id, self.settings.raft_election_timeout_max_ms)
         self.loop.add_group(group)
         log.info("partition replica created", extra={"group": group_id, "topic": topic.name,
                                                      "partition": placement.partition})

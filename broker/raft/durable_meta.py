@@ -6,7 +6,7 @@ election costs each replica about two fsyncs; thousands of new groups electing a
 thousands of fsyncs in a row, the vote answers came after the candidates' election timeouts, and the groups kept
 starting new elections (a livelock: 1,000 new partitions had no leader after minutes).
 
-On the loop thread the storer writes and renames the file and records it here instead; the loop calls
+On the loop thread the storer writes the file (in place, `meta_slots`) and records it here instead; the loop calls
 `sync_pending` just before it hands the pass's outgoing messages to the sockets (`RaftLoop.run_once`), and one
 syncfs(2) of the file system makes every term and vote of the pass durable. Nothing of the pass reaches a peer
 before that: the same guarantee as one fsync per write. If syncfs fails, each file and its directory are fsynced
@@ -40,7 +40,7 @@ class DeferredMetaSync:
     """The term/vote files written during one loop pass, made durable together by `sync_pending`."""
 
     def __init__(self):
-        self.pending: set[str] = set()
+        self.pending: set = set()  # meta_slots.SlotFile written this pass
         self.syncs = 0
 
     def activate(self) -> None:
@@ -51,20 +51,22 @@ class DeferredMetaSync:
     def deactivate() -> None:
         _state.current = None
 
-    def add(self, path: str) -> None:
-        self.pending.add(path)
+    def add(self, slots) -> None:
+        self.pending.add(slots)
 
     def sync_pending(self) -> None:
         if not self.pending:
             return
-        paths, self.pending = self.pending, set()
+        files, self.pending = self.pending, set()
         self.syncs += 1
-        if _syncfs is not None and _syncfs_all(paths):
+        if _syncfs is not None and _syncfs_all([f.path for f in files]):
+            for slots in files:
+                slots.synced()
             return
         try:
-            for path in paths:
-                fsync_path(path)
-                fsync_path(os.path.dirname(path) or ".")
+            for slots in files:
+                slots.fsync()
+                fsync_path(os.path.dirname(slots.path) or ".")
         except OSError as exc:
             log.critical("a Raft term or vote could not be made durable (%s); exiting before sending it", exc)
             os._exit(_EXIT_CODE)

@@ -19,7 +19,7 @@ def test_a_vote_written_on_the_loop_waits_for_the_pass_sync(journal, tmp_path):
     deferred = durable_meta.DeferredMetaSync()
     deferred.activate()
     journal.setCurrentTerm(7, "2")
-    assert deferred.pending == {str(tmp_path / "raft.journal.meta")}
+    assert {f.path for f in deferred.pending} == {str(tmp_path / "raft.journal.meta")}
     deferred.sync_pending()
     assert deferred.pending == set() and deferred.syncs == 1
     assert AppendJournal(str(tmp_path / "raft.journal")).getCurrentTerm() == 7
@@ -40,10 +40,10 @@ class _RecordingHub:
 
     def poll(self, timeout_s):
         self.journal.setCurrentTerm(9, "1")  # a vote granted while handling a message
-        self.events.append(("pending", set(self.loop.durable_meta.pending)))
+        self.events.append(("pending", {f.path for f in self.loop.durable_meta.pending}))
 
     def flush(self):
-        self.events.append(("flush", set(self.loop.durable_meta.pending), self.loop.durable_meta.syncs))
+        self.events.append(("flush", {f.path for f in self.loop.durable_meta.pending}, self.loop.durable_meta.syncs))
 
     def connected_peers(self):
         return set()
