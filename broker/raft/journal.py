@@ -129,7 +129,7 @@ class DurableMetaStorer(raft_journal.MetaStorer):
     def storeMeta(self, meta):
         vote = (meta.get("currentTerm"), meta.get("votedForNodeId"))
         durable = vote != self._durable_vote
-        created = not os.path.exists(self._slots.path)
+        created = not self._slots.on_disk
         self._slots.write(meta)
         if not durable:
             return

@@ -78,6 +78,7 @@ class SlotFile:
         self.path = path
         self.meta, self.sequence, self.durable_slot = read_slots(path)
         self._written_slot: int | None = None
+        self.on_disk = self.sequence > 0 or bool(self.meta)  # else its directory entry needs a sync too
 
     def write(self, meta: dict) -> None:
         slot = 1 - self.durable_slot
@@ -89,6 +90,7 @@ class SlotFile:
             os.close(fd)
         self.sequence += 1
         self._written_slot = slot
+        self.on_disk = True
 
     def fsync(self) -> None:
         fd = os.open(self.path, os.O_RDONLY)

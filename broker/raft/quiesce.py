@@ -160,7 +160,7 @@ class Quiescence:
         now = raft_monotonic()
         raft = group.raft
         if raft._SyncObj__raftState == _LEADER:
-            self._count_live_followers(group, now)
+            self._restart_fallback_timer(group, now)
         else:
             raft._SyncObj__raftElectionDeadline = now + raft._SyncObj__generateRaftTimeout()
         self.loop.resume(group)
@@ -251,6 +251,16 @@ class Quiescence:
         responses = raft._SyncObj__lastResponseTime
         for peer_id, node in group.transport.nodes.items():
             if raft.isNodeConnected(node) and now - self._heard.get(peer_id, 0) <= timeout_s:
+                responses[node] = now
+
+    @staticmethod
+    def _restart_fallback_timer(group, now: float) -> None:
+        """A leader that wakes gives its connected followers a full leader fallback timeout to answer again (its
+        last answers may be old: it sent nothing while quiesced)."""
+        raft = group.raft
+        responses = raft._SyncObj__lastResponseTime
+        for node in group.transport.nodes.values():
+            if raft.isNodeConnected(node):
                 responses[node] = now
 
     def _refresh_responses(self, now: float) -> None:
