@@ -74,6 +74,7 @@ BENCH_FAILOVER_ROUNDS = 3               # leader kills in `raftbus bench failove
 BENCH_IDLE_PARTITIONS = 100             # partitions of the idle topic in `raftbus bench idle`
 BENCH_IDLE_SECONDS = 10.0               # how long idle CPU is measured
 BENCH_IDLE_SETTLE_MS = 8_000            # wait after creating the idle topic (leader hand-offs) before measuring
+BENCH_IDLE_LEADERS_TIMEOUT_MS = 600_000  # how long `bench idle` waits for every partition of its topic to have a leader
 BENCH_AIO_SENDERS = 500                # concurrent AsyncProducer.send tasks per process in `raftbus bench aio`
 BENCH_QUEUE_CALLERS_PER_PARTITION = 2   # lease+ack loops per partition (one leases while another acks)
 # Messages per Lease (and per Ack) of `bench queue`: the most one lease may take (the brokers' default

@@ -85,6 +85,7 @@ class Quiescence:
         self._heard: dict[int, float] = {}        # peer → when its last liveness message came
         self._outbox: dict[int, dict] = {}        # peer → {"q": [...], "w": [...]} until the next flush
         self._next_alive = 0.0
+        self._last_tick = raft_monotonic()
         self._next_isr_refresh = 0.0
         self.quiesces = 0
         self.wakes = 0
@@ -133,6 +134,7 @@ class Quiescence:
         if not self.settings.enabled:
             return
         now = raft_monotonic()
+        self._forgive_own_lag(now)
         self._quiesce_idle(now)
         self._wake_silent(now)
         if now >= self._next_isr_refresh:
@@ -176,6 +178,15 @@ class Quiescence:
             for peer_id in group.transport.nodes:
                 self._outbox.setdefault(peer_id, {}).setdefault("w", []).append(group_id)
         self.flush()
+
+    def _forgive_own_lag(self, now: float) -> None:
+        """After a pass of this loop that ran late, peers' messages may be waiting unread in the sockets: their
+        silence is counted from now, not from before this broker's own stall."""
+        late_s = now - self._last_tick - self.settings.liveness_interval_ms / 1000
+        self._last_tick = now
+        if late_s > 0:
+            for peer in self._heard:
+                self._heard[peer] += late_s
 
     def _wake_silent(self, now: float) -> None:
         timeout_s = self.settings.liveness_timeout_ms / 1000
