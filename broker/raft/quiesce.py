@@ -48,7 +48,8 @@ def log_tail(raft) -> tuple[int, int]:
 def leader_idle(group) -> bool:
     """Whether a group this broker leads has nothing to replicate, commit, apply or hand over."""
     raft = group.raft
-    if group.stopped is not None or group._pending or group._handing_over is not None:
+    handing_over = group._handing_over
+    if group.stopped is not None or group._pending or (handing_over is not None and raft_monotonic() < handing_over[1]):
         return False
     if raft._SyncObj__raftState != _LEADER or raft._SyncObj__commandsQueue._FastQueue__queue:
         return False
