@@ -251,7 +251,8 @@ class Quiescence:
             self.quiesces += 1
             self.loop.suspend(group_id)
             return
-        self.quiesced.pop(group_id, None)
+        if group_id in self.quiesced:
+            self.wake(group_id, notify=False)
         self._outbox.setdefault(peer_id, {}).setdefault("w", []).append(group_id)
 
     # ------------------------------------------------------------------ leaders' view of live followers
