@@ -47,6 +47,7 @@ class RaftLoop:
         self.peer_listeners: list[Callable[[int, bool], None]] = []
         self.stopped_listeners: list[Callable[[object], None]] = []
         self.dropped_messages = 0
+        self._applied_since_housekeeping = True
         self.durable_meta = DeferredMetaSync()  # terms and votes of a pass, made durable before it sends
 
     # ------------------------------------------------------------------ wiring
@@ -87,6 +88,7 @@ class RaftLoop:
 
     # ------------------------------------------------------------------ called by groups (loop thread)
     def on_applied(self, group) -> None:
+        self._applied_since_housekeeping = True
         for listener in self.applied_listeners:
             listener(group)
 
@@ -256,24 +258,27 @@ class RaftLoop:
                     log.exception("periodic task %s failed", getattr(fn, "__name__", fn))
 
     def _housekeeping(self) -> None:
-        groups = list(self.groups.values())
-        for group in groups:
+        """Compaction of the awake groups (a quiesced group applies nothing and has no snapshot in progress), and
+        the broker's log memory budget when something was applied since the last round."""
+        for group in list(self.awake.values()):
             try:
                 group.maybe_compact()
             except Exception:
                 log.exception("compaction of %s failed", group.group_id)
-        self._bound_log_memory(groups)
+        if self._applied_since_housekeeping:
+            self._applied_since_housekeeping = self._bound_log_memory(list(self.groups.values()))
 
-    def _bound_log_memory(self, groups) -> None:
+    def _bound_log_memory(self, groups) -> bool:
         """Over the broker's log memory budget, snapshot the group holding the most log first (whatever the copy
-        costs), one more each housekeeping round until the logs fit again."""
+        costs), one more each housekeeping round until the logs fit again; whether it was over."""
         if self.log_bytes_max is None:
-            return
+            return False
         sizes = [(group.log_bytes, group) for group in groups if hasattr(group, "log_bytes")]
         if sum(size for size, _ in sizes) <= self.log_bytes_max or not sizes:
-            return
+            return False
         _, largest = max(sizes, key=lambda pair: pair[0])
         try:
             largest.maybe_compact(force=True)
         except Exception:
             log.exception("compaction of %s failed", largest.group_id)
+        return True

@@ -72,6 +72,9 @@ def follower_agrees(group, leader_id: int, term: int, last_index: int, last_term
     leader = raft._getLeader()
     if leader is None or leader.id != str(leader_id) or log_tail(raft) != (last_index, last_term):
         return False
+    snapshot = group._snapshot
+    if snapshot.busy or snapshot.ready_index is not None:
+        return False
     return raft.raftCommitIndex == last_index and raft.raftLastApplied == last_index
 
 
