@@ -16,7 +16,10 @@ from collections import deque
 from concurrent.futures import Future
 from typing import Callable
 
+from pysyncobj.monotonic import monotonic as raft_monotonic
+
 from raftbus.broker.raft.durable_meta import DeferredMetaSync
+from raftbus.broker.raft.timers import timers_due
 
 log = logging.getLogger(__name__)
 
@@ -212,7 +215,7 @@ class RaftLoop:
             for group_id in dirty:
                 self.quiescence.on_dirty(group_id)
         if timers_due:
-            ticking = list(self.awake.values())
+            ticking = self._timers_due()
             next_tick = now + self.tick_interval_s
         else:
             ticking = [self.groups[g] for g in dirty if g in self.groups]
@@ -233,6 +236,13 @@ class RaftLoop:
         self.durable_meta.sync_pending()
         self.hub.flush()
         return next_tick, next_housekeeping
+
+    def _timers_due(self) -> list:
+        """The awake groups whose timers may fire before the next tick (all of them without quiescence)."""
+        if self.quiescence is None:
+            return list(self.awake.values())
+        horizon = raft_monotonic() + self.tick_interval_s
+        return [group for group in self.awake.values() if timers_due(group, horizon)]
 
     def _run_calls(self) -> None:
         while True:
