@@ -15,6 +15,8 @@ from raftbus.broker.raft.faults import FaultWatch
 from raftbus.broker.raft.group_commit import GroupCommit
 from raftbus.broker.metrics.exporter import MetricsExporter
 from raftbus.broker.raft.loop import CONTROL_CHANNEL, RaftLoop
+from raftbus.broker.raft.quiesce import Quiescence
+from raftbus.broker.raft.first_election import stagger_first_election
 from raftbus.broker.raft.group import RaftGroup
 from raftbus.broker.raft.reboot import BootRecord, discard_stores
 from raftbus.broker.admin.service import AdminService
@@ -126,6 +128,8 @@ class Broker:
         self._opening: set[str] = set()  # replicas the opener thread is opening
         self._opener = ThreadPoolExecutor(max_workers=1, thread_name_prefix="raftbus-replica-opener")
         self.loop.stopped_listeners.append(self.faults.on_group_stopped)
+        self.loop.quiescence = Quiescence(self.loop, self.hub, self.node_id, s.quiesce(), excluded={METADATA_GROUP})
+        self.loop.stopped_listeners.append(self.loop.quiescence.on_group_stopped)
 
         self.metadata_store = LmdbStore(str(meta_dir / "store"), tables=MetadataStateMachine.TABLES,
                                         map_size_bytes=s.storage_map_size_bytes)
@@ -356,6 +360,7 @@ class Broker:
         no space) was flagged stopped by _opened and never keeps the others from opening."""
         self.context.partitions[group_id] = PartitionReplica(topic.name, topic.topic_id, placement.partition,
                                                              group, sm, store)
+        stagger_first_election(group, self.node_id, self.settings.raft_election_timeout_max_ms)
         self.loop.add_group(group)
         log.info("partition replica created", extra={"group": group_id, "topic": topic.name,
                                                      "partition": placement.partition})

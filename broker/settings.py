@@ -13,6 +13,7 @@ from raftbus.client import errors
 
 from raftbus.broker.raft import cluster_secret as secret_policy
 from raftbus.broker.raft.group import RaftSettings
+from raftbus.broker.raft.quiesce import QuiesceSettings
 
 
 def parse_address(text: str) -> tuple[str, int]:
@@ -57,6 +58,10 @@ class BrokerSettings:
     raft_election_timeout_max_ms: int = 1200
     raft_heartbeat_interval_ms: int = 150
     raft_leader_fallback_timeout_ms: int = 3000
+    raft_quiesce_enabled: bool = True
+    raft_quiesce_after_ms: int = 2000
+    raft_liveness_interval_ms: int = 200
+    raft_liveness_timeout_ms: int = 1000
     raft_command_bytes_max: int = 4_259_840
     raft_commands_queue_max: int = 100_000
     raft_log_compaction_bytes: int = 64 * 1024 * 1024
@@ -233,6 +238,11 @@ class BrokerSettings:
             bulk_send_buffer_bytes_max=self.raft_bulk_send_buffer_bytes_max,
         )
 
+    def quiesce(self) -> QuiesceSettings:
+        return QuiesceSettings(enabled=self.raft_quiesce_enabled, quiesce_after_ms=self.raft_quiesce_after_ms,
+                               liveness_interval_ms=self.raft_liveness_interval_ms,
+                               liveness_timeout_ms=self.raft_liveness_timeout_ms)
+
     def validate(self) -> "BrokerSettings":
         if self.node_id < 1:
             raise errors.InvalidArgument("node_id must be >= 1")
@@ -251,6 +261,8 @@ class BrokerSettings:
             raise errors.InvalidArgument("raft_election_timeout_min_ms must exceed 3 × raft_heartbeat_interval_ms")
         if self.raft_election_timeout_max_ms <= self.raft_election_timeout_min_ms:
             raise errors.InvalidArgument("raft_election_timeout_max_ms must exceed raft_election_timeout_min_ms")
+        if self.raft_liveness_timeout_ms <= 2 * self.raft_liveness_interval_ms:
+            raise errors.InvalidArgument("raft_liveness_timeout_ms must exceed 2 × raft_liveness_interval_ms")
         if not 0 < self.grpc_long_calls_per_connection_max <= self.grpc_long_calls_max < self.grpc_workers_max:
             raise errors.InvalidArgument("need 0 < grpc_long_calls_per_connection_max <= grpc_long_calls_max < "
                                          "grpc_workers_max (short calls need workers of their own)")

@@ -142,6 +142,9 @@ class BrokerCollector:
                      int(registered is not None and registered.draining))
         yield _gauge("raftbus_raft_groups_hosted", "Raft groups on this broker (metadata + replicas)", len(groups))
         yield _gauge("raftbus_raft_groups_led", "Raft groups this broker leads", sum(1 for x in groups if x.is_leader))
+        quiescence = b.loop.quiescence
+        yield _gauge("raftbus_raft_groups_quiesced", "Raft groups hosted here that are quiesced (idle: not ticked, no "
+                     "heartbeats)", len(quiescence.quiesced) if quiescence is not None else 0)
         yield _gauge("raftbus_controller", "1 when this broker leads the metadata group",
                      int(b.metadata_group.is_leader))
         yield _gauge("raftbus_controller_known", "1 when this broker knows a metadata group leader",

@@ -17,7 +17,7 @@ dropped acknowledged entries could vote itself, or another stale replica, into l
 (compaction) writes the remaining entries to a new file and renames it over the old one, so a crash leaves
 either the old journal or the new one, never a mix.
 
-Term, vote and commit index live beside it in `<file>.meta` (`DurableMetaStorer`, see raft.py).
+Term, vote and commit index live beside it in `<file>.meta` (`DurableMetaStorer`, `meta_slots`).
 Durability: writes reach the page cache; the group-commit thread fsyncs the file (`RaftGroup.sync`).
 """
 from __future__ import annotations
@@ -28,6 +28,8 @@ import threading
 import zlib
 
 import pysyncobj.journal as raft_journal
+
+from raftbus.broker.raft import durable_meta, meta_slots
 
 MAGIC = b"RBJRNL01"
 RECORD = struct.Struct(">IQQI")
@@ -106,31 +108,39 @@ def _check_torn_tail(path: str, entries: list, position: int, synced_index: int)
             f"started; remove its directory to rebuild this replica from the leader")
 
 class DurableMetaStorer(raft_journal.MetaStorer):
-    """pysyncobj's journal metadata (term, vote, commit index), written atomically and made durable whenever the
-    term or the vote changes.
+    """pysyncobj's journal metadata (term, vote, commit index), in two slots overwritten in place (`meta_slots`)
+    and made durable whenever the term or the vote changes.
 
     pysyncobj writes the file and renames it without an fsync, so after a power loss a node could forget a vote
-    it granted and vote twice in one term, which Raft forbids. Term and vote change only at elections, so the
-    fsync is rare; the commit index, rewritten every second, is only a hint and is not synced on its own.
+    it granted and vote twice in one term, which Raft forbids. Term and vote change only at elections, so they
+    are made durable then: on the Raft loop by the pass's one syncfs before it sends anything (`durable_meta`),
+    elsewhere by an fsync at once. The commit index, rewritten every second, is only a hint and is not synced on
+    its own.
     """
 
     def __init__(self, path):
         super().__init__(path)
+        self._slots = meta_slots.SlotFile(path)
         self._durable_vote = object()
+
+    def getMeta(self):
+        return dict(self._slots.meta)
 
     def storeMeta(self, meta):
         vote = (meta.get("currentTerm"), meta.get("votedForNodeId"))
         durable = vote != self._durable_vote
-        path = self.getPath()
-        with open(path + ".tmp", "wb") as f:
-            f.write(raft_journal.dumps(meta))
-            f.flush()
-            if durable:
-                os.fsync(f.fileno())
-        os.replace(path + ".tmp", path)
-        if durable:
-            _fsync_dir(os.path.dirname(path) or ".")
-            self._durable_vote = vote
+        created = not self._slots.on_disk
+        self._slots.write(meta)
+        if not durable:
+            return
+        self._durable_vote = vote
+        deferred = durable_meta.current()
+        if deferred is not None:  # made durable before the loop sends anything (durable_meta.py)
+            deferred.add(self._slots)
+            return
+        self._slots.fsync()
+        if created:
+            _fsync_dir(os.path.dirname(self._slots.path) or ".")
 
 
 def _fsync_dir(path: str) -> None:

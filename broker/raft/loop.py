@@ -1,8 +1,9 @@
 """The broker's one Raft loop: one thread drives every group of the broker over one transport.
 
 Each iteration waits on the transport (sockets plus a wake-up), hands incoming messages to their groups,
-ticks the groups that have work (a message, a submitted command) right away and every group once per
+ticks the groups that have work (a message, a submitted command) right away and every awake group once per
 `tick_interval_ms` for timers (elections, heartbeats), runs queued calls, then flushes outgoing frames.
+Quiesced groups (`quiesce.py`) are not ticked at all until something wakes them.
 Per-group threads and ports caused election storms on 2 cores; this keeps one thread and one connection
 per broker pair however many partitions there are.
 """
@@ -15,9 +16,15 @@ from collections import deque
 from concurrent.futures import Future
 from typing import Callable
 
+from pysyncobj.monotonic import monotonic as raft_monotonic
+
+from raftbus.broker.raft.durable_meta import DeferredMetaSync
+from raftbus.broker.raft.timers import timers_due
+
 log = logging.getLogger(__name__)
 
 CONTROL_CHANNEL = "ctl"
+QUIESCE_CHANNEL = "~quiesce"  # quiesce.py: liveness, quiesce and wake messages between brokers
 
 
 class RaftLoop:
@@ -25,6 +32,8 @@ class RaftLoop:
                  log_bytes_max: int | None = None):
         self.hub = None
         self.groups: dict[str, object] = {}
+        self.awake: dict[str, object] = {}  # the groups ticked every tick interval (not quiesced)
+        self.quiescence = None  # quiesce.Quiescence, attached by the broker
         self.tick_interval_s = tick_interval_ms / 1000
         self.housekeeping_interval_s = housekeeping_interval_ms / 1000
         self.log_bytes_max = log_bytes_max  # the Raft logs of all groups together, in memory
@@ -41,6 +50,8 @@ class RaftLoop:
         self.peer_listeners: list[Callable[[int, bool], None]] = []
         self.stopped_listeners: list[Callable[[object], None]] = []
         self.dropped_messages = 0
+        self._applied_since_housekeeping = True
+        self.durable_meta = DeferredMetaSync()  # terms and votes of a pass, made durable before it sends
 
     # ------------------------------------------------------------------ wiring
     def attach(self, hub) -> None:
@@ -52,25 +63,35 @@ class RaftLoop:
             return
         group = self.groups.get(channel)
         if group is None:
+            if channel == QUIESCE_CHANNEL and self.quiescence is not None:
+                self.quiescence.on_message(peer_id, message)
+                return
             self.dropped_messages += 1  # a group not created here yet (or deleted): the sender retries
             return
+        if self.quiescence is not None:
+            self.quiescence.before_message(channel)
         group.transport.receive(peer_id, message, group.on_disk_fault)
         self._dirty.add(channel)
 
     def on_peer_connected(self, peer_id: int) -> None:
         for group in self.groups.values():
             group.transport.peer_connected(peer_id)
+        if self.quiescence is not None:
+            self.quiescence.on_peer(peer_id, True)
         for listener in self.peer_listeners:
             listener(peer_id, True)
 
     def on_peer_disconnected(self, peer_id: int) -> None:
         for group in self.groups.values():
             group.transport.peer_disconnected(peer_id)
+        if self.quiescence is not None:
+            self.quiescence.on_peer(peer_id, False)
         for listener in self.peer_listeners:
             listener(peer_id, False)
 
     # ------------------------------------------------------------------ called by groups (loop thread)
     def on_applied(self, group) -> None:
+        self._applied_since_housekeeping = True
         for listener in self.applied_listeners:
             listener(group)
 
@@ -115,15 +136,28 @@ class RaftLoop:
     # ------------------------------------------------------------------ groups (loop thread)
     def add_group(self, group) -> None:
         self.groups[group.group_id] = group
+        self.awake[group.group_id] = group
         for peer_id in self.hub.connected_peers():
             group.transport.peer_connected(peer_id)
         self._dirty.add(group.group_id)
 
     def remove_group(self, group_id: str):
         group = self.groups.pop(group_id, None)
+        self.awake.pop(group_id, None)
+        if self.quiescence is not None:
+            self.quiescence.on_removed(group_id)
         if group is not None:
             group.close()
         return group
+
+    def suspend(self, group_id: str) -> None:
+        """Stop ticking a group (it quiesced) until `resume`."""
+        self.awake.pop(group_id, None)
+
+    def resume(self, group) -> None:
+        if self.groups.get(group.group_id) is group:
+            self.awake[group.group_id] = group
+            self._dirty.add(group.group_id)
 
     # ------------------------------------------------------------------ running
     def start(self, name: str = "raftbus-raft-loop") -> None:
@@ -159,6 +193,14 @@ class RaftLoop:
 
     def run_once(self, next_tick: float = 0.0, next_housekeeping: float = 0.0, *, wait: bool = True):
         """One iteration (tests drive the loop by hand with this)."""
+        self.durable_meta.activate()
+        try:
+            return self._run_once(next_tick, next_housekeeping, wait)
+        finally:
+            self.durable_meta.deactivate()
+            self.durable_meta.sync_pending()  # a pass that failed midway sends nothing before this either
+
+    def _run_once(self, next_tick: float, next_housekeeping: float, wait: bool):
         now = time.monotonic()
         with self._lock:
             busy = bool(self._dirty or self._calls)
@@ -166,26 +208,41 @@ class RaftLoop:
         self.hub.poll(timeout)
         self._run_calls()
         now = time.monotonic()
-        if now >= next_tick:
-            ticking = list(self.groups.values())
-            with self._lock:
-                self._dirty.clear()
+        timers_due = now >= next_tick
+        with self._lock:
+            dirty, self._dirty = self._dirty, set()
+        if self.quiescence is not None:
+            for group_id in dirty:
+                self.quiescence.on_dirty(group_id)
+        if timers_due:
+            ticking = self._timers_due()
             next_tick = now + self.tick_interval_s
         else:
-            with self._lock:
-                dirty, self._dirty = self._dirty, set()
             ticking = [self.groups[g] for g in dirty if g in self.groups]
         for group in ticking:
             try:
                 group.tick()
             except Exception:
                 log.exception("tick of %s failed", group.group_id)
+        if self.quiescence is not None:
+            if timers_due:
+                self.quiescence.on_tick()
+            else:
+                self.quiescence.flush()
         if now >= next_housekeeping:
             next_housekeeping = now + self.housekeeping_interval_s
             self._housekeeping()
         self._run_periodic(now)
+        self.durable_meta.sync_pending()
         self.hub.flush()
         return next_tick, next_housekeeping
+
+    def _timers_due(self) -> list:
+        """The awake groups whose timers may fire before the next tick (all of them without quiescence)."""
+        if self.quiescence is None:
+            return list(self.awake.values())
+        horizon = raft_monotonic() + self.tick_interval_s
+        return [group for group in self.awake.values() if timers_due(group, horizon)]
 
     def _run_calls(self) -> None:
         while True:
@@ -211,24 +268,27 @@ class RaftLoop:
                     log.exception("periodic task %s failed", getattr(fn, "__name__", fn))
 
     def _housekeeping(self) -> None:
-        groups = list(self.groups.values())
-        for group in groups:
+        """Compaction of the awake groups (a quiesced group applies nothing and has no snapshot in progress), and
+        the broker's log memory budget when something was applied since the last round."""
+        for group in list(self.awake.values()):
             try:
                 group.maybe_compact()
             except Exception:
                 log.exception("compaction of %s failed", group.group_id)
-        self._bound_log_memory(groups)
+        if self._applied_since_housekeeping:
+            self._applied_since_housekeeping = self._bound_log_memory(list(self.groups.values()))
 
-    def _bound_log_memory(self, groups) -> None:
+    def _bound_log_memory(self, groups) -> bool:
         """Over the broker's log memory budget, snapshot the group holding the most log first (whatever the copy
-        costs), one more each housekeeping round until the logs fit again."""
+        costs), one more each housekeeping round until the logs fit again; whether it was over."""
         if self.log_bytes_max is None:
-            return
+            return False
         sizes = [(group.log_bytes, group) for group in groups if hasattr(group, "log_bytes")]
         if sum(size for size, _ in sizes) <= self.log_bytes_max or not sizes:
-            return
+            return False
         _, largest = max(sizes, key=lambda pair: pair[0])
         try:
             largest.maybe_compact(force=True)
         except Exception:
             log.exception("compaction of %s failed", largest.group_id)
+        return True

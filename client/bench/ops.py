@@ -13,6 +13,8 @@ data dir and waits until it is back in sync. At the end every acknowledged recor
 idle: a topic of `idle_partitions` partitions, replication factor 3, nothing produced; after the leaders
 settle, each broker's CPU time over `idle_seconds` (from its own BrokerStats).
   idle_cpu_percent_max     the busiest broker's CPU, in % of one core; idle_cpu_percent per broker
+  create_to_leaders_s      from the CreateTopic call to every partition having a leader
+  broker_rss_mb            each broker's resident memory at the end (broker_rss_mb_max the largest)
 """
 from __future__ import annotations
 
@@ -264,11 +266,14 @@ def cpu_seconds(admin: Admin) -> dict[int, float]:
 def bench_idle(args, free_base_port, progress) -> dict:
     topic = "bench-idle"
     with fresh_cluster(args.brokers, free_base_port, progress) as cluster:
-        with Admin(cluster.bootstrap) as admin:
+        with Admin(cluster.bootstrap, topic_ready_timeout_ms=settings.BENCH_IDLE_LEADERS_TIMEOUT_MS) as admin:
             progress(f"creating {topic} with {args.idle_partitions} partitions, replication factor "
                      f"{args.replication_factor}")
+            created_s = time.monotonic()
             admin.create_topic(topic, partitions=args.idle_partitions, replication_factor=args.replication_factor)
-            time.sleep(settings.BENCH_IDLE_SETTLE_MS / 1000)  # preferred-leader hand-offs, first snapshots
+            leaders_s = time.monotonic() - created_s
+            progress(f"every partition has a leader after {leaders_s:.1f} s")
+            time.sleep(settings.BENCH_IDLE_SETTLE_MS / 1000)  # preferred-leader hand-offs, groups quiescing
             before, started = cpu_seconds(admin), time.monotonic()
             progress(f"measuring broker CPU for {args.idle_seconds:g} s")
             time.sleep(args.idle_seconds)
@@ -278,5 +283,7 @@ def bench_idle(args, free_base_port, progress) -> dict:
     return {"bench": "idle", "idle_cpu_percent_max": max(percent.values()),
             "idle_cpu_percent": {str(b): p for b, p in percent.items()},
             "partitions": args.idle_partitions, "replicas_per_broker": max(s.groups_hosted - 1 for s in stats),
+            "create_to_leaders_s": round(leaders_s, 1),
             "broker_rss_mb_max": round(max(s.rss_bytes for s in stats) / 1e6, 1),
+            "broker_rss_mb": {str(s.broker_id): round(s.rss_bytes / 1e6, 1) for s in stats},
             "seconds": args.idle_seconds, "brokers": args.brokers, "replication_factor": args.replication_factor}

@@ -17,6 +17,7 @@ def run_housekeeping(budget, sizes):
     loop = RaftLoop(log_bytes_max=budget)
     groups = [FakeGroup(f"p1.{i}", size) for i, size in enumerate(sizes)]
     loop.groups = {g.group_id: g for g in groups}
+    loop.awake = dict(loop.groups)
     loop._housekeeping()
     return [g.calls for g in groups]
 
@@ -31,3 +32,16 @@ def test_over_the_budget_the_largest_log_is_snapshotted_first():
 
 def test_no_budget_means_no_forced_snapshots():
     assert run_housekeeping(None, [10**12]) == [[False]]
+
+
+def test_quiesced_groups_are_not_compacted_and_an_unchanged_budget_is_not_recounted():
+    loop = RaftLoop(log_bytes_max=1_000)
+    awake, quiesced = FakeGroup("p1.0", 600), FakeGroup("p1.1", 600)
+    loop.groups = {"p1.0": awake, "p1.1": quiesced}
+    loop.awake = {"p1.0": awake}
+    loop._housekeeping()
+    assert awake.calls == [False, True] and quiesced.calls == []  # over budget: the largest awake-or-not
+    awake.log_bytes = quiesced.log_bytes = 100
+    loop._housekeeping()  # still counted: the previous round was over the budget
+    loop._housekeeping()  # within the budget and nothing applied since: not recounted
+    assert awake.calls == [False, True, False, False] and quiesced.calls == []

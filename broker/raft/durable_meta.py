@@ -1,0 +1,103 @@
+"""Term and vote writes made durable once per loop pass, before anything that pass sends.
+
+Raft needs a replica's term and vote on disk before it answers a vote request or a message of a newer term
+(journal.DurableMetaStorer). Made durable one file at a time (fsync of the file and of its directory), an
+election costs each replica about two fsyncs; thousands of new groups electing at once made the loop do
+thousands of fsyncs in a row, the vote answers came after the candidates' election timeouts, and the groups kept
+starting new elections (a livelock: 1,000 new partitions had no leader after minutes).
+
+On the loop thread the storer writes the file (in place, `meta_slots`) and records it here instead; the loop calls
+`sync_pending` just before it hands the pass's outgoing messages to the sockets (`RaftLoop.run_once`), and one
+syncfs(2) of the file system makes every term and vote of the pass durable. Nothing of the pass reaches a peer
+before that: the same guarantee as one fsync per write. If syncfs fails, each file and its directory are fsynced
+one by one; if that fails too, the process exits rather than send a vote it could forget.
+"""
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import threading
+
+log = logging.getLogger(__name__)
+
+_state = threading.local()
+_EXIT_CODE = 75
+
+
+def _load_syncfs():
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.syncfs
+    except (OSError, AttributeError):  # not Linux: per-file fsync
+        return None
+
+
+_syncfs = _load_syncfs()
+
+
+class DeferredMetaSync:
+    """The term/vote files written during one loop pass, made durable together by `sync_pending`."""
+
+    def __init__(self):
+        self.pending: set = set()  # meta_slots.SlotFile written this pass
+        self.syncs = 0
+
+    def activate(self) -> None:
+        """Defer durable meta writes made on this thread from now on (until `deactivate`)."""
+        _state.current = self
+
+    @staticmethod
+    def deactivate() -> None:
+        _state.current = None
+
+    def add(self, slots) -> None:
+        self.pending.add(slots)
+
+    def sync_pending(self) -> None:
+        if not self.pending:
+            return
+        files, self.pending = self.pending, set()
+        self.syncs += 1
+        if _syncfs is not None and _syncfs_all([f.path for f in files]):
+            for slots in files:
+                slots.synced()
+            return
+        try:
+            for slots in files:
+                slots.fsync()
+                fsync_path(os.path.dirname(slots.path) or ".")
+        except OSError as exc:
+            log.critical("a Raft term or vote could not be made durable (%s); exiting before sending it", exc)
+            os._exit(_EXIT_CODE)
+
+
+def _syncfs_all(paths) -> bool:
+    """One syncfs per file system holding one of `paths`; False if any failed."""
+    by_device: dict[int, str] = {}
+    for path in paths:
+        directory = os.path.dirname(path) or "."
+        by_device.setdefault(os.stat(directory).st_dev, directory)
+    for directory in by_device.values():
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            if _syncfs(fd) != 0:
+                log.error("syncfs of %s failed (errno %d); fsyncing %d term/vote files one by one", directory,
+                          ctypes.get_errno(), len(paths))
+                return False
+        finally:
+            os.close(fd)
+    return True
+
+
+def current() -> DeferredMetaSync | None:
+    """The deferral active on this thread, if any."""
+    return getattr(_state, "current", None)
+
+
+def fsync_path(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,291 @@
+"""Quiescence: idle Raft groups stop ticking and heartbeating; one liveness message per broker pair replaces them.
+
+A leader whose group is idle (every entry committed and applied, every follower connected and holding the whole
+log, nothing submitted) for `quiesce_after_ms` tells its followers "quiesce <group> at <term, last index, last
+term>" and stops ticking the group. A follower that agrees (same leader, term and log, all of it committed and
+applied) stops ticking it too, so its election timer no longer runs; one that does not agree answers "wake", and
+the leader resumes heartbeats. A quiesced group costs nothing per loop pass and sends nothing.
+
+Instead of per-group heartbeats every broker sends each connected peer one "alive" message every
+`liveness_interval_ms`. A group wakes (resumes ticking, with a fresh election timeout on a follower) when:
+- a message of the group arrives (an append, a vote request, a TimeoutNow), or a command is submitted to it;
+- a peer of the group disconnects, or the broker leading it has been silent for `liveness_timeout_ms`;
+- a peer says "wake" (it woke for one of these reasons), or the group crash-stops on this broker.
+A replica that wakes for any reason other than a message of the group tells the group's other replicas to wake
+too, so a leader resumes heartbeats before a follower's election timeout can pass. Raft's safety does not depend
+on any of this: quiescence only decides when a replica's timers run (docs/replication.md).
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from pysyncobj.monotonic import monotonic as raft_monotonic
+
+from raftbus.broker.raft.loop import QUIESCE_CHANNEL
+
+log = logging.getLogger(__name__)
+
+_LEADER, _FOLLOWER = 2, 0  # pysyncobj's _RAFT_STATE
+_OWN = 0  # `quiesced` value of a group this broker leads (broker ids start at 1)
+
+
+@dataclass(frozen=True)
+class QuiesceSettings:
+    enabled: bool = True
+    quiesce_after_ms: int = 2000       # a leader's group idle this long quiesces
+    liveness_interval_ms: int = 200    # one "alive" per connected peer this often
+    liveness_timeout_ms: int = 1000    # a leading broker silent this long wakes the groups it leads here
+    isr_refresh_interval_ms: int = 1000  # quiesced leaders count live followers as responsive this often
+
+
+def log_tail(raft) -> tuple[int, int]:
+    """(last index, last term) of a group's Raft log."""
+    last = raft._SyncObj__raftLog[-1]
+    return last[1], last[2]
+
+
+def leader_idle(group) -> bool:
+    """Whether a group this broker leads has nothing to replicate, commit, apply or hand over."""
+    raft = group.raft
+    handing_over = group._handing_over
+    if group.stopped is not None or group._pending or (handing_over is not None and raft_monotonic() < handing_over[1]):
+        return False
+    if raft._SyncObj__raftState != _LEADER or raft._SyncObj__commandsQueue._FastQueue__queue:
+        return False
+    last_index, last_term = log_tail(raft)
+    if last_term != raft.raftCurrentTerm or raft.raftCommitIndex != last_index or raft.raftLastApplied != last_index:
+        return False
+    snapshot = group._snapshot
+    if snapshot.busy or snapshot.ready_index is not None:
+        return False
+    match = raft._SyncObj__raftMatchIndex
+    return all(match.get(node) == last_index and raft.isNodeConnected(node) for node in group.transport.nodes.values())
+
+
+def follower_agrees(group, leader_id: int, term: int, last_index: int, last_term: int) -> bool:
+    """Whether a follower holds exactly the quiescing leader's view: same leader and term, the whole log committed
+    and applied."""
+    raft = group.raft
+    if group.stopped is not None or raft._SyncObj__raftState != _FOLLOWER or raft.raftCurrentTerm != term:
+        return False
+    leader = raft._getLeader()
+    if leader is None or leader.id != str(leader_id) or log_tail(raft) != (last_index, last_term):
+        return False
+    snapshot = group._snapshot
+    if snapshot.busy or snapshot.ready_index is not None:
+        return False
+    return raft.raftCommitIndex == last_index and raft.raftLastApplied == last_index
+
+
+class Quiescence:
+    """The quiesced groups of one broker (loop thread only, except `on_group_stopped`)."""
+
+    def __init__(self, loop, hub, self_id: int, settings: QuiesceSettings, excluded=()):
+        self.loop, self.hub, self.self_id, self.settings = loop, hub, self_id, settings
+        self.excluded = set(excluded)
+        self.quiesced: dict[str, int] = {}        # group → the broker leading it (_OWN: this one)
+        self._idle_since: dict[str, tuple] = {}   # led groups: ((last index, term), since)
+        self._heard: dict[int, float] = {}        # peer → when its last liveness message came
+        self._outbox: dict[int, dict] = {}        # peer → {"q": [...], "w": [...]} until the next flush
+        self._next_alive = 0.0
+        self._last_tick = raft_monotonic()
+        self._next_isr_refresh = 0.0
+        self.quiesces = 0
+        self.wakes = 0
+
+    # ------------------------------------------------------------------ loop hooks
+    def before_message(self, group_id: str) -> None:
+        """A message of `group_id` arrived: a quiesced replica wakes (the message itself resets its timers)."""
+        if group_id in self.quiesced:
+            self.wake(group_id, notify=False)
+
+    def on_dirty(self, group_id: str) -> None:
+        """A command was submitted (or other work queued) for `group_id`."""
+        if group_id in self.quiesced:
+            self.wake(group_id, notify=True)
+
+    def on_peer(self, peer_id: int, connected: bool) -> None:
+        """Any change of a peer's connection wakes every quiesced group it replicates."""
+        if connected:
+            self._heard[peer_id] = raft_monotonic()
+        else:
+            self._heard.pop(peer_id, None)
+        for group_id in [g for g in self.quiesced if self._involves(g, peer_id)]:
+            self.wake(group_id, notify=True)
+
+    def on_group_stopped(self, group) -> None:
+        """Any thread: the group crash-stopped here; its other replicas must not wait for it."""
+        self.loop.call_soon(lambda: self._wake_stopped(group.group_id))
+
+    def on_removed(self, group_id: str) -> None:
+        self.quiesced.pop(group_id, None)
+        self._idle_since.pop(group_id, None)
+
+    def on_message(self, peer_id: int, message) -> None:
+        """A liveness message of `peer_id` (QUIESCE_CHANNEL), with any quiesce and wake requests."""
+        if not isinstance(message, dict):
+            return
+        self._heard[peer_id] = raft_monotonic()
+        for entry in message.get("q", ()):
+            self._on_quiesce(peer_id, entry)
+        for group_id in message.get("w", ()):
+            if isinstance(group_id, str) and group_id in self.quiesced:
+                self.wake(group_id, notify=False)
+
+    def on_tick(self) -> None:
+        """Once per tick interval: quiesce idle led groups, wake those of silent leaders, send liveness."""
+        if not self.settings.enabled:
+            return
+        now = raft_monotonic()
+        self._forgive_own_lag(now)
+        self._quiesce_idle(now)
+        self._wake_silent(now)
+        if now >= self._next_isr_refresh:
+            self._next_isr_refresh = now + self.settings.isr_refresh_interval_ms / 1000
+            self._refresh_responses(now)
+        if now >= self._next_alive:
+            self._next_alive = now + self.settings.liveness_interval_ms / 1000
+            for peer_id in self.hub.connected_peers():
+                self._outbox.setdefault(peer_id, {})
+        self.flush()
+
+    def flush(self) -> None:
+        outbox, self._outbox = self._outbox, {}
+        for peer_id, message in outbox.items():
+            message["a"] = 1
+            self.hub.send(peer_id, QUIESCE_CHANNEL, message)
+
+    # ------------------------------------------------------------------ waking
+    def wake(self, group_id: str, *, notify: bool) -> None:
+        leader = self.quiesced.pop(group_id, None)
+        group = self.loop.groups.get(group_id)
+        if leader is None or group is None:
+            return
+        self.wakes += 1
+        now = raft_monotonic()
+        raft = group.raft
+        if raft._SyncObj__raftState == _LEADER:
+            self._restart_fallback_timer(group, now)
+        else:
+            raft._SyncObj__raftElectionDeadline = now + raft._SyncObj__generateRaftTimeout()
+        self.loop.resume(group)
+        if notify:
+            for peer_id in group.transport.nodes:
+                self._outbox.setdefault(peer_id, {}).setdefault("w", []).append(group_id)
+
+    def _wake_stopped(self, group_id: str) -> None:
+        group = self.loop.groups.get(group_id)
+        if group_id in self.quiesced:
+            self.wake(group_id, notify=True)
+        elif group is not None:
+            for peer_id in group.transport.nodes:
+                self._outbox.setdefault(peer_id, {}).setdefault("w", []).append(group_id)
+        self.flush()
+
+    def _forgive_own_lag(self, now: float) -> None:
+        """After a pass of this loop that ran late, peers' messages may be waiting unread in the sockets: their
+        silence is counted from now, not from before this broker's own stall."""
+        late_s = now - self._last_tick - self.settings.liveness_interval_ms / 1000
+        self._last_tick = now
+        if late_s > 0:
+            for peer in self._heard:
+                self._heard[peer] += late_s
+
+    def _wake_silent(self, now: float) -> None:
+        timeout_s = self.settings.liveness_timeout_ms / 1000
+        silent = {peer for peer, heard in self._heard.items() if now - heard > timeout_s}
+        if not silent:
+            return
+        for peer in silent:
+            self._heard[peer] = now  # looked at again after another timeout, not at every tick
+        log.warning("brokers %s silent for %d ms: waking the groups they lead here", sorted(silent),
+                    self.settings.liveness_timeout_ms)
+        for group_id in [g for g, leader in self.quiesced.items() if leader in silent]:
+            self.wake(group_id, notify=True)
+
+    def _involves(self, group_id: str, peer_id: int) -> bool:
+        group = self.loop.groups.get(group_id)
+        return group is None or peer_id in group.transport.nodes
+
+    # ------------------------------------------------------------------ quiescing
+    def _quiesce_idle(self, now: float) -> None:
+        after_s = self.settings.quiesce_after_ms / 1000
+        for group_id, group in list(self.loop.awake.items()):
+            if group_id in self.excluded or not group.raft._isLeader():
+                self._idle_since.pop(group_id, None)
+                continue
+            if not leader_idle(group):
+                self._idle_since.pop(group_id, None)
+                continue
+            state = (log_tail(group.raft), group.raft.raftCurrentTerm)
+            seen = self._idle_since.get(group_id)
+            if seen is None or seen[0] != state:
+                self._idle_since[group_id] = (state, now)
+            elif now - seen[1] >= after_s and self._followers_answered_since(group, seen[1]):
+                self._quiesce_led(group_id, group, state)
+
+    def _followers_answered_since(self, group, since: float) -> bool:
+        """Every follower answered a heartbeat sent after the group went idle (so it learned the commit index)."""
+        responses = group.raft._SyncObj__lastResponseTime
+        return all(responses.get(node, 0) > since for node in group.transport.nodes.values())
+
+    def _quiesce_led(self, group_id: str, group, state) -> None:
+        (last_index, last_term), term = state
+        self._idle_since.pop(group_id, None)
+        self.quiesced[group_id] = _OWN
+        self.quiesces += 1
+        self.loop.suspend(group_id)
+        entry = [group_id, term, last_index, last_term]
+        for peer_id in group.transport.nodes:
+            self._outbox.setdefault(peer_id, {}).setdefault("q", []).append(entry)
+
+    def _on_quiesce(self, peer_id: int, entry) -> None:
+        try:
+            group_id, term, last_index, last_term = entry
+        except (TypeError, ValueError):
+            return
+        group = self.loop.groups.get(group_id) if isinstance(group_id, str) else None
+        if group is None or group_id in self.excluded or not self.settings.enabled:
+            self._outbox.setdefault(peer_id, {}).setdefault("w", []).append(group_id)
+            return
+        if follower_agrees(group, peer_id, term, last_index, last_term):
+            self.quiesced[group_id] = peer_id
+            self.quiesces += 1
+            self.loop.suspend(group_id)
+            return
+        if group_id in self.quiesced:
+            self.wake(group_id, notify=False)
+        self._outbox.setdefault(peer_id, {}).setdefault("w", []).append(group_id)
+
+    # ------------------------------------------------------------------ leaders' view of live followers
+    def _count_live_followers(self, group, now: float) -> None:
+        """A quiesced leader hears nothing from its followers; their broker's liveness stands for their answers
+        (in-sync replicas, leader fallback), for followers that are connected and heard recently."""
+        timeout_s = self.settings.liveness_timeout_ms / 1000
+        raft = group.raft
+        responses = raft._SyncObj__lastResponseTime
+        for peer_id, node in group.transport.nodes.items():
+            if raft.isNodeConnected(node) and now - self._heard.get(peer_id, 0) <= timeout_s:
+                responses[node] = now
+
+    @staticmethod
+    def _restart_fallback_timer(group, now: float) -> None:
+        """A leader that wakes gives its connected followers a full leader fallback timeout to answer again (its
+        last answers may be old: it sent nothing while quiesced)."""
+        raft = group.raft
+        responses = raft._SyncObj__lastResponseTime
+        for node in group.transport.nodes.values():
+            if raft.isNodeConnected(node):
+                responses[node] = now
+
+    def _refresh_responses(self, now: float) -> None:
+        for group_id, leader in self.quiesced.items():
+            if leader == _OWN:
+                group = self.loop.groups.get(group_id)
+                if group is not None:
+                    self._count_live_followers(group, now)
+
+    def stats(self) -> dict:
+        led = sum(1 for leader in self.quiesced.values() if leader == _OWN)
+        return {"quiesced": len(self.quiesced), "quiesced_led": led, "quiesces": self.quiesces, "wakes": self.wakes}
