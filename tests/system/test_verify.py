@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from raftbus.broker.context import partition_group_id
 from raftbus.broker.log.state import BATCHES, PartitionStateMachine
 from raftbus.broker.storage.lmdb_store import LmdbStore
 from raftbus.client import Admin, Producer
@@ -30,6 +31,11 @@ def raftbus_json(bootstrap: str, *argv: str) -> tuple[int, dict]:
 
 def verify(bootstrap: str) -> tuple[int, dict]:
     return raftbus_json(bootstrap, "topics", "verify", TOPIC)
+
+
+def damaged_stores(bootstrap: str, broker_id: int) -> tuple[str, ...]:
+    with Admin(bootstrap) as admin:
+        return next(s.damaged_stores for s in admin.broker_stats() if s.broker_id == broker_id)
 
 
 def in_sync(bootstrap: str):
@@ -71,7 +77,7 @@ def test_verify_agrees_finds_a_changed_replica_and_rebuild_repairs_it(cluster):
         assert {r["store_consistent"] for r in p["replicas"]} == {True}
         assert len({r["digest"] for r in p["replicas"]}) == 1 and p["replicas"][0]["high_watermark"] > 0
 
-    victim = parts[0].replicas[0]  # the preferred replica: it leads again once back, so rebuild must move it
+    victim = parts[0].replicas[0]  # the preferred replica: it would lead again once back, were its store whole
     broker = cluster.broker(victim)
     assert broker.terminate() == 0
     stores = [d / "store" for d in (broker.data_dir / "partitions").iterdir()]
@@ -82,8 +88,12 @@ def test_verify_agrees_finds_a_changed_replica_and_rebuild_repairs_it(cluster):
     wait_until(lambda: "does not match its checksum" in broker_log.read_text(), 30,
                what="the changed store reported when opened")
     wait_until(lambda: in_sync(cluster.bootstrap), 60, what="the stopped broker back in sync")
-    wait_until(lambda: in_sync(cluster.bootstrap)[0].leader_id == victim, 60,
-               what="the changed replica leading again (preferred leader)")
+    with Admin(cluster.bootstrap) as admin:
+        group_id = partition_group_id(admin.describe_topic(TOPIC).topic_id, 0)
+    wait_until(lambda: group_id in damaged_stores(cluster.bootstrap, victim), 30,
+               what="the changed replica listed in its broker's damaged_stores")
+    wait_until(lambda: in_sync(cluster.bootstrap)[0].leader_id not in (None, victim), 60,
+               what="another replica leading partition 0")
     status, report = verify(cluster.bootstrap)
     assert status == 1, report
     first, second = report["partitions"]
@@ -100,3 +110,6 @@ def test_verify_agrees_finds_a_changed_replica_and_rebuild_repairs_it(cluster):
     status, report = verify(cluster.bootstrap)
     assert status == 0, report
     assert all(r["store_consistent"] for p in report["partitions"] for r in p["replicas"]), report
+    assert group_id not in damaged_stores(cluster.bootstrap, victim)
+    wait_until(lambda: in_sync(cluster.bootstrap)[0].leader_id == victim, 60,
+               what="the rebuilt replica leading again (preferred leader)")
