@@ -20,6 +20,8 @@ from collections import deque
 
 from boltons.statsutils import Stats
 
+from raftbus.broker.storage.base import is_disk_full
+
 log = logging.getLogger(__name__)
 
 WINDOW_SAMPLES_MAX = 4096
@@ -74,8 +76,10 @@ class GroupCommit:
                 log.exception("group commit of %s failed", getattr(group, "group_id", group))
                 # After a failed fsync the kernel may have dropped the dirty pages it could not write, and the
                 # next fsync may succeed without them (PostgreSQL's "fsyncgate"): nothing applied since the last
-                # good sync can be trusted to be on disk, so the group crash-stops and recovers on restart.
-                group.stop(f"fsync failed: {type(exc).__name__}: {exc}")
+                # good sync can be trusted to be on disk, so the group crash-stops and recovers on restart. A sync
+                # that failed for lack of space stops it as a full disk does: reopened from its journal (a restart
+                # of that group) once there is room again.
+                group.stop(f"fsync failed: {type(exc).__name__}: {exc}", disk_full=is_disk_full(exc))
         window_ms = (self._clock() - since) * 1000
         with self._lock:
             self._windows_ms.append(window_ms)

@@ -79,6 +79,7 @@ class SyncingGroup:
 
     def stop(self, reason, disk_full=False):
         self.stopped = reason
+        self.stopped_disk_full = disk_full
 
 
 def test_a_failed_fsync_stops_its_group_and_only_that_group():
@@ -87,6 +88,16 @@ def test_a_failed_fsync_stops_its_group_and_only_that_group():
     commit.mark(bad)
     commit.mark(good)
     commit.run_once()
-    assert bad.stopped is not None and "fsync failed" in bad.stopped
+    assert bad.stopped is not None and "fsync failed" in bad.stopped and not bad.stopped_disk_full
     assert good.stopped is None and good.synced == 1
     assert commit.failures == 1
+
+
+def test_an_fsync_that_finds_no_space_stops_its_group_as_a_full_disk_does():
+    """Goal: ENOSPC from a sync is the full-disk state (reopened from the journal once there is room), not a stop
+    that lasts until the broker restarts."""
+    commit = GroupCommit(200)
+    full = SyncingGroup("p1.0", OSError(errno.ENOSPC, "No space left on device"))
+    commit.mark(full)
+    commit.run_once()
+    assert "fsync failed" in full.stopped and full.stopped_disk_full
