@@ -140,15 +140,7 @@ class DurableMetaStorer(raft_journal.MetaStorer):
             return
         self._slots.fsync()
         if created:
-            _fsync_dir(os.path.dirname(self._slots.path) or ".")
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+            durable_meta.fsync_path(os.path.dirname(self._slots.path) or ".")
 
 
 class AppendJournal(raft_journal.Journal):
@@ -260,7 +252,7 @@ class AppendJournal(raft_journal.Journal):
             os.close(fd)
             raise
         os.replace(staging, self._path)
-        _fsync_dir(os.path.dirname(self._path) or ".")  # a power loss must not bring the old file back
+        durable_meta.fsync_path(os.path.dirname(self._path) or ".")  # a power loss must not bring the old file back
         os.close(self._fd)
         self._fd, self._entries, self._offsets, self._end = fd, kept, offsets, end
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
-from tqdm import tqdm
+from raftbus.client.cli.progress import ProgressBar
 
 from raftbus.client.backup import create_backup, restore_backup, verify_backup
 
@@ -28,22 +27,14 @@ def add_backup_commands(sub, common: argparse.ArgumentParser, bootstrap_of) -> N
     restore.set_defaults(handler=lambda args: run_restore(args, bootstrap_of(args)))
 
 
-class Bar:
-    """A tqdm bar over partitions, shown on a terminal only."""
+class Bar(ProgressBar):
+    """A bar over partitions, told each partition as it is done."""
 
     def __init__(self, what: str):
-        self.what = what
-        self.bar: tqdm | None = None
+        super().__init__(what, "partition")
 
     def __call__(self, item: str, done: int, total: int) -> None:
-        if self.bar is None:
-            self.bar = tqdm(total=total, desc=self.what, unit="partition", file=sys.stderr, disable=None)
-        self.bar.set_postfix_str(item)
-        self.bar.update(done - self.bar.n)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
+        self.show(done, total, item)
 
 
 def run_create(args, bootstrap: str) -> int:

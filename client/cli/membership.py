@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
-from tqdm import tqdm
+from raftbus.client.cli.progress import ProgressBar
 
 from raftbus.client.admin import Admin
 from raftbus.client.errors import InvalidReplicas
@@ -54,24 +53,6 @@ def reassign_progress(state: Reassignment, original: tuple[int, ...]) -> tuple[i
     if voters:
         done += len(old - voters - learners)
     return min(done, total - 1), total
-
-
-class ProgressBar:
-    """A tqdm bar on stderr, shown on a terminal only."""
-
-    def __init__(self, what: str, unit: str):
-        self.what, self.unit = what, unit
-        self.bar: tqdm | None = None
-
-    def show(self, done: int, total: int, note: str) -> None:
-        if self.bar is None:
-            self.bar = tqdm(total=total, desc=self.what, unit=self.unit, file=sys.stderr, disable=None)
-        self.bar.set_postfix_str(note)
-        self.bar.update(done - self.bar.n)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
 
 
 def run_reassign(args, bootstrap: str) -> int:
