@@ -15,6 +15,8 @@ from tests.spark.support import QUERY_TIMEOUT_S, create_topic, produce, stored_r
 # has dozens of produce batches acknowledged (more than the 5 a broker remembers per producer) before it dies.
 ARROW_RECORDS_PER_BATCH = 50
 MISSING_PARTITION = 99
+PARTITION_0_RECORDS = 600  # eo-in-0 .. eo-in-599 on eo-in's partition 0
+FAIL_INDEX = 500  # partition 0's task fails at eo-in-500
 SINK_OPTIONS = {"batchBytesMax": "300", "bufferBytesMax": "600"}
 
 
@@ -45,24 +47,29 @@ def start_copy(spark, cluster, checkpoint: str, fail_marker: str, fail_at: bytes
 
 
 def test_replayed_micro_batch_writes_each_record_once(spark, spark_cluster, tmp_path, small_arrow_batches):
-    """The first run dies in the middle of partition 0's task after the other task and part of its own were
-    written; restarted on the checkpoint, Spark replays the same micro-batch, and eo-out ends with every
-    input value exactly once."""
+    """The first run dies in the middle of partition 0's task after most of its records before the failing
+    one were written (the other task may finish, or be cancelled when the stage fails); restarted on the
+    checkpoint, Spark replays the same micro-batch, and eo-out ends with every input value exactly once."""
     create_topic(spark_cluster, "eo-in", 2)
     create_topic(spark_cluster, "eo-out", 3)
-    values = produce(spark_cluster, "eo-in", {0: 600, 1: 400})
+    values = produce(spark_cluster, "eo-in", {0: PARTITION_0_RECORDS, 1: 400})
     checkpoint, marker = str(tmp_path / "checkpoint"), tmp_path / "fail"
     marker.write_text("fail while this file exists")
 
-    query = start_copy(spark, spark_cluster, checkpoint, str(marker), fail_at=b"eo-in-500")
+    query = start_copy(spark, spark_cluster, checkpoint, str(marker), fail_at=f"eo-in-{FAIL_INDEX}".encode())
     with pytest.raises(StreamingQueryException, match="UnknownPartition: topic 'eo-out' has no partition 99"):
         query.awaitTermination(QUERY_TIMEOUT_S)
     written_before = Counter(r.value for r in stored_records(spark_cluster, "eo-out"))
     assert max(written_before.values()) == 1
-    assert 400 + 100 <= sum(written_before.values()) < 1000, "the failed run should have written part of the batch"
+    before_failure = set(values[:FAIL_INDEX])
+    after_failure = set(values[FAIL_INDEX:PARTITION_0_RECORDS])
+    assert not after_failure & written_before.keys(), "partition 0's task wrote past the failing record"
+    # The task blocks once more than bufferBytesMax is unacknowledged, so at most a few dozen of the records
+    # it took before the failing one (~26 bytes each) can be missing.
+    assert len(before_failure & written_before.keys()) >= FAIL_INDEX - 100, "the failed run wrote too little"
 
     marker.unlink()
-    query = start_copy(spark, spark_cluster, checkpoint, str(marker), fail_at=b"eo-in-500")
+    query = start_copy(spark, spark_cluster, checkpoint, str(marker), fail_at=f"eo-in-{FAIL_INDEX}".encode())
     assert query.awaitTermination(QUERY_TIMEOUT_S)
     assert query.exception() is None
     written = Counter(r.value for r in stored_records(spark_cluster, "eo-out"))
