@@ -22,7 +22,7 @@ from raftbus.broker.raft.reboot import BootRecord, discard_stores
 from raftbus.broker.admin.service import AdminService
 from raftbus.broker.context import METADATA_GROUP, BrokerContext, PartitionReplica, replica_plan
 from raftbus.broker.queues.dead_letters import DeadLetters
-from raftbus.broker.leaders import LeaderTable
+from raftbus.broker.leaders import LeaderGossip, LeaderTable
 from raftbus.broker.log.service import LogService
 from raftbus.broker.queues.service import QueueService
 from raftbus.broker.admin.state import MetadataStateMachine
@@ -81,6 +81,7 @@ class Broker:
         self._stopping = threading.Event()
         self._metadata_changed = True
         self._gossip_due = True
+        self._queue_replicas: tuple | None = None  # (the metadata's topics, the queue replicas hosted here)
         self.group_commit = GroupCommit(settings.storage_sync_interval_ms)
         self.started_monotonic = time.monotonic()
         self._threads: list[threading.Thread] = []
@@ -142,6 +143,7 @@ class Broker:
             data_dir=meta_dir / "raft", settings=s.raft(), learner_ids=joined["learners"] if joined else ())
         self.metadata_group.disk = self.disk
         self.leaders = LeaderTable(stale_after_s=max(3 * s.leader_gossip_interval_ms / 1000, 3.0))
+        self.gossip = LeaderGossip(full_every_rounds=s.leader_gossip_full_interval_ms // s.leader_gossip_interval_ms)
         self.context = BrokerContext(node_id=self.node_id, settings=s, clock=self.clock,
                                      metadata_sm=self.metadata_sm, metadata_group=self.metadata_group,
                                      leaders=self.leaders, alive=lambda: set(self.hub.connected_peers()))
@@ -227,6 +229,7 @@ class Broker:
 
     def _on_peer(self, peer_id: int, connected: bool) -> None:
         if connected:
+            self.gossip.peer_connected(peer_id)
             self._gossip_due = True
         else:
             self.leaders.forget_broker(peer_id)
@@ -251,18 +254,17 @@ class Broker:
             self.faults.peers_disk_full.discard(peer_id)
         damaged = message.get("damaged", ())
         self.faults.peers_damaged[peer_id] = {str(g) for g in damaged} if isinstance(damaged, list) else set()
-        for entry in message.get("leaders", ()):
-            try:
-                group_id, term, isr = entry
-                self.leaders.learn(str(group_id), peer_id, int(term), [int(b) for b in isr])
-            except (TypeError, ValueError):
-                return
+        try:
+            led = [(str(g), int(term), [int(b) for b in isr]) for g, term, isr in message.get("leaders", ())]
+            gone = [str(g) for g in message.get("gone", ())]
+        except (TypeError, ValueError):
+            return
+        self.leaders.apply_gossip(peer_id, led, gone, full=bool(message.get("full", True)))
 
     def _gossip(self) -> None:
-        led = [(g.group_id, g.term, g.in_sync_replicas(self.node_id))
-               for g in self.loop.groups.values() if g.is_leader]
-        message = {"leaders": led, "disk_full": self.disk.full, "damaged": self.faults.stats()["damaged_stores"]}
-        for peer in self.hub.connected_peers():
+        led = {g.group_id: (g.term, g.in_sync_replicas(self.node_id)) for g in self.loop.groups.values() if g.is_leader}
+        extra = {"disk_full": self.disk.full, "damaged": self.faults.stats()["damaged_stores"]}
+        for peer, message in self.gossip.messages(led, self.hub.connected_peers(), extra).items():
             self.hub.send(peer, CONTROL_CHANNEL, message)
         self._gossip_due = False
 
@@ -360,6 +362,7 @@ class Broker:
         no space) was flagged stopped by _opened and never keeps the others from opening."""
         self.context.partitions[group_id] = PartitionReplica(topic.name, topic.topic_id, placement.partition,
                                                              group, sm, store)
+        self._queue_replicas = None
         stagger_first_election(group, self.node_id, self.settings.raft_election_timeout_max_ms)
         self.loop.add_group(group)
         log.info("partition replica created", extra={"group": group_id, "topic": topic.name,
@@ -386,6 +389,7 @@ class Broker:
 
     def _drop_replica(self, group_id: str) -> None:
         replica = self.context.partitions.pop(group_id)
+        self._queue_replicas = None
         self.loop.remove_group(group_id)
         self.leaders.forget_group(group_id)
         self.queue_service.forget(group_id)
@@ -495,18 +499,27 @@ class Broker:
             "durability_window_p99_ms": window["p99_ms"] if window["p99_ms"] is not None else missing,
             "durability_window_max_ms": window["max_ms"] if window["max_ms"] is not None else missing,
             "group_commit_rounds": self.group_commit.rounds, "pid": os.getpid(), **self.faults.stats(),
+            "groups_quiesced": len(self.loop.quiescence.quiesced),
         }
 
     def _tick_queues(self) -> None:
         """Queue partitions led here with due work (expired leases, due delayed messages) get a tick command."""
-        topics = {t.topic_id: t for t in self.metadata_sm.topics().values()}
-        for replica in list(self.context.partitions.values()):
-            topic = topics.get(replica.topic_id)
-            if topic is not None and topic.kind == "queue" and replica.group.is_leader:
+        for replica, topic in self._hosted_queue_replicas():
+            if replica.group.is_leader:
                 try:
                     self.queue_service.tick_if_due(replica, topic)
                 except Exception:
                     log.exception("queue tick failed", extra={"group": replica.group_id})
+
+    def _hosted_queue_replicas(self) -> list:
+        """(replica, topic) of every queue partition hosted here, worked out again only when the topics or the
+        hosted replicas change (stream partitions cost the queue tick nothing)."""
+        topics = self.metadata_sm.topics()
+        if self._queue_replicas is None or self._queue_replicas[0] is not topics:
+            by_id = {t.topic_id: t for t in topics.values() if t.kind == "queue"}
+            hosted = [(r, by_id[r.topic_id]) for r in self.context.partitions.values() if r.topic_id in by_id]
+            self._queue_replicas = (topics, hosted)
+        return self._queue_replicas[1]
 
     # ------------------------------------------------------------------ background threads
     def _move_dead_letters(self) -> None:

@@ -86,6 +86,7 @@ class BrokerSettings:
     raft_tls_ca_file: str = ""
     isr_lag_time_ms: int = 10_000
     leader_gossip_interval_ms: int = 1000
+    leader_gossip_full_interval_ms: int = 30_000
     preferred_leader_check_interval_ms: int = 5000
     drain_check_interval_ms: int = 500
     # membership and data movement (docs/replication.md, "Membership changes")
@@ -275,6 +276,8 @@ class BrokerSettings:
                                          "must be >= 0")
         if self.join and self.peers:
             raise errors.InvalidArgument("a broker joins a running cluster (join) or starts with peers, not both")
+        if not 0 < self.leader_gossip_interval_ms <= self.leader_gossip_full_interval_ms:
+            raise errors.InvalidArgument("need 0 < leader_gossip_interval_ms <= leader_gossip_full_interval_ms")
         for name in ("grpc_concurrent_rpcs_max", "topics_max", "cluster_partitions_max", "broker_replicas_max"):
             if getattr(self, name) < 1:
                 raise errors.InvalidArgument(f"{name} must be >= 1")

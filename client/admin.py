@@ -145,6 +145,7 @@ class BrokerStats:
     stopped_groups: tuple[str, ...] = ()  # groups that crash-stopped after a storage or fsync failure
     disk_full: bool = False               # below storage_free_bytes_min free: writes get DISK_FULL
     damaged_stores: tuple[str, ...] = ()  # replicas whose store failed its checksum when opened, until rebuilt
+    groups_quiesced: int = 0              # groups idle enough to stop ticking and heartbeating
 
     @classmethod
     def from_proto(cls, info: pb.BrokerStatsResponse) -> "BrokerStats":

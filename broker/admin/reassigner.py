@@ -14,7 +14,7 @@ from raftbus.client import errors
 
 from raftbus.broker.admin import placement as placement_commands
 from raftbus.broker.admin.reassignment import ADD_LEARNER, COMPLETE, HAND_OVER, PROMOTE, REMOVE, next_step
-from raftbus.broker.context import BrokerContext
+from raftbus.broker.context import BrokerContext, partition_group_id
 
 log = logging.getLogger(__name__)
 
@@ -29,32 +29,46 @@ class Reassigner:
     def __init__(self, context: BrokerContext):
         self.context = context
         self._in_flight: dict[str, object] = {}  # group id -> future of the step proposed last
+        self._throttled: set[str] = set()  # groups whose catch-up throttle this broker set
+        self._moving: tuple = (None, [])  # (the metadata's topics, [(group id, topic, placement) with a target])
 
     def advance(self) -> None:
-        """Take the next step of every reassignment whose partition this broker leads."""
-        topics = {t.topic_id: t for t in self.context.metadata_sm.topics().values()}
-        for replica in list(self.context.partitions.values()):
-            topic = topics.get(replica.topic_id)
-            group = replica.group
-            if topic is None or replica.partition >= len(topic.partitions) or not group.is_leader:
+        """Take the next step of every reassignment whose partition this broker leads, and lift the throttle of
+        groups whose reassignment ended (only partitions with a target are looked at)."""
+        moving = set()
+        for group_id, topic, placement in self._moving_partitions():
+            replica = self.context.partitions.get(group_id)
+            if replica is None:
                 continue
-            placement = topic.partitions[replica.partition]
+            moving.add(group_id)
+            if not replica.group.is_leader:
+                continue
             try:
-                self._advance_one(topic, placement, group)
+                self._advance_one(topic, placement, replica.group)
             except Exception:
-                log.exception("reassignment step failed", extra={"group": group.group_id})
+                log.exception("reassignment step failed", extra={"group": group_id})
+        for group_id in self._throttled - moving:
+            self._throttled.discard(group_id)
+            self._in_flight.pop(group_id, None)
+            replica = self.context.partitions.get(group_id)
+            if replica is not None and replica.group.transport.throttle is not None:
+                replica.group.set_catch_up_throttle(0)
+
+    def _moving_partitions(self) -> list:
+        topics = self.context.metadata_sm.topics()
+        if self._moving[0] is not topics:
+            self._moving = (topics, [(partition_group_id(t.topic_id, p.partition), t, p)
+                                     for t in topics.values() for p in t.partitions if p.target])
+        return self._moving[1]
 
     def _advance_one(self, topic, placement, group) -> None:
-        if not placement.target:
-            if group.transport.throttle is not None:
-                group.set_catch_up_throttle(0)
-            return
         pending = self._in_flight.get(group.group_id)
         if pending is not None and not pending.done():
             return
         throttle = placement.throttle_bytes_per_s or self.context.settings.reassign_throttle_bytes_per_s
         if (group.transport.throttle.bytes_per_s if group.transport.throttle else 0) != throttle:
             group.set_catch_up_throttle(throttle)
+            self._throttled.add(group.group_id)
         membership = group.membership
         step = next_step(membership.voters, membership.learners, placement.target, group.learner_progress(),
                          self.context.node_id, self.context.settings.membership_promote_lag_entries_max)

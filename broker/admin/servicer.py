@@ -93,7 +93,8 @@ class AdminServicer(pb_grpc.AdminServicer):
 
 _STATS_FIELDS = ("broker_id", "rss_bytes", "cpu_user_s", "cpu_system_s", "uptime_s", "groups_hosted", "groups_led",
                  "durability_window_p50_ms", "durability_window_p99_ms", "durability_window_max_ms",
-                 "group_commit_rounds", "pid", "stopped_groups", "disk_full", "damaged_stores")
+                 "group_commit_rounds", "pid", "stopped_groups", "disk_full", "damaged_stores",
+                 "groups_quiesced")
 
 
 def broker_stats_proto(stats: dict) -> pb.BrokerStatsResponse:

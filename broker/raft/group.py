@@ -448,6 +448,9 @@ class RaftGroup:
         self.journal_disk_full = False   # the last journal write failed for lack of space
         self._pending: set[Future] = set()  # submitted commands not answered yet
         self.disk = None  # the broker's DiskSpace: while it is full, a leader takes no new commands
+        # While this broker leads the group quiesced: the brokers it hears from (quiesce.py); its followers send
+        # nothing then, and hold the whole log, so they are in sync while their broker is live.
+        self.quiesced_live_peers = None
         self._hub, self._self_id = hub, self_id
         learners = {int(n) for n in learner_ids}
         # The configuration the group starts from; its own configuration entries (and snapshots) replace it.
@@ -698,6 +701,9 @@ class RaftGroup:
         now_monotonic = raft_monotonic()  # pysyncobj's clock (CLOCK_MONOTONIC_RAW), which stamps the responses
         if not self.is_leader:
             return []
+        if self.quiesced_live_peers is not None:
+            live = self.quiesced_live_peers()
+            return sorted([self_id, *(p for p in self.membership.voters if p != self_id and p in live)])
         match = self.raft._SyncObj__raftMatchIndex
         last_response = self.raft._SyncObj__lastResponseTime
         commit = self.raft.raftCommitIndex

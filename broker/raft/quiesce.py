@@ -36,7 +36,6 @@ class QuiesceSettings:
     quiesce_after_ms: int = 2000       # a leader's group idle this long quiesces
     liveness_interval_ms: int = 200    # one "alive" per connected peer this often
     liveness_timeout_ms: int = 1000    # a leading broker silent this long wakes the groups it leads here
-    isr_refresh_interval_ms: int = 1000  # quiesced leaders count live followers as responsive this often
 
 
 def log_tail(raft) -> tuple[int, int]:
@@ -90,7 +89,6 @@ class Quiescence:
         self._outbox: dict[int, dict] = {}        # peer → {"q": [...], "w": [...]} until the next flush
         self._next_alive = 0.0
         self._last_tick = raft_monotonic()
-        self._next_isr_refresh = 0.0
         self.quiesces = 0
         self.wakes = 0
 
@@ -141,9 +139,6 @@ class Quiescence:
         self._forgive_own_lag(now)
         self._quiesce_idle(now)
         self._wake_silent(now)
-        if now >= self._next_isr_refresh:
-            self._next_isr_refresh = now + self.settings.isr_refresh_interval_ms / 1000
-            self._refresh_responses(now)
         if now >= self._next_alive:
             self._next_alive = now + self.settings.liveness_interval_ms / 1000
             for peer_id in self.hub.connected_peers():
@@ -165,6 +160,7 @@ class Quiescence:
         self.wakes += 1
         now = raft_monotonic()
         raft = group.raft
+        group.quiesced_live_peers = None
         if raft._SyncObj__raftState == _LEADER:
             self._restart_fallback_timer(group, now)
         else:
@@ -235,6 +231,7 @@ class Quiescence:
         self._idle_since.pop(group_id, None)
         self.quiesced[group_id] = _OWN
         self.quiesces += 1
+        group.quiesced_live_peers = self.live_peers
         self.loop.suspend(group_id)
         entry = [group_id, term, last_index, last_term]
         for peer_id in group.transport.nodes:
@@ -259,15 +256,12 @@ class Quiescence:
         self._outbox.setdefault(peer_id, {}).setdefault("w", []).append(group_id)
 
     # ------------------------------------------------------------------ leaders' view of live followers
-    def _count_live_followers(self, group, now: float) -> None:
-        """A quiesced leader hears nothing from its followers; their broker's liveness stands for their answers
-        (in-sync replicas, leader fallback), for followers that are connected and heard recently."""
-        timeout_s = self.settings.liveness_timeout_ms / 1000
-        raft = group.raft
-        responses = raft._SyncObj__lastResponseTime
-        for peer_id, node in group.transport.nodes.items():
-            if raft.isNodeConnected(node) and now - self._heard.get(peer_id, 0) <= timeout_s:
-                responses[node] = now
+    def live_peers(self) -> set[int]:
+        """The connected brokers heard from within `liveness_timeout_ms`: a quiesced leader hears nothing from its
+        followers, so their broker's liveness stands for their answers (in-sync replicas)."""
+        now, timeout_s = raft_monotonic(), self.settings.liveness_timeout_ms / 1000
+        connected = self.hub.connected_peers()
+        return {peer for peer, heard in self._heard.items() if peer in connected and now - heard <= timeout_s}
 
     @staticmethod
     def _restart_fallback_timer(group, now: float) -> None:
@@ -278,13 +272,6 @@ class Quiescence:
         for node in group.transport.nodes.values():
             if raft.isNodeConnected(node):
                 responses[node] = now
-
-    def _refresh_responses(self, now: float) -> None:
-        for group_id, leader in self.quiesced.items():
-            if leader == _OWN:
-                group = self.loop.groups.get(group_id)
-                if group is not None:
-                    self._count_live_followers(group, now)
 
     def stats(self) -> dict:
         led = sum(1 for leader in self.quiesced.values() if leader == _OWN)

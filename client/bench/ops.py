@@ -10,10 +10,13 @@ data dir and waits until it is back in sync. At the end every acknowledged recor
   unavailable_ms (max)     the longest time without any acknowledgement between the kill and that first one
                            (records already in flight at the kill may still be acknowledged meanwhile)
   acked_lost               acknowledged records missing when read back from the last leader (must be 0)
-idle: a topic of `idle_partitions` partitions, replication factor 3, nothing produced; after the leaders
-settle, each broker's CPU time over `idle_seconds` (from its own BrokerStats).
+idle: a topic of `idle_partitions` partitions, replication factor 3, nothing produced; once every partition
+group has quiesced on every broker (BrokerStats groups_quiesced; at most BENCH_IDLE_SETTLE_MS), each broker's CPU
+time over `idle_seconds` (from its own BrokerStats).
   idle_cpu_percent_max     the busiest broker's CPU, in % of one core; idle_cpu_percent per broker
   create_to_leaders_s      from the CreateTopic call to every partition having a leader
+  leaders_to_quiesced_s    from then until every partition group quiesced (null: not within the settle bound)
+  groups_quiesced_min      the fewest groups quiesced on one broker at the end of the measurement
   broker_rss_mb            each broker's resident memory at the end (broker_rss_mb_max the largest)
 """
 from __future__ import annotations
@@ -263,6 +266,17 @@ def cpu_seconds(admin: Admin) -> dict[int, float]:
     return {s.broker_id: s.cpu_user_s + s.cpu_system_s for s in admin.broker_stats()}
 
 
+def wait_quiesced(admin: Admin, timeout_s: float) -> float | None:
+    """Seconds until every partition group quiesced on every broker (the metadata group never does), None when
+    that takes longer than `timeout_s`."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout_s:
+        if all(s.groups_quiesced >= s.groups_hosted - 1 for s in admin.broker_stats()):
+            return time.monotonic() - started
+        time.sleep(0.5)
+    return None
+
+
 def bench_idle(args, free_base_port, progress) -> dict:
     topic = "bench-idle"
     with fresh_cluster(args.brokers, free_base_port, progress) as cluster:
@@ -273,7 +287,9 @@ def bench_idle(args, free_base_port, progress) -> dict:
             admin.create_topic(topic, partitions=args.idle_partitions, replication_factor=args.replication_factor)
             leaders_s = time.monotonic() - created_s
             progress(f"every partition has a leader after {leaders_s:.1f} s")
-            time.sleep(settings.BENCH_IDLE_SETTLE_MS / 1000)  # preferred-leader hand-offs, groups quiescing
+            settled_s = wait_quiesced(admin, settings.BENCH_IDLE_SETTLE_MS / 1000)
+            progress(f"every partition group quiesced on every broker after {settled_s:.1f} s more"
+                     if settled_s is not None else "not every group quiesced; measuring anyway")
             before, started = cpu_seconds(admin), time.monotonic()
             progress(f"measuring broker CPU for {args.idle_seconds:g} s")
             time.sleep(args.idle_seconds)
@@ -284,6 +300,8 @@ def bench_idle(args, free_base_port, progress) -> dict:
             "idle_cpu_percent": {str(b): p for b, p in percent.items()},
             "partitions": args.idle_partitions, "replicas_per_broker": max(s.groups_hosted - 1 for s in stats),
             "create_to_leaders_s": round(leaders_s, 1),
+            "leaders_to_quiesced_s": round(settled_s, 1) if settled_s is not None else None,
+            "groups_quiesced_min": min(s.groups_quiesced for s in stats),
             "broker_rss_mb_max": round(max(s.rss_bytes for s in stats) / 1e6, 1),
             "broker_rss_mb": {str(s.broker_id): round(s.rss_bytes / 1e6, 1) for s in stats},
             "seconds": args.idle_seconds, "brokers": args.brokers, "replication_factor": args.replication_factor}

@@ -423,7 +423,7 @@ class BrokerStatsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class BrokerStatsResponse(_message.Message):
-    __slots__ = ("broker_id", "rss_bytes", "cpu_user_s", "cpu_system_s", "uptime_s", "groups_hosted", "groups_led", "durability_window_p50_ms", "durability_window_p99_ms", "durability_window_max_ms", "group_commit_rounds", "pid", "stopped_groups", "disk_full", "damaged_stores")
+    __slots__ = ("broker_id", "rss_bytes", "cpu_user_s", "cpu_system_s", "uptime_s", "groups_hosted", "groups_led", "durability_window_p50_ms", "durability_window_p99_ms", "durability_window_max_ms", "group_commit_rounds", "pid", "stopped_groups", "disk_full", "damaged_stores", "groups_quiesced")
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     RSS_BYTES_FIELD_NUMBER: _ClassVar[int]
     CPU_USER_S_FIELD_NUMBER: _ClassVar[int]
@@ -439,6 +439,7 @@ class BrokerStatsResponse(_message.Message):
     STOPPED_GROUPS_FIELD_NUMBER: _ClassVar[int]
     DISK_FULL_FIELD_NUMBER: _ClassVar[int]
     DAMAGED_STORES_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_QUIESCED_FIELD_NUMBER: _ClassVar[int]
     broker_id: int
     rss_bytes: int
     cpu_user_s: float
@@ -454,4 +455,5 @@ class BrokerStatsResponse(_message.Message):
     stopped_groups: _containers.RepeatedScalarFieldContainer[str]
     disk_full: bool
     damaged_stores: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, broker_id: _Optional[int] = ..., rss_bytes: _Optional[int] = ..., cpu_user_s: _Optional[float] = ..., cpu_system_s: _Optional[float] = ..., uptime_s: _Optional[float] = ..., groups_hosted: _Optional[int] = ..., groups_led: _Optional[int] = ..., durability_window_p50_ms: _Optional[float] = ..., durability_window_p99_ms: _Optional[float] = ..., durability_window_max_ms: _Optional[float] = ..., group_commit_rounds: _Optional[int] = ..., pid: _Optional[int] = ..., stopped_groups: _Optional[_Iterable[str]] = ..., disk_full: _Optional[bool] = ..., damaged_stores: _Optional[_Iterable[str]] = ...) -> None: ...
+    groups_quiesced: int
+    def __init__(self, broker_id: _Optional[int] = ..., rss_bytes: _Optional[int] = ..., cpu_user_s: _Optional[float] = ..., cpu_system_s: _Optional[float] = ..., uptime_s: _Optional[float] = ..., groups_hosted: _Optional[int] = ..., groups_led: _Optional[int] = ..., durability_window_p50_ms: _Optional[float] = ..., durability_window_p99_ms: _Optional[float] = ..., durability_window_max_ms: _Optional[float] = ..., group_commit_rounds: _Optional[int] = ..., pid: _Optional[int] = ..., stopped_groups: _Optional[_Iterable[str]] = ..., disk_full: _Optional[bool] = ..., damaged_stores: _Optional[_Iterable[str]] = ..., groups_quiesced: _Optional[int] = ...) -> None: ...

@@ -105,3 +105,22 @@ def test_a_stopped_leader_replica_wakes_its_followers_which_elect_another(cluste
     leader = cluster.run_until(lambda: cluster.leader("p1.3"), what="a leader of p1.3")
     leader.stop("test: the store failed")
     cluster.run_until(lambda: cluster.leader("p1.3") not in (None, leader), what="another leader of p1.3")
+
+
+def test_a_quiesced_leaders_in_sync_replicas_follow_its_followers_brokers_liveness(cluster):
+    """A quiesced group's followers send nothing; its leader counts a follower in sync while that follower's broker
+    is heard, and leaves it out once it falls silent (SIGSTOP: its connections stay open)."""
+    cluster.run_until(lambda: quiesced_everywhere(cluster), what="every group quiesced")
+    leader = next(n for n in cluster.nodes.values() if n.groups["p1.0"].is_leader)
+    group = leader.groups["p1.0"]
+    assert group.in_sync_replicas(leader.node_id) == [1, 2, 3]
+    victim = next(n for n in (1, 2, 3) if n != leader.node_id)
+    frozen = cluster.nodes.pop(victim)
+    try:
+        cluster.run_until(lambda: victim not in group.in_sync_replicas(leader.node_id),
+                          what="the silent follower left out of the in-sync replicas")
+        assert group.in_sync_replicas(leader.node_id) == sorted({1, 2, 3} - {victim})
+    finally:
+        cluster.nodes[victim] = frozen
+    cluster.run_until(lambda: group.in_sync_replicas(leader.node_id) == [1, 2, 3],
+                      what="the follower back in sync once its broker is heard again")
