@@ -16,6 +16,7 @@ from raftbus.broker.raft.group_commit import GroupCommit
 from raftbus.broker.metrics.exporter import MetricsExporter
 from raftbus.broker.raft.loop import CONTROL_CHANNEL, RaftLoop
 from raftbus.broker.raft.quiesce import Quiescence
+from raftbus.broker.raft.starting import StartingReplicas
 from raftbus.broker.raft.first_election import stagger_first_election
 from raftbus.broker.raft.group import RaftGroup
 from raftbus.broker.raft.reboot import BootRecord, discard_stores
@@ -82,6 +83,7 @@ class Broker:
         self._metadata_changed = True
         self._gossip_due = True
         self._queue_replicas: tuple | None = None  # (the metadata's topics, the queue replicas hosted here)
+        self._gossip_kept: dict[str, tuple] = {}  # quiesced led group → (quiesce serial, live brokers, entry)
         self.group_commit = GroupCommit(settings.storage_sync_interval_ms)
         self.started_monotonic = time.monotonic()
         self._threads: list[threading.Thread] = []
@@ -128,6 +130,7 @@ class Broker:
         self.faults = FaultWatch(self.disk, self.loop.groups, broker_group=METADATA_GROUP)
         self._opening: set[str] = set()  # replicas the opener thread is opening
         self._opener = ThreadPoolExecutor(max_workers=1, thread_name_prefix="raftbus-replica-opener")
+        self.starting = StartingReplicas(s.raft_replicas_starting_max, s.raft_replica_starting_timeout_ms)
         self.loop.stopped_listeners.append(self.faults.on_group_stopped)
         self.loop.quiescence = Quiescence(self.loop, self.hub, self.node_id, s.quiesce(), excluded={METADATA_GROUP})
         self.loop.stopped_listeners.append(self.loop.quiescence.on_group_stopped)
@@ -174,6 +177,7 @@ class Broker:
         self.loop.every(s.membership_check_interval_ms, Reassigner(self.context).advance)
         self.loop.every(s.membership_check_interval_ms, self.decommissions.advance)
         self.loop.every(s.queue_tick_interval_ms, self._tick_queues)
+        self.loop.every(s.raft_tick_interval_ms, lambda: self.starting.settle(self.loop.quiescence.quiesced))
         self.context.run_on_loop = self.loop.call
         self.context.on_store_rebuilt = self._on_store_rebuilt
         self.loop.every(s.storage_free_check_interval_ms, self._check_faults)
@@ -262,11 +266,32 @@ class Broker:
         self.leaders.apply_gossip(peer_id, led, gone, full=bool(message.get("full", True)))
 
     def _gossip(self) -> None:
-        led = {g.group_id: (g.term, g.in_sync_replicas(self.node_id)) for g in self.loop.groups.values() if g.is_leader}
+        led = self._led_entries()
         extra = {"disk_full": self.disk.full, "damaged": self.faults.stats()["damaged_stores"]}
         for peer, message in self.gossip.messages(led, self.hub.connected_peers(), extra).items():
             self.hub.send(peer, CONTROL_CHANNEL, message)
         self._gossip_due = False
+
+    def _led_entries(self) -> dict[str, tuple]:
+        """(term, in-sync replicas) of every group led here. A quiesced group's entry changes only when it wakes or
+        the set of live brokers changes, so it is kept until then (idle groups cost the gossip a lookup each)."""
+        quiescence = self.loop.quiescence
+        live = frozenset(quiescence.live_peers())
+        kept, self._gossip_kept = self._gossip_kept, {}
+        led = {}
+        for group_id, serial in quiescence.led.items():
+            entry = kept.get(group_id)
+            if entry is None or entry[0] != serial or entry[1] != live:
+                group = self.loop.groups.get(group_id)
+                if group is None:
+                    continue
+                entry = (serial, live, (group.term, group.in_sync_replicas(self.node_id)))
+            self._gossip_kept[group_id] = entry
+            led[group_id] = entry[2]
+        for group in self.loop.awake.values():
+            if group.is_leader:
+                led[group.group_id] = (group.term, group.in_sync_replicas(self.node_id))
+        return led
 
     def _reconcile_if_changed(self) -> None:
         if self._gossip_due:
@@ -323,7 +348,11 @@ class Broker:
                 self._opener.submit(self._open_off_loop, group_id, topic, placement)
 
     def _open_off_loop(self, group_id: str, topic, placement) -> None:
-        """On the opener thread: open the replica, then hand it (or the failure) to the loop thread."""
+        """On the opener thread: open the replica once fewer than raft_replicas_starting_max new replicas are still
+        starting (raft/starting.py), then hand it (or the failure) to the loop thread."""
+        if self.settings.raft_quiesce_enabled:
+            self.starting.wait_for_room(self._stopping)
+            self.starting.started(group_id)
         try:
             opened = self._open_replica(group_id, topic, placement)
         except Exception as exc:  # recorded by _opened on the loop thread
@@ -336,23 +365,29 @@ class Broker:
 
     def _opened(self, group_id: str, topic, placement, opened) -> None:
         self._opening.discard(group_id)
+        if not self._register_opened(group_id, topic, placement, opened):
+            self.starting.forget(group_id)
+
+    def _register_opened(self, group_id: str, topic, placement, opened) -> bool:
+        """Add an opened replica to the loop; False when it failed to open or is no longer placed here."""
         if isinstance(opened, Exception):
             self.faults.on_open_failed(group_id, f"{type(opened).__name__}: {opened}", disk_full=is_disk_full(opened))
-            return
+            return False
         sm, store, group = opened
         still_here = self.metadata_sm.topic(topic.name)
         if self._stopping.is_set():
             group.close()
             store.close()
-            return
+            return False
         if still_here is None or still_here.topic_id != topic.topic_id or \
                 self.node_id not in next((p.hosts for p in still_here.partitions
                                           if p.partition == placement.partition), ()):
             group.close()
             store.close()  # placed elsewhere (moved off this broker, or deleted) while it opened
             self._delete_replica_files(group_id)
-            return
+            return False
         self._register_replica(group_id, topic, placement, sm, store, group)
+        return True
 
     def _partition_dir(self, group_id: str) -> Path:
         return self.data_dir / "partitions" / group_id
@@ -390,6 +425,7 @@ class Broker:
     def _drop_replica(self, group_id: str) -> None:
         replica = self.context.partitions.pop(group_id)
         self._queue_replicas = None
+        self.starting.forget(group_id)
         self.loop.remove_group(group_id)
         self.leaders.forget_group(group_id)
         self.queue_service.forget(group_id)

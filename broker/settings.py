@@ -60,6 +60,8 @@ class BrokerSettings:
     raft_leader_fallback_timeout_ms: int = 3000
     raft_quiesce_enabled: bool = True
     raft_quiesce_after_ms: int = 2000
+    raft_replicas_starting_max: int = 64
+    raft_replica_starting_timeout_ms: int = 10_000
     raft_liveness_interval_ms: int = 200
     raft_liveness_timeout_ms: int = 1000
     raft_command_bytes_max: int = 4_259_840
@@ -278,7 +280,8 @@ class BrokerSettings:
             raise errors.InvalidArgument("a broker joins a running cluster (join) or starts with peers, not both")
         if not 0 < self.leader_gossip_interval_ms <= self.leader_gossip_full_interval_ms:
             raise errors.InvalidArgument("need 0 < leader_gossip_interval_ms <= leader_gossip_full_interval_ms")
-        for name in ("grpc_concurrent_rpcs_max", "topics_max", "cluster_partitions_max", "broker_replicas_max"):
+        for name in ("grpc_concurrent_rpcs_max", "raft_replicas_starting_max", "raft_replica_starting_timeout_ms",
+                     "topics_max", "cluster_partitions_max", "broker_replicas_max"):
             if getattr(self, name) < 1:
                 raise errors.InvalidArgument(f"{name} must be >= 1")
         self._validate_consumer_groups()

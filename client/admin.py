@@ -306,18 +306,25 @@ class Admin(SecurityCalls, MembershipCalls):
         return TopicDescription.from_proto(response)
 
     def wait_for_leaders(self, name: str) -> TopicDescription:
-        """Poll metadata until every partition of `name` has a leader, bounded by topic_ready_timeout_ms."""
+        """Poll metadata until every partition of `name` has a leader, bounded by topic_ready_timeout_ms: every
+        topic_ready_poll_ms per 100 partitions, at most TOPIC_READY_POLL_MAX_MS apart (describing thousands of
+        partitions is work for the broker that answers)."""
         deadline = self._clock() + self.topic_ready_timeout_s
+        poll_s = self.topic_ready_poll_s
         while True:
             topics = self.metadata([name]).topics
             topic = next((t for t in topics if t.name == name), None)
             missing = topic.leaderless_partitions() if topic is not None else ["all"]
             if topic is not None and not missing:
                 return topic
-            if self._clock() + self.topic_ready_poll_s > deadline:
+            if self._clock() + poll_s > deadline:
                 raise LeaderNotAvailable(
                     f"topic {name!r}: partitions {missing} have no leader after {self.topic_ready_timeout_s:g} s")
-            self._sleep(self.topic_ready_poll_s)
+            if topic is not None:
+                hundreds = -(-len(topic.partitions) // 100)
+                poll_s = max(self.topic_ready_poll_s,
+                             min(hundreds * self.topic_ready_poll_s, settings.TOPIC_READY_POLL_MAX_MS / 1000))
+            self._sleep(poll_s)
 
     # ------------------------------------------------------------------ cluster
 

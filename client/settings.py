@@ -40,6 +40,7 @@ KEY_HASH_ENTRIES_MAX = 10_000
 # Admin: create_topic/alter_partitions with wait=True poll metadata until every partition has a leader.
 TOPIC_READY_TIMEOUT_MS = 30_000
 TOPIC_READY_POLL_MS = 100
+TOPIC_READY_POLL_MAX_MS = 1000  # the wait for a new topic's leaders polls at most this far apart
 
 # Reader.
 FETCH_BYTES_MAX = 1_048_576

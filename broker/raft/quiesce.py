@@ -84,6 +84,7 @@ class Quiescence:
         self.loop, self.hub, self.self_id, self.settings = loop, hub, self_id, settings
         self.excluded = set(excluded)
         self.quiesced: dict[str, int] = {}        # group → the broker leading it (_OWN: this one)
+        self.led: dict[str, int] = {}             # the quiesced groups led here → which quiesce (a serial) stopped it
         self._idle_since: dict[str, tuple] = {}   # led groups: ((last index, term), since)
         self._heard: dict[int, float] = {}        # peer → when its last liveness message came
         self._outbox: dict[int, dict] = {}        # peer → {"q": [...], "w": [...]} until the next flush
@@ -118,6 +119,7 @@ class Quiescence:
 
     def on_removed(self, group_id: str) -> None:
         self.quiesced.pop(group_id, None)
+        self.led.pop(group_id, None)
         self._idle_since.pop(group_id, None)
 
     def on_message(self, peer_id: int, message) -> None:
@@ -154,6 +156,7 @@ class Quiescence:
     # ------------------------------------------------------------------ waking
     def wake(self, group_id: str, *, notify: bool) -> None:
         leader = self.quiesced.pop(group_id, None)
+        self.led.pop(group_id, None)
         group = self.loop.groups.get(group_id)
         if leader is None or group is None:
             return
@@ -218,8 +221,17 @@ class Quiescence:
             seen = self._idle_since.get(group_id)
             if seen is None or seen[0] != state:
                 self._idle_since[group_id] = (state, now)
-            elif now - seen[1] >= after_s and self._followers_answered_since(group, seen[1]):
+            elif (now - seen[1] >= after_s or self._nothing_since_elected(group, state)) and \
+                    self._followers_answered_since(group, seen[1]):
                 self._quiesce_led(group_id, group, state)
+
+    @staticmethod
+    def _nothing_since_elected(group, state) -> bool:
+        """The leader's log ends with the no-op entry of its own election: no command came since, so the group
+        need not wait `quiesce_after_ms` (thousands of new partitions, or the groups a failed broker led, quiesce
+        as soon as their followers hold everything)."""
+        (last_index, _), _ = state
+        return last_index == group.raft._SyncObj__noopIDx
 
     def _followers_answered_since(self, group, since: float) -> bool:
         """Every follower answered a heartbeat sent after the group went idle (so it learned the commit index)."""
@@ -231,6 +243,7 @@ class Quiescence:
         self._idle_since.pop(group_id, None)
         self.quiesced[group_id] = _OWN
         self.quiesces += 1
+        self.led[group_id] = self.quiesces
         group.quiesced_live_peers = self.live_peers
         self.loop.suspend(group_id)
         entry = [group_id, term, last_index, last_term]

@@ -22,9 +22,9 @@ def cluster(tmp_path):
     cluster.close()
 
 
-def start(cluster: RaftCluster, node_id: int):
+def start(cluster: RaftCluster, node_id: int, settings: QuiesceSettings = SETTINGS):
     node = cluster.start(node_id, groups=GROUPS)
-    node.loop.quiescence = Quiescence(node.loop, node.hub, node_id, SETTINGS)
+    node.loop.quiescence = Quiescence(node.loop, node.hub, node_id, settings)
     node.loop.stopped_listeners.append(node.loop.quiescence.on_group_stopped)
     return node
 
@@ -124,3 +124,23 @@ def test_a_quiesced_leaders_in_sync_replicas_follow_its_followers_brokers_livene
         cluster.nodes[victim] = frozen
     cluster.run_until(lambda: group.in_sync_replicas(leader.node_id) == [1, 2, 3],
                       what="the follower back in sync once its broker is heard again")
+
+
+def test_groups_with_nothing_since_their_election_quiesce_at_once_and_others_wait_the_idle_time(tmp_path):
+    """New groups (only their leader's election no-op in the log) do not wait raft_quiesce_after_ms; a group that
+    took a command does."""
+    cluster = RaftCluster(tmp_path)
+    try:
+        for node_id in (1, 2, 3):
+            start(cluster, node_id, QuiesceSettings(quiesce_after_ms=600_000, liveness_interval_ms=50,
+                                                    liveness_timeout_ms=400))
+        cluster.run_until(lambda: quiesced_everywhere(cluster), what="every new group quiesced")
+        cluster.produce(1, group_id="p1.2")
+        cluster.run_until(lambda: applied_everywhere(cluster, "p1.2", 1), what="the write applied everywhere")
+        for _ in range(300):
+            for node in cluster.nodes.values():
+                node.step()
+        assert not quiesced_everywhere(cluster, ["p1.2"])
+        assert quiesced_everywhere(cluster, [g for g in GROUPS if g != "p1.2"])
+    finally:
+        cluster.close()
