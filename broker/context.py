@@ -147,6 +147,10 @@ class BrokerContext:
         replica = self.partitions.get(group_id)
         if replica is None or not replica.group.is_leader:
             raise self.not_leader(self.leader_of(group_id), f"partition {topic_name}/{partition}")
+        if not replica.group.caught_up_as_leader:
+            raise errors.LeaderNotAvailable(f"broker {self.node_id} was just elected leader of partition "
+                                            f"{topic_name}/{partition} and is still applying what was committed "
+                                            "before; retry")
         return replica
 
     def require_running(self) -> None:

@@ -143,7 +143,8 @@ class Broker:
         self.metadata_group = RaftGroup(
             METADATA_GROUP, self.metadata_sm, self.metadata_store, hub=self.hub, loop=self.loop,
             self_id=self.node_id, peer_ids=sorted(joined["voters"] if joined else peers),
-            data_dir=meta_dir / "raft", settings=s.raft(), learner_ids=joined["learners"] if joined else ())
+            data_dir=meta_dir / "raft", settings=s.raft(), learner_ids=joined["learners"] if joined else (),
+            eager_commit_notify=True)
         self.metadata_group.disk = self.disk
         self.leaders = LeaderTable(stale_after_s=max(3 * s.leader_gossip_interval_ms / 1000, 3.0))
         self.gossip = LeaderGossip(full_every_rounds=s.leader_gossip_full_interval_ms // s.leader_gossip_interval_ms)
@@ -470,7 +471,7 @@ class Broker:
         topics = {t.topic_id: t for t in self.metadata_sm.topics().values()}
         for replica in list(self.context.partitions.values()):
             topic = topics.get(replica.topic_id)
-            if topic is not None and topic.kind == "stream" and replica.group.is_leader:
+            if topic is not None and topic.kind == "stream" and replica.group.caught_up_as_leader:
                 yield replica, topic
 
     def _enforce_retention(self) -> None:
@@ -541,7 +542,7 @@ class Broker:
     def _tick_queues(self) -> None:
         """Queue partitions led here with due work (expired leases, due delayed messages) get a tick command."""
         for replica, topic in self._hosted_queue_replicas():
-            if replica.group.is_leader:
+            if replica.group.caught_up_as_leader:  # its clock anchors at the latest time applied (TermClock)
                 try:
                     self.queue_service.tick_if_due(replica, topic)
                 except Exception:

@@ -48,7 +48,7 @@ class DeadLetters:
             topic = topics.get(replica.topic_id)
             if topic is None or topic.queue is None or not topic.queue.dead_letter_topic:
                 continue
-            if not replica.group.is_leader or not replica.state_machine.counts()[3]:
+            if not replica.group.caught_up_as_leader or not replica.state_machine.counts()[3]:
                 continue
             try:
                 moved += self._move_partition(replica, topic)

@@ -26,4 +26,8 @@ class Replica(Protocol):
     def is_leader(self) -> bool: ...
 
     @property
+    def caught_up_as_leader(self) -> bool:
+        """Leads and has applied everything committed before its term (answers from its state are complete)."""
+
+    @property
     def leader_id(self) -> int | None: ...

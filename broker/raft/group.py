@@ -324,6 +324,7 @@ class _Raft(SyncObj):
 
     def __init__(self, owner: "RaftGroup", self_node, other_nodes, conf, transport):
         self._owner = owner
+        self._appending = self._append_pending = False
         self.replication = transfer.Replication(self, owner.group_id, owner.settings, owner._hub, owner._self_id,
                                                 owner.data_dir)
         super().__init__(self_node, other_nodes, conf=conf, transport=transport)
@@ -339,8 +340,37 @@ class _Raft(SyncObj):
         self._applyCommand(command, callback, _REGULAR_COMMAND)
 
     def _SyncObj__sendAppendEntries(self):
-        """pysyncobj's, with flow control per group and peer (transfer.py)."""
+        """pysyncobj's, with flow control per group and peer (transfer.py); while the commands queued since the
+        last tick are being appended, one send after the last of them."""
+        if self._appending:
+            self._append_pending = True
+            return
         self.replication.send_append_entries()
+
+    def _checkCommandsToApply(self):
+        """pysyncobj's, which sends every follower an append after each command it takes from the queue: n
+        commands submitted between two ticks went out as n messages per follower. They go out as one now (as far
+        as flow control lets one message carry them)."""
+        self._appending = True
+        try:
+            SyncObj._checkCommandsToApply(self)
+        finally:
+            self._appending = False
+        if self._append_pending:
+            self._append_pending = False
+            self.replication.send_append_entries()
+
+    def _SyncObj__applyLogEntries(self) -> bool:
+        """pysyncobj's; whether the leader should send its followers the new commit index at once.
+
+        pysyncobj (with `appendEntriesUseBatch` off) sends every follower an append after every apply, only to
+        carry the new commit index: at light load that is one more message and one more answer per follower per
+        command, half of what a partition's Raft traffic costs. Only the leader's commit decides an
+        acknowledgement, so a group with `eager_commit_notify` off lets its followers learn the commit index
+        from the next append or heartbeat (`raft_heartbeat_interval_ms` at most when nothing else comes). The
+        metadata group stays eager: every broker answers metadata reads from its own replica."""
+        applied = SyncObj._SyncObj__applyLogEntries(self)
+        return applied and self._owner.eager_commit_notify
 
     def destroy(self):
         self.replication.close()
@@ -426,8 +456,10 @@ class RaftGroup:
     """A replicated state machine on the broker's shared loop and transport (the production `Replica`)."""
 
     def __init__(self, group_id: str, state_machine, store, *, hub, loop, self_id: int, peer_ids,
-                 data_dir: Path, settings: RaftSettings, preferred_leader: int | None = None, learner_ids=()):
+                 data_dir: Path, settings: RaftSettings, preferred_leader: int | None = None, learner_ids=(),
+                 eager_commit_notify: bool = False):
         self.group_id = group_id
+        self.eager_commit_notify = eager_commit_notify  # see _Raft._SyncObj__applyLogEntries
         self.state_machine = state_machine
         self.store = store
         self.settings = settings
@@ -619,6 +651,15 @@ class RaftGroup:
     @property
     def is_leader(self) -> bool:
         return self.stopped is None and self.raft._isLeader()
+
+    @property
+    def caught_up_as_leader(self) -> bool:
+        """Leads, and has applied the no-op of its own election, so every entry its predecessors committed too: what
+        it answers from its state includes all of them. (A follower may learn the commit index only from the next
+        append, so a new leader can hold committed entries it has not applied yet.)"""
+        raft = self.raft
+        noop = raft._SyncObj__noopIDx
+        return self.is_leader and noop is not None and raft.raftLastApplied >= noop
 
     @property
     def leader_id(self) -> int | None:

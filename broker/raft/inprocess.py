@@ -41,6 +41,10 @@ class InProcessGroup:
         return self._leader_id == self._self_id
 
     @property
+    def caught_up_as_leader(self) -> bool:
+        return self.is_leader  # it applies every command as it commits
+
+    @property
     def leader_id(self) -> int | None:
         return self._leader_id
 

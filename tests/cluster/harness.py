@@ -36,16 +36,19 @@ class Node:
         self.groups: dict[str, RaftGroup] = {}
         self._next = (0.0, 0.0)
 
-    def add_partition(self, group_id: str, replica_ids, wrap_store=None, learner_ids=()) -> RaftGroup:
+    def add_partition(self, group_id: str, replica_ids, wrap_store=None, learner_ids=(),
+                      eager_commit_notify: bool = False) -> RaftGroup:
         """A replica of `group_id`; `wrap_store` (e.g. tests.faulty_store.FaultyStore) wraps its LMDB store;
-        `learner_ids` are the members (among `replica_ids`) the group starts with as learners."""
+        `learner_ids` are the members (among `replica_ids`) the group starts with as learners;
+        `eager_commit_notify` as the metadata group has it."""
         base = self.root / group_id
         store = LmdbStore(str(base / "store"), tables=PartitionStateMachine.TABLES, map_size_bytes=1 << 20)
         if wrap_store is not None:
             store = wrap_store(store)
         group = RaftGroup(group_id, PartitionStateMachine(store), store, hub=self.hub, loop=self.loop,
                           self_id=self.node_id, peer_ids=sorted(r for r in replica_ids if r != self.node_id),
-                          data_dir=base / "raft", settings=self.settings, learner_ids=learner_ids)
+                          data_dir=base / "raft", settings=self.settings, learner_ids=learner_ids,
+                          eager_commit_notify=eager_commit_notify)
         self.groups[group_id] = group
         self.loop.add_group(group)
         return group
@@ -70,12 +73,14 @@ class RaftCluster:
         self.addresses = {n: f"127.0.0.1:{p}" for n, p in zip(range(1, size + 1), free_ports(size))}
         self.nodes: dict[int, Node] = {}
 
-    def start(self, node_id: int, groups=("p1.0",), wrap_store=None, replicas=None, learners=()) -> Node:
+    def start(self, node_id: int, groups=("p1.0",), wrap_store=None, replicas=None, learners=(),
+              eager_commit_notify: bool = False) -> Node:
         """Start node `node_id` with a replica of each of `groups` placed on `replicas` (default: every node),
         of which `learners` start as learners."""
         node = Node(node_id, self.addresses, self.root, self.settings, self.send_buffer_bytes_max)
         for group_id in groups:
-            node.add_partition(group_id, list(replicas or self.addresses), wrap_store, learner_ids=learners)
+            node.add_partition(group_id, list(replicas or self.addresses), wrap_store, learner_ids=learners,
+                               eager_commit_notify=eager_commit_notify)
         self.nodes[node_id] = node
         return node
 

@@ -61,6 +61,7 @@ def test_leader_loss_keeps_committed_entries_and_restart_catches_up(raft_cluster
     old = next(n for n in raft_cluster.nodes.values() if n.groups[GROUP].is_leader).node_id
     raft_cluster.stop(old)
     new_leader = raft_cluster.run_until(lambda: raft_cluster.leader(), what="a new leader")
+    raft_cluster.run_until(lambda: new_leader.caught_up_as_leader, what="the new leader serving")
     assert new_leader.state_machine.offsets()[1] == 200
     results = raft_cluster.produce(100, first_sequence=200)
     assert [r.base_offset for r in results] == list(range(200, 300))
