@@ -46,7 +46,7 @@ from raftbus.client.wire import queues_pb2 as qpb
 from raftbus.client.record_batch import RecordBatch
 from raftbus.client.record_future import RecordFuture
 from raftbus.client.records import (
-    RECORD_OVERHEAD_BYTES, Header, RecordMetadata, RecordTuple, encode_batch, record_size,
+    RECORD_OVERHEAD_BYTES, Header, RecordMetadata, RecordTuple, append_record, encode_batch, record_size,
 )
 from raftbus.client.credentials import TlsSource
 from raftbus.client.router import Router
@@ -66,15 +66,21 @@ def reject_queue_options(priority=None, group=None, deliver_at_ms=None, idempote
         raise WrongTopicKind(f"{', '.join(given)} apply to queue topics only; {where}; send without them")
 
 
-def queue_message(record: bytes, priority, group, deliver_at_ms, idempotency_key) -> qpb.EnqueueMessage:
-    """The Enqueue form of one message; InvalidArgument for fields of the wrong type or range."""
+def check_queue_fields(priority, group, deliver_at_ms, idempotency_key) -> None:
+    """InvalidArgument for queue fields of the wrong type or range."""
     if priority is not None and (not isinstance(priority, int) or not -2**31 <= priority < 2**31):
         raise InvalidArgument("priority must be an int32")
     if deliver_at_ms is not None and (not isinstance(deliver_at_ms, int) or deliver_at_ms < 0):
         raise InvalidArgument("deliver_at_ms must be a time in ms (an int >= 0)")
-    for name, text in (("group", group), ("idempotency_key", idempotency_key)):
-        if text is not None and not isinstance(text, str):
-            raise InvalidArgument(f"{name} must be a str")
+    if group is not None and not isinstance(group, str):
+        raise InvalidArgument("group must be a str")
+    if idempotency_key is not None and not isinstance(idempotency_key, str):
+        raise InvalidArgument("idempotency_key must be a str")
+
+
+def queue_message(record: bytes, priority, group, deliver_at_ms, idempotency_key) -> qpb.EnqueueMessage:
+    """The Enqueue form of one message; InvalidArgument for fields of the wrong type or range."""
+    check_queue_fields(priority, group, deliver_at_ms, idempotency_key)
     return qpb.EnqueueMessage(record=record, priority=priority or 0, group=group or "",
                               deliver_at_ms=deliver_at_ms or 0, idempotency_key=idempotency_key or "")
 
@@ -271,7 +277,7 @@ class Producer(SenderCore):
         """
         kind, count = self._topic_shape(topic)
         if kind == "queue":
-            return self._send_queue(topic, value, key, headers, partition,
+            return self._send_queue(topic, count, value, key, headers, partition,
                                     (priority, group, deliver_at_ms, idempotency_key))
         if priority is not None or group is not None or deliver_at_ms is not None or idempotency_key is not None:
             reject_queue_options(priority, group, deliver_at_ms, idempotency_key, topic=topic)
@@ -338,20 +344,26 @@ class Producer(SenderCore):
         self._shapes[topic] = (version, kind, count)
         return kind, count
 
-    def _send_queue(self, topic: str, value, key, headers, partition: int | None, queue_fields: tuple) -> Future:
+    def _send_queue(self, topic: str, count: int, value, key, headers, partition: int | None,
+                    queue_fields: tuple) -> Future:
+        """One message for a queue topic: validated and encoded now, carried as a tuple in its partition's batch
+        (the EnqueueMessage is built once, when the batch goes out)."""
         priority, group, deliver_at_ms, idempotency_key = queue_fields
-        value_b, key_b, hdrs = to_bytes(value, "value"), to_bytes(key, "key"), normalize_headers(headers)
-        size = record_size(key_b, value_b, hdrs)
-        if size > self.batch_bytes_max:
-            raise RecordTooLarge(f"record of {size} bytes exceeds batch_bytes_max={self.batch_bytes_max}")
-        record = encode_batch([(time.time_ns() // 1_000_000, key_b, value_b, hdrs)])[0]
-        message = queue_message(record, priority, group, deliver_at_ms, idempotency_key)
-        count = self._transport.partitions_for(topic)
+        check_queue_fields(priority, group, deliver_at_ms, idempotency_key)
+        value_b = value if value is None or type(value) is bytes else to_bytes(value, "value")
+        key_b = key if key is None or type(key) is bytes else to_bytes(key, "key")
+        hdrs = normalize_headers(headers) if headers else ()
+        record = bytearray()
+        append_record(record, time.time_ns() // 1_000_000, key_b, value_b, hdrs)
+        if len(record) > self.batch_bytes_max:
+            raise RecordTooLarge(f"record of {len(record)} bytes exceeds batch_bytes_max={self.batch_bytes_max}")
         if partition is not None:
             partition = self._check_partition(topic, partition, count)
         else:
             partition = queue_partition(count, group, idempotency_key, key_b)
-        return self._queue_path().send(topic, partition, count, message)
+        sender = self._queue_sender or self._queue_path()
+        return sender.send(topic, partition, count, (bytes(record), priority or 0, group or "", deliver_at_ms or 0,
+                                                     idempotency_key or ""))
 
     def _queue_path(self) -> QueueSender:
         with self._cond:

@@ -21,6 +21,7 @@ from raftbus.client import settings
 from raftbus.client.errors import OutOfOrderSequence, RaftbusError, Unavailable, error_from_rpc
 from raftbus.client.murmur2 import partition_for_key
 from raftbus.client.queues.messages import MessageMetadata
+from raftbus.client.record_future import BatchOutcome, RecordFuture
 from raftbus.client.router import Router, exponential_backoff_s
 from raftbus.client.sender import PendingBatch, SenderCore
 from raftbus.client.wire import queues_pb2 as qpb
@@ -54,12 +55,50 @@ class QueueStubs:
         return self(self.router.connection(self.router.leader_address(topic, partition)))
 
 
+class _QueueOutcome(BatchOutcome):
+    """How one Enqueue batch ended: the broker's answer (one result per message) or an error."""
+
+    __slots__ = ("results", "enqueued_ms")
+
+    def __init__(self, topic: str, partition: int):
+        super().__init__(topic, partition)
+        self.results = ()
+        self.enqueued_ms = 0
+
+    def answer(self, response: qpb.EnqueueResponse) -> None:
+        self.results, self.enqueued_ms = response.results, response.enqueued_ms
+        self.settle(0, None)
+
+
+class MessageFuture(RecordFuture):
+    """One message's future: a view of its batch's answer (client/record_future.py); its result is the
+    message's MessageMetadata."""
+
+    __slots__ = ()
+
+    def result(self, timeout: float | None = None) -> MessageMetadata:
+        outcome = self._wait(timeout)
+        if outcome.error is not None:
+            raise outcome.error
+        answer = outcome.results[self._index]
+        return MessageMetadata(outcome.topic, outcome.partition, answer.message_id, answer.duplicate,
+                               outcome.enqueued_ms)
+
+
 class _QueueBatch(PendingBatch):
-    __slots__ = ("messages",)
+    """Messages bound for one partition, as (record, priority, group, deliver_at_ms, idempotency_key) tuples;
+    the EnqueueRequest is built when the batch first goes out and kept for its retries."""
+
+    __slots__ = ("messages", "outcome", "request")
 
     def __init__(self, topic: str, partition: int, now_s: float, linger_s: float):
         super().__init__(topic, partition, now_s, linger_s)
-        self.messages: list[qpb.EnqueueMessage] = []
+        self.messages: list[tuple] = []
+        self.outcome = _QueueOutcome(topic, partition)
+        self.request: qpb.EnqueueRequest | None = None
+
+    def fail(self, err: BaseException) -> None:
+        self.outcome.settle(-1, err)
 
 
 class QueueSender(SenderCore):
@@ -82,32 +121,38 @@ class QueueSender(SenderCore):
         self._start_sender("raftbus-queue-sender")
 
     # ------------------------------------------------------------------ callers
-    def send(self, topic: str, partition: int | None, count: int, message: qpb.EnqueueMessage) -> Future:
-        """Queue one message for `partition` (None: the sticky one); the future resolves to MessageMetadata."""
-        size = len(message.record) + len(message.group) + len(message.idempotency_key) + 32
-        future: Future = Future()
-        future.set_running_or_notify_cancel()
-        with self._cond:
+    def send(self, topic: str, partition: int | None, count: int, message: tuple) -> Future:
+        """Queue one message, (record, priority, group, deliver_at_ms, idempotency_key), for `partition` (None:
+        the sticky one); the future resolves to MessageMetadata. The sender thread is woken only when a batch
+        opens or closes: a message joining an open batch changes nothing it waits for."""
+        size = len(message[0]) + len(message[2]) + len(message[4]) + 32
+        with self._lock:
             if self._stopping:
                 raise Unavailable("producer is closed")
-            self._reserve(size)
+            if self._buffer_used_bytes + size <= self.buffer_bytes_max:
+                self._buffer_used_bytes += size
+            else:
+                self._reserve(size)
             if partition is None:
                 partition = self._sticky.setdefault(topic, 0) % count
             tp = (topic, partition)
             batch = self._open.get(tp)
+            wake = False
             if batch is not None and (batch.size_bytes + size > self.batch_bytes_max
                                       or len(batch.messages) >= settings.QUEUE_BATCH_MESSAGES_MAX):
                 self._close(tp, count)
-                batch = None
+                batch, wake = None, True
             if batch is None:
                 batch = self._open[tp] = _QueueBatch(topic, partition, self._clock(), self.linger_s)
                 self._queues.setdefault(tp, deque()).append(batch)
+                wake = True
+            index = len(batch.messages)
             batch.messages.append(message)
-            batch.futures.append(future)
             batch.size_bytes += size
             self._pending += 1
-            self._cond.notify_all()
-        return future
+            if wake:
+                self._cond.notify_all()
+            return MessageFuture(batch.outcome, index, 0)
 
     def flush(self, timeout_s: float | None = None) -> bool:
         with self._cond:
@@ -166,9 +211,15 @@ class QueueSender(SenderCore):
         return not self._in_flight
 
     def _dispatch(self, batch: _QueueBatch) -> None:
-        request = qpb.EnqueueRequest(request_id=next(self._request_ids), topic=batch.topic, partition=batch.partition,
-                                     producer_id=self.producer_id, base_sequence=batch.sequence,
-                                     messages=batch.messages)
+        request = batch.request
+        if request is None:
+            request = batch.request = qpb.EnqueueRequest(topic=batch.topic, partition=batch.partition,
+                                                         producer_id=self.producer_id, base_sequence=batch.sequence)
+            add = request.messages.add
+            for record, priority, group, deliver_at_ms, idempotency_key in batch.messages:
+                add(record=record, priority=priority, group=group, deliver_at_ms=deliver_at_ms,
+                    idempotency_key=idempotency_key)
+        request.request_id = next(self._request_ids)
         batch.attempts += 1
         try:
             call = self.stubs.for_partition(batch.topic, batch.partition).Enqueue.future(
@@ -198,9 +249,7 @@ class QueueSender(SenderCore):
             with self._cond:
                 self._next_sequence[tp] = batch.sequence + len(batch.messages)
                 self._finish(batch, tp)
-            for future, result in zip(batch.futures, response.results):
-                future.set_result(MessageMetadata(batch.topic, batch.partition, result.message_id, result.duplicate,
-                                                  response.enqueued_ms))
+            batch.outcome.answer(response)
             self._settled(batch)
             return
         now_s = self._clock()
