@@ -111,6 +111,16 @@ class DigestingTxn:
             return
         self._txn.put_many(table, pairs)
 
+    def put_new_many(self, table: str, pairs) -> None:
+        """put_many() of keys the table does not hold (the store refuses any it does): only the new pairs' terms
+        are added, with no read of what they replace."""
+        pairs = [(_hashable(k), v) for k, v in pairs]
+        if not pairs:
+            return
+        crc, seed = zlib.crc32, _seed(table)
+        self.digest = (self.digest + sum(crc(value, crc(key, seed)) for key, value in pairs)) % _MODULUS
+        self._txn.put_new_many(table, pairs)
+
     def delete_many(self, table: str, keys) -> int:
         keys = list(dict.fromkeys(_hashable(k) for k in keys))
         self._replace(table, keys, self._txn.get_many(table, keys), [None] * len(keys))

@@ -241,6 +241,8 @@ def _uniform_framing(data: bytes, record_count: int) -> bool:
     shape = uniform_record_shape(data, record_count)
     if shape is None:
         return False
+    if record_count == 1:  # its lengths were read and add up to the blob: nothing more to compare
+        return True
     key_bytes, value_bytes = max(shape[0], 0), max(shape[1], 0)
     stride = RECORD_OVERHEAD_BYTES + key_bytes + value_bytes
     fields = [*range(8, 12), *range(12 + key_bytes, 16 + key_bytes),

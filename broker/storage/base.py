@@ -39,6 +39,11 @@ class WriteTxn(ReadTxn, Protocol):
     def put_many(self, table: str, pairs) -> None:
         """put() of each (key, value) pair, in order (one call for a batch: the hot paths write hundreds)."""
 
+    def put_new_many(self, table: str, pairs) -> None:
+        """put_many() of pairs whose keys the table does not hold (new message rows under fresh sequence numbers):
+        nothing is read first. A key already held, or twice in `pairs`, raises StorageFailure: the state machine
+        expected a fresh key, so the store is not what the log says and the replica stops rather than overwrite."""
+
     def delete_many(self, table: str, keys) -> int:
         """delete() of each key; how many were there."""
 

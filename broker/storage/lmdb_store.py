@@ -124,7 +124,7 @@ def _iter_down(cursor: lmdb.Cursor, start: bytes | None):
 
 
 # The write operations a transaction logs (to replay them after a map growth): (op, db, argument, value).
-_PUT, _DELETE, _PUT_MANY, _DELETE_MANY, _POP_MANY, _DELETE_FIRST = range(6)
+_PUT, _DELETE, _PUT_MANY, _DELETE_MANY, _POP_MANY, _DELETE_FIRST, _PUT_NEW_MANY = range(7)
 
 
 def _run(txn: lmdb.Transaction, op: int, db, argument, value):
@@ -134,6 +134,12 @@ def _run(txn: lmdb.Transaction, op: int, db, argument, value):
         return txn.delete(argument, b"", db)
     if op == _PUT_MANY:
         return txn.cursor(db).putmulti(argument)
+    if op == _PUT_NEW_MANY:
+        _, added = txn.cursor(db).putmulti(argument, overwrite=False)
+        if added != len(argument):
+            raise StorageFailure(f"{len(argument) - added} of {len(argument)} keys expected to be new were already "
+                                 "held (or repeated): the store is not what the log says")
+        return added
     cursor = txn.cursor(db)  # the batch ops go through one cursor (see get_many)
     if op == _DELETE_FIRST:
         return _delete_first(cursor, argument)
@@ -176,6 +182,11 @@ class _LmdbWriteTxn(_LmdbReadTxn):
         pairs = list(pairs)
         if pairs:
             self._do(_PUT_MANY, self._dbs[table], pairs, None)
+
+    def put_new_many(self, table: str, pairs) -> None:
+        pairs = list(pairs)
+        if pairs:
+            self._do(_PUT_NEW_MANY, self._dbs[table], pairs, None)
 
     def delete_many(self, table: str, keys) -> int:
         keys = list(keys)

@@ -7,6 +7,7 @@ import threading
 from typing import Iterator
 
 from raftbus.client import errors
+from raftbus.broker.storage.base import StorageFailure
 
 
 class _Table:
@@ -109,6 +110,14 @@ class _MemoryWriteTxn(_MemoryReadTxn):
     def put_many(self, table: str, pairs) -> None:
         for key, value in pairs:
             self.put(table, key, value)
+
+    def put_new_many(self, table: str, pairs) -> None:
+        pairs = [(bytes(key), value) for key, value in pairs]
+        held = self._table(table).values
+        keys = [key for key, _ in pairs]
+        if len(set(keys)) != len(keys) or any(key in held for key in keys):
+            raise StorageFailure(f"keys expected to be new in {table} were already held (or repeated)")
+        self.put_many(table, pairs)
 
     def delete_many(self, table: str, keys) -> int:
         return sum(self.delete(table, key) for key in keys)

@@ -91,11 +91,11 @@ class QueueWork(MessageMoves):
                 ready_groups.append(group)
             locators.append((key[-8:], key))
             results.append(Enqueued(seq, False))
-        txn = self.txn
-        txn.put_many(MESSAGES, rows)
-        txn.put_many(LOCATORS, locators)
-        txn.put_many(READY_T, ready)
-        txn.put_many(DELAYED_T, delayed)
+        txn = self.txn  # every key holds a fresh sequence number: nothing to read before writing
+        txn.put_new_many(MESSAGES, rows)
+        txn.put_new_many(LOCATORS, locators)
+        txn.put_new_many(READY_T, ready)
+        txn.put_new_many(DELAYED_T, delayed)
         self.count_moves(ready_groups, NO_STATE, READY)
         self.count_moves(delayed_groups, NO_STATE, DELAYED)
         return tuple(results)

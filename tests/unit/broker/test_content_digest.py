@@ -35,14 +35,18 @@ def test_puts_and_deletes_keep_the_digest_equal_to_a_recompute(seed):
     rng = random.Random(seed)
     store = MemoryStore(TABLES)
     digest = 0
+    fresh = iter(range(10**6))  # put_new_many's keys: never written before
     for _ in range(60):
         with store.write() as raw:
             txn = DigestingTxn(raw, digest, "meta")
             for _ in range(rng.randrange(1, 6)):
                 table = rng.choice(TABLES)
                 keys = [bytes([rng.randrange(8)]) for _ in range(3)]  # few keys: overwrites and duplicates
-                op = rng.randrange(4)
-                if op == 0:
+                op = rng.randrange(5)
+                if op == 4:
+                    txn.put_new_many(table, [(b"new%d" % next(fresh), rng.randbytes(5))
+                                             for _ in range(rng.randrange(4))])
+                elif op == 0:
                     txn.put(table, keys[0], rng.randbytes(4))
                 elif op == 1:
                     txn.delete(table, keys[0])

@@ -58,3 +58,23 @@ def test_a_header_name_that_is_not_utf8_is_corrupt():
 def test_a_batch_claims_at_least_one_record(count):
     with pytest.raises(CorruptBatch):
         check_framing(encode_batch(UNIFORM)[0], count)
+
+
+ONE = [(7, b"key", b"value", ())]
+
+
+@pytest.mark.parametrize("mangle", [
+    lambda b: b[:-1],                                   # truncated
+    lambda b: b + b"\x00",                              # a stray byte
+    lambda b: b[:8] + struct.pack(">i", -2) + b[12:],   # a key length below -1
+    lambda b: b[:8] + struct.pack(">i", 4) + b[12:],    # a key length that overruns into the value length
+    lambda b: b[:-2] + b"\x00\x01",                     # a header count with no header
+])
+def test_one_record_message_is_checked_as_thoroughly(mangle):
+    """A queue message is a one-record batch: its shape alone decides, so every length must add up exactly."""
+    blob, count, _ = encode_batch(ONE)
+    check_framing(blob, 1)
+    with pytest.raises(CorruptBatch):
+        check_framing(mangle(blob), count)
+    with pytest.raises(CorruptBatch):
+        check_framing(blob + blob, 1)

@@ -3,6 +3,7 @@ import threading
 
 import pytest
 
+from raftbus.broker.storage.base import StorageFailure
 from raftbus.broker.storage.lmdb_store import LmdbStore
 from raftbus.broker.storage.memory_store import MemoryStore
 from raftbus.client import errors
@@ -90,6 +91,24 @@ def test_pop_many_deletes_and_returns_each_value(store):
         assert txn.get_many("a", [b"k1", b"k3", b"k5"]) == [None, b"vk3", None]
     with store.read() as txn:
         assert [bytes(k) for k, _ in txn.items("a")] == [b"k3"]
+
+
+def test_put_new_many_writes_fresh_keys_and_refuses_a_held_or_repeated_one(store):
+    fill(store)
+    with store.write() as txn:
+        txn.put_new_many("a", [(b"k2", b"two"), (memoryview(b"xk4")[1:], bytearray(b"four"))])
+        txn.put_new_many("b", [])
+    with store.read() as txn:
+        assert [bytes(k) for k, _ in txn.items("a")] == [b"k1", b"k2", b"k3", b"k4", b"k5"]
+        assert bytes(txn.get("a", b"k4")) == b"four"
+    for pairs in ([(b"k6", b"six"), (b"k3", b"over")], [(b"k7", b"x"), (b"k7", b"y")]):
+        with pytest.raises(StorageFailure):
+            with store.write() as txn:
+                txn.put("b", b"also", b"dropped")
+                txn.put_new_many("a", pairs)
+        with store.read() as txn:  # the whole transaction was dropped, the held value kept
+            assert bytes(txn.get("a", b"k3")) == b"vk3"
+            assert txn.get("a", b"k6") is None and txn.get("a", b"k7") is None and txn.get("b", b"also") is None
 
 
 @pytest.mark.parametrize("start, reverse, expected", [
