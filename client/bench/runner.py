@@ -11,6 +11,9 @@ Producer.send per record with --per-record) by `producers` processes, each writi
   latency_p50/p99_ms           light load, measured first on the quiet cluster: single-record sends at
                                BENCH_LIGHT_LOAD_RATE_PER_S for BENCH_LIGHT_LOAD_DURATION_MS with linger 0,
                                send to acknowledgement
+  light_load_broker_cpu_us_per_record, light_load_producer_cpu_us_per_record
+                               CPU (user + system) of every broker (BrokerStats) and of the producing process
+                               over that light load, per record
 consume: fills a topic with `records` records (or reuses one already holding them; `all` reuses the produce
 topic) and reads everything from the beginning with `readers` Reader processes; with --group, `readers`
 Consumer processes of one consumer group read it, committing per batch, and rebalance times are measured
@@ -441,8 +444,10 @@ def load_specs(bootstrap: str, topic: str, records: int, args) -> list[WorkerSpe
                        args.per_record) for count in split_count(records, max(1, args.producers)) if count]
 
 
-def light_load_latencies_ms(bootstrap: str, topic: str, record_bytes: int) -> list[float]:
-    """Single-record sends at a fixed rate with linger 0; latency of each from send to acknowledgement."""
+def light_load_latencies_ms(bootstrap: str, topic: str, record_bytes: int, cpu: dict | None = None) -> list[float]:
+    """Single-record sends at a fixed rate with linger 0; latency of each from send to acknowledgement. With
+    `cpu`, the CPU seconds the brokers (BrokerStats) and this process spent from the first measured send to the
+    last acknowledgement go in it as "brokers_s" and "producer_s"."""
     rate_per_s = settings.BENCH_LIGHT_LOAD_RATE_PER_S
     count = rate_per_s * settings.BENCH_LIGHT_LOAD_DURATION_MS // 1000
     value = os.urandom(record_bytes)
@@ -453,6 +458,8 @@ def light_load_latencies_ms(bootstrap: str, topic: str, record_bytes: int) -> li
             partitions = len(admin.describe_topic(topic).partitions)
         for partition in range(partitions):  # open every partition leader's stream before measuring
             producer.send(topic, value, partition=partition).result()
+        with Admin(bootstrap) as admin:
+            brokers_before, producer_before = sum(bench_ops.cpu_seconds(admin).values()), process_cpu_s()
         started = time.perf_counter()
         for i in range(count):
             delay_s = started + i / rate_per_s - time.perf_counter()
@@ -463,8 +470,13 @@ def light_load_latencies_ms(bootstrap: str, topic: str, record_bytes: int) -> li
             future.add_done_callback(lambda _f, s=sent: latencies_ms.append((time.perf_counter() - s) * 1000))
             futures.append(future)
         producer.flush()
-    for future in futures:
-        future.result()
+        for future in futures:
+            future.result()
+        if cpu is not None:
+            producer_s = process_cpu_s() - producer_before
+            with Admin(bootstrap) as admin:
+                cpu["brokers_s"] = sum(bench_ops.cpu_seconds(admin).values()) - brokers_before
+            cpu["producer_s"] = producer_s
     return latencies_ms
 
 
@@ -476,7 +488,8 @@ def bench_produce(bootstrap: str, args) -> dict:
         progress("leaders of the latency topic did not settle on their preferred replicas; measuring anyway")
     progress(f"light load: {settings.BENCH_LIGHT_LOAD_RATE_PER_S} single-record sends/s "
              f"for {settings.BENCH_LIGHT_LOAD_DURATION_MS} ms")
-    latencies_ms = light_load_latencies_ms(bootstrap, latency_topic, args.record_bytes)
+    light_cpu: dict = {}
+    latencies_ms = light_load_latencies_ms(bootstrap, latency_topic, args.record_bytes, light_cpu)
     brokers = ensure_topic(bootstrap, topic, args)
     progress(f"producing {args.records} records of {args.record_bytes} bytes to {topic} "
              f"with {args.producers} producer process(es)")
@@ -489,6 +502,9 @@ def bench_produce(bootstrap: str, args) -> dict:
             "producer_cpu_us_per_record": round(cpu_us_per_record, 2),
             "latency_p50_ms": rounded_ms(percentile(latencies_ms, 0.50)),
             "latency_p99_ms": rounded_ms(percentile(latencies_ms, 0.99)),
+            "light_load_broker_cpu_us_per_record": round(light_cpu["brokers_s"] * 1e6 / max(1, len(latencies_ms)), 1),
+            "light_load_producer_cpu_us_per_record": round(light_cpu["producer_s"] * 1e6 / max(1, len(latencies_ms)),
+                                                           1),
             "batch_latency_p50_ms": rounded_ms(percentile(batch_latencies_ms, 0.50)),
             "batch_latency_p99_ms": rounded_ms(percentile(batch_latencies_ms, 0.99)),
             "light_load_rate_per_s": settings.BENCH_LIGHT_LOAD_RATE_PER_S, "light_load_records": len(latencies_ms),
