@@ -21,6 +21,7 @@ import bisect
 import struct
 import zlib
 from collections import deque
+from itertools import repeat
 
 DIGEST_KEY = b"content-digest"
 DIGEST_HISTORY_MAX = 4096  # applied commands whose digest a replica can still report
@@ -43,9 +44,13 @@ def pair_term(table: str, key: bytes, value) -> int:
 
 
 def _terms(seed: int, keys, values) -> int:
-    """The sum of the terms of (key, value) pairs of one table; absent values (None) count nothing."""
+    """The sum of the terms of (key, value) pairs of one table; absent values (None) count nothing. (Hot: every
+    applied queue and metadata command comes here for each pair it writes or deletes, so the CRCs run in `map`.)"""
     crc = zlib.crc32
-    return sum(crc(value, crc(key, seed)) for key, value in zip(keys, values) if value is not None)
+    if None in values:
+        kept = [(key, value) for key, value in zip(keys, values) if value is not None]
+        keys, values = [key for key, _ in kept], [value for _, value in kept]
+    return sum(map(crc, values, map(crc, keys, repeat(seed))))
 
 
 def load(raw) -> int | None:
@@ -100,7 +105,7 @@ class DigestingTxn:
         return self._txn.delete(table, key)
 
     def put_many(self, table: str, pairs) -> None:
-        pairs = [(_hashable(k), v) for k, v in pairs]
+        pairs = [(k if type(k) is bytes else bytes(k), v) for k, v in pairs]
         keys = [k for k, _ in pairs]
         if len(set(keys)) == len(keys):
             self._replace(table, keys, self._txn.get_many(table, keys), [v for _, v in pairs])
@@ -111,10 +116,25 @@ class DigestingTxn:
             return
         self._txn.put_many(table, pairs)
 
+    def replace_read_many(self, table: str, pairs, olds) -> None:
+        """put_many() of distinct keys whose current values the caller read in this transaction (`olds`, in the
+        same order): their terms leave the digest without a second read."""
+        pairs = [(k if type(k) is bytes else bytes(k), v) for k, v in pairs]
+        self._replace(table, [k for k, _ in pairs], olds, [v for _, v in pairs])
+        self._txn.put_many(table, pairs)
+
+    def delete_first_read(self, table: str, pairs) -> int:
+        """delete_first() of the first len(pairs) pairs of `table`, which the caller read in this transaction
+        (in key order): their terms leave the digest without a second read."""
+        if not pairs:
+            return 0
+        self._replace(table, [k if type(k) is bytes else bytes(k) for k, _ in pairs], [v for _, v in pairs], [None] * len(pairs))
+        return self._txn.delete_first(table, len(pairs))
+
     def put_new_many(self, table: str, pairs) -> None:
         """put_many() of keys the table does not hold (the store refuses any it does): only the new pairs' terms
         are added, with no read of what they replace."""
-        pairs = [(_hashable(k), v) for k, v in pairs]
+        pairs = [(k if type(k) is bytes else bytes(k), v) for k, v in pairs]
         if not pairs:
             return
         crc, seed = zlib.crc32, _seed(table)
@@ -128,7 +148,7 @@ class DigestingTxn:
 
     def pop_many(self, table: str, keys) -> list:
         """Delete `keys` and answer their values (None for absent ones); each removed pair leaves the digest."""
-        keys = [_hashable(k) for k in keys]
+        keys = [k if type(k) is bytes else bytes(k) for k in keys]
         values = self._txn.pop_many(table, keys)
         self._replace(table, keys, values, [None] * len(keys))
         return values

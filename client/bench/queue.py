@@ -1,7 +1,8 @@
 """`raftbus bench queue`: lease+ack throughput of a priority queue topic, and lateness of delayed messages.
 
 1. enqueue `--messages` messages of `--record-bytes` bytes with random priorities 0-9 (Producer, per-message
-   send, batched by partition) — enqueue_per_s;
+   send, batched by partition) — enqueue_per_s, and the CPU per message of every broker and of the producer
+   processes over that phase (enqueue_broker_cpu_us_per_message, enqueue_client_cpu_us_per_message);
 2. `--consumers` processes lease and ack them all, BENCH_QUEUE_CALLERS_PER_PARTITION threads per partition, with
    batched calls (Lease of `--lease-batch` messages, BENCH_QUEUE_LEASE_BATCH_MESSAGES by default, then one Ack of
    the batch; packed answers and acks, as the SDK sends them) — lease_ack_per_s from the first lease to the last
@@ -56,14 +57,14 @@ def enqueue_load(spec, ready) -> dict:
     value = bytes(spec.record_bytes)
     with Producer(spec.bootstrap, linger_ms=spec.linger_ms, batch_bytes_max=spec.batch_bytes_max) as producer:
         ready()
-        started_s = time.monotonic()
+        started_s, started_cpu_s = time.monotonic(), process_cpu_s()
         futures = [producer.send(spec.topic, value, priority=rng.randrange(PRIORITIES)) for _ in range(spec.records)]
         producer.flush()
         for future in futures:
             future.result()
-        finished_s = time.monotonic()
+        finished_s, cpu_s = time.monotonic(), process_cpu_s() - started_cpu_s
     return {"records": spec.records, "value_bytes": spec.records * spec.record_bytes, "started_s": started_s,
-            "finished_s": finished_s}
+            "finished_s": finished_s, "cpu_s": cpu_s}
 
 
 def _drain_partition(stubs: QueueStubs, router: Router, topic: str, partition: int, batch: int, out: dict,
@@ -158,8 +159,13 @@ def bench_queue(bootstrap: str, args, run_workers, worker_spec, percentile, roun
     producers = max(1, args.producers)
     progress(f"enqueueing {args.messages} messages to {topic} with {producers} producer process(es)")
     shares = [args.messages // producers + (i < args.messages % producers) for i in range(producers)]
-    enqueued = run_workers(enqueue_load, [worker_spec(bootstrap, topic, partitions, n, args.record_bytes,
-                                                      args.linger_ms, args.batch_bytes_max) for n in shares if n])
+    with Admin(bootstrap) as admin:
+        enqueue_cpu_before = cpu_seconds(admin)
+        enqueued = run_workers(enqueue_load, [worker_spec(bootstrap, topic, partitions, n, args.record_bytes,
+                                                          args.linger_ms, args.batch_bytes_max) for n in shares if n])
+        enqueue_cpu_after = cpu_seconds(admin)
+    enqueue_broker_cpu_s = sum(after - enqueue_cpu_before[b] for b, after in enqueue_cpu_after.items()
+                               if b in enqueue_cpu_before)
     enqueue_s = max(r["finished_s"] for r in enqueued) - min(r["started_s"] for r in enqueued)
     consumers = max(1, min(args.consumers, args.partitions))
     progress(f"leasing and acking them with {consumers} process(es), {args.lease_batch} per call")
@@ -183,6 +189,8 @@ def bench_queue(bootstrap: str, args, run_workers, worker_spec, percentile, roun
             "lease_ack_broker_cpu_us_per_message": cpu_us_per(broker_cpu_s, messages),
             "lease_ack_client_cpu_us_per_message": cpu_us_per(sum(r["cpu_s"] for r in drained), messages),
             "enqueue_per_s": round(args.messages / max(enqueue_s, 1e-9)),
+            "enqueue_broker_cpu_us_per_message": cpu_us_per(enqueue_broker_cpu_s, args.messages),
+            "enqueue_client_cpu_us_per_message": cpu_us_per(sum(r["cpu_s"] for r in enqueued), args.messages),
             "priority_order_violations": sum(r["inversions"] for r in drained),
             "delayed_messages": len(lateness), "lateness_p50_ms": rounded_ms(percentile(lateness, 0.50)),
             "lateness_p99_ms": rounded_ms(percentile(lateness, 0.99)), "brokers": brokers,

@@ -130,13 +130,15 @@ class QueueWork(MessageMoves):
             return self._lease_fair(body)
         txn = self.txn
         deadline = self.now + body.visibility_ms
-        keys = [key for key, _ in itertools.islice(txn.items(READY_T), body.max_messages)]
-        rows, groups = leased_rows(txn.get_many(MESSAGES, keys), deadline, body.max_bytes)
+        ready = [(bytes(key), bytes(value)) for key, value in itertools.islice(txn.items(READY_T), body.max_messages)]
+        keys = [key for key, _ in ready]
+        stored = txn.get_many(MESSAGES, keys)
+        rows, groups = leased_rows(stored, deadline, body.max_bytes)
         if not rows:
             return LeasedBatch([], [])
-        del keys[len(rows):]
-        txn.delete_first(READY_T, len(keys))  # the keys just read: the first ones
-        txn.put_many(MESSAGES, zip(keys, rows))
+        del keys[len(rows):], ready[len(rows):], stored[len(rows):]
+        txn.delete_first_read(READY_T, ready)  # the pairs just read: the first ones
+        txn.replace_read_many(MESSAGES, zip(keys, rows), stored)
         self.count_moves(groups, READY, IN_FLIGHT)
         seq_keys = [key[-8:] for key in keys]
         self.add_in_flight_keys(deadline, seq_keys)

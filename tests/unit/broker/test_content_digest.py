@@ -42,8 +42,13 @@ def test_puts_and_deletes_keep_the_digest_equal_to_a_recompute(seed):
             for _ in range(rng.randrange(1, 6)):
                 table = rng.choice(TABLES)
                 keys = [bytes([rng.randrange(8)]) for _ in range(3)]  # few keys: overwrites and duplicates
-                op = rng.randrange(5)
-                if op == 4:
+                op = rng.randrange(7)
+                if op == 5:  # rewrite pairs read in this transaction, handing over what was read
+                    held = [(bytes(k), bytes(v)) for k, v in raw.items(table) if bytes(k) != DIGEST_KEY][:3]
+                    txn.replace_read_many(table, [(k, rng.randbytes(6)) for k, _ in held], [v for _, v in held])
+                elif op == 6 and table != "meta":  # delete the first pairs, as read in this transaction
+                    txn.delete_first_read(table, [(bytes(k), bytes(v)) for k, v in raw.items(table)][:2])
+                elif op == 4:
                     txn.put_new_many(table, [(b"new%d" % next(fresh), rng.randbytes(5))
                                              for _ in range(rng.randrange(4))])
                 elif op == 0:
