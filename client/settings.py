@@ -76,6 +76,7 @@ BENCH_PREFERRED_LEADERS_TIMEOUT_MS = 20_000  # wait for leaders to settle before
 BENCH_FAILOVER_ROUNDS = 3               # leader kills in `raftbus bench failover`
 BENCH_IDLE_PARTITIONS = 100             # partitions of the idle topic in `raftbus bench idle`
 BENCH_IDLE_SECONDS = 10.0               # how long idle CPU is measured
+BENCH_REFERENCE_LOOP_ITERATIONS = 5_000_000  # a pure-Python loop timed before and after a run: the machine's speed
 BENCH_IDLE_SETTLE_MS = 120_000          # wait at most this long after the idle topic has leaders for every group to quiesce
 BENCH_IDLE_LEADERS_TIMEOUT_MS = 600_000  # how long `bench idle` waits for every partition of its topic to have a leader
 BENCH_SCALE_RECORDS = 200_000          # records per row of `raftbus bench scale` (kept small: `make bench` runs it)

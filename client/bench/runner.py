@@ -574,6 +574,8 @@ def run_workloads(bootstrap: str, args) -> list[dict]:
     if args.workload in ("aio", "all"):  # the asyncio SDK, see client/aio/bench.py
         from raftbus.client.aio.bench import bench_aio
         results.append(emit(bench_aio(bootstrap, args, sys.modules[__name__])))
+    if args.workload == "all":  # the next ones run on fresh clusters of their own: let this one go quiet first
+        settle_before_fresh_clusters(bootstrap)
     if args.workload in ("scale", "all"):  # on a fresh cluster of its own, see client/bench/scale.py
         results.append(emit(bench_scale.bench_scale(args, sys.modules[__name__])))
     if args.workload in ("failover", "all"):  # on a fresh cluster of its own (it kills brokers)
@@ -587,6 +589,18 @@ def run_workloads(bootstrap: str, args) -> list[dict]:
         from raftbus.client.http.bench import bench_http
         results.append(emit(bench_http(bootstrap, args, progress)))
     return results
+
+
+def settle_before_fresh_clusters(bootstrap: str) -> None:
+    """Wait (at most BENCH_IDLE_SETTLE_MS) until every group of the workloads' cluster has quiesced: right after
+    the produce, consume, queue and asyncio loads its brokers still compact, fsync and heartbeat, and on two cores
+    that CPU would be taken from the rows measured next on fresh clusters (the per-record send row ran at a
+    third of its own rate beside it)."""
+    progress("waiting for the workloads' cluster to go quiet before the fresh-cluster workloads")
+    with Admin(bootstrap) as admin:
+        settled_s = bench_ops.wait_quiesced(admin, settings.BENCH_IDLE_SETTLE_MS / 1000)
+    progress(f"quiet after {settled_s:.1f} s" if settled_s is not None
+             else f"not quiet after {settings.BENCH_IDLE_SETTLE_MS} ms; measuring anyway")
 
 
 def emit(result: dict) -> dict:
@@ -610,25 +624,44 @@ def main(args: argparse.Namespace | list[str] | None = None) -> int:
     if args is None or isinstance(args, list):
         args = build_parser().parse_args(args)
     check_args(args)
+    loop_ms_before = reference_loop_ms()
     with cluster_for(args) as bootstrap:
         results = run_workloads(bootstrap, args)
+    loop_ms_after = reference_loop_ms()
+    results.append(emit({"bench": "machine", "reference_loop_ms_before": loop_ms_before,
+                         "reference_loop_ms_after": loop_ms_after,
+                         "reference_loop_iterations": settings.BENCH_REFERENCE_LOOP_ITERATIONS}))
     by_bench = {r["bench"]: r for r in results}
     if args.out:
         Path(args.out).write_text(json.dumps(by_bench, indent=2) + "\n")
         progress(f"results written to {args.out}")
     if args.table_out:
         command = "raftbus bench " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["bench"] else [args.workload])
-        table = bench_table.markdown(by_bench, machine_description(), command)
+        table = bench_table.markdown(by_bench, machine_description(loop_ms_before, loop_ms_after), command)
         Path(args.table_out).write_text(table)
         print(table, file=sys.stderr, flush=True)
         progress(f"table written to {args.table_out}")
     return 0
 
 
-def machine_description() -> str:
-    """Cores, CPU model, Python and the load average when the figures were taken."""
+def reference_loop_ms() -> float:
+    """How long this machine takes for BENCH_REFERENCE_LOOP_ITERATIONS additions in a pure-Python loop: a shared VM
+    runs at different speeds at different times (the same loop took 0.83 s and 1.61 s on one day), so a table
+    says how fast the machine was while its figures were taken."""
+    started, total = time.perf_counter(), 0
+    for i in range(settings.BENCH_REFERENCE_LOOP_ITERATIONS):
+        total += i
+    return round((time.perf_counter() - started) * 1000, 1)
+
+
+def machine_description(loop_ms_before: float | None = None, loop_ms_after: float | None = None) -> str:
+    """Cores, CPU model, Python, the load average when the figures were taken and the reference loop's time."""
     from raftbus.client.bench.peers.report import machine_figures
 
     m = machine_figures()
+    speed = ""
+    if loop_ms_before is not None and loop_ms_after is not None:
+        speed = (f", reference loop ({settings.BENCH_REFERENCE_LOOP_ITERATIONS:,} Python additions) "
+                 f"{loop_ms_before:,.0f} ms before the run and {loop_ms_after:,.0f} ms after")
     return (f"{m['cores']} cores ({m['cpu_model']}), Python {m['python']}, {m['os']}, "
-            f"1-minute load average {m['load_average_1m_at_start']} at the end")
+            f"1-minute load average {m['load_average_1m_at_start']} at the end{speed}")

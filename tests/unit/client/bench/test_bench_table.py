@@ -28,3 +28,14 @@ def test_scale_rows_show_partitions_producers_and_per_record_send():
     assert "| 800,000 | records/s |" in rows["scale: consume (Reader), 30 partitions"]
     assert "| 300,000 | records/s |" in rows["scale: produce (send_batch), 16 producer processes"]
     assert "| — | records/s |" in rows["scale: produce (send_batch), 1 producer process"]
+
+
+def test_the_machine_line_says_how_fast_the_machine_was():
+    """A shared VM runs at different speeds at different times: the table names the reference loop's time before
+    and after the run beside the load average."""
+    from raftbus.client.bench.runner import machine_description, reference_loop_ms
+
+    assert reference_loop_ms() > 0
+    line = machine_description(206.0, 1_342.4)
+    assert "reference loop (5,000,000 Python additions) 206 ms before the run and 1,342 ms after" in line
+    assert "load average" in line and "reference loop" not in machine_description()
