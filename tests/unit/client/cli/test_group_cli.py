@@ -149,8 +149,8 @@ def test_bench_consume_group_flags(capsys):
 
 
 def test_bench_all_includes_the_group_consume(monkeypatch, capsys):
-    """`bench all` runs produce, consume and consume-group (on the produce topic), queue, aio, scale, failover and
-    idle; `consume --group` only the group figures."""
+    """`bench all` runs produce, consume and consume-group (on the produce topic), queue, aio, then lets that cluster
+    go quiet before scale, failover and idle (on fresh clusters); `consume --group` only the group figures."""
     from raftbus.client.aio import bench as aio_bench
     from raftbus.client.bench import runner as bench
 
@@ -165,10 +165,12 @@ def test_bench_all_includes_the_group_consume(monkeypatch, capsys):
     monkeypatch.setattr(bench.bench_ops, "bench_idle", lambda *a: ran.append("idle") or {"bench": "idle"})
     monkeypatch.setattr(aio_bench, "bench_aio", lambda *a: ran.append("aio") or {"bench": "aio"})
     monkeypatch.setattr(bench.bench_scale, "bench_scale", lambda *a: ran.append("scale") or {"bench": "scale"})
+    monkeypatch.setattr(bench, "settle_before_fresh_clusters", lambda b: ran.append(("settle", b)))
     args = cli.build_parser().parse_args(["bench", "all", "--bootstrap", "h:1"])
     assert [r["bench"] for r in bench.run_workloads("h:1", args)] == ["produce", "consume", "consume-group", "queue",
                                                                       "aio", "scale", "failover", "idle"]
-    assert ran == ["produce", ("consume", "t1"), ("consume-group", "t1"), "queue", "aio", "scale", "failover", "idle"]
+    assert ran == ["produce", ("consume", "t1"), ("consume-group", "t1"), "queue", "aio", ("settle", "h:1"), "scale",
+                   "failover", "idle"]
     ran.clear()
     args = cli.build_parser().parse_args(["bench", "consume", "--group", "--bootstrap", "h:1"])
     assert [r["bench"] for r in bench.run_workloads("h:1", args)] == ["consume-group"]
