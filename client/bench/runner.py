@@ -593,9 +593,8 @@ def run_workloads(bootstrap: str, args) -> list[dict]:
 
 def settle_before_fresh_clusters(bootstrap: str) -> None:
     """Wait (at most BENCH_IDLE_SETTLE_MS) until every group of the workloads' cluster has quiesced: right after
-    the produce, consume, queue and asyncio loads its brokers still compact, fsync and heartbeat, and on two cores
-    that CPU would be taken from the rows measured next on fresh clusters (the per-record send row ran at a
-    third of its own rate beside it)."""
+    the produce, consume, queue and asyncio loads its brokers still replicate, apply, fsync and heartbeat, and on
+    two cores that CPU would be taken from the rows measured next on fresh clusters."""
     progress("waiting for the workloads' cluster to go quiet before the fresh-cluster workloads")
     with Admin(bootstrap) as admin:
         settled_s = bench_ops.wait_quiesced(admin, settings.BENCH_IDLE_SETTLE_MS / 1000)
