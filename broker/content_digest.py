@@ -105,7 +105,7 @@ class DigestingTxn:
         return self._txn.delete(table, key)
 
     def put_many(self, table: str, pairs) -> None:
-        pairs = [(k if type(k) is bytes else bytes(k), v) for k, v in pairs]
+        pairs = _bytes_keyed(pairs)
         keys = [k for k, _ in pairs]
         if len(set(keys)) == len(keys):
             self._replace(table, keys, self._txn.get_many(table, keys), [v for _, v in pairs])
@@ -119,7 +119,7 @@ class DigestingTxn:
     def replace_read_many(self, table: str, pairs, olds) -> None:
         """put_many() of distinct keys whose current values the caller read in this transaction (`olds`, in the
         same order): their terms leave the digest without a second read."""
-        pairs = [(k if type(k) is bytes else bytes(k), v) for k, v in pairs]
+        pairs = _bytes_keyed(pairs)
         self._replace(table, [k for k, _ in pairs], olds, [v for _, v in pairs])
         self._txn.put_many(table, pairs)
 
@@ -128,27 +128,27 @@ class DigestingTxn:
         (in key order): their terms leave the digest without a second read."""
         if not pairs:
             return 0
-        self._replace(table, [k if type(k) is bytes else bytes(k) for k, _ in pairs], [v for _, v in pairs], [None] * len(pairs))
+        pairs = _bytes_keyed(pairs)
+        self._replace(table, [k for k, _ in pairs], [v for _, v in pairs], [None] * len(pairs))
         return self._txn.delete_first(table, len(pairs))
 
     def put_new_many(self, table: str, pairs) -> None:
         """put_many() of keys the table does not hold (the store refuses any it does): only the new pairs' terms
         are added, with no read of what they replace."""
-        pairs = [(k if type(k) is bytes else bytes(k), v) for k, v in pairs]
+        pairs = _bytes_keyed(pairs)
         if not pairs:
             return
-        crc, seed = zlib.crc32, _seed(table)
-        self.digest = (self.digest + sum(crc(value, crc(key, seed)) for key, value in pairs)) % _MODULUS
+        self.digest = (self.digest + _terms(_seed(table), [k for k, _ in pairs], [v for _, v in pairs])) % _MODULUS
         self._txn.put_new_many(table, pairs)
 
     def delete_many(self, table: str, keys) -> int:
-        keys = list(dict.fromkeys(_hashable(k) for k in keys))
+        keys = list(dict.fromkeys(_bytes_keys(keys)))
         self._replace(table, keys, self._txn.get_many(table, keys), [None] * len(keys))
         return self._txn.delete_many(table, keys)
 
     def pop_many(self, table: str, keys) -> list:
         """Delete `keys` and answer their values (None for absent ones); each removed pair leaves the digest."""
-        keys = [k if type(k) is bytes else bytes(k) for k in keys]
+        keys = _bytes_keys(keys)
         values = self._txn.pop_many(table, keys)
         self._replace(table, keys, values, [None] * len(keys))
         return values
@@ -172,8 +172,14 @@ class DigestingTxn:
         return self.digest
 
 
-def _hashable(key) -> bytes:
-    return key if type(key) is bytes else bytes(key)
+def _bytes_keys(keys) -> list[bytes]:
+    """Keys as bytes (hashable, and what the store and the CRCs take), one comprehension per batch."""
+    return [k if type(k) is bytes else bytes(k) for k in keys]
+
+
+def _bytes_keyed(pairs) -> list[tuple]:
+    """(key, value) pairs with bytes keys, one comprehension per batch."""
+    return [(k if type(k) is bytes else bytes(k), v) for k, v in pairs]
 
 
 class DigestHistory:
