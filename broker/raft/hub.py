@@ -317,6 +317,7 @@ class RaftHub:
         self._selector = selectors.DefaultSelector()
         self._server: socket.socket | None = None
         self._ready: dict[int, _Connection] = {}
+        self._queued = False  # messages queued since the last flush
         self._outgoing: dict[int, _Connection] = {}
         self._handshaking: set[_Connection] = set()
         self._next_dial: dict[int, float] = {}
@@ -422,10 +423,16 @@ class RaftHub:
             self._close(conn, f"send buffer above {self.send_buffer_bytes_max} bytes")
             return False
         self._stats["messages_out"] += 1
+        self._queued = True
         return True
+
+    def has_pending(self) -> bool:
+        """Whether messages were queued since the last flush."""
+        return self._queued
 
     def flush(self) -> None:
         """Frame everything queued since the last flush and write as much as the sockets take."""
+        self._queued = False
         for conn in list(self._ready.values()):
             if conn.pending:
                 self._frame_pending(conn)

@@ -206,6 +206,11 @@ class RaftLoop:
             busy = bool(self._dirty or self._calls)
         timeout = 0.0 if busy or not wait else max(0.0, min(next_tick - now, self.tick_interval_s))
         self.hub.poll(timeout)
+        if self.hub.has_pending():
+            # Answers to what just arrived (a follower's acknowledgement of an append) leave now, not after the
+            # ticks below, which may apply committed entries first: ticking must not lengthen a leader's commit.
+            self.durable_meta.sync_pending()
+            self.hub.flush()
         self._run_calls()
         now = time.monotonic()
         timers_due = now >= next_tick
