@@ -84,8 +84,17 @@ def _load_producer(raw: bytes | None) -> tuple[int, tuple[_ProducerBatch, ...]]:
     return last_seen_ms, batches
 
 
-def _dump_producer(last_seen_ms: int, batches: tuple[_ProducerBatch, ...]) -> bytes:
-    return _LAST_SEEN.pack(last_seen_ms) + b"".join(_PRODUCER_BATCH.pack(*b) for b in batches)
+def _next_in_order(raw: bytes | None, produce: commands.ProduceCommand) -> bytes | None:
+    """The producer's kept batches (packed, the oldest dropped when full) when `produce` is the batch that follows
+    its last one, else None. Sequences only grow batch after batch (`_check_sequence`), so a batch that follows
+    the last cannot be a retry of a remembered one: this reads only the last, where the full check parses all."""
+    if raw is None or len(raw) <= _LAST_SEEN.size:
+        return None
+    last_sequence, last_count, _, _ = _PRODUCER_BATCH.unpack_from(raw, len(raw) - _PRODUCER_BATCH.size)
+    if produce.base_sequence != last_sequence + last_count:
+        return None
+    held = (len(raw) - _LAST_SEEN.size) // _PRODUCER_BATCH.size
+    return raw[_LAST_SEEN.size + _PRODUCER_BATCH.size * max(0, held + 1 - PRODUCER_BATCHES_MAX):]
 
 
 class PartitionStateMachine:
@@ -141,10 +150,13 @@ class PartitionStateMachine:
         state = self._state
         producer_id = produce.producer_id
         if producer_id:
-            _, remembered = _load_producer(txn.get(PRODUCERS, producer_id))
-            refusal = _check_sequence(remembered, produce)
-            if refusal is not None:
-                return refusal, state
+            raw = txn.get(PRODUCERS, producer_id)
+            kept = _next_in_order(raw, produce)
+            if kept is None:
+                _, remembered = _load_producer(raw)
+                refusal = _check_sequence(remembered, produce)
+                if refusal is not None:
+                    return refusal, state
         base_offset = state.high_watermark
         key = _offset_key(base_offset)
         txn.put(BATCHES, key, produce.value)
@@ -153,9 +165,11 @@ class PartitionStateMachine:
         if digest is not None:
             txn.put(META, checks.DIGEST_KEY, checks.dump(checks.add(digest, checks.batch_term(key, produce.value))))
         if producer_id:
-            batch = _ProducerBatch(produce.base_sequence, produce.record_count, base_offset, produce.append_time_ms)
-            kept = (remembered + (batch,))[-PRODUCER_BATCHES_MAX:]
-            txn.put(PRODUCERS, producer_id, _dump_producer(produce.append_time_ms, kept))
+            batch = _PRODUCER_BATCH.pack(produce.base_sequence, produce.record_count, base_offset,
+                                         produce.append_time_ms)
+            if kept is None:
+                kept = b"".join(_PRODUCER_BATCH.pack(*b) for b in remembered[1 - PRODUCER_BATCHES_MAX:])
+            txn.put(PRODUCERS, producer_id, _LAST_SEEN.pack(produce.append_time_ms) + kept + batch)
         max_timestamp_ms = commands.stored_max_timestamp_ms(produce.value)
         if max_timestamp_ms > state.max_timestamp_ms:
             txn.put(TIME_INDEX, _timestamp_key(max_timestamp_ms), _offset_key(base_offset))

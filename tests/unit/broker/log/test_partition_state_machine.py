@@ -80,10 +80,10 @@ def test_stored_batch_is_the_fetch_format(log):
     ([(i, 1) for i in range(7)] + [(1, 1), (2, 1)], [(i, False) for i in range(7)]
      + [errors.OutOfOrderSequence, (2, True)]),
 ])
-def test_idempotent_producer_sequences(memory_log, sequences, expected):
+def test_idempotent_producer_sequences(log, sequences, expected):
     outcomes = []
     for seq, count in sequences:
-        result = memory_log.produce(count, sequence=seq)
+        result = log.produce(count, sequence=seq)
         outcomes.append(type(result) if isinstance(result, errors.RaftbusError) else (result.base_offset,
                                                                                       result.duplicate))
     assert outcomes == expected
@@ -166,6 +166,23 @@ def test_trim_by_size_keeps_the_newest_batches(log):
     log.trim(now_ms=0, retention_bytes=2 * one)
     assert log.sm.offsets() == (3, 5) and log.sm.size_bytes() == 2 * one
     assert log.offsets_read(3) == [3, 4]
+
+
+def test_a_batch_that_follows_the_last_keeps_the_producer_seen(log):
+    log.produce(1, sequence=0, now_ms=100)
+    log.produce(1, sequence=1, now_ms=900)  # in order: its time is the producer's last seen
+    log.trim(now_ms=1_000, producer_idle_ms=500)
+    assert log.produce(1, sequence=2, now_ms=1_000) == ProduceResult(2, False, 1_000)
+
+
+def test_the_producer_keeps_its_last_five_batches_in_any_order_of_arrival(log):
+    for sequence in range(12):
+        log.produce(1, sequence=sequence, now_ms=sequence)
+    assert log.produce(1, sequence=7, now_ms=50) == ProduceResult(7, True, 7)  # the oldest of the five kept
+    assert isinstance(log.produce(1, sequence=6, now_ms=50), errors.OutOfOrderSequence)
+    assert log.produce(1, sequence=12, now_ms=50) == ProduceResult(12, False, 50)
+    assert log.produce(1, sequence=8, now_ms=60) == ProduceResult(8, True, 8)
+    assert isinstance(log.produce(1, sequence=7, now_ms=60), errors.OutOfOrderSequence)  # dropped by sequence 12
 
 
 def test_trim_expires_idle_producers(memory_log):
