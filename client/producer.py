@@ -2,9 +2,10 @@
 
 Batches close at `batch_bytes_max` or after `linger_ms`. With `linger_ms=0`, a new batch of a partition that
 has nothing in flight is sent by `send()` itself, sparing a hand-off to the sender thread; whichever thread
-sends holds one lock while it writes the batches it took, so each partition's batches leave in sequence order. Up to `max_in_flight_per_partition` batches per
-partition are in flight at a time, on one pipelined produce stream per broker (client/produce_stream.py), which
-the broker appends in the order sent. Idempotence keeps that order and exactly-once appends across retries:
+sends holds one lock while it writes the batches it took, so each partition's batches leave in sequence order. Up
+to `max_in_flight_per_partition` batches per partition (1 by default: records sent meanwhile gather into the next
+batch) are in flight at a time, on one pipelined produce stream per broker (client/produce_stream.py), which the
+broker appends in the order sent. Idempotence keeps that order and exactly-once appends across retries:
 every batch carries the producer's random 16-byte id and `base_sequence` (records sent to that partition
 before it), assigned when the batch is first sent and kept on every retry, so the broker drops a batch it
 already appended and answers with the original offsets, and refuses one that would leave a gap.

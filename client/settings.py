@@ -30,8 +30,10 @@ BUFFER_BYTES_MAX = 64 * 1024 * 1024
 DELIVERY_TIMEOUT_MS = 120_000
 MAX_BLOCK_MS = 60_000
 IDEMPOTENT = True
-# Batches in flight per partition; the broker remembers the last 5 batches of each producer to answer retries.
-MAX_IN_FLIGHT_PER_PARTITION = 5
+# Batches in flight per partition (at most 5: the broker remembers the last 5 batches of each producer to answer
+# retries). 1 by default: what is sent while a partition's batch is in flight gathers into its next batch, so a
+# busy partition gets fewer, larger requests (docs/performance.md, "One batch in flight").
+MAX_IN_FLIGHT_PER_PARTITION = 1
 MAX_IN_FLIGHT_PER_PARTITION_MAX = 5
 PRODUCER_ID_BYTES = 16
 # Keyed records: the producer remembers the murmur2 of this many recent keys (forgotten all at once when full).
