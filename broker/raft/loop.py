@@ -1,8 +1,9 @@
 """The broker's one Raft loop: one thread drives every group of the broker over one transport.
 
-Each iteration waits on the transport (sockets plus a wake-up), hands incoming messages to their groups,
-ticks the groups that have work (a message, a submitted command) right away and every awake group once per
-`tick_interval_ms` for timers (elections, heartbeats), runs queued calls, then flushes outgoing frames.
+Each iteration waits on the transport (sockets plus a wake-up), hands incoming messages to their groups, sends
+the answers that queued (before any tick applies anything), ticks the groups that have work (a message, a
+submitted command) right away and every awake group once per `tick_interval_ms` for timers (elections,
+heartbeats), runs queued calls, then flushes outgoing frames.
 Quiesced groups (`quiesce.py`) are not ticked at all until something wakes them.
 Per-group threads and ports caused election storms on 2 cores; this keeps one thread and one connection
 per broker pair however many partitions there are.
