@@ -157,6 +157,7 @@ class PartitionStateMachine:
                 refusal = _check_sequence(remembered, produce)
                 if refusal is not None:
                     return refusal, state
+                kept = b"".join(_PRODUCER_BATCH.pack(*b) for b in remembered[1 - PRODUCER_BATCHES_MAX:])
         base_offset = state.high_watermark
         key = _offset_key(base_offset)
         txn.put(BATCHES, key, produce.value)
@@ -167,8 +168,6 @@ class PartitionStateMachine:
         if producer_id:
             batch = _PRODUCER_BATCH.pack(produce.base_sequence, produce.record_count, base_offset,
                                          produce.append_time_ms)
-            if kept is None:
-                kept = b"".join(_PRODUCER_BATCH.pack(*b) for b in remembered[1 - PRODUCER_BATCHES_MAX:])
             txn.put(PRODUCERS, producer_id, _LAST_SEEN.pack(produce.append_time_ms) + kept + batch)
         max_timestamp_ms = commands.stored_max_timestamp_ms(produce.value)
         if max_timestamp_ms > state.max_timestamp_ms:
