@@ -32,6 +32,7 @@ from raftbus.broker.log.verify import check_on_open
 from raftbus.broker.queues.state.machine import QueueStateMachine
 from raftbus.broker.storage.base import is_disk_full
 from raftbus.broker.storage.lmdb_store import LmdbStore
+from raftbus.broker.storage.open_files import OpenBudget, derived_limit
 from raftbus.broker.admin.integrity import integrity_servicers
 from raftbus.broker.admin.servicer import admin_servicers
 from raftbus.broker.call_limits import LongCallSlots
@@ -131,6 +132,9 @@ class Broker:
         self._opening: set[str] = set()  # replicas the opener thread is opening
         self._opener = ThreadPoolExecutor(max_workers=1, thread_name_prefix="raftbus-replica-opener")
         self.starting = StartingReplicas(s.raft_replicas_starting_max, s.raft_replica_starting_timeout_ms)
+        replicas_open_max = derived_limit(s.storage_replicas_open_max, s.storage_fds_reserved)
+        self.open_stores = OpenBudget(replicas_open_max, "stores")      # partition stores with their files open
+        self.open_journals = OpenBudget(replicas_open_max, "journals")  # partition journals with their file open
         self.loop.stopped_listeners.append(self.faults.on_group_stopped)
         self.loop.quiescence = Quiescence(self.loop, self.hub, self.node_id, s.quiesce(), excluded={METADATA_GROUP})
         self.loop.stopped_listeners.append(self.loop.quiescence.on_group_stopped)
@@ -408,7 +412,8 @@ class Broker:
         s = self.settings
         base = self._partition_dir(group_id)
         tables = QueueStateMachine.TABLES if topic.kind == "queue" else PartitionStateMachine.TABLES
-        store = LmdbStore(str(base / "store"), tables=tables, map_size_bytes=s.storage_map_size_bytes)
+        store = LmdbStore(str(base / "store"), tables=tables, map_size_bytes=s.storage_map_size_bytes,
+                          budget=self.open_stores)
         try:
             sm = QueueStateMachine(store, topic.ordering) if topic.kind == "queue" else PartitionStateMachine(store)
             check_on_open(group_id, sm, store, s.storage_verify_on_open_bytes_max, self._on_store_damaged)
@@ -416,7 +421,8 @@ class Broker:
             group = RaftGroup(group_id, sm, store, hub=self.hub, loop=self.loop, self_id=self.node_id,
                               peer_ids=peers, data_dir=base / "raft", settings=s.raft(),
                               preferred_leader=placement.replicas[0],
-                              learner_ids=[r for r in placement.target if r not in placement.replicas])
+                              learner_ids=[r for r in placement.target if r not in placement.replicas],
+                              journal_budget=self.open_journals)
         except BaseException:
             store.close()
             raise

@@ -104,6 +104,8 @@ class BrokerSettings:
     storage_verify_on_open_bytes_max: int = 1024 * 1024 * 1024
     storage_free_bytes_min: int = 64 * 1024 * 1024
     storage_free_check_interval_ms: int = 1000
+    storage_replicas_open_max: int = 0
+    storage_fds_reserved: int = 1024
     batch_bytes_max: int = 4 * 1024 * 1024
     record_bytes_max: int = 1024 * 1024
     produce_timeout_ms: int = 10_000
@@ -280,6 +282,8 @@ class BrokerSettings:
             raise errors.InvalidArgument("a broker joins a running cluster (join) or starts with peers, not both")
         if not 0 < self.leader_gossip_interval_ms <= self.leader_gossip_full_interval_ms:
             raise errors.InvalidArgument("need 0 < leader_gossip_interval_ms <= leader_gossip_full_interval_ms")
+        if self.storage_replicas_open_max < 0 or self.storage_fds_reserved < 0:
+            raise errors.InvalidArgument("storage_replicas_open_max and storage_fds_reserved must be >= 0")
         for name in ("grpc_concurrent_rpcs_max", "raft_replicas_starting_max", "raft_replica_starting_timeout_ms",
                      "topics_max", "cluster_partitions_max", "broker_replicas_max"):
             if getattr(self, name) < 1:

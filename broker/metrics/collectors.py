@@ -163,6 +163,23 @@ class BrokerCollector:
         usage = shutil.disk_usage(b.data_dir)
         yield _gauge("raftbus_disk_free_bytes", "Free bytes on the file system of the data dir", usage.free)
         yield _gauge("raftbus_disk_total_bytes", "Size of the file system of the data dir", usage.total)
+        open_now = GaugeMetricFamily("raftbus_storage_replicas_open", "Partition stores and journals with their files "
+                                     "open (the others are parked: closed while idle, see storage_replicas_open_max)",
+                                     labels=["kind"])
+        parked = CounterMetricFamily("raftbus_storage_parked", "Partition stores and journals parked (files closed "
+                                     "while idle) because the open ones reached storage_replicas_open_max",
+                                     labels=["kind"])
+        reopened = CounterMetricFamily("raftbus_storage_reopened", "Parked partition stores and journals opened again "
+                                       "by a read or write", labels=["kind"])
+        for budget in (b.open_stores, b.open_journals):
+            open_now.add_metric([budget.kind], budget.open_count)
+            parked.add_metric([budget.kind], budget.parked_total)
+            reopened.add_metric([budget.kind], budget.reopened_total)
+        yield open_now
+        yield parked
+        yield reopened
+        yield _gauge("raftbus_storage_replicas_open_max", "The bound on open partition stores, and on open journals "
+                     "(storage_replicas_open_max, or derived from the file descriptor limit)", b.open_stores.limit)
         changes = CounterMetricFamily("raftbus_raft_role_changes", "Raft role changes of the groups hosted here, by "
                                       "the role entered (candidate = an election started here)", labels=["role"])
         for role, count in self.role_changes.counts().items():

@@ -457,8 +457,9 @@ class RaftGroup:
 
     def __init__(self, group_id: str, state_machine, store, *, hub, loop, self_id: int, peer_ids,
                  data_dir: Path, settings: RaftSettings, preferred_leader: int | None = None, learner_ids=(),
-                 eager_commit_notify: bool = False):
+                 eager_commit_notify: bool = False, journal_budget=None):
         self.group_id = group_id
+        self._journal_budget = journal_budget  # broker/storage/open_files.py: idle journals may close their file
         self.eager_commit_notify = eager_commit_notify  # see _Raft._SyncObj__applyLogEntries
         self.state_machine = state_machine
         self.store = store
@@ -499,6 +500,8 @@ class RaftGroup:
         self.transport.raft = self.raft
         self._install_membership(config.Membership(members.voters, frozenset(), members.index), members)
         journal = self.raft._SyncObj__raftLog
+        if self._journal_budget is not None and hasattr(journal, "attach_budget"):
+            journal.attach_budget(self._journal_budget)
         first_index = journal[0][1] if len(journal) else 1
         if first_index > 1 and not (self.data_dir / "raft.snapshot").exists():
             self.raft.destroy()

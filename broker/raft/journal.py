@@ -19,6 +19,9 @@ either the old journal or the new one, never a mix.
 
 Term, vote and commit index live beside it in `<file>.meta` (`DurableMetaStorer`, `meta_slots`).
 Durability: writes reach the page cache; the group-commit thread fsyncs the file (`RaftGroup.sync`).
+
+With a budget (broker/storage/open_files.py) an idle journal may be parked: its file closed, opened again by the
+next write. The entries stay in memory either way, and the group commit fsyncs through the path.
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ import zlib
 import pysyncobj.journal as raft_journal
 
 from raftbus.broker.raft import durable_meta, meta_slots
+from raftbus.broker.storage.open_files import OpenBudget, next_use
 
 MAGIC = b"RBJRNL01"
 RECORD = struct.Struct(">IQQI")
@@ -152,7 +156,11 @@ class AppendJournal(raft_journal.Journal):
         self._synced_lock = threading.Lock()  # the group commit marks, the loop thread truncates
         self._kept_since_sync_point: int | None = None  # the lowest last-kept index of a truncation since then
         self._entries, self._offsets, end = read_entries(self._path, self._synced_index)
-        self._fd = self._open(end)
+        self._fd_lock = threading.Lock()  # a budget may park the file from another thread
+        self._fd = self._open(end)  # -1 while parked or once destroyed
+        self._destroyed = False
+        self._budget: OpenBudget | None = None
+        self.last_used = next_use()
         self._end = end
         self._meta_storer = DurableMetaStorer(self._path + ".meta")
         self._meta = self._meta_storer.getMeta()
@@ -168,11 +176,50 @@ class AppendJournal(raft_journal.Journal):
             os.ftruncate(fd, valid_end)  # drop a torn or foreign tail
         return fd
 
+    # ------------------------------------------------------------------ parking (open_files.py)
+    def attach_budget(self, budget: OpenBudget) -> None:
+        with self._fd_lock:
+            self._budget = budget
+            if self._fd >= 0:
+                budget.opened(self)
+
+    @property
+    def parked(self) -> bool:
+        return self._fd < 0 and not self._destroyed
+
+    def park(self) -> bool:
+        """Close the file unless a write holds it now (never waits); True once parked."""
+        if not self._fd_lock.acquire(blocking=False):
+            return False
+        try:
+            if self._destroyed:
+                return False
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+                if self._budget is not None:
+                    self._budget.parked(self)
+            return True
+        finally:
+            self._fd_lock.release()
+
+    def _file(self) -> int:
+        """The open file (reopened when parked); caller holds `_fd_lock`."""
+        if self._fd < 0:
+            if self._destroyed:
+                raise OSError(f"journal {self._path} is closed")
+            self._fd = os.open(self._path, os.O_RDWR)
+            if self._budget is not None:
+                self._budget.opened(self, reopened=True)
+        self.last_used = next_use()
+        return self._fd
+
     # ------------------------------------------------------------------ entries
     def add(self, command, idx, term):
         command = raft_journal.to_bytes(command)
         header = RECORD.pack(len(command), idx, term, _crc(idx, term, command))
-        written = os.pwritev(self._fd, [header, command], self._end)
+        with self._fd_lock:
+            written = os.pwritev(self._file(), [header, command], self._end)
         if written != len(header) + len(command):
             raise OSError(f"short journal write to {self._path}: {written} bytes")
         self._entries.append((command, idx, term))
@@ -194,7 +241,8 @@ class AppendJournal(raft_journal.Journal):
         self._entries = []
         self._offsets = []
         self._end = len(MAGIC)
-        os.ftruncate(self._fd, self._end)
+        with self._fd_lock:
+            os.ftruncate(self._file(), self._end)
 
     def sync_point(self) -> int:
         """Taken before an fsync of the file: the last index written so far."""
@@ -234,7 +282,8 @@ class AppendJournal(raft_journal.Journal):
         self._end = self._offsets[entryFrom]
         del self._entries[entryFrom:]
         del self._offsets[entryFrom:]
-        os.ftruncate(self._fd, self._end)
+        with self._fd_lock:
+            os.ftruncate(self._file(), self._end)
 
     def deleteEntriesTo(self, entryTo):
         kept = self._entries[entryTo:]
@@ -253,8 +302,13 @@ class AppendJournal(raft_journal.Journal):
             raise
         os.replace(staging, self._path)
         durable_meta.fsync_path(os.path.dirname(self._path) or ".")  # a power loss must not bring the old file back
-        os.close(self._fd)
-        self._fd, self._entries, self._offsets, self._end = fd, kept, offsets, end
+        with self._fd_lock:
+            if self._fd >= 0:
+                os.close(self._fd)
+            elif self._budget is not None:
+                self._budget.opened(self, reopened=True)
+            self._fd, self._entries, self._offsets, self._end = fd, kept, offsets, end
+            self.last_used = next_use()
 
     def __getitem__(self, item):
         return self._entries[item]
@@ -268,16 +322,26 @@ class AppendJournal(raft_journal.Journal):
         return self._end
 
     def flush(self):
-        os.fsync(self._fd)
+        with self._fd_lock:
+            os.fsync(self._file())
 
     def _destroy(self):
-        if self._fd >= 0:
-            try:
-                os.fsync(self._fd)  # a clean stop leaves the journal on disk
-            except OSError:
-                pass  # a failed group (its disk full or failing) is being closed: what is on disk is what counts
-            os.close(self._fd)
-            self._fd = -1
+        with self._fd_lock:
+            if self._fd < 0 and not self._destroyed:
+                try:
+                    self._file()  # a parked journal is synced on stop too
+                except OSError:
+                    pass
+            self._destroyed = True
+            if self._fd >= 0:
+                try:
+                    os.fsync(self._fd)  # a clean stop leaves the journal on disk
+                except OSError:
+                    pass  # a failed group (its disk full or failing) is being closed: what is on disk is what counts
+                os.close(self._fd)
+                self._fd = -1
+            if self._budget is not None:
+                self._budget.closed(self)
         if not self._meta_saved:
             self._meta_storer.storeMeta(self._meta)
             self._meta_saved = True

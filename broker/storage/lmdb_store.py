@@ -12,6 +12,7 @@ import lmdb
 from raftbus.client import errors
 
 from raftbus.broker.storage.base import StorageFailure
+from raftbus.broker.storage.open_files import OpenBudget, next_use
 
 READERS_MAX = 512
 MAP_USED_FRACTION_MAX = 0.75
@@ -48,6 +49,14 @@ class _SharedLock:
             finally:
                 self._exclusive_waiting -= 1
             self._exclusive = True
+
+    def try_acquire_exclusive(self) -> bool:
+        """Take the exclusive side only if nobody holds either side now (never waits)."""
+        with self._cond:
+            if self._exclusive or self._shared:
+                return False
+            self._exclusive = True
+            return True
 
     def release_exclusive(self) -> None:
         with self._cond:
@@ -322,9 +331,13 @@ class _LmdbSnapshot:
 
 
 class LmdbStore:
-    """Tables of sorted byte keys in one LMDB environment (directory `path`)."""
+    """Tables of sorted byte keys in one LMDB environment (directory `path`).
 
-    def __init__(self, path: str, tables: tuple[str, ...], map_size_bytes: int):
+    With a `budget` (broker/storage/open_files.py) the store may be parked while idle: its environment closed,
+    opened again by the next read, write, snapshot or size query.
+    """
+
+    def __init__(self, path: str, tables: tuple[str, ...], map_size_bytes: int, budget: OpenBudget | None = None):
         self.path = str(path)
         self.tables = tuple(tables)
         self._map_size_bytes = max(int(map_size_bytes), 1 << 16)
@@ -333,8 +346,13 @@ class LmdbStore:
         self._pin_lock = threading.Lock()
         self._pinned = 0
         self._closed = False
+        self._budget = budget
+        self.last_used = next_use()
+        self._env: lmdb.Environment | None = None  # None while parked (or after close)
         _finish_interrupted_restore(Path(self.path))
         self._open()
+        if budget is not None:
+            budget.opened(self)
 
     # ------------------------------------------------------------------ environment
     def _open(self) -> None:
@@ -349,18 +367,66 @@ class LmdbStore:
         self._dbs = {table: self._env.open_db(table.encode()) for table in self.tables}
 
     def _acquire_shared(self) -> None:
-        self._lock.acquire_shared()
-        if self._closed:
+        while True:
+            self._lock.acquire_shared()
+            if self._closed:
+                self._lock.release_shared()
+                raise errors.Unavailable(f"store {self.path} is closed")
+            if self._env is not None:
+                self.last_used = next_use()
+                return
             self._lock.release_shared()
-            raise errors.Unavailable(f"store {self.path} is closed")
+            self._unpark()
+
+    # ------------------------------------------------------------------ parking (open_files.py)
+    @property
+    def parked(self) -> bool:
+        return self._env is None and not self._closed
+
+    def park(self) -> bool:
+        """Close the environment unless a reader, writer or snapshot holds it now (never waits); True once
+        parked. Every committed page is in the file already (LMDB writes at commit); `sync` of a parked store
+        fsyncs the file through its path."""
+        if not self._writer.acquire(blocking=False):
+            return False
+        try:
+            if not self._lock.try_acquire_exclusive():
+                return False
+            try:
+                if self._closed or self._pinned:
+                    return False
+                if self._env is not None:
+                    self._env.close()
+                    self._env = None
+                    if self._budget is not None:
+                        self._budget.parked(self)
+                return True
+            finally:
+                self._lock.release_exclusive()
+        finally:
+            self._writer.release()
+
+    def _unpark(self) -> None:
+        self._lock.acquire_exclusive()
+        try:
+            if self._closed or self._env is not None:
+                return
+            try:
+                self._open()
+            except lmdb.Error as exc:
+                raise _typed(exc) from None
+        finally:
+            self._lock.release_exclusive()
+        if self._budget is not None:
+            self._budget.opened(self, reopened=True)
 
     def _used_bytes(self) -> int:
         return (self._env.info()["last_pgno"] + 1) * self._page_size
 
     def _grow_if_nearly_full(self) -> None:
         """Double the map before a write once it is more than 3/4 used (skipped while a snapshot is pinned)."""
-        if self._closed or self._pinned:
-            return
+        if self._closed or self._pinned or self._env is None:
+            return  # a parked store is checked at its next write after this one (a full map grows in the write)
         if self._used_bytes() <= MAP_USED_FRACTION_MAX * self._map_size_bytes:
             return
         self._lock.acquire_exclusive()
@@ -408,8 +474,12 @@ class LmdbStore:
     def sync(self) -> None:
         self._lock.acquire_shared()
         try:
-            if not self._closed:
+            if self._closed:
+                return
+            if self._env is not None:
                 self._env.sync(True)
+            else:
+                _fsync_file(Path(self.path) / "data.mdb")
         finally:
             self._lock.release_shared()
 
@@ -438,13 +508,17 @@ class LmdbStore:
             try:
                 if self._closed:
                     raise errors.Unavailable(f"store {self.path} is closed")
-                self._env.close()
+                if self._env is not None:
+                    self._env.close()
+                    self._env = None
                 _swap_in(Path(self.path), staging)
                 image_bytes = (Path(self.path) / "data.mdb").stat().st_size
                 self._map_size_bytes = max(self._map_size_bytes, 2 * image_bytes)
                 self._open()
             finally:
                 self._lock.release_exclusive()
+        if self._budget is not None:
+            self._budget.opened(self)
 
     def close(self) -> None:
         with self._writer:
@@ -452,13 +526,25 @@ class LmdbStore:
             try:
                 if not self._closed:
                     self._closed = True
-                    self._env.close()
+                    if self._env is not None:
+                        self._env.close()
+                        self._env = None
             finally:
                 self._lock.release_exclusive()
+        if self._budget is not None:
+            self._budget.closed(self)
 
 
 def _pages(stat: dict) -> int:
     return stat["branch_pages"] + stat["leaf_pages"] + stat["overflow_pages"]
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _fsync_dir(path: Path) -> None:

@@ -15,7 +15,24 @@ def lmdb_store(path, map_size_bytes=1 << 20):
     return LmdbStore(str(path), TABLES, map_size_bytes)
 
 
-@pytest.fixture(params=["lmdb", "memory"])
+class ParkingLmdbStore(LmdbStore):
+    """An LmdbStore parked (its environment closed, broker/storage/open_files.py) before every read, write and
+    snapshot that nothing else holds it for: the contract must hold across reopening."""
+
+    def read(self):
+        self.park()
+        return super().read()
+
+    def write(self):
+        self.park()
+        return super().write()
+
+    def snapshot(self):
+        self.park()
+        return super().snapshot()
+
+
+@pytest.fixture(params=["lmdb", "lmdb-parked", "memory"])
 def make_store(request, tmp_path):
     """A factory of fresh stores of one implementation; each call gives an independent store."""
     opened = []
@@ -24,6 +41,8 @@ def make_store(request, tmp_path):
     def make():
         if request.param == "memory":
             store = MemoryStore(TABLES)
+        elif request.param == "lmdb-parked":
+            store = ParkingLmdbStore(str(tmp_path / f"s{next(counter)}"), TABLES, 1 << 20)
         else:
             store = lmdb_store(tmp_path / f"s{next(counter)}")
         opened.append(store)

@@ -1,0 +1,178 @@
+"""Goal: a broker keeps at most `storage_replicas_open_max` partition stores and journals open; idle ones past the
+bound are parked (their files closed) and open again on their next use, with every byte and answer unchanged, and
+a member in use is never parked."""
+import os
+import resource
+import threading
+
+import pytest
+
+from raftbus.broker.raft.journal import AppendJournal
+from raftbus.broker.storage.lmdb_store import LmdbStore
+from raftbus.broker.storage.open_files import OpenBudget, derived_limit
+from raftbus.client import errors
+
+TABLES = ("a",)
+
+
+def open_fds_under(path) -> int:
+    """File descriptors of this process open on files under `path`."""
+    prefix = str(path)
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}").startswith(prefix):
+                count += 1
+        except OSError:
+            pass
+    return count
+
+
+def make_stores(tmp_path, budget, count):
+    stores = [LmdbStore(str(tmp_path / f"s{i}"), TABLES, 1 << 20, budget=budget) for i in range(count)]
+    for i, store in enumerate(stores):
+        with store.write() as txn:
+            txn.put("a", b"key", f"value-{i}".encode())
+    return stores
+
+
+def value(store) -> bytes:
+    with store.read() as txn:
+        return bytes(txn.get("a", b"key"))
+
+
+def test_past_the_bound_the_least_recently_used_stores_are_parked_and_reopen_on_use(tmp_path):
+    budget = OpenBudget(3, "stores")
+    stores = make_stores(tmp_path, budget, 6)
+    assert budget.open_count <= 3
+    assert [s.parked for s in stores[:3]] == [True, True, True]  # the oldest went first
+    assert open_fds_under(tmp_path) <= 3 * 3
+    assert [value(s) for s in stores] == [f"value-{i}".encode() for i in range(6)]
+    assert budget.reopened_total >= 3 and budget.open_count <= 3
+    with stores[0].write() as txn:  # a parked store takes writes too
+        txn.put("a", b"more", b"x")
+    assert value(stores[0]) == b"value-0"
+    for store in stores:
+        store.close()
+    assert budget.open_count == 0 and open_fds_under(tmp_path) == 0
+
+
+def test_a_store_being_read_written_or_snapshotted_is_not_parked(tmp_path):
+    budget = OpenBudget(10, "stores")
+    reading, writing, pinned = make_stores(tmp_path, budget, 3)
+    with reading.read() as txn:
+        assert reading.park() is False
+        assert bytes(txn.get("a", b"key")) == b"value-0"
+    with writing.write() as txn:
+        assert writing.park() is False
+        txn.put("a", b"key", b"changed")
+    snapshot = pinned.snapshot()
+    assert pinned.park() is False
+    snapshot.close()
+    assert [reading.park(), writing.park(), pinned.park()] == [True, True, True]
+    assert budget.open_count == 0 and budget.parked_total == 3
+    assert value(writing) == b"changed"
+
+
+def test_parking_skips_members_in_use_and_parks_the_next_least_recently_used(tmp_path):
+    budget = OpenBudget(2, "stores")
+    first, second = make_stores(tmp_path, budget, 2)
+    with first.read():
+        LmdbStore(str(tmp_path / "third"), TABLES, 1 << 20, budget=budget)
+        assert not first.parked and second.parked
+
+
+def test_a_parked_store_syncs_closes_and_restores(tmp_path):
+    budget = OpenBudget(5, "stores")
+    store, source = make_stores(tmp_path, budget, 2)
+    assert store.park()
+    store.sync()  # fsync through the path; does not reopen
+    assert store.parked
+    image = tmp_path / "image"
+    with open(image, "wb") as f:
+        snapshot = source.snapshot()
+        snapshot.write_to(f)
+        snapshot.close()
+    with open(image, "rb") as f:
+        store.restore(f)
+    assert value(store) == b"value-1" and not store.parked
+    assert store.park()
+    store.close()
+    with pytest.raises(errors.Unavailable):
+        value(store)
+    assert store.park() is False
+
+
+def test_stores_shared_by_threads_under_a_tiny_bound_keep_every_write(tmp_path):
+    budget = OpenBudget(2, "stores")
+    stores = make_stores(tmp_path, budget, 8)
+    failures = []
+
+    def work(worker: int):
+        try:
+            for round_ in range(40):
+                store = stores[(worker * 3 + round_) % len(stores)]
+                with store.write() as txn:
+                    txn.put("a", f"w{worker}-{round_}".encode(), b"x")
+                value(store)
+        except Exception as exc:  # reported below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=work, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+    for worker in range(4):
+        for round_ in range(40):
+            store = stores[(worker * 3 + round_) % len(stores)]
+            with store.read() as txn:
+                assert txn.get("a", f"w{worker}-{round_}".encode()) == b"x"
+    assert budget.parked_total > 0 and budget.reopened_total > 0
+    assert open_fds_under(tmp_path) <= 3 * 2 + 3 * 4  # the bound, plus members that were busy at a sweep
+
+
+def test_journals_park_and_reopen_with_every_entry_kept(tmp_path):
+    budget = OpenBudget(1, "journals")
+    journals = [AppendJournal(str(tmp_path / f"j{i}.journal")) for i in range(3)]
+    for journal in journals:
+        journal.attach_budget(budget)
+    assert budget.open_count == 1 and [j.parked for j in journals] == [True, True, False]
+    for n, journal in enumerate(journals):
+        for idx in range(1, 4):
+            journal.add(f"c{n}-{idx}".encode(), idx, 1)
+    assert budget.open_count == 1 and budget.reopened_total >= 2
+    journals[0].deleteEntriesFrom(2)        # truncation of a parked journal reopens it
+    journals[1].park()
+    journals[1].deleteEntriesTo(1)          # compaction of a parked journal leaves it open on the new file
+    journals[2].park()
+    journals[2].flush()
+    for journal in journals:
+        journal.park()
+        journal._destroy()                   # a parked journal is fsynced and closed on stop
+        assert journal.park() is False
+    assert open_fds_under(tmp_path) == 0 and budget.open_count == 0
+    kept = [[e[:2] for e in AppendJournal(str(tmp_path / f"j{i}.journal"))._entries] for i in range(3)]
+    assert kept == [[(b"c0-1", 1), (b"c0-2", 2)], [(b"c1-2", 2), (b"c1-3", 3)], [(b"c2-1", 1), (b"c2-2", 2),
+                                                                                (b"c2-3", 3)]]
+
+
+def test_a_journal_being_written_is_not_parked(tmp_path):
+    journal = AppendJournal(str(tmp_path / "j.journal"))
+    journal.attach_budget(OpenBudget(4, "journals"))
+    with journal._fd_lock:
+        assert journal.park() is False
+    assert journal.park() is True
+    journal._destroy()
+
+
+def test_the_bound_comes_from_the_setting_or_the_descriptor_limit():
+    assert derived_limit(250, 1024) == 250
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft > 64:
+        assert derived_limit(0, 32) == (soft - 32) // 4
+        with pytest.raises(errors.InvalidArgument):
+            derived_limit(0, soft)
+    with pytest.raises(errors.InvalidArgument):
+        OpenBudget(0, "stores")
