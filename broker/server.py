@@ -33,6 +33,7 @@ from raftbus.broker.queues.state.machine import QueueStateMachine
 from raftbus.broker.storage.base import is_disk_full
 from raftbus.broker.storage.lmdb_store import LmdbStore
 from raftbus.broker.storage.open_files import OpenBudget, derived_limit
+from raftbus.broker.heap import FrozenHeap
 from raftbus.broker.admin.integrity import integrity_servicers
 from raftbus.broker.admin.servicer import admin_servicers
 from raftbus.broker.call_limits import LongCallSlots
@@ -135,6 +136,7 @@ class Broker:
         replicas_open_max = derived_limit(s.storage_replicas_open_max, s.storage_fds_reserved)
         self.open_stores = OpenBudget(replicas_open_max, "stores")      # partition stores with their files open
         self.open_journals = OpenBudget(replicas_open_max, "journals")  # partition journals with their file open
+        self.heap = FrozenHeap(s.gc_drops_collect_fraction)  # short collector pauses with many replicas (heap.py)
         self.loop.stopped_listeners.append(self.faults.on_group_stopped)
         self.loop.quiescence = Quiescence(self.loop, self.hub, self.node_id, s.quiesce(), excluded={METADATA_GROUP})
         self.loop.stopped_listeners.append(self.loop.quiescence.on_group_stopped)
@@ -186,6 +188,8 @@ class Broker:
         self.context.run_on_loop = self.loop.call
         self.context.on_store_rebuilt = self._on_store_rebuilt
         self.loop.every(s.storage_free_check_interval_ms, self._check_faults)
+        if s.gc_freeze_interval_ms:
+            self.loop.every(s.gc_freeze_interval_ms, lambda: self.heap.tick(len(self.context.partitions)))
         self.loop.call_soon(self._reconcile)
         # consumer groups: heartbeats long-poll on metadata changes; the controller expires silent members
         self.group_service = GroupService(self.context)
@@ -405,6 +409,7 @@ class Broker:
         self._queue_replicas = None
         stagger_first_election(group, self.node_id, self.settings.raft_election_timeout_max_ms)
         self.loop.add_group(group)
+        self.heap.grew()
         log.info("partition replica created", extra={"group": group_id, "topic": topic.name,
                                                      "partition": placement.partition})
 
@@ -439,6 +444,7 @@ class Broker:
         replica.notify_appended()
         self.group_commit.forget(replica.group)
         replica.store.close()
+        self.heap.dropped()
         self._delete_replica_files(group_id)
         log.info("partition replica removed", extra={"group": group_id})
 
