@@ -1,0 +1,83 @@
+"""Goal: after replicas open the broker freezes what is alive (the collector's full passes skip it), and once enough
+replicas were dropped it runs one full pass over everything, so cycles of dropped replicas are freed."""
+import gc
+import weakref
+
+from raftbus.broker.heap import DROPS_MIN, FrozenHeap
+
+
+class RecordingCollector:
+    def __init__(self):
+        self.calls = []
+
+    def collect(self, generation=2):
+        self.calls.append(("collect", generation))
+
+    def freeze(self):
+        self.calls.append(("freeze",))
+
+    def unfreeze(self):
+        self.calls.append(("unfreeze",))
+
+    def get_freeze_count(self):
+        return 0
+
+
+def test_a_tick_freezes_only_after_replicas_opened_and_young_garbage_is_collected_first():
+    collector = RecordingCollector()
+    heap = FrozenHeap(0.1, collector=collector)
+    heap.tick(hosted=100)
+    assert collector.calls == []
+    heap.grew()
+    heap.grew()
+    heap.tick(hosted=100)
+    heap.tick(hosted=100)
+    assert collector.calls == [("collect", 1), ("freeze",)] and heap.freezes == 1
+
+
+def test_dropped_replicas_bring_one_full_pass_once_they_reach_the_fraction():
+    collector = RecordingCollector()
+    heap = FrozenHeap(0.1, collector=collector)
+    for _ in range(99):
+        heap.dropped()
+    heap.tick(hosted=1000)  # 99 < 10 % of 1,000
+    assert collector.calls == []
+    heap.dropped()
+    heap.grew()
+    heap.tick(hosted=1000)
+    assert collector.calls == [("unfreeze",), ("collect", 2), ("freeze",)] and heap.full_collections == 1
+    heap.tick(hosted=1000)  # the drops and the growth were both settled by that pass
+    assert len(collector.calls) == 3
+    for _ in range(DROPS_MIN - 1):
+        heap.dropped()
+    heap.tick(hosted=10)  # few hosted: still at least DROPS_MIN drops
+    assert len(collector.calls) == 3
+
+
+def test_frozen_cycles_are_freed_by_the_full_pass_after_drops():
+    class Replica:
+        pass
+
+    heap = FrozenHeap(0.5)
+    gc.collect()
+    replicas = []
+    for _ in range(DROPS_MIN):
+        a, b = Replica(), Replica()
+        a.peer, b.peer = b, a  # a cycle, as a group and its Raft object make
+        replicas.append(a)
+    del a, b
+    alive = [weakref.ref(r) for r in replicas]
+    heap.grew()
+    heap.tick(hosted=DROPS_MIN)
+    try:
+        assert gc.get_freeze_count() > 0
+        replicas.clear()
+        gc.collect()
+        assert all(ref() is not None for ref in alive)  # frozen cycles survive ordinary passes
+        for _ in range(DROPS_MIN):
+            heap.dropped()
+        heap.tick(hosted=DROPS_MIN)
+        assert heap.full_collections == 1
+        assert all(ref() is None for ref in alive)
+    finally:
+        gc.unfreeze()
