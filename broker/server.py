@@ -75,6 +75,14 @@ def core_servicers(log_service, admin_service, peer_credentials: dict | None = N
     """The Log and Admin services every broker serves."""
     return log_servicers(log_service, peer_credentials) + admin_servicers(admin_service)
 
+def _hosts_of(topic, partition: int) -> tuple[int, ...]:
+    """The brokers hosting `partition` of `topic` (partitions are held in partition order)."""
+    placements = topic.partitions
+    if 0 <= partition < len(placements) and placements[partition].partition == partition:
+        return placements[partition].hosts
+    return next((p.hosts for p in placements if p.partition == partition), ())
+
+
 class Broker:
     def __init__(self, settings, clock=None):
         self.settings = settings
@@ -389,8 +397,7 @@ class Broker:
             store.close()
             return False
         if still_here is None or still_here.topic_id != topic.topic_id or \
-                self.node_id not in next((p.hosts for p in still_here.partitions
-                                          if p.partition == placement.partition), ()):
+                self.node_id not in _hosts_of(still_here, placement.partition):
             group.close()
             store.close()  # placed elsewhere (moved off this broker, or deleted) while it opened
             self._delete_replica_files(group_id)
