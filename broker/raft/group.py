@@ -346,8 +346,9 @@ class _Raft(SyncObj):
 
     def __dir__(self):
         """Only the @replicated methods, which `_Raft` has none of: pysyncobj lists `dir(self)` twice while it
-        constructs a group, calling getattr on each of ~100 attributes to find them, a fifth of the CPU of opening
-        a replica when thousands are created at once."""
+        constructs a group and calls getattr on each of ~100 attributes to find them. Opening 500 replicas in one
+        process (LMDB store, journal, group) took 3.9–4.6 ms of CPU each with this and 4.5–5.1 ms without, four
+        alternated runs each on the 2-core development machine."""
         return _replicated_methods(type(self))
 
     def submit(self, command: bytes, callback) -> None:
