@@ -15,9 +15,17 @@ counting when nothing refers to them; only reference cycles among them wait. A d
 (a group and its Raft object refer to each other), so once the replicas dropped since the last full pass reach
 `gc_drops_collect_fraction` of those hosted (at least `DROPS_MIN`), the loop unfreezes, runs one full pass, and
 freezes again: memory held by dropped replicas stays bounded, at the price of one full pause per that many drops.
+
+The C heap: each LMDB environment mallocs ~3 MiB of transaction lists when it opens and frees them when it
+closes. glibc serves an allocation that large from its own mapping, but after the first such free it raises its
+threshold and serves the next ones from the heap, whose freed pages it keeps: a process reopening 2,000 parked
+stores under a bound of 500 grew to 1,649 MB RSS (77 MB with the threshold held). So the broker holds glibc's
+mmap threshold at `malloc_mmap_threshold_bytes` (1 MiB): allocations that large always get a mapping of their own,
+returned to the system when freed (`pin_malloc_mmap_threshold`).
 """
 from __future__ import annotations
 
+import ctypes
 import gc
 import logging
 import time
@@ -25,6 +33,18 @@ import time
 log = logging.getLogger(__name__)
 
 DROPS_MIN = 16
+_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
+
+
+def pin_malloc_mmap_threshold(threshold_bytes: int) -> bool:
+    """Hold the C library's mmap threshold at `threshold_bytes` (glibc; 0 leaves it alone). True when set."""
+    if threshold_bytes <= 0:
+        return False
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):  # not glibc: nothing to hold
+        return False
+    return bool(mallopt(_M_MMAP_THRESHOLD, threshold_bytes))
 
 
 class FrozenHeap:

@@ -108,6 +108,7 @@ class BrokerSettings:
     storage_fds_reserved: int = 1024
     gc_freeze_interval_ms: int = 1000
     gc_drops_collect_fraction: float = 0.1
+    malloc_mmap_threshold_bytes: int = 1024 * 1024
     batch_bytes_max: int = 4 * 1024 * 1024
     record_bytes_max: int = 1024 * 1024
     produce_timeout_ms: int = 10_000
@@ -284,6 +285,8 @@ class BrokerSettings:
             raise errors.InvalidArgument("a broker joins a running cluster (join) or starts with peers, not both")
         if not 0 < self.leader_gossip_interval_ms <= self.leader_gossip_full_interval_ms:
             raise errors.InvalidArgument("need 0 < leader_gossip_interval_ms <= leader_gossip_full_interval_ms")
+        if self.malloc_mmap_threshold_bytes < 0:
+            raise errors.InvalidArgument("malloc_mmap_threshold_bytes must be >= 0")
         if self.gc_freeze_interval_ms < 0 or not 0 < self.gc_drops_collect_fraction <= 1:
             raise errors.InvalidArgument("need gc_freeze_interval_ms >= 0 and 0 < gc_drops_collect_fraction <= 1")
         if self.storage_replicas_open_max < 0 or self.storage_fds_reserved < 0:

@@ -81,3 +81,15 @@ def test_frozen_cycles_are_freed_by_the_full_pass_after_drops():
         assert all(ref() is None for ref in alive)
     finally:
         gc.unfreeze()
+
+
+def test_the_mmap_threshold_is_held_on_glibc_and_left_alone_at_zero():
+    import platform
+
+    from raftbus.broker.heap import pin_malloc_mmap_threshold
+    from raftbus.broker.settings import load_settings
+
+    assert pin_malloc_mmap_threshold(0) is False
+    if platform.libc_ver()[0] == "glibc":
+        assert pin_malloc_mmap_threshold(1 << 20) is True
+    assert load_settings().malloc_mmap_threshold_bytes == 1 << 20
