@@ -350,13 +350,13 @@ class LmdbStore:
         self.last_used = next_use()
         self._env: lmdb.Environment | None = None  # None while parked (or after close)
         _finish_interrupted_restore(Path(self.path))
+        Path(self.path).mkdir(parents=True, exist_ok=True)  # once: a parked store reopens in place
         self._open()
         if budget is not None:
             budget.opened(self)
 
     # ------------------------------------------------------------------ environment
     def _open(self) -> None:
-        Path(self.path).mkdir(parents=True, exist_ok=True)
         # No writemap: with it LMDB writes through a shared map of a sparse file, and a full disk arrives as
         # SIGBUS (the whole broker dies); without it pages are written at commit and a full disk is an ENOSPC
         # the commit reports (StorageFailure). sync=False: the group commit fsyncs (see docs/storage.md).
