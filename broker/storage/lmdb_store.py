@@ -479,7 +479,7 @@ class LmdbStore:
             if self._env is not None:
                 self._env.sync(True)
             else:
-                _fsync_file(Path(self.path) / "data.mdb")
+                _fsync_path(Path(self.path) / "data.mdb")
         finally:
             self._lock.release_shared()
 
@@ -539,15 +539,8 @@ def _pages(stat: dict) -> int:
     return stat["branch_pages"] + stat["leaf_pages"] + stat["overflow_pages"]
 
 
-def _fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(path: Path) -> None:
+def _fsync_path(path: Path) -> None:
+    """fsync a file or a directory through its path."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -564,7 +557,7 @@ def _write_image(fileobj, staging: Path) -> None:
             out.write(chunk)
         out.flush()
         os.fsync(out.fileno())
-    _fsync_dir(staging)
+    _fsync_path(staging)
 
 
 def _check_image(staging: Path, tables: tuple[str, ...]) -> None:
@@ -592,7 +585,7 @@ def _swap_in(path: Path, staging: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
     os.rename(path, old)
     os.rename(staging, path)
-    _fsync_dir(path.parent)
+    _fsync_path(path.parent)
     shutil.rmtree(old, ignore_errors=True)
 
 
