@@ -10,11 +10,12 @@ fewer and fewer groups settled.
 So once a second (`gc_freeze_interval_ms`), after replicas were opened, the Raft loop collects the two young
 generations (their cyclic garbage is freed, not frozen) and moves every object alive into the collector's
 permanent generation (`gc.freeze`): later full passes skip them. A cycle that had already reached the old
-generation when it became garbage is frozen with the rest and waits for the next full pass. Frozen objects are still freed by reference
-counting when nothing refers to them; only reference cycles among them wait. A dropped replica leaves such cycles
-(a group and its Raft object refer to each other), so once the replicas dropped since the last full pass reach
-`gc_drops_collect_fraction` of those hosted (at least `DROPS_MIN`), the loop unfreezes, runs one full pass, and
-freezes again: memory held by dropped replicas stays bounded, at the price of one full pause per that many drops.
+generation when it became garbage is frozen with the rest and waits for the next full pass. Frozen objects are
+still freed by reference counting when nothing refers to them; only reference cycles among them wait. A dropped
+replica leaves such cycles (a group and its Raft object refer to each other), so once the replicas dropped since
+the last full pass reach `gc_drops_collect_fraction` of those hosted (at least `DROPS_MIN`), the loop unfreezes,
+runs one full pass, and freezes again: memory held by dropped replicas stays bounded, at the price of one full
+pause per that many drops.
 
 The C heap: each LMDB environment mallocs ~3 MiB of transaction lists when it opens and frees them when it
 closes. glibc serves an allocation that large from its own mapping, but after the first such free it raises its

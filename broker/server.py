@@ -75,12 +75,10 @@ def core_servicers(log_service, admin_service, peer_credentials: dict | None = N
     """The Log and Admin services every broker serves."""
     return log_servicers(log_service, peer_credentials) + admin_servicers(admin_service)
 
+
 def _hosts_of(topic, partition: int) -> tuple[int, ...]:
-    """The brokers hosting `partition` of `topic` (partitions are held in partition order)."""
-    placements = topic.partitions
-    if 0 <= partition < len(placements) and placements[partition].partition == partition:
-        return placements[partition].hosts
-    return next((p.hosts for p in placements if p.partition == partition), ())
+    """The brokers hosting `partition` of `topic` (a topic holds its placements in partition order)."""
+    return topic.partitions[partition].hosts if partition < len(topic.partitions) else ()
 
 
 class Broker:
