@@ -424,10 +424,11 @@ class Broker:
         base = self._partition_dir(group_id)
         tables = QueueStateMachine.TABLES if topic.kind == "queue" else PartitionStateMachine.TABLES
         store = LmdbStore(str(base / "store"), tables=tables, map_size_bytes=s.storage_map_size_bytes,
-                          budget=self.open_stores)
+                          budget=self.open_stores, create_at_first_write=True)
         try:
             sm = QueueStateMachine(store, topic.ordering) if topic.kind == "queue" else PartitionStateMachine(store)
-            check_on_open(group_id, sm, store, s.storage_verify_on_open_bytes_max, self._on_store_damaged)
+            if not store.absent:  # an absent store holds nothing to check
+                check_on_open(group_id, sm, store, s.storage_verify_on_open_bytes_max, self._on_store_damaged)
             peers = sorted(r for r in placement.hosts if r != self.node_id)
             group = RaftGroup(group_id, sm, store, hub=self.hub, loop=self.loop, self_id=self.node_id,
                               peer_ids=peers, data_dir=base / "raft", settings=s.raft(),

@@ -118,6 +118,34 @@ class _LmdbReadTxn:
         return self._txn.stat(self._dbs[table])["entries"]
 
 
+class _EmptyRead:
+    """Reads of an absent store (created at its first write): every table is empty."""
+
+    def get(self, table: str, key: bytes) -> None:
+        return None
+
+    def get_many(self, table: str, keys) -> list[None]:
+        return [None for _ in keys]
+
+    def items(self, table: str, start: bytes | None = None, *, reverse: bool = False):
+        return iter(())
+
+    def first(self, table: str) -> None:
+        return None
+
+    def last(self, table: str) -> None:
+        return None
+
+    def floor(self, table: str, key: bytes) -> None:
+        return None
+
+    def count(self, table: str) -> int:
+        return 0
+
+
+_EMPTY_READ = _EmptyRead()
+
+
 def _position_at_floor(cursor: lmdb.Cursor, key: bytes) -> bool:
     """Place the cursor on the greatest key <= key; False when there is none."""
     if not cursor.set_range(key):
@@ -254,9 +282,11 @@ class _ReadScope:
     def __init__(self, store: "LmdbStore"):
         self._store = store
 
-    def __enter__(self) -> _LmdbReadTxn:
+    def __enter__(self) -> _LmdbReadTxn | _EmptyRead:
         store = self._store
-        store._acquire_shared()
+        self._txn = None
+        if not store._acquire_shared(create=False):
+            return _EMPTY_READ  # an absent store: nothing written yet, and reading creates nothing
         try:
             self._txn = store._env.begin(write=False)
         except lmdb.Error as exc:
@@ -266,7 +296,8 @@ class _ReadScope:
 
     def __exit__(self, *exc_info) -> None:
         try:
-            self._txn.abort()
+            if self._txn is not None:
+                self._txn.abort()
         finally:
             self._store._lock.release_shared()
 
@@ -337,7 +368,8 @@ class LmdbStore:
     opened again by the next read, write, snapshot or size query.
     """
 
-    def __init__(self, path: str, tables: tuple[str, ...], map_size_bytes: int, budget: OpenBudget | None = None):
+    def __init__(self, path: str, tables: tuple[str, ...], map_size_bytes: int, budget: OpenBudget | None = None,
+                 create_at_first_write: bool = False):
         self.path = str(path)
         self.tables = tuple(tables)
         self._map_size_bytes = max(int(map_size_bytes), 1 << 16)
@@ -348,15 +380,24 @@ class LmdbStore:
         self._closed = False
         self._budget = budget
         self.last_used = next_use()
-        self._env: lmdb.Environment | None = None  # None while parked (or after close)
+        self._env: lmdb.Environment | None = None  # None while parked, absent (or after close)
         _finish_interrupted_restore(Path(self.path))
-        Path(self.path).mkdir(parents=True, exist_ok=True)  # once: a parked store reopens in place
-        self._open()
-        if budget is not None:
-            budget.opened(self)
+        # Absent: no file yet. Reads see empty tables; the first write, snapshot or restore creates the store.
+        self._absent = create_at_first_write and not (Path(self.path) / "data.mdb").exists()
+        if not self._absent:
+            self._open()
+            if budget is not None:
+                budget.opened(self)
+
+    @property
+    def absent(self) -> bool:
+        """True until the first write of a store made with `create_at_first_write` (no directory, no file)."""
+        return self._absent
 
     # ------------------------------------------------------------------ environment
     def _open(self) -> None:
+        if self._absent or not os.path.isdir(self.path):
+            Path(self.path).mkdir(parents=True, exist_ok=True)  # once: a parked store reopens in place
         # No writemap: with it LMDB writes through a shared map of a sparse file, and a full disk arrives as
         # SIGBUS (the whole broker dies); without it pages are written at commit and a full disk is an ENOSPC
         # the commit reports (StorageFailure). sync=False: the group commit fsyncs (see docs/storage.md).
@@ -365,8 +406,11 @@ class LmdbStore:
         self._page_size = self._env.stat()["psize"]
         self._map_size_bytes = self._env.info()["map_size"]
         self._dbs = {table: self._env.open_db(table.encode()) for table in self.tables}
+        self._absent = False
 
-    def _acquire_shared(self) -> None:
+    def _acquire_shared(self, create: bool = True) -> bool:
+        """Hold the shared lock on an open store (reopening a parked one, creating an absent one); with
+        create=False an absent store stays absent and False comes back (the shared lock held all the same)."""
         while True:
             self._lock.acquire_shared()
             if self._closed:
@@ -374,7 +418,9 @@ class LmdbStore:
                 raise errors.Unavailable(f"store {self.path} is closed")
             if self._env is not None:
                 self.last_used = next_use()
-                return
+                return True
+            if self._absent and not create:
+                return False
             self._lock.release_shared()
             self._unpark()
 
@@ -411,14 +457,18 @@ class LmdbStore:
         try:
             if self._closed or self._env is not None:
                 return
+            created = self._absent
             try:
                 self._open()
             except lmdb.Error as exc:
                 raise _typed(exc) from None
+            except OSError as exc:  # the directory of an absent store could not be made
+                raise StorageFailure(f"cannot create store {self.path}: {exc}",
+                                     disk_full=exc.errno == errno.ENOSPC) from None
         finally:
             self._lock.release_exclusive()
         if self._budget is not None:
-            self._budget.opened(self, reopened=True)
+            self._budget.opened(self, reopened=not created)
 
     def _used_bytes(self) -> int:
         return (self._env.info()["last_pgno"] + 1) * self._page_size
@@ -466,6 +516,8 @@ class LmdbStore:
         return _WriteScope(self)
 
     def size_bytes(self) -> int:
+        if self._absent:
+            return 0
         with self.read() as view:
             txn = view._txn
             pages = _pages(self._env.stat()) + sum(_pages(txn.stat(db)) for db in self._dbs.values())
@@ -474,7 +526,7 @@ class LmdbStore:
     def sync(self) -> None:
         self._lock.acquire_shared()
         try:
-            if self._closed:
+            if self._closed or self._absent:
                 return
             if self._env is not None:
                 self._env.sync(True)
@@ -512,6 +564,7 @@ class LmdbStore:
                     self._env.close()
                     self._env = None
                 _swap_in(Path(self.path), staging)
+                self._absent = False
                 image_bytes = (Path(self.path) / "data.mdb").stat().st_size
                 self._map_size_bytes = max(self._map_size_bytes, 2 * image_bytes)
                 self._open()
@@ -583,7 +636,8 @@ def _swap_in(path: Path, staging: Path) -> None:
     """Replace directory `path` by `staging`: rename the old one away, rename the new one in, delete the old."""
     old = path.with_name(path.name + ".old")
     shutil.rmtree(old, ignore_errors=True)
-    os.rename(path, old)
+    if path.exists():  # an absent store (created at its first write) has no directory yet
+        os.rename(path, old)
     os.rename(staging, path)
     _fsync_path(path.parent)
     shutil.rmtree(old, ignore_errors=True)

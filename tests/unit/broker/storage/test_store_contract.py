@@ -32,7 +32,7 @@ class ParkingLmdbStore(LmdbStore):
         return super().snapshot()
 
 
-@pytest.fixture(params=["lmdb", "lmdb-parked", "memory"])
+@pytest.fixture(params=["lmdb", "lmdb-parked", "lmdb-at-first-write", "memory"])
 def make_store(request, tmp_path):
     """A factory of fresh stores of one implementation; each call gives an independent store."""
     opened = []
@@ -43,6 +43,8 @@ def make_store(request, tmp_path):
             store = MemoryStore(TABLES)
         elif request.param == "lmdb-parked":
             store = ParkingLmdbStore(str(tmp_path / f"s{next(counter)}"), TABLES, 1 << 20)
+        elif request.param == "lmdb-at-first-write":  # no file until its first write, snapshot or restore
+            store = LmdbStore(str(tmp_path / f"s{next(counter)}"), TABLES, 1 << 20, create_at_first_write=True)
         else:
             store = lmdb_store(tmp_path / f"s{next(counter)}")
         opened.append(store)
