@@ -16,6 +16,7 @@ from raftbus.broker.raft.group_commit import GroupCommit
 from raftbus.broker.metrics.exporter import MetricsExporter
 from raftbus.broker.raft.loop import CONTROL_CHANNEL, RaftLoop
 from raftbus.broker.raft.quiesce import Quiescence
+from raftbus.broker.raft.early_votes import EarlyVotes
 from raftbus.broker.raft.starting import StartingReplicas
 from raftbus.broker.raft.first_election import stagger_first_election
 from raftbus.broker.raft.group import RaftGroup
@@ -108,7 +109,8 @@ class Broker:
         self.boot.starting()
         for doomed in (self.data_dir / "partitions").glob("*.deleted-*"):  # a deletion cut short by a crash
             shutil.rmtree(doomed, ignore_errors=True)
-        self.loop = RaftLoop(tick_interval_ms=s.raft_tick_interval_ms, log_bytes_max=s.raft_log_bytes_broker_max)
+        self.loop = RaftLoop(tick_interval_ms=s.raft_tick_interval_ms, log_bytes_max=s.raft_log_bytes_broker_max,
+                             early_votes=EarlyVotes(s.raft_early_votes_keep_ms, s.raft_early_votes_groups_max))
         self.metrics.watch(self.loop)
         meta_dir = self.data_dir / "metadata"
         joined = self._joined(meta_dir)

@@ -62,6 +62,8 @@ class BrokerSettings:
     raft_quiesce_after_ms: int = 2000
     raft_replicas_starting_max: int = 64
     raft_replica_starting_timeout_ms: int = 10_000
+    raft_early_votes_keep_ms: int = 2_000
+    raft_early_votes_groups_max: int = 10_000
     raft_liveness_interval_ms: int = 200
     raft_liveness_timeout_ms: int = 1000
     raft_command_bytes_max: int = 4_259_840
@@ -289,6 +291,8 @@ class BrokerSettings:
             raise errors.InvalidArgument("malloc_mmap_threshold_bytes must be >= 0")
         if self.gc_freeze_interval_ms < 0 or not 0 < self.gc_drops_collect_fraction <= 1:
             raise errors.InvalidArgument("need gc_freeze_interval_ms >= 0 and 0 < gc_drops_collect_fraction <= 1")
+        if self.raft_early_votes_keep_ms < 0 or self.raft_early_votes_groups_max < 0:
+            raise errors.InvalidArgument("raft_early_votes_keep_ms and raft_early_votes_groups_max must be >= 0")
         if self.storage_replicas_open_max < 0 or self.storage_fds_reserved < 0:
             raise errors.InvalidArgument("storage_replicas_open_max and storage_fds_reserved must be >= 0")
         for name in ("grpc_concurrent_rpcs_max", "raft_replicas_starting_max", "raft_replica_starting_timeout_ms",

@@ -20,6 +20,7 @@ from typing import Callable
 from pysyncobj.monotonic import monotonic as raft_monotonic
 
 from raftbus.broker.raft.durable_meta import DeferredMetaSync
+from raftbus.broker.raft.early_votes import EarlyVotes
 from raftbus.broker.raft.timers import timers_due
 
 log = logging.getLogger(__name__)
@@ -30,7 +31,7 @@ QUIESCE_CHANNEL = "~quiesce"  # quiesce.py: liveness, quiesce and wake messages 
 
 class RaftLoop:
     def __init__(self, *, tick_interval_ms: int = 50, housekeeping_interval_ms: int = 1000,
-                 log_bytes_max: int | None = None):
+                 log_bytes_max: int | None = None, early_votes: EarlyVotes | None = None):
         self.hub = None
         self.groups: dict[str, object] = {}
         self.awake: dict[str, object] = {}  # the groups ticked every tick interval (not quiesced)
@@ -51,6 +52,7 @@ class RaftLoop:
         self.peer_listeners: list[Callable[[int, bool], None]] = []
         self.stopped_listeners: list[Callable[[object], None]] = []
         self.dropped_messages = 0
+        self.early_votes = early_votes  # vote requests for groups not added yet (early_votes.py)
         self._applied_since_housekeeping = True
         self.durable_meta = DeferredMetaSync()  # terms and votes of a pass, made durable before it sends
 
@@ -67,7 +69,8 @@ class RaftLoop:
             if channel == QUIESCE_CHANNEL and self.quiescence is not None:
                 self.quiescence.on_message(peer_id, message)
                 return
-            self.dropped_messages += 1  # a group not created here yet (or deleted): the sender retries
+            if self.early_votes is None or not self.early_votes.keep(channel, peer_id, message):
+                self.dropped_messages += 1  # a group not created here yet (or deleted): the sender retries
             return
         if self.quiescence is not None:
             self.quiescence.before_message(channel)
@@ -140,6 +143,9 @@ class RaftLoop:
         self.awake[group.group_id] = group
         for peer_id in self.hub.connected_peers():
             group.transport.peer_connected(peer_id)
+        if self.early_votes is not None:
+            for peer_id, message in self.early_votes.take(group.group_id):
+                group.transport.receive(peer_id, message, group.on_disk_fault)
         self._dirty.add(group.group_id)
 
     def remove_group(self, group_id: str):
