@@ -221,6 +221,8 @@ class Quiescence:
             seen = self._idle_since.get(group_id)
             if seen is None or seen[0] != state:
                 self._idle_since[group_id] = (state, now)
+                if self._nothing_since_elected(group, state):
+                    self._heartbeat_now(group)
             elif (now - seen[1] >= after_s or self._nothing_since_elected(group, state)) and \
                     self._followers_answered_since(group, seen[1]):
                 self._quiesce_led(group_id, group, state)
@@ -232,6 +234,13 @@ class Quiescence:
         as soon as their followers hold everything)."""
         (last_index, _), _ = state
         return last_index == group.raft._SyncObj__noopIDx
+
+    def _heartbeat_now(self, group) -> None:
+        """A new leader whose followers all hold its no-op entry heartbeats at its next tick (in the next loop pass)
+        instead of after `heartbeat_interval_ms`: the heartbeat tells them the commit index, their answers let the
+        group quiesce, so a new group stops ticking one round trip after it is led instead of a heartbeat later."""
+        group.raft._SyncObj__newAppendEntriesTime = 0
+        self.loop.mark_dirty(group.group_id)
 
     def _followers_answered_since(self, group, since: float) -> bool:
         """Every follower answered a heartbeat sent after the group went idle (so it learned the commit index)."""
