@@ -193,7 +193,8 @@ class Broker:
         self.loop.every(s.membership_check_interval_ms, Reassigner(self.context).advance)
         self.loop.every(s.membership_check_interval_ms, self.decommissions.advance)
         self.loop.every(s.queue_tick_interval_ms, self._tick_queues)
-        self.loop.every(s.raft_tick_interval_ms, lambda: self.starting.settle(self.loop.quiescence.quiesced))
+        self.loop.every(0, lambda: self.starting.settle(self.loop.quiescence.quiesced))  # every pass: cheap when
+        # nothing is starting, and the opener starts the next replica as soon as one quiesced
         self.context.run_on_loop = self.loop.call
         self.context.on_store_rebuilt = self._on_store_rebuilt
         self.loop.every(s.storage_free_check_interval_ms, self._check_faults)

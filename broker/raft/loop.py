@@ -240,7 +240,7 @@ class RaftLoop:
             if timers_due:
                 self.quiescence.on_tick()
             else:
-                self.quiescence.flush()
+                self.quiescence.on_ticked(ticking)
         if now >= next_housekeeping:
             next_housekeeping = now + self.housekeeping_interval_s
             self._housekeeping()

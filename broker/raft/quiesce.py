@@ -208,24 +208,36 @@ class Quiescence:
         return group is None or peer_id in group.transport.nodes
 
     # ------------------------------------------------------------------ quiescing
+    def on_ticked(self, groups) -> None:
+        """A loop pass between timer ticks ticked `groups` (they had messages or work): those led here that hold
+        nothing but their election's no-op entry are looked at now, so a new group quiesces as soon as its
+        followers answered instead of at the next tick; then the outbox goes."""
+        if self.settings.enabled:
+            now, awake = raft_monotonic(), self.loop.awake
+            for group in groups:
+                raft = group.raft
+                if group.group_id in awake and raft._isLeader() and \
+                        raft._SyncObj__raftLog[-1][1] == raft._SyncObj__noopIDx:
+                    self._check_idle(group.group_id, group, now)
+        self.flush()
+
     def _quiesce_idle(self, now: float) -> None:
-        after_s = self.settings.quiesce_after_ms / 1000
         for group_id, group in list(self.loop.awake.items()):
-            if group_id in self.excluded or not group.raft._isLeader():
-                self._idle_since.pop(group_id, None)
-                continue
-            if not leader_idle(group):
-                self._idle_since.pop(group_id, None)
-                continue
-            state = (log_tail(group.raft), group.raft.raftCurrentTerm)
-            seen = self._idle_since.get(group_id)
-            if seen is None or seen[0] != state:
-                self._idle_since[group_id] = (state, now)
-                if self._nothing_since_elected(group, state):
-                    self._heartbeat_now(group)
-            elif (now - seen[1] >= after_s or self._nothing_since_elected(group, state)) and \
-                    self._followers_answered_since(group, seen[1]):
-                self._quiesce_led(group_id, group, state)
+            self._check_idle(group_id, group, now)
+
+    def _check_idle(self, group_id: str, group, now: float) -> None:
+        if group_id in self.excluded or not group.raft._isLeader() or not leader_idle(group):
+            self._idle_since.pop(group_id, None)
+            return
+        state = (log_tail(group.raft), group.raft.raftCurrentTerm)
+        seen = self._idle_since.get(group_id)
+        if seen is None or seen[0] != state:
+            self._idle_since[group_id] = (state, now)
+            if self._nothing_since_elected(group, state):
+                self._heartbeat_now(group)
+        elif (now - seen[1] >= self.settings.quiesce_after_ms / 1000 or self._nothing_since_elected(group, state)) \
+                and self._followers_answered_since(group, seen[1]):
+            self._quiesce_led(group_id, group, state)
 
     @staticmethod
     def _nothing_since_elected(group, state) -> bool:
