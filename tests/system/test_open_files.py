@@ -1,6 +1,7 @@
 """System test of the open-files bound on real brokers: with `storage_replicas_open_max` = 3, brokers hosting 12
 replicas each keep at most 3 partition stores and 3 journals open (seen in /proc/<pid>/fd and on /metrics), and
-every record written to every partition is read back, before and after a kill -9 and restart of a broker."""
+every record written to every partition is read back, before and after a kill -9 and restart of a broker. A
+partition's store is created at its first write: none exists on disk before the first record, all exist after."""
 from __future__ import annotations
 
 import os
@@ -52,6 +53,11 @@ def every_partition(bootstrap: str) -> dict[int, list[bytes]]:
         return {p: [r.value for r in reader.iter_partition(TOPIC, p, stop_at_end=True)] for p in range(PARTITIONS)}
 
 
+def stores_on_disk(cluster) -> dict[int, int]:
+    """Partition stores (LMDB data files) on each broker's disk."""
+    return {n: len(list((cluster.broker(n).data_dir / "partitions").glob("*/store/data.mdb"))) for n in (1, 2, 3)}
+
+
 def within_bound(cluster, urls) -> bool:
     samples = [scrape(url) for url in urls]
     for samples_of_one in samples:
@@ -71,9 +77,13 @@ def test_brokers_hosting_more_replicas_than_the_bound_keep_it_and_lose_nothing(t
         with Admin(cluster.bootstrap) as admin:
             admin.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=3)
             admin.wait_for_leaders(TOPIC)
+        assert stores_on_disk(cluster) == {1: 0, 2: 0, 3: 0}  # led, and nothing written: no store yet
+        assert total([scrape(url) for url in urls], "raftbus_storage_replicas_open", kind="stores") == 0
         assert send_to_every_partition(cluster.bootstrap, "first") == {p: 0 for p in range(PARTITIONS)}
         assert every_partition(cluster.bootstrap) == {p: [f"first-{p}".encode()] for p in range(PARTITIONS)}
         wait_until(lambda: within_bound(cluster, urls), 60, 0.5, what=f"at most {OPEN_MAX} stores and journals open")
+        wait_until(lambda: stores_on_disk(cluster) == {1: PARTITIONS, 2: PARTITIONS, 3: PARTITIONS}, 30, 0.5,
+                   what="a store of every partition on every broker once written")
         samples = [scrape(url) for url in urls]
         assert total(samples, "raftbus_storage_replicas_open_max") == 3 * OPEN_MAX
         assert total(samples, "raftbus_storage_parked_total", kind="stores") > 0
