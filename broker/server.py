@@ -415,7 +415,8 @@ class Broker:
         no space) was flagged stopped by _opened and never keeps the others from opening."""
         self.context.partitions[group_id] = PartitionReplica(topic.name, topic.topic_id, placement.partition,
                                                              group, sm, store)
-        self._queue_replicas = None
+        if topic.kind == "queue":  # a stream replica leaves the queue tick's list as it was
+            self._queue_replicas = None
         stagger_first_election(group, self.node_id, self.settings.raft_election_timeout_max_ms)
         self.loop.add_group(group)
         self.heap.grew()
