@@ -83,20 +83,35 @@ class LeaderGossip:
         self._new_peers.add(peer_id)
 
     def messages(self, led: dict[str, tuple], peers, extra: dict) -> dict[int, dict]:
-        """One round: `led` maps each group led here to (term, isr); returns the message for each of `peers`."""
+        """One round from the whole list: `led` maps each group led here to (term, isr); groups told before and
+        missing from it are gone. Returns the message for each of `peers`."""
+        updates: dict[str, tuple | None] = dict.fromkeys(self._told)
+        updates.update(led)
+        return self.round(updates, peers, extra)
+
+    def round(self, updates: dict[str, tuple | None], peers, extra: dict) -> dict[int, dict]:
+        """One round from what may have changed: `updates` maps a group to its (term, isr) now, or to None when it
+        is no longer led here; a group not named stands as last told (so a round costs the groups named, not
+        every group led here). Returns the message for each of `peers`."""
         self._rounds += 1
         full_round = self._rounds % self.full_every_rounds == 0
-        changed = [[g, term, isr] for g, (term, isr) in led.items() if self._told.get(g) != (term, isr)]
-        gone = [g for g in self._told if g not in led]
+        told = self._told
+        changed, gone = [], []
+        for group_id, entry in updates.items():
+            if entry is None:
+                if told.pop(group_id, None) is not None:
+                    gone.append(group_id)
+            elif told.get(group_id) != entry:
+                told[group_id] = entry
+                changed.append([group_id, entry[0], entry[1]])
         full = None
         out = {}
         for peer in peers:
             if full_round or peer in self._new_peers:
                 if full is None:
-                    full = {**extra, "leaders": [[g, term, isr] for g, (term, isr) in led.items()], "full": True}
+                    full = {**extra, "leaders": [[g, term, isr] for g, (term, isr) in told.items()], "full": True}
                 out[peer] = full
             else:
                 out[peer] = {**extra, "leaders": changed, "gone": gone, "full": False}
         self._new_peers.difference_update(peers)
-        self._told = dict(led)
         return out

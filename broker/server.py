@@ -92,7 +92,9 @@ class Broker:
         self._metadata_changed = True
         self._gossip_due = True
         self._queue_replicas: tuple | None = None  # (the metadata's topics, the queue replicas hosted here)
-        self._gossip_kept: dict[str, tuple] = {}  # quiesced led group → (quiesce serial, live brokers, entry)
+        self._led_quiesced: dict[str, tuple] = {}  # quiesced group led here → (term, isr) as last gossiped
+        self._led_awake: set[str] = set()  # awake groups led here at the last gossip round
+        self._gossip_live: frozenset | None = None  # the live brokers the quiesced entries were worked out with
         self.group_commit = GroupCommit(settings.storage_sync_interval_ms)
         self.started_monotonic = time.monotonic()
         self._threads: list[threading.Thread] = []
@@ -285,32 +287,41 @@ class Broker:
         self.leaders.apply_gossip(peer_id, led, gone, full=bool(message.get("full", True)))
 
     def _gossip(self) -> None:
-        led = self._led_entries()
+        updates = self._led_updates()
         extra = {"disk_full": self.disk.full, "damaged": self.faults.stats()["damaged_stores"]}
-        for peer, message in self.gossip.messages(led, self.hub.connected_peers(), extra).items():
+        for peer, message in self.gossip.round(updates, self.hub.connected_peers(), extra).items():
             self.hub.send(peer, CONTROL_CHANNEL, message)
         self._gossip_due = False
 
-    def _led_entries(self) -> dict[str, tuple]:
-        """(term, in-sync replicas) of every group led here. A quiesced group's entry changes only when it wakes or
-        the set of live brokers changes, so it is kept until then (idle groups cost the gossip a lookup each)."""
+    def _led_updates(self) -> dict[str, tuple | None]:
+        """(term, in-sync replicas) of the groups led here whose entry may have changed since the last round, None
+        for those no longer led here (LeaderGossip.round). Every awake leader is looked at; a quiesced group's entry
+        changes only when it quiesces or wakes (Quiescence.take_led_changes) or the set of live brokers changes, so
+        idle groups, and groups that did not change while thousands of others did, cost a round nothing."""
         quiescence = self.loop.quiescence
         live = frozenset(quiescence.live_peers())
-        kept, self._gossip_kept = self._gossip_kept, {}
-        led = {}
-        for group_id, serial in quiescence.led.items():
-            entry = kept.get(group_id)
-            if entry is None or entry[0] != serial or entry[1] != live:
-                group = self.loop.groups.get(group_id)
-                if group is None:
-                    continue
-                entry = (serial, live, (group.term, group.in_sync_replicas(self.node_id)))
-            self._gossip_kept[group_id] = entry
-            led[group_id] = entry[2]
+        changed = quiescence.take_led_changes()
+        if live != self._gossip_live:
+            self._gossip_live = live
+            changed |= quiescence.led.keys() | self._led_quiesced.keys()
+        updates: dict[str, tuple | None] = {}
+        for group_id in changed:
+            group = self.loop.groups.get(group_id) if group_id in quiescence.led else None
+            if group is None:
+                self._led_quiesced.pop(group_id, None)
+                updates[group_id] = None
+            else:
+                updates[group_id] = self._led_quiesced[group_id] = (group.term, group.in_sync_replicas(self.node_id))
+        led_awake = set()
         for group in self.loop.awake.values():
             if group.is_leader:
-                led[group.group_id] = (group.term, group.in_sync_replicas(self.node_id))
-        return led
+                led_awake.add(group.group_id)
+                updates[group.group_id] = (group.term, group.in_sync_replicas(self.node_id))
+        for group_id in self._led_awake - led_awake:  # awake and led at the last round, not now
+            if group_id not in updates:
+                updates[group_id] = self._led_quiesced.get(group_id)
+        self._led_awake = led_awake
+        return updates
 
     def _reconcile_if_changed(self) -> None:
         if self._gossip_due:

@@ -85,6 +85,7 @@ class Quiescence:
         self.excluded = set(excluded)
         self.quiesced: dict[str, int] = {}        # group → the broker leading it (_OWN: this one)
         self.led: dict[str, int] = {}             # the quiesced groups led here → which quiesce (a serial) stopped it
+        self.led_changes: set[str] = set()        # groups that entered or left `led` since `take_led_changes`
         self._idle_since: dict[str, tuple] = {}   # led groups: ((last index, term), since)
         self._heard: dict[int, float] = {}        # peer → when its last liveness message came
         self._outbox: dict[int, dict] = {}        # peer → {"q": [...], "w": [...]} until the next flush
@@ -119,7 +120,8 @@ class Quiescence:
 
     def on_removed(self, group_id: str) -> None:
         self.quiesced.pop(group_id, None)
-        self.led.pop(group_id, None)
+        if self.led.pop(group_id, None) is not None:
+            self.led_changes.add(group_id)
         self._idle_since.pop(group_id, None)
 
     def on_message(self, peer_id: int, message) -> None:
@@ -156,7 +158,8 @@ class Quiescence:
     # ------------------------------------------------------------------ waking
     def wake(self, group_id: str, *, notify: bool) -> None:
         leader = self.quiesced.pop(group_id, None)
-        self.led.pop(group_id, None)
+        if self.led.pop(group_id, None) is not None:
+            self.led_changes.add(group_id)
         group = self.loop.groups.get(group_id)
         if leader is None or group is None:
             return
@@ -172,6 +175,11 @@ class Quiescence:
         if notify:
             for peer_id in group.transport.nodes:
                 self._outbox.setdefault(peer_id, {}).setdefault("w", []).append(group_id)
+
+    def take_led_changes(self) -> set[str]:
+        """The groups that entered or left `led` since the last call (the leader gossip's changes)."""
+        changes, self.led_changes = self.led_changes, set()
+        return changes
 
     def _wake_stopped(self, group_id: str) -> None:
         group = self.loop.groups.get(group_id)
@@ -265,6 +273,7 @@ class Quiescence:
         self.quiesced[group_id] = _OWN
         self.quiesces += 1
         self.led[group_id] = self.quiesces
+        self.led_changes.add(group_id)
         group.quiesced_live_peers = self.live_peers
         self.loop.suspend(group_id)
         entry = [group_id, term, last_index, last_term]

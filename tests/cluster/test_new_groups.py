@@ -84,5 +84,10 @@ def test_a_new_group_is_elected_and_quiesces_everywhere_without_a_timer_tick(tmp
         leader = cluster.leader(GROUP)
         assert leader is cluster.nodes[1].groups[GROUP] and leader.raft.raftCurrentTerm == 1
         assert all(n.groups[GROUP].raft.raftCommitIndex == leader.raft.raftCommitIndex for n in cluster.nodes.values())
+        # the leader gossip learns which led groups quiesced or woke (server.Broker._led_updates)
+        quiescence = cluster.nodes[1].loop.quiescence
+        assert quiescence.take_led_changes() == {GROUP} and quiescence.take_led_changes() == set()
+        cluster.produce(1, group_id=GROUP)  # wakes it
+        assert GROUP not in quiescence.led and quiescence.take_led_changes() == {GROUP}
     finally:
         cluster.close()

@@ -28,6 +28,18 @@ def test_a_round_sends_changes_to_known_peers_and_everything_to_a_new_one():
     assert changed[3]["full"] and changed[3]["leaders"] == [["a", 2, [1, 2]], ["c", 1, [1]]]
 
 
+def test_a_round_of_updates_names_only_what_may_have_changed_and_the_rest_stands():
+    gossip = LeaderGossip(full_every_rounds=30)
+    gossip.peer_connected(2)
+    gossip.round({"a": (1, [1, 2]), "b": (3, [1])}, [2], {})
+    named = gossip.round({"a": (1, [1, 2]), "c": (2, [1]), "x": None}, [2], {})  # "b" not named; "x" never told
+    assert named[2] == {"leaders": [["c", 2, [1]]], "gone": [], "full": False}
+    gone = gossip.round({"b": None}, [2], {})
+    assert gone[2] == {"leaders": [], "gone": ["b"], "full": False}
+    gossip.peer_connected(3)
+    assert gossip.round({}, [3], {})[3]["leaders"] == [["a", 1, [1, 2]], ["c", 2, [1]]]
+
+
 def test_every_full_round_sends_the_whole_list_to_every_peer():
     gossip = LeaderGossip(full_every_rounds=3)
     led = {"a": (1, [1])}
