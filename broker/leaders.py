@@ -6,6 +6,7 @@ which groups it leads, so any broker can answer a client's metadata request with
 The gossip costs nothing per idle group: every `leader_gossip_interval_ms` a broker sends each connected peer only
 what changed since its last message (groups it leads now or with another term or in-sync set, groups it no
 longer leads); a peer that connects, and every peer each `leader_gossip_full_interval_ms`, gets the whole list.
+Working a round out costs only the groups the broker names as possibly changed (`LeaderGossip.round`).
 A message, even an empty one, says the sender is alive: what a broker told about itself stands until it has been
 silent for `stale_after_s` (or disconnects), however long ago each entry was sent.
 """
