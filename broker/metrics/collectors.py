@@ -181,11 +181,14 @@ class BrokerCollector:
         yield _gauge("raftbus_storage_replicas_open_max", "The bound on open partition stores, and on open journals "
                      "(storage_replicas_open_max, or derived from the file descriptor limit)", b.open_stores.limit)
         yield CounterMetricFamily("raftbus_raft_messages_dropped", "Raft messages for groups not hosted here (not "
-                                  "opened yet, or deleted), dropped: their senders send again", value=b.loop.dropped_messages)
+                                  "opened yet, or deleted), dropped: their senders send again",
+                                  value=b.loop.dropped_messages)
         early = CounterMetricFamily("raftbus_raft_early_votes", "Vote requests for replicas not opened here yet: kept "
-                                    "(raft_early_votes_keep_ms), and delivered when the replica opened", labels=["outcome"])
-        early.add_metric(["kept"], b.loop.early_votes.kept_total if b.loop.early_votes is not None else 0)
-        early.add_metric(["delivered"], b.loop.early_votes.delivered_total if b.loop.early_votes is not None else 0)
+                                    "(raft_early_votes_keep_ms), and delivered when the replica opened",
+                                    labels=["outcome"])
+        votes = b.loop.early_votes
+        early.add_metric(["kept"], votes.kept_total if votes is not None else 0)
+        early.add_metric(["delivered"], votes.delivered_total if votes is not None else 0)
         yield early
         changes = CounterMetricFamily("raftbus_raft_role_changes", "Raft role changes of the groups hosted here, by "
                                       "the role entered (candidate = an election started here)", labels=["role"])

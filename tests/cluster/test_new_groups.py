@@ -17,6 +17,13 @@ pytestmark = pytest.mark.cluster
 GROUP = "p1.0"
 
 
+@pytest.fixture
+def cluster(tmp_path):
+    cluster = RaftCluster(tmp_path)
+    yield cluster
+    cluster.close()
+
+
 def start_empty(cluster: RaftCluster, keep_ms: int, quiesce: bool = False) -> None:
     for node_id in (1, 2, 3):
         node = cluster.start(node_id, groups=())
@@ -44,50 +51,38 @@ def first_election_before_the_peers_open(cluster: RaftCluster) -> None:
     open_replica(cluster, 3)
 
 
-def test_a_vote_request_that_came_before_the_replica_is_answered_when_it_opens(tmp_path):
-    cluster = RaftCluster(tmp_path)
-    try:
-        start_empty(cluster, keep_ms=5_000)
-        first_election_before_the_peers_open(cluster)
-        leader = cluster.wait_leader(GROUP)
-        assert leader is cluster.nodes[1].groups[GROUP]
-        assert leader.raft.raftCurrentTerm == 1
-        assert [cluster.nodes[n].loop.early_votes.delivered_total for n in (2, 3)] == [1, 1]
-        assert all(cluster.nodes[n].loop.dropped_messages == 0 for n in (2, 3))
-    finally:
-        cluster.close()
+def test_a_vote_request_that_came_before_the_replica_is_answered_when_it_opens(cluster):
+    start_empty(cluster, keep_ms=5_000)
+    first_election_before_the_peers_open(cluster)
+    leader = cluster.wait_leader(GROUP)
+    assert leader is cluster.nodes[1].groups[GROUP]
+    assert leader.raft.raftCurrentTerm == 1
+    assert [cluster.nodes[n].loop.early_votes.delivered_total for n in (2, 3)] == [1, 1]
+    assert all(cluster.nodes[n].loop.dropped_messages == 0 for n in (2, 3))
 
 
-def test_without_keeping_them_the_first_election_is_lost(tmp_path):
-    cluster = RaftCluster(tmp_path)
-    try:
-        start_empty(cluster, keep_ms=0)
-        first_election_before_the_peers_open(cluster)
-        leader = cluster.wait_leader(GROUP)
-        assert leader.raft.raftCurrentTerm >= 2
-        assert all(cluster.nodes[n].loop.dropped_messages >= 1 for n in (2, 3))
-    finally:
-        cluster.close()
+def test_without_keeping_them_the_first_election_is_lost(cluster):
+    start_empty(cluster, keep_ms=0)
+    first_election_before_the_peers_open(cluster)
+    leader = cluster.wait_leader(GROUP)
+    assert leader.raft.raftCurrentTerm >= 2
+    assert all(cluster.nodes[n].loop.dropped_messages >= 1 for n in (2, 3))
 
 
-def test_a_new_group_is_elected_and_quiesces_everywhere_without_a_timer_tick(tmp_path):
-    cluster = RaftCluster(tmp_path)
-    try:
-        start_empty(cluster, keep_ms=5_000, quiesce=True)
-        for node in cluster.nodes.values():
-            node.loop.tick_interval_s = 3600.0  # the passes above were the last timer ticks
-        for node_id in (1, 2, 3):
-            open_replica(cluster, node_id)
-        cluster.run_until(lambda: all(GROUP in n.loop.quiescence.quiesced and GROUP not in n.loop.awake
-                                      for n in cluster.nodes.values()), timeout_s=10,
-                          what="the group quiesced on every replica")
-        leader = cluster.leader(GROUP)
-        assert leader is cluster.nodes[1].groups[GROUP] and leader.raft.raftCurrentTerm == 1
-        assert all(n.groups[GROUP].raft.raftCommitIndex == leader.raft.raftCommitIndex for n in cluster.nodes.values())
-        # the leader gossip learns which led groups quiesced or woke (server.Broker._led_updates)
-        quiescence = cluster.nodes[1].loop.quiescence
-        assert quiescence.take_led_changes() == {GROUP} and quiescence.take_led_changes() == set()
-        cluster.produce(1, group_id=GROUP)  # wakes it
-        assert GROUP not in quiescence.led and quiescence.take_led_changes() == {GROUP}
-    finally:
-        cluster.close()
+def test_a_new_group_is_elected_and_quiesces_everywhere_without_a_timer_tick(cluster):
+    start_empty(cluster, keep_ms=5_000, quiesce=True)
+    for node in cluster.nodes.values():
+        node.loop.tick_interval_s = 3600.0  # at most the one timer tick already scheduled runs from here on
+    for node_id in (1, 2, 3):
+        open_replica(cluster, node_id)
+    cluster.run_until(lambda: all(GROUP in n.loop.quiescence.quiesced and GROUP not in n.loop.awake
+                                  for n in cluster.nodes.values()), timeout_s=10,
+                      what="the group quiesced on every replica")
+    leader = cluster.leader(GROUP)
+    assert leader is cluster.nodes[1].groups[GROUP] and leader.raft.raftCurrentTerm == 1
+    assert all(n.groups[GROUP].raft.raftCommitIndex == leader.raft.raftCommitIndex for n in cluster.nodes.values())
+    # the leader gossip learns which led groups quiesced or woke (server.Broker._led_updates)
+    quiescence = cluster.nodes[1].loop.quiescence
+    assert quiescence.take_led_changes() == {GROUP} and quiescence.take_led_changes() == set()
+    cluster.produce(1, group_id=GROUP)  # wakes it
+    assert GROUP not in quiescence.led and quiescence.take_led_changes() == {GROUP}
