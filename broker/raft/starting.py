@@ -34,7 +34,10 @@ class StartingReplicas:
             self._started[group_id] = self._clock()
 
     def settle(self, quiesced: Container) -> None:
-        """Forget the replicas that quiesced, and those started `starting_timeout_ms` ago or longer."""
+        """Forget the replicas that quiesced, and those started `starting_timeout_ms` ago or longer. Called every
+        loop pass: with nothing starting it returns before taking the lock."""
+        if not self._started:
+            return
         with self._room:
             if not self._started:
                 return

@@ -385,6 +385,7 @@ class LmdbStore:
         # Absent: no file yet. Reads see empty tables; the first write, snapshot or restore creates the store.
         self._absent = create_at_first_write and not (Path(self.path) / "data.mdb").exists()
         if not self._absent:
+            Path(self.path).mkdir(parents=True, exist_ok=True)  # once: a parked store reopens in place
             self._open()
             if budget is not None:
                 budget.opened(self)
@@ -396,8 +397,8 @@ class LmdbStore:
 
     # ------------------------------------------------------------------ environment
     def _open(self) -> None:
-        if self._absent or not os.path.isdir(self.path):
-            Path(self.path).mkdir(parents=True, exist_ok=True)  # once: a parked store reopens in place
+        if self._absent:  # created here, at its first write, snapshot or restore
+            Path(self.path).mkdir(parents=True, exist_ok=True)
         # No writemap: with it LMDB writes through a shared map of a sparse file, and a full disk arrives as
         # SIGBUS (the whole broker dies); without it pages are written at commit and a full disk is an ENOSPC
         # the commit reports (StorageFailure). sync=False: the group commit fsyncs (see docs/storage.md).

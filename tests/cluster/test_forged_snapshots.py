@@ -9,7 +9,6 @@ import pickle
 import pytest
 
 from raftbus.broker.raft.snapshot_footer import SNAPSHOT_MAGIC, TAIL, write_footer
-from tests.cluster.harness import RaftCluster
 
 pytestmark = pytest.mark.cluster
 
@@ -24,13 +23,6 @@ class RunsCommand:
 
     def __reduce__(self):
         return os.system, (f"touch {self.marker}",)
-
-
-@pytest.fixture
-def raft_cluster(tmp_path):
-    cluster = RaftCluster(tmp_path)
-    yield cluster
-    cluster.close()
 
 
 def snapshot_bytes(footer: dict) -> bytes:

@@ -17,13 +17,6 @@ pytestmark = pytest.mark.cluster
 GROUP = "p1.0"
 
 
-@pytest.fixture
-def cluster(tmp_path):
-    cluster = RaftCluster(tmp_path)
-    yield cluster
-    cluster.close()
-
-
 def start_empty(cluster: RaftCluster, keep_ms: int, quiesce: bool = False) -> None:
     for node_id in (1, 2, 3):
         node = cluster.start(node_id, groups=())
@@ -51,7 +44,8 @@ def first_election_before_the_peers_open(cluster: RaftCluster) -> None:
     open_replica(cluster, 3)
 
 
-def test_a_vote_request_that_came_before_the_replica_is_answered_when_it_opens(cluster):
+def test_a_vote_request_that_came_before_the_replica_is_answered_when_it_opens(raft_cluster):
+    cluster = raft_cluster
     start_empty(cluster, keep_ms=5_000)
     first_election_before_the_peers_open(cluster)
     leader = cluster.wait_leader(GROUP)
@@ -61,7 +55,8 @@ def test_a_vote_request_that_came_before_the_replica_is_answered_when_it_opens(c
     assert all(cluster.nodes[n].loop.dropped_messages == 0 for n in (2, 3))
 
 
-def test_without_keeping_them_the_first_election_is_lost(cluster):
+def test_without_keeping_them_the_first_election_is_lost(raft_cluster):
+    cluster = raft_cluster
     start_empty(cluster, keep_ms=0)
     first_election_before_the_peers_open(cluster)
     leader = cluster.wait_leader(GROUP)
@@ -69,7 +64,8 @@ def test_without_keeping_them_the_first_election_is_lost(cluster):
     assert all(cluster.nodes[n].loop.dropped_messages >= 1 for n in (2, 3))
 
 
-def test_a_new_group_is_elected_and_quiesces_everywhere_without_a_timer_tick(cluster):
+def test_a_new_group_is_elected_and_quiesces_everywhere_without_a_timer_tick(raft_cluster):
+    cluster = raft_cluster
     start_empty(cluster, keep_ms=5_000, quiesce=True)
     for node in cluster.nodes.values():
         node.loop.tick_interval_s = 3600.0  # at most the one timer tick already scheduled runs from here on

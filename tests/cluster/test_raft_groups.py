@@ -10,13 +10,6 @@ pytestmark = pytest.mark.cluster
 GROUP = "p1.0"
 
 
-@pytest.fixture
-def raft_cluster(tmp_path):
-    cluster = RaftCluster(tmp_path)
-    yield cluster
-    cluster.close()
-
-
 def log_of(node, group_id=GROUP) -> bytes:
     sm = node.groups[group_id].state_machine
     start, end = sm.offsets()
