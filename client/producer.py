@@ -47,12 +47,15 @@ from raftbus.client.wire import queues_pb2 as qpb
 from raftbus.client.record_batch import RecordBatch
 from raftbus.client.record_future import RecordFuture
 from raftbus.client.records import (
-    RECORD_OVERHEAD_BYTES, Header, RecordMetadata, RecordTuple, append_record, encode_batch, record_size,
+    NO_HEADERS, RECORD_OVERHEAD_BYTES, Header, RecordMetadata, RecordTuple, append_record, encode_batch,
+    keyless_record_head, record_size,
 )
 from raftbus.client.credentials import TlsSource
 from raftbus.client.router import Router
 from raftbus.client.sender import PendingBatch, SenderCore
 from raftbus.client.wire import raftbus_pb2 as pb
+
+_KEYLESS_HEAD = keyless_record_head  # (timestamp_ms, -1, value length) -> the record's head
 
 ProduceDone = Callable[["pb.ProduceResponse | None", "RaftbusError | None"], None]
 
@@ -276,6 +279,41 @@ class Producer(SenderCore):
         Overloaded when the buffer stays full for `max_block_ms`. The record is encoded into its partition's
         open batch now; its future is a view of that batch's answer (client/record_future.py).
         """
+        if key is None and partition is None and type(value) is bytes and not headers and priority is None \
+                and group is None and deliver_at_ms is None and idempotency_key is None:
+            # The common call (a keyless bytes value, no headers): appended to the topic's open sticky batch right
+            # here when that batch has records and room. Anything else, a new batch included, takes `_send`.
+            router = self._router
+            if router is None:
+                count = self._transport.partitions_for(topic)
+            else:
+                shape = self._shapes.get(topic)
+                count = shape[2] if shape is not None and shape[0] == router.map_version and shape[1] == "stream" \
+                    else -1
+            size = RECORD_OVERHEAD_BYTES + len(value)
+            timestamp_ms = time.time_ns() // 1_000_000
+            with self._lock:
+                sticky = self._sticky_open.get(topic)
+                if sticky is not None and sticky[1] == count:
+                    batch = sticky[0]
+                    index = batch.count
+                    if index and not batch.closed and batch.size_bytes + size < self.batch_bytes_max \
+                            and self._buffer_used_bytes + size <= self.buffer_bytes_max and not self._closed:
+                        self._buffer_used_bytes += size
+                        buffer = batch.buffer
+                        buffer += _KEYLESS_HEAD(timestamp_ms, -1, len(value))
+                        buffer += value
+                        buffer += NO_HEADERS
+                        if timestamp_ms > batch.max_timestamp_ms:
+                            batch.max_timestamp_ms = timestamp_ms
+                        batch.size_bytes += size
+                        batch.count = index + 1
+                        return RecordFuture(batch.outcome, index, timestamp_ms)
+        return self._send(topic, value, key, headers, partition, priority, group, deliver_at_ms, idempotency_key)
+
+    def _send(self, topic: str, value, key, headers, partition: int | None, priority, group, deliver_at_ms,
+              idempotency_key) -> Future:
+        """send() for every record the fast path above does not take."""
         kind, count = self._topic_shape(topic)
         if kind == "queue":
             return self._send_queue(topic, count, value, key, headers, partition,

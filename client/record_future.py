@@ -103,7 +103,9 @@ class RecordFuture(Future):
         return self._outcome.done
 
     def result(self, timeout: float | None = None) -> RecordMetadata:
-        outcome = self._wait(timeout)
+        outcome = self._outcome
+        if not outcome.done:
+            self._wait(timeout)
         if outcome.error is not None:
             raise outcome.error
         return RecordMetadata(outcome.topic, outcome.partition, outcome.base_offset + self._index, self._timestamp_ms)

@@ -33,6 +33,8 @@ STORED_HEADER = struct.Struct(">IqqI")  # record_count, append_time_ms, max_time
 _STORED_PREFIX = struct.Struct(">qIqqI")  # base_offset + STORED_HEADER
 
 RECORD_OVERHEAD_BYTES = _TS_KEYLEN.size + _LEN_HCOUNT.size  # 18 bytes without key, value and headers
+keyless_record_head = _TS_KEYLEN_VLEN.pack  # (timestamp_ms, -1, len(value)): a keyless record up to its value
+NO_HEADERS = b"\x00\x00"  # a record's end when it has no headers
 HEADER_OVERHEAD_BYTES = _HNAME.size + _LEN.size
 STORED_BATCH_OVERHEAD_BYTES = _STORED_PREFIX.size
 
@@ -131,7 +133,7 @@ def append_record(buffer: bytearray, timestamp_ms: int, key: bytes | None, value
         if value is not None and not headers:
             buffer += _TS_KEYLEN_VLEN.pack(timestamp_ms, -1, len(value))
             buffer += value
-            buffer += b"\x00\x00"
+            buffer += NO_HEADERS
             return
         buffer += _TS_KEYLEN.pack(timestamp_ms, -1)
     else:
@@ -142,7 +144,7 @@ def append_record(buffer: bytearray, timestamp_ms: int, key: bytes | None, value
     else:
         buffer += _LEN.pack(len(value))
         buffer += value
-    buffer += _encode_headers(headers) if headers else b"\x00\x00"
+    buffer += _encode_headers(headers) if headers else NO_HEADERS
 
 
 def decode_batch(blob: bytes | memoryview) -> list[RecordTuple]:

@@ -359,6 +359,42 @@ def test_full_buffer_blocks_then_raises_overloaded(transport):
     shutdown(producer, transport)
 
 
+def test_keyless_records_fill_the_buffer_then_raise_overloaded(transport):
+    """Keyless bytes records after a batch's first go through send()'s fast path: it counts buffer room too,
+    here while the sticky batch itself still has room (58 bytes per record)."""
+    producer = make_producer(transport, linger_ms=60_000, batch_bytes_max=200, buffer_bytes_max=200,
+                             max_block_ms=50)
+    producer.send("t", bytes(40), partition=1)
+    producer.send("t", bytes(40), partition=1)
+    producer.send("t", bytes(40))
+    with pytest.raises(Overloaded):
+        producer.send("t", bytes(40))
+    assert producer._buffer_used_bytes == 3 * 58
+    shutdown(producer, transport)
+
+
+def test_every_kind_of_send_keeps_send_order_in_one_batch(transport):
+    """Keyless bytes records (send()'s fast path) and records with a key, headers or a str value (the general
+    path) land in one batch in send order, with their own timestamps and consecutive offsets."""
+    transport.partitions["one"] = 1
+    producer = make_producer(transport, linger_ms=60_000)
+    futures = [producer.send("one", b"a"), producer.send("one", b"b"), producer.send("one", "c"),
+               producer.send("one", b"d", key=b"k"), producer.send("one", b"e"),
+               producer.send("one", b"f", headers={"h": "x"}), producer.send("one", b"g")]
+    flusher = threading.Thread(target=producer.flush, args=(10,))
+    flusher.start()
+    (item,) = transport.take()
+    transport.complete(item)
+    flusher.join(10)
+    records = decode_batch(item[0].records)
+    assert [v for _, _, v, _ in records] == [b"a", b"b", b"c", b"d", b"e", b"f", b"g"]
+    assert [k for _, k, _, _ in records] == [None, None, None, b"k", None, None, None]
+    assert [f.result(0).offset for f in futures] == list(range(7))
+    assert [f.result(0).timestamp_ms for f in futures] == [ts for ts, _, _, _ in records]
+    assert item[0].max_timestamp_ms == max(ts for ts, _, _, _ in records)
+    producer.close()
+
+
 def test_send_batch_sends_one_request_after_queued_records(transport):
     producer = make_producer(transport, linger_ms=60_000)
     single = producer.send("t", b"first", partition=1)
