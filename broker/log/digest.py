@@ -13,8 +13,9 @@ A store written before digests existed keeps none (`None`: untracked) until it h
 from __future__ import annotations
 
 import struct
-import zlib
 from typing import NamedTuple
+
+from isal.isal_zlib import crc32  # zlib's CRC-32, computed with ISA-L's carry-less multiply: ~10x faster
 
 DIGEST_KEY = b"digest"
 CHECKPOINT_KEY = b"checkpoint"
@@ -31,7 +32,7 @@ class Checkpoint(NamedTuple):
 
 
 def batch_term(key: bytes, value) -> int:
-    return zlib.crc32(value, zlib.crc32(key))
+    return crc32(value, crc32(key))
 
 
 def add(digest: int | None, term: int) -> int | None:

@@ -6,7 +6,7 @@ removed takes its counts with it.
 """
 from __future__ import annotations
 
-from prometheus_client.core import CounterMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 HUB_COUNTERS = {
     "bytes_out": "Bytes written to Raft peers",
@@ -33,6 +33,9 @@ class RaftTransportCollector:
         hub = self.broker.hub.stats()
         for key, text in HUB_COUNTERS.items():
             yield CounterMetricFamily(f"raftbus_raft_transport_{key}", text, value=hub.get(key, 0))
+        yield GaugeMetricFamily("raftbus_raft_transport_peers_gcm_tagged",
+                                "Connected Raft peers this broker sends GCM-tagged frames (they offered them)",
+                                value=hub.get("peers_gcm_tagged", 0))
         totals = dict.fromkeys(TRANSFER_COUNTERS, 0)
         for group in list(self.broker.loop.groups.values()):
             stats = getattr(getattr(getattr(group, "raft", None), "replication", None), "stats", {})

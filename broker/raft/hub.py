@@ -14,9 +14,15 @@ replaces it:
   handshake close the connection; no callback ever sees a byte from an unauthenticated connection.
   While a secret is being rotated, an acceptor also takes proofs under `accepted_secrets` (never used to dial)
   and answers under the key the dialer proved.
-- **Authenticated frames.** Every frame carries a per-direction sequence number and a keyed BLAKE2b tag under
-  a session key derived from the secret and both nonces: a forged, replayed or reordered frame closes the
-  connection and none of it is decoded. Frames are not encrypted: bind the Raft port to a private address.
+- **Authenticated frames.** Every frame carries a per-direction sequence number and a 16-byte tag under a session
+  key derived from the secret and both nonces: a forged, replayed or reordered frame closes the connection and
+  none of it is decoded. Frames are not encrypted: bind the Raft port to a private address. The first frames of
+  a connection are tagged with keyed BLAKE2b, which every raftbus broker verifies; each side offers AES-256-GCM
+  tags at once (a `~hub` record, the first it sends), and a side that received the offer tags the rest of its
+  frames with GMAC (AES-GCM over no plaintext, the payload as associated data, the sequence number as nonce),
+  ~20x cheaper per byte where the CPU has AES and carry-less multiply instructions. A peer that never offers
+  (a broker from before the offer, which drops the record as a message for no group) keeps getting BLAKE2b
+  frames, so brokers of both kinds stay connected through a rolling upgrade.
 - **No pickle, no zlib.** Messages are `marshal`-encoded plain data; after the tag checks out the decoded
   value must still consist only of None, bool, int, float, str, bytes, list, tuple and dict (marshal can
   carry code objects; those are refused).
@@ -37,8 +43,11 @@ Wire format (integers big-endian):
     key     = HMAC-SHA256(secret, b"raftbus-key" + transcript + side)            for frames sent by that side
     transcript = dialer nonce + acceptor nonce + dialer id (u32) + acceptor id (u32)
     frame   = length (u32, of what follows) + sequence (u64, 1, 2, ...) + payload + tag (16 bytes)
-    tag     = BLAKE2b(key=key, digest_size=16) over sequence + payload
+    tag     = BLAKE2b(key=key, digest_size=16) over sequence + payload                 sequence's top bit clear
+            | AES-256-GCM(key).encrypt(nonce=4 zero bytes + sequence, plaintext=b"",
+                                       associated data=payload)                       sequence's top bit set
     payload = records, each length (u32) + marshal.dumps((channel, message))
+    offer   = the record ("~hub", ("frame-tags", "aes-256-gcm")), sent first on a new connection
 """
 from __future__ import annotations
 
@@ -57,6 +66,10 @@ from collections import deque
 from itertools import islice
 from typing import Callable
 
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
 log = logging.getLogger(__name__)
 
 MAGIC = b"RBRAFT1"
@@ -68,6 +81,12 @@ LENGTH = struct.Struct(">I")
 HEADER = struct.Struct(">IQ")  # frame length, sequence number
 FRAME_OVERHEAD = 8 + TAG_BYTES  # sequence + tag, counted in the frame length
 DIALER, ACCEPTOR = b"D", b"A"
+HUB_CHANNEL = "~hub"  # records the hubs exchange between themselves, never delivered
+GCM_TAGS = "aes-256-gcm"
+FRAME_TAGS_OFFER = ("frame-tags", GCM_TAGS)  # "I verify GCM-tagged frames": send me those
+GCM_FRAME = 1 << 63  # set in a frame's sequence field when its tag is GCM's
+_NONCE_PAD = bytes(4)  # a GCM nonce is 12 bytes: 4 zero bytes and the 8-byte sequence field
+GCM_JOIN_BYTES_MAX = 64 << 10  # a multi-part payload up to this size is joined for the one-shot tag
 
 RECV_BUFFER_BYTES = 1 << 20
 RECV_BYTES_PER_POLL_MAX = 16 << 20  # per connection, so one busy peer cannot starve the others
@@ -102,20 +121,64 @@ def handshake_proof(secret: bytes, transcript_bytes: bytes, side: bytes) -> byte
     return hmac.digest(secret, b"raftbus-hs" + transcript_bytes + side, "sha256")
 
 
+def session_key(secret: bytes, transcript_bytes: bytes, side: bytes) -> bytes:
+    """The 32-byte key of the frames sent by `side` on this connection."""
+    return hmac.digest(secret, b"raftbus-key" + transcript_bytes + side, "sha256")
+
+
 def session_mac(secret: bytes, transcript_bytes: bytes, side: bytes):
     """A keyed BLAKE2b prototype for frames sent by `side`; copy it per frame."""
-    key = hmac.digest(secret, b"raftbus-key" + transcript_bytes + side, "sha256")
+    return blake2b_mac(session_key(secret, transcript_bytes, side))
+
+
+def blake2b_mac(key: bytes):
     return hashlib.blake2b(key=key, digest_size=TAG_BYTES)
 
 
 def seal(mac, seq: int, parts) -> tuple[bytes, bytes]:
-    """Header and tag of the frame whose payload is the concatenation of `parts`."""
+    """Header and BLAKE2b tag of the frame whose payload is the concatenation of `parts`."""
     header = HEADER.pack(FRAME_OVERHEAD + sum(map(len, parts)), seq)
     h = mac.copy()
     h.update(header[4:])
     for part in parts:
         h.update(part)
     return header, h.digest()
+
+
+def seal_gcm(aead: AESGCM, key: bytes, seq: int, parts) -> tuple[bytes, bytes]:
+    """Header and GMAC tag of the frame whose payload is the concatenation of `parts` (`aead` is AESGCM(key)).
+    The sequence field carries GCM_FRAME and is the nonce: one key per direction and connection, each sequence
+    number used once."""
+    field = seq | GCM_FRAME
+    header = HEADER.pack(FRAME_OVERHEAD + sum(map(len, parts)), field)
+    nonce = _NONCE_PAD + header[4:]
+    if len(parts) == 1:
+        return header, aead.encrypt(nonce, b"", parts[0])
+    if sum(map(len, parts)) <= GCM_JOIN_BYTES_MAX:
+        return header, aead.encrypt(nonce, b"", b"".join(parts))
+    encryptor = Cipher(algorithms.AES(key), modes.GCM(nonce)).encryptor()  # large parts: no copy
+    for part in parts:
+        encryptor.authenticate_additional_data(part)
+    encryptor.finalize()
+    return header, encryptor.tag
+
+
+def check_tag(blake2b_proto, aead: AESGCM, body) -> int:
+    """The sequence number of a frame `body` (sequence field, payload, tag) whose tag checks out under the
+    algorithm its sequence field names; ProtocolError otherwise."""
+    (field,) = struct.unpack_from(">Q", body)
+    tag = bytes(body[-TAG_BYTES:])
+    if field & GCM_FRAME:
+        try:
+            aead.decrypt(_NONCE_PAD + bytes(body[:8]), tag, body[8:-TAG_BYTES])
+        except InvalidTag:
+            raise ProtocolError("frame with a bad tag") from None
+        return field ^ GCM_FRAME
+    mac = blake2b_proto.copy()
+    mac.update(body[:-TAG_BYTES])
+    if not hmac.compare_digest(mac.digest(), tag):
+        raise ProtocolError("frame with a bad tag")
+    return field
 
 
 def check_plain(value) -> None:
@@ -209,7 +272,10 @@ class _Connection:
         self.closed = False
         self.nonce = os.urandom(NONCE_BYTES)
         self.transcript = b""
-        self.send_mac = self.recv_mac = None
+        self.send_mac = self.recv_mac = None  # BLAKE2b prototypes
+        self.send_key = b""
+        self.send_gcm: AESGCM | None = None  # set once the peer offered GCM tags
+        self.recv_gcm: AESGCM | None = None
         self.send_seq = self.recv_seq = 0
         self.pending: list[bytes] = []  # encoded records not yet framed
         self.pending_bytes = 0
@@ -285,6 +351,8 @@ class _Connection:
 # ---------------------------------------------------------------------------------------------- hub
 class RaftHub:
     """Raft transport of one broker: see the module docstring. Everything but `wakeup` is loop-thread only."""
+
+    OFFERS_GCM_TAGS = True  # False: the first wire version only (BLAKE2b both ways), as brokers before the offer
 
     def __init__(self, node_id: int, listen, peers: dict, secret: bytes, *,
                  on_message: Callable[[int, str, object], None],
@@ -384,7 +452,8 @@ class RaftHub:
         return 0 if conn is None else conn.pending_bytes + conn.out_bytes
 
     def stats(self) -> dict:
-        return dict(self._stats, peers_connected=len(self._ready), handshakes_pending=len(self._handshaking))
+        return dict(self._stats, peers_connected=len(self._ready), handshakes_pending=len(self._handshaking),
+                    peers_gcm_tagged=sum(1 for conn in self._ready.values() if conn.send_gcm is not None))
 
     def set_peers(self, peers: dict) -> None:
         """Replace the peer table: connections to removed peers (or moved dialed ones) close, new ones dial."""
@@ -463,7 +532,10 @@ class RaftHub:
     def _queue_frame(self, conn: _Connection, parts: list) -> None:
         parts = _coalesce(parts)
         conn.send_seq += 1
-        header, tag = seal(conn.send_mac, conn.send_seq, parts)
+        if conn.send_gcm is not None:
+            header, tag = seal_gcm(conn.send_gcm, conn.send_key, conn.send_seq, parts)
+        else:
+            header, tag = seal(conn.send_mac, conn.send_seq, parts)
         conn.queue(header)
         for part in parts:
             conn.queue(part)
@@ -763,8 +835,10 @@ class RaftHub:
             self._write(conn)
             if conn.closed:
                 return
-        conn.send_mac = session_mac(key, conn.transcript, side)
-        conn.recv_mac = session_mac(key, conn.transcript, peer_side)
+        conn.send_key = session_key(key, conn.transcript, side)
+        recv_key = session_key(key, conn.transcript, peer_side)
+        conn.send_mac, conn.recv_mac = blake2b_mac(conn.send_key), blake2b_mac(recv_key)
+        conn.recv_gcm = AESGCM(recv_key)
         conn.state, conn.need, conn.in_body = "ready", LENGTH.size, False
         self._handshaking.discard(conn)
         old = self._ready.get(conn.peer_id)
@@ -772,6 +846,8 @@ class RaftHub:
             self._close(old, "replaced by a newer authenticated connection")
         self._ready[conn.peer_id] = conn
         self._stats["handshakes_ok"] += 1
+        if self.OFFERS_GCM_TAGS:
+            self.send(conn.peer_id, HUB_CHANNEL, FRAME_TAGS_OFFER)  # leaves in the first frame, BLAKE2b-tagged
         log.info("node %s connected to node %s", self.node_id, conn.peer_id)
         self._notify(self._on_peer_connected, conn.peer_id)
 
@@ -784,19 +860,17 @@ class RaftHub:
 
     def _on_frame(self, conn: _Connection, body) -> None:
         conn.need, conn.in_body = LENGTH.size, False
-        signed = body[:-TAG_BYTES]
-        mac = conn.recv_mac.copy()
-        mac.update(signed)
-        if not hmac.compare_digest(mac.digest(), bytes(body[-TAG_BYTES:])):
-            self._reject(conn, "frame with a bad tag")
+        try:
+            seq = check_tag(conn.recv_mac, conn.recv_gcm, body)
+        except ProtocolError as exc:
+            self._reject(conn, str(exc))
             return
-        (seq,) = struct.unpack_from(">Q", signed)
         if seq != conn.recv_seq + 1:
             self._reject(conn, f"frame {seq} after frame {conn.recv_seq} (replayed or reordered)")
             return
         conn.recv_seq = seq
         try:
-            records = decode_records(signed[8:])
+            records = decode_records(body[8:-TAG_BYTES])
         except ProtocolError as exc:
             self._reject(conn, str(exc))
             return
@@ -805,7 +879,17 @@ class RaftHub:
         for channel, message in records:
             if conn.closed:
                 return
-            self._notify(self._on_message, conn.peer_id, channel, message)
+            if channel == HUB_CHANNEL and self.OFFERS_GCM_TAGS:
+                self._on_hub_record(conn, message)
+            else:
+                self._notify(self._on_message, conn.peer_id, channel, message)
+
+    def _on_hub_record(self, conn: _Connection, message) -> None:
+        """A record between hubs: an offer of GCM tags switches the frames sent to that peer from the next one on.
+        Anything else is ignored (a later version's record)."""
+        if type(message) is tuple and len(message) == 2 and message[0] == FRAME_TAGS_OFFER[0] \
+                and message[1] == GCM_TAGS and conn.send_gcm is None:
+            conn.send_gcm = AESGCM(conn.send_key)
 
     # ------------------------------------------------------------------ closing
     def _reject(self, conn: _Connection, reason: str) -> None:

@@ -28,9 +28,9 @@ from __future__ import annotations
 import os
 import struct
 import threading
-import zlib
 
 import pysyncobj.journal as raft_journal
+from isal.isal_zlib import crc32  # zlib's CRC-32 (same values), ~10x faster per byte
 
 from raftbus.broker.raft import durable_meta, meta_slots
 from raftbus.broker.storage.open_files import OpenBudget, next_use
@@ -43,7 +43,7 @@ READ_CHUNK_BYTES = 1 << 20
 
 
 def _crc(index: int, term: int, command) -> int:
-    return zlib.crc32(command, zlib.crc32(_INDEX_TERM.pack(index, term)))
+    return crc32(command, crc32(_INDEX_TERM.pack(index, term)))
 
 
 class JournalCorrupt(ValueError):

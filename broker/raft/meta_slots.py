@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import os
 import struct
-import zlib
 
 import pysyncobj.journal as raft_journal
+from isal.isal_zlib import crc32
 
 MAGIC = b"RBM1"
 SLOT_BYTES = 512
@@ -34,7 +34,7 @@ def encode_slot(sequence: int, meta: dict) -> bytes:
     data = raft_journal.dumps(meta)
     if _HEADER.size + len(data) > SLOT_BYTES:
         raise SlotsTooSmall(f"meta of {len(data)} bytes does not fit a {SLOT_BYTES}-byte slot")
-    crc = zlib.crc32(struct.pack(">QI", sequence, len(data)) + data)
+    crc = crc32(struct.pack(">QI", sequence, len(data)) + data)
     return _HEADER.pack(MAGIC, sequence, len(data), crc) + data
 
 
@@ -43,7 +43,7 @@ def decode_slot(raw: bytes) -> tuple[int, dict] | None:
         return None
     magic, sequence, length, crc = _HEADER.unpack_from(raw)
     data = raw[_HEADER.size:_HEADER.size + length]
-    if magic != MAGIC or len(data) != length or zlib.crc32(struct.pack(">QI", sequence, length) + data) != crc:
+    if magic != MAGIC or len(data) != length or crc32(struct.pack(">QI", sequence, length) + data) != crc:
         return None
     try:
         return sequence, raft_journal.loads(data)

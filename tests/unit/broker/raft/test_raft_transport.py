@@ -11,6 +11,7 @@ import time
 import tracemalloc
 
 import pytest
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from raftbus.broker.raft import hub as wire
 from raftbus.broker.raft.hub import RaftHub
@@ -23,12 +24,13 @@ LIMITS = dict(frame_bytes_max=16 << 20, send_buffer_bytes_max=64 << 20, connect_
 class Endpoint:
     """A started hub on 127.0.0.1:0 that records what its callbacks saw."""
 
-    def __init__(self, node_id: int, secret: bytes = SECRET, listen: str = "127.0.0.1:0", **limits):
+    def __init__(self, node_id: int, secret: bytes = SECRET, listen: str = "127.0.0.1:0", hub_class=RaftHub,
+                 **limits):
         self.node_id = node_id
         self.messages: list[tuple[int, str, object]] = []
         self.events: list[tuple[str, int]] = []
         self.raw_peers: list[RawPeer] = []
-        self.hub = RaftHub(node_id, listen, {}, secret, on_message=self._on_message,
+        self.hub = hub_class(node_id, listen, {}, secret, on_message=self._on_message,
                            on_peer_connected=lambda peer: self.events.append(("up", peer)),
                            on_peer_disconnected=lambda peer: self.events.append(("down", peer)),
                            **{**LIMITS, **limits})
@@ -109,6 +111,8 @@ class RawPeer:
         transcript = self.send_hello_and_proof()
         assert self.read(wire.PROOF_BYTES) == wire.handshake_proof(self.secret, transcript, wire.ACCEPTOR)
         self.mac = wire.session_mac(self.secret, transcript, wire.DIALER)
+        self.key = wire.session_key(self.secret, transcript, wire.DIALER)
+        self.recv_key = wire.session_key(self.secret, transcript, wire.ACCEPTOR)
         pump([self.target], lambda: self.node_id in self.target.hub.connected_peers(), what="raw peer accepted")
         return self
 
@@ -136,10 +140,20 @@ class RawPeer:
         pump([self.target], arrived, what=f"{count} bytes from the hub")
         return bytes(data)
 
-    def frame(self, payload: bytes, seq: int | None = None) -> bytes:
+    def frame(self, payload: bytes, seq: int | None = None, gcm: bool = False) -> bytes:
         self.seq = self.seq + 1 if seq is None else seq
-        header, tag = wire.seal(self.mac, self.seq, [payload])
+        if gcm:
+            header, tag = wire.seal_gcm(AESGCM(self.key), self.key, self.seq, [payload])
+        else:
+            header, tag = wire.seal(self.mac, self.seq, [payload])
         return header + payload + tag
+
+    def read_frame(self) -> tuple[int, bytes, bytes]:
+        """The next frame from the hub: (sequence field, payload, tag), unchecked."""
+        (length,) = struct.unpack(">I", self.read(4))
+        body = self.read(length)
+        (field,) = struct.unpack_from(">Q", body)
+        return field, body[8:-wire.TAG_BYTES], body[-wire.TAG_BYTES:]
 
     def send(self, data: bytes) -> None:
         self.sock.setblocking(True)
@@ -427,3 +441,97 @@ def test_send_buffer_overflow_drops_the_connection(endpoints):
         a.hub.flush()
     assert 2 not in a.hub.connected_peers()
     assert a.events == [("up", 2), ("down", 2)] and a.hub.stats()["send_buffer_overflows"] == 1
+
+
+# ---------------------------------------------------------------------------------------------- frame tags
+class FirstVersionHub(RaftHub):
+    """A hub as brokers before the GCM offer were: BLAKE2b tags only, the offer delivered as an ordinary record."""
+
+    OFFERS_GCM_TAGS = False
+
+
+def exchange(a: Endpoint, b: Endpoint, rounds: int = 12) -> None:
+    """Small, multi-record and multi-megabyte messages both ways; every one delivered in order."""
+    big = os.urandom(3 << 20)
+    sent = {a: [], b: []}
+    for i in range(rounds):
+        for sender, receiver in ((a, b), (b, a)):
+            for message in ([big] if i % 5 == 2 else [append_entries(i), {"n": i}, os.urandom(70_000)]):
+                assert sender.hub.send(receiver.node_id, f"p{i % 3}.0", message)
+                sent[sender].append((f"p{i % 3}.0", message))
+        a.step(), b.step()
+    pump([a, b], lambda: len(b.from_peer(a.node_id)) >= len(sent[a]) and len(a.from_peer(b.node_id)) >= len(sent[b]),
+         what="every message")
+    assert [r for r in b.from_peer(a.node_id) if r[0] != wire.HUB_CHANNEL] == sent[a]
+    assert [r for r in a.from_peer(b.node_id) if r[0] != wire.HUB_CHANNEL] == sent[b]
+
+
+def test_two_current_hubs_tag_their_frames_with_gcm_after_the_offer(endpoints):
+    """Hubs that both offer GCM tags switch to them and deliver everything (one-part, joined and streamed
+    payloads); the offer itself is never delivered as a message."""
+    a, b = endpoints(1), endpoints(2)
+    mesh(a, b)
+    connected([a, b])
+    pump([a, b], lambda: a.hub.stats()["peers_gcm_tagged"] == b.hub.stats()["peers_gcm_tagged"] == 1,
+         what="both sides sending GCM-tagged frames")
+    exchange(a, b)
+    assert not [m for m in a.messages + b.messages if m[1] == wire.HUB_CHANNEL]
+    assert a.hub.stats()["frames_rejected"] == b.hub.stats()["frames_rejected"] == 0
+
+
+def test_a_hub_of_the_first_version_keeps_getting_blake2b_frames(endpoints):
+    """A peer that never offers GCM (a broker from before the offer) is sent BLAKE2b frames both ways, gets the offer
+    as a record for no group (which such a broker drops), and every message is delivered: brokers of both kinds stay
+    connected through a rolling upgrade, in either dialing direction."""
+    for old_id, new_id in ((1, 2), (4, 3)):
+        old, new = endpoints(old_id, hub_class=FirstVersionHub), endpoints(new_id)
+        mesh(old, new)
+        connected([old, new])
+        exchange(old, new)
+        assert old.from_peer(new_id)[0] == (wire.HUB_CHANNEL, wire.FRAME_TAGS_OFFER)
+        assert old.hub.stats()["peers_gcm_tagged"] == new.hub.stats()["peers_gcm_tagged"] == 0
+        assert old.hub.stats()["frames_rejected"] == new.hub.stats()["frames_rejected"] == 0
+
+
+def test_frames_switch_to_gcm_once_the_offer_arrived(endpoints):
+    """Read off the wire: the hub's first frame (its offer) is BLAKE2b-tagged; after the peer's offer every frame
+    carries the GCM flag in its sequence field, continues the same sequence and verifies as GMAC of its payload."""
+    b = endpoints(2)
+    b.hub.set_peers({1: "127.0.0.1:1"})
+    peer = RawPeer(b).handshake()
+    field, payload, tag = peer.read_frame()
+    assert field == 1 and wire.decode_records(payload) == [(wire.HUB_CHANNEL, wire.FRAME_TAGS_OFFER)]
+    mac = wire.blake2b_mac(peer.recv_key)
+    mac.update(struct.pack(">Q", field) + payload)
+    assert mac.digest() == tag
+    peer.send(peer.frame(record(wire.HUB_CHANNEL, wire.FRAME_TAGS_OFFER)))
+    pump([b], lambda: b.hub.stats()["peers_gcm_tagged"] == 1, what="the offer taken")
+    b.hub.send(1, "p0.0", {"n": 1})
+    b.hub.flush()
+    field, payload, tag = peer.read_frame()
+    assert field == 2 | wire.GCM_FRAME and wire.decode_records(payload) == [("p0.0", {"n": 1})]
+    AESGCM(peer.recv_key).decrypt(bytes(4) + struct.pack(">Q", field), tag, payload)  # raises if the tag is wrong
+
+
+def test_gcm_frames_are_accepted_and_a_forged_or_replayed_one_closes_the_connection(endpoints):
+    """A peer's GCM-tagged frames are delivered; one with a flipped tag bit, or a replay of an earlier one, closes the
+    connection and is not delivered; so does a GCM frame whose sequence field was turned into a BLAKE2b one."""
+    for attack in ("forged", "replayed", "flag cleared"):
+        b = endpoints(2)
+        b.hub.set_peers({1: "127.0.0.1:1"})
+        peer = RawPeer(b).handshake()
+        captured = peer.frame(record("meta", "genuine"), gcm=True)
+        peer.send(captured)
+        pump([b], lambda: b.messages, what="the genuine GCM frame")
+        if attack == "forged":
+            bad = bytearray(peer.frame(record("meta", "forged"), gcm=True))
+            bad[-1] ^= 1
+        elif attack == "replayed":
+            bad = bytearray(captured)
+        else:
+            bad = bytearray(peer.frame(record("meta", "relabelled"), gcm=True))
+            bad[4] &= 0x7F
+        peer.send(bytes(bad))
+        pump([b], peer.closed_by_hub, what=f"the {attack} frame to close the connection")
+        assert b.messages == [(1, "meta", "genuine")], attack
+        assert b.hub.stats()["frames_rejected"] == 1, attack
