@@ -266,6 +266,16 @@ def cpu_seconds(admin: Admin) -> dict[int, float]:
     return {s.broker_id: s.cpu_user_s + s.cpu_system_s for s in admin.broker_stats()}
 
 
+def with_brokers_cpu(bootstrap: str, work):
+    """(work(), CPU seconds (user + system) the brokers spent while it ran, summed over the brokers that answered
+    before and after)."""
+    with Admin(bootstrap) as admin:
+        before = cpu_seconds(admin)
+        result = work()
+        after = cpu_seconds(admin)
+    return result, sum(cpu - before[broker] for broker, cpu in after.items() if broker in before)
+
+
 def wait_quiesced(admin: Admin, timeout_s: float) -> float | None:
     """Seconds until every partition group quiesced on every broker (the metadata group never does), None when
     that takes longer than `timeout_s`."""

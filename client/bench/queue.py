@@ -24,7 +24,7 @@ import time
 
 from raftbus.client import settings
 from raftbus.client.admin import Admin
-from raftbus.client.bench.ops import cpu_seconds
+from raftbus.client.bench.ops import with_brokers_cpu
 from raftbus.client.errors import RequestTimedOut
 from raftbus.client.producer import Producer
 from raftbus.client.queues.consumer import QueueConsumer
@@ -159,23 +159,15 @@ def bench_queue(bootstrap: str, args, run_workers, worker_spec, percentile, roun
     producers = max(1, args.producers)
     progress(f"enqueueing {args.messages} messages to {topic} with {producers} producer process(es)")
     shares = [args.messages // producers + (i < args.messages % producers) for i in range(producers)]
-    with Admin(bootstrap) as admin:
-        enqueue_cpu_before = cpu_seconds(admin)
-        enqueued = run_workers(enqueue_load, [worker_spec(bootstrap, topic, partitions, n, args.record_bytes,
-                                                          args.linger_ms, args.batch_bytes_max) for n in shares if n])
-        enqueue_cpu_after = cpu_seconds(admin)
-    enqueue_broker_cpu_s = sum(after - enqueue_cpu_before[b] for b, after in enqueue_cpu_after.items()
-                               if b in enqueue_cpu_before)
+    enqueued, enqueue_broker_cpu_s = with_brokers_cpu(bootstrap, lambda: run_workers(enqueue_load, [
+        worker_spec(bootstrap, topic, partitions, n, args.record_bytes, args.linger_ms, args.batch_bytes_max)
+        for n in shares if n]))
     enqueue_s = max(r["finished_s"] for r in enqueued) - min(r["started_s"] for r in enqueued)
     consumers = max(1, min(args.consumers, args.partitions))
     progress(f"leasing and acking them with {consumers} process(es), {args.lease_batch} per call")
-    with Admin(bootstrap) as admin:
-        broker_cpu_before = cpu_seconds(admin)
-        drained = run_workers(lease_ack_load, [worker_spec(bootstrap, topic, partitions[i::consumers],
-                                                           args.lease_batch) for i in range(consumers)])
-        broker_cpu_after = cpu_seconds(admin)
+    drained, broker_cpu_s = with_brokers_cpu(bootstrap, lambda: run_workers(lease_ack_load, [
+        worker_spec(bootstrap, topic, partitions[i::consumers], args.lease_batch) for i in range(consumers)]))
     messages = sum(r["records"] for r in drained)
-    broker_cpu_s = sum(after - broker_cpu_before[b] for b, after in broker_cpu_after.items() if b in broker_cpu_before)
     drain_s = max(r["finished_s"] for r in drained) - min(r["started_s"] for r in drained)
     lateness: list[float] = []
     if args.delayed_messages:

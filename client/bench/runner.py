@@ -493,13 +493,15 @@ def bench_produce(bootstrap: str, args) -> dict:
     brokers = ensure_topic(bootstrap, topic, args)
     progress(f"producing {args.records} records of {args.record_bytes} bytes to {topic} "
              f"with {args.producers} producer process(es)")
-    results = run_workers(produce_load, load_specs(bootstrap, topic, args.records, args))
+    results, broker_cpu_s = bench_ops.with_brokers_cpu(
+        bootstrap, lambda: run_workers(produce_load, load_specs(bootstrap, topic, args.records, args)))
     records, value_bytes, elapsed_s = combined(results)
     batch_latencies_ms = [ms for r in results for ms in r["latencies_ms"]]
     cpu_us_per_record = sum(r["cpu_s"] for r in results) * 1e6 / max(1, records)
     return {"bench": "produce", **broker_figures(bootstrap), "records": records, "record_bytes": args.record_bytes,
             **rate_figures(records, value_bytes, elapsed_s),
             "producer_cpu_us_per_record": round(cpu_us_per_record, 2),
+            "broker_cpu_us_per_record": round(broker_cpu_s * 1e6 / max(1, records), 2),
             "latency_p50_ms": rounded_ms(percentile(latencies_ms, 0.50)),
             "latency_p99_ms": rounded_ms(percentile(latencies_ms, 0.99)),
             "light_load_broker_cpu_us_per_record": round(light_cpu["brokers_s"] * 1e6 / max(1, len(latencies_ms)), 1),

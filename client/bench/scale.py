@@ -53,10 +53,12 @@ def produce_row(runner, bootstrap: str, args, partitions: int, producers: int, t
     specs = [replace(spec, batch_records_max=share) for spec in runner.load_specs(bootstrap, topic, records, shape)]
     runner.progress(f"scale: {records} records to {partitions} partitions by {producers} producer process(es)"
                     f"{' with Producer.send per record' if per_record else ''}")
-    results = runner.run_workers(runner.produce_load, specs)
+    results, broker_cpu_s = bench_ops.with_brokers_cpu(bootstrap, lambda: runner.run_workers(runner.produce_load,
+                                                                                              specs))
     written, value_bytes, elapsed_s = runner.combined(results)
     return {"records": written, **runner.rate_figures(written, value_bytes, elapsed_s),
-            "producer_cpu_us_per_record": round(sum(r["cpu_s"] for r in results) * 1e6 / max(1, written), 2)}
+            "producer_cpu_us_per_record": round(sum(r["cpu_s"] for r in results) * 1e6 / max(1, written), 2),
+            "broker_cpu_us_per_record": round(broker_cpu_s * 1e6 / max(1, written), 2)}
 
 
 def consume_row(runner, bootstrap: str, args, partitions: int, topic: str) -> dict:
@@ -102,6 +104,7 @@ def measure_rows(bootstrap: str, args, runner, result: dict) -> None:
                               "produce": produced}
     result["send_records_per_s"] = produced["records_per_s"]
     result["send_producer_cpu_us_per_record"] = produced["producer_cpu_us_per_record"]
+    result["send_broker_cpu_us_per_record"] = produced["broker_cpu_us_per_record"]
     for producers in settings.BENCH_SCALE_PRODUCERS:
         topic = topic_name("producers", producers)
         produced = produce_row(runner, bootstrap, args, args.partitions, producers, topic)

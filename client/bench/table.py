@@ -22,10 +22,14 @@ class Figure:
 FIGURES = (
     Figure("produce, 100-byte records, acked after majority commit", "produce", "records_per_s", 500_000,
            unit="records/s"),
+    Figure("  produce: CPU per record of the 3 brokers together (user + system)", "produce",
+           "broker_cpu_us_per_record", unit="µs"),
     Figure("produce, Producer.send per record, --producers processes (2), acked after majority commit", "scale",
            "send_records_per_s", 250_000, unit="records/s"),
     Figure("  its producer CPU per record (all threads, user + system)", "scale", "send_producer_cpu_us_per_record",
            unit="µs"),
+    Figure("  its CPU per record of the 3 brokers together (user + system)", "scale",
+           "send_broker_cpu_us_per_record", unit="µs"),
     *(Figure(f"scale: produce (send_batch), {n} partitions", "scale", f"produce_p{n}_records_per_s",
              unit="records/s") for n in (3, 30, 300)),
     *(Figure(f"scale: consume (Reader), {n} partitions", "scale", f"consume_p{n}_records_per_s", unit="records/s")

@@ -82,6 +82,8 @@ def test_metrics_follow_produce_consume_and_lease(tmp_path):
         assert total(samples, "raftbus_raft_role_changes_total", role="leader") >= 3  # metadata + 2 partitions
         assert total(samples, "raftbus_grpc_calls_total", method="DescribeTopic", code="NOT_FOUND") >= 1
         assert all(total([s], "raftbus_disk_free_bytes") > 0 for s in samples)
+        # every broker offered GCM frame tags, so each sends GMAC-tagged frames to both of its peers
+        assert [total([s], "raftbus_raft_transport_peers_gcm_tagged") for s in samples] == [2, 2, 2]
 
         with Consumer(cluster.bootstrap, group=GROUP, topics=[STREAM], auto_offset_reset="earliest") as consumer:
             wait_until(lambda: consumer.poll(0.5) is not None and consumer.assignment(), 30,

@@ -18,12 +18,13 @@ def test_figures_are_shown_with_their_targets_and_verdicts():
 
 def test_scale_rows_show_partitions_producers_and_per_record_send():
     results = {"scale": {"send_records_per_s": 251_000, "send_producer_cpu_us_per_record": 3.9,
-                         "produce_p300_records_per_s": 90_000, "consume_p30_records_per_s": 800_000,
+                         "send_broker_cpu_us_per_record": 2.25, "produce_p300_records_per_s": 90_000, "consume_p30_records_per_s": 800_000,
                          "produce_producers16_records_per_s": 300_000}}
     table = markdown(results, "2 cores", "raftbus bench all")
     rows = {line.split(" | ")[0].lstrip("| "): line for line in table.splitlines() if line.startswith("| ")}
     send_row = "produce, Producer.send per record, --producers processes (2), acked after majority commit"
     assert "| 251,000 | records/s | ≥ 250,000 | met |" in rows[send_row]
+    assert "| 2.25 | µs |" in rows["its CPU per record of the 3 brokers together (user + system)"]
     assert "| 90,000 | records/s |" in rows["scale: produce (send_batch), 300 partitions"]
     assert "| 800,000 | records/s |" in rows["scale: consume (Reader), 30 partitions"]
     assert "| 300,000 | records/s |" in rows["scale: produce (send_batch), 16 producer processes"]
