@@ -34,7 +34,7 @@ from raftbus.broker.queues.state.machine import QueueStateMachine
 from raftbus.broker.storage.base import is_disk_full
 from raftbus.broker.storage.lmdb_store import LmdbStore
 from raftbus.broker.storage.open_files import OpenBudget, derived_limit
-from raftbus.broker.heap import FrozenHeap, pin_malloc_mmap_threshold
+from raftbus.broker.heap import FrozenHeap, hold_malloc_trim_threshold, pin_malloc_mmap_threshold
 from raftbus.broker.admin.integrity import integrity_servicers
 from raftbus.broker.admin.servicer import admin_servicers
 from raftbus.broker.call_limits import LongCallSlots
@@ -144,6 +144,7 @@ class Broker:
         self._opener = ThreadPoolExecutor(max_workers=1, thread_name_prefix="raftbus-replica-opener")
         self.starting = StartingReplicas(s.raft_replicas_starting_max, s.raft_replica_starting_timeout_ms)
         pin_malloc_mmap_threshold(s.malloc_mmap_threshold_bytes)  # before stores open and close (heap.py)
+        hold_malloc_trim_threshold(s.malloc_trim_threshold_bytes)  # free heap kept for the next batch (heap.py)
         replicas_open_max = derived_limit(s.storage_replicas_open_max, s.storage_fds_reserved)
         self.open_stores = OpenBudget(replicas_open_max, "stores")      # partition stores with their files open
         self.open_journals = OpenBudget(replicas_open_max, "journals")  # partition journals with their file open

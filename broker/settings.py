@@ -111,6 +111,7 @@ class BrokerSettings:
     gc_freeze_interval_ms: int = 1000
     gc_drops_collect_fraction: float = 0.1
     malloc_mmap_threshold_bytes: int = 1024 * 1024
+    malloc_trim_threshold_bytes: int = 16 * 1024 * 1024
     batch_bytes_max: int = 4 * 1024 * 1024
     record_bytes_max: int = 1024 * 1024
     produce_timeout_ms: int = 10_000
@@ -289,6 +290,8 @@ class BrokerSettings:
             raise errors.InvalidArgument("need 0 < leader_gossip_interval_ms <= leader_gossip_full_interval_ms")
         if self.malloc_mmap_threshold_bytes < 0:
             raise errors.InvalidArgument("malloc_mmap_threshold_bytes must be >= 0")
+        if self.malloc_trim_threshold_bytes < 0:
+            raise errors.InvalidArgument("malloc_trim_threshold_bytes must be >= 0")
         if self.gc_freeze_interval_ms < 0 or not 0 < self.gc_drops_collect_fraction <= 1:
             raise errors.InvalidArgument("need gc_freeze_interval_ms >= 0 and 0 < gc_drops_collect_fraction <= 1")
         if self.raft_early_votes_keep_ms < 0 or self.raft_early_votes_groups_max < 0:

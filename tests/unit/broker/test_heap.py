@@ -83,13 +83,16 @@ def test_frozen_cycles_are_freed_by_the_full_pass_after_drops():
         gc.unfreeze()
 
 
-def test_the_mmap_threshold_is_held_on_glibc_and_left_alone_at_zero():
+def test_the_mmap_and_trim_thresholds_are_held_on_glibc_and_left_alone_at_zero():
     import platform
 
-    from raftbus.broker.heap import pin_malloc_mmap_threshold
+    from raftbus.broker.heap import hold_malloc_trim_threshold, pin_malloc_mmap_threshold
     from raftbus.broker.settings import load_settings
 
     assert pin_malloc_mmap_threshold(0) is False
+    assert hold_malloc_trim_threshold(0) is False
     if platform.libc_ver()[0] == "glibc":
         assert pin_malloc_mmap_threshold(1 << 20) is True
+        assert hold_malloc_trim_threshold(16 << 20) is True
     assert load_settings().malloc_mmap_threshold_bytes == 1 << 20
+    assert load_settings().malloc_trim_threshold_bytes == 16 << 20

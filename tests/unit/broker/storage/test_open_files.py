@@ -180,7 +180,8 @@ def test_the_bound_comes_from_the_setting_or_the_descriptor_limit():
 
 @pytest.mark.parametrize("overrides", [{"storage_replicas_open_max": -1}, {"storage_fds_reserved": -1},
                                        {"gc_freeze_interval_ms": -1}, {"gc_drops_collect_fraction": 0.0},
-                                       {"gc_drops_collect_fraction": 1.5}, {"malloc_mmap_threshold_bytes": -1}])
+                                       {"gc_drops_collect_fraction": 1.5}, {"malloc_mmap_threshold_bytes": -1},
+                                       {"malloc_trim_threshold_bytes": -1}])
 def test_bad_open_file_and_heap_settings_are_refused(overrides):
     from raftbus.broker.settings import load_settings
 
