@@ -55,13 +55,21 @@ def messages_after(txn, after_seq: int, max_messages: int) -> list[tuple[int, St
 
 
 def in_flight_entry(txn, key: bytes, value: bytes) -> list[tuple[int, StoredMessage]]:
-    """The messages of an in-flight index entry that are still in flight under that deadline."""
+    """The messages of an in-flight index entry that are still in flight under that deadline. The entry outlives
+    the acks of its messages (the in-flight index is cleaned when the deadline comes), so most of its seqs usually
+    have no locator left: the locators are looked up through one cursor, rows only for those found."""
     deadline = time_of(key)
+    size = SEQ.size
+    seq_keys = [value[i:i + size] for i in range(0, len(value), size)]
+    found = [(seq_key, bytes(row_key)) for seq_key, row_key in zip(seq_keys, txn.get_many(LOCATORS, seq_keys))
+             if row_key is not None]
+    if not found:
+        return []
     live = []
-    for (seq,) in SEQ.iter_unpack(value):
-        m = stored_message(txn, seq)
-        if m is not None and m.state == IN_FLIGHT and m.deadline_ms == deadline:
-            live.append((seq, m))
+    for (seq_key, _), raw in zip(found, txn.get_many(MESSAGES, [row_key for _, row_key in found])):
+        m = decode_message(raw)
+        if m.state == IN_FLIGHT and m.deadline_ms == deadline:
+            live.append((SEQ.unpack(seq_key)[0], m))
     return live
 
 

@@ -12,6 +12,8 @@ def test_every_enqueued_message_is_leased_and_acked_in_batches(capsys):
     line = json.loads(capsys.readouterr().out)
     assert line["drained"] and line["acked"] == 2500 and line["left"] == [0, 0, 0, 0]
     assert line["lease_cpu_us_per_message"] >= 0 and line["ack_cpu_us_per_message"] >= 0
+    # the acked leases' in-flight index entries were still there, and ticks past their deadline removed them
+    assert line["expiry_ticks"] >= 1 and line["expiry_cpu_us_per_message"] >= 0
 
 
 def test_fill_only_leases_nothing(capsys):

@@ -94,6 +94,25 @@ def test_expired_lease_returns_the_message_and_counts_the_delivery(queue):
     queue.check_invariants()
 
 
+def test_expiry_returns_only_the_messages_still_leased_under_that_deadline(queue):
+    """One lease's in-flight entry outlives its acks and extensions: when its deadline comes, the acked messages are
+    gone, the extended one stays leased, and only the others return to ready with their delivery counted."""
+    seqs = queue.put(b"a", b"b", b"c", b"d", b"e", b"f")
+    leased = queue.lease(visibility_ms=100)
+    assert [m.seq for m in leased] == seqs
+    assert queue.ack((seqs[0], 1), (seqs[3], 1), (seqs[5], 1)) == [None] * 3
+    queue.extend(seqs[1], 1, 500)
+    queue.advance(100)
+    queue.tick()
+    assert queue.sm.counts() == (2, 0, 1, 0)
+    returned = queue.lease(visibility_ms=1_000)
+    assert sorted(m.seq for m in returned) == [seqs[2], seqs[4]]
+    assert {m.message.delivery_count for m in returned} == {2}
+    assert {m.message.last_error for m in returned} == {b"lease expired"}
+    assert queue.ack((seqs[1], 1)) == [None]
+    queue.check_invariants()
+
+
 def test_ack_removes_and_a_second_ack_is_refused(queue):
     seq, = queue.put(b"x")
     queue.lease()
