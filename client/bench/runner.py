@@ -65,6 +65,7 @@ from raftbus.client.reader import Reader
 from raftbus.client.records import RECORD_OVERHEAD_BYTES
 
 WORKLOADS = ("produce", "consume", "scale", "queue", "aio", "failover", "idle", "all", "spark", "http")
+FRESH_CLUSTER_WORKLOADS = ("scale", "failover", "idle")  # each starts clusters of its own
 LOOPBACK = "127.0.0.1"
 
 
@@ -576,14 +577,6 @@ def run_workloads(bootstrap: str, args) -> list[dict]:
     if args.workload in ("aio", "all"):  # the asyncio SDK, see client/aio/bench.py
         from raftbus.client.aio.bench import bench_aio
         results.append(emit(bench_aio(bootstrap, args, sys.modules[__name__])))
-    if args.workload == "all":  # the next ones run on fresh clusters of their own: let this one go quiet first
-        settle_before_fresh_clusters(bootstrap)
-    if args.workload in ("scale", "all"):  # on a fresh cluster of its own, see client/bench/scale.py
-        results.append(emit(bench_scale.bench_scale(args, sys.modules[__name__])))
-    if args.workload in ("failover", "all"):  # on a fresh cluster of its own (it kills brokers)
-        results.append(emit(bench_ops.bench_failover(args, free_base_port, percentile, progress)))
-    if args.workload in ("idle", "all"):  # on a fresh, quiet cluster of its own
-        results.append(emit(bench_ops.bench_idle(args, free_base_port, progress)))
     if args.workload == "spark":  # needs the spark extra (pyspark, pyarrow); see client/spark/bench.py
         from raftbus.client.spark.bench import bench_spark
         results.append(emit(bench_spark(bootstrap, args, fill_topic, progress)))
@@ -593,10 +586,36 @@ def run_workloads(bootstrap: str, args) -> list[dict]:
     return results
 
 
+def run_benchmarks(args) -> list[dict]:
+    """Every workload args.workload names: those on the benchmarked cluster first (a local one started here unless
+    --bootstrap), then those on fresh clusters of their own, once a cluster started here has stopped."""
+    results = []
+    if args.workload not in FRESH_CLUSTER_WORKLOADS:
+        with cluster_for(args) as bootstrap:
+            results += run_workloads(bootstrap, args)
+            if args.workload == "all" and (args.bootstrap or args.keep_cluster):
+                settle_before_fresh_clusters(bootstrap)
+    return results + run_fresh_cluster_workloads(args)
+
+
+def run_fresh_cluster_workloads(args) -> list[dict]:
+    """The workloads that start clusters of their own (whatever --bootstrap says)."""
+    results = []
+    if args.workload in ("scale", "all"):  # see client/bench/scale.py
+        results.append(emit(bench_scale.bench_scale(args, sys.modules[__name__])))
+    if args.workload in ("failover", "all"):  # it kills brokers
+        results.append(emit(bench_ops.bench_failover(args, free_base_port, percentile, progress)))
+    if args.workload in ("idle", "all"):  # a quiet cluster
+        results.append(emit(bench_ops.bench_idle(args, free_base_port, progress)))
+    return results
+
+
 def settle_before_fresh_clusters(bootstrap: str) -> None:
-    """Wait (at most BENCH_IDLE_SETTLE_MS) until every group of the workloads' cluster has quiesced: right after
-    the produce, consume, queue and asyncio loads its brokers still replicate, apply, fsync and heartbeat, and on
-    two cores that CPU would be taken from the rows measured next on fresh clusters."""
+    """Wait (at most BENCH_IDLE_SETTLE_MS) until every group of a workloads' cluster that stays up (--bootstrap or
+    --keep-cluster) has quiesced: right after the produce, consume, queue and asyncio loads its brokers still
+    replicate, apply, fsync and heartbeat, and on two cores that CPU would be taken from the rows measured next on
+    fresh clusters. (A cluster the benchmark started is stopped before those rows instead: a quiesced cluster
+    still wakes when its queue leases come due, 60 s after the queue workload leased them.)"""
     progress("waiting for the workloads' cluster to go quiet before the fresh-cluster workloads")
     with Admin(bootstrap) as admin:
         settled_s = bench_ops.wait_quiesced(admin, settings.BENCH_IDLE_SETTLE_MS / 1000)
@@ -626,8 +645,7 @@ def main(args: argparse.Namespace | list[str] | None = None) -> int:
         args = build_parser().parse_args(args)
     check_args(args)
     loop_ms_before = reference_loop_ms()
-    with cluster_for(args) as bootstrap:
-        results = run_workloads(bootstrap, args)
+    results = run_benchmarks(args)
     loop_ms_after = reference_loop_ms()
     results.append(emit({"bench": "machine", "reference_loop_ms_before": loop_ms_before,
                          "reference_loop_ms_after": loop_ms_after,

@@ -83,8 +83,7 @@ def settings_figures(args: argparse.Namespace) -> dict:
 def run_raftbus(args: argparse.Namespace, lines: list[dict]) -> None:
     bench_args = bench.build_parser().parse_args(raftbus_argv(args))
     bench.check_args(bench_args)
-    with bench.cluster_for(bench_args) as bootstrap:
-        lines += [{"system": "raftbus", **line} for line in bench.run_workloads(bootstrap, bench_args)]
+    lines += [{"system": "raftbus", **line} for line in bench.run_benchmarks(bench_args)]
 
 
 def run_nats(args: argparse.Namespace, lines: list[dict]) -> None:

@@ -149,12 +149,22 @@ def test_bench_consume_group_flags(capsys):
 
 
 def test_bench_all_includes_the_group_consume(monkeypatch, capsys):
-    """`bench all` runs produce, consume and consume-group (on the produce topic), queue, aio, then lets that cluster
-    go quiet before scale, failover and idle (on fresh clusters); `consume --group` only the group figures."""
+    """`bench all` runs produce, consume and consume-group (on the produce topic), queue and aio on the benchmarked
+    cluster, then scale, failover and idle on fresh clusters: after stopping a cluster it started, after letting
+    one that stays up (--bootstrap) go quiet; `consume --group` only the group figures."""
+    from contextlib import contextmanager
+
     from raftbus.client.aio import bench as aio_bench
     from raftbus.client.bench import runner as bench
 
     ran = []
+
+    @contextmanager
+    def cluster_for(args):
+        ran.append("cluster up")
+        yield args.bootstrap or "local:1"
+        ran.append("cluster down")
+    monkeypatch.setattr(bench, "cluster_for", cluster_for)
     monkeypatch.setattr(bench, "bench_produce", lambda b, a: ran.append("produce") or {"bench": "produce",
                                                                                       "topic": "t1"})
     monkeypatch.setattr(bench, "bench_consume", lambda b, a, t: ran.append(("consume", t)) or {"bench": "consume"})
@@ -166,12 +176,20 @@ def test_bench_all_includes_the_group_consume(monkeypatch, capsys):
     monkeypatch.setattr(aio_bench, "bench_aio", lambda *a: ran.append("aio") or {"bench": "aio"})
     monkeypatch.setattr(bench.bench_scale, "bench_scale", lambda *a: ran.append("scale") or {"bench": "scale"})
     monkeypatch.setattr(bench, "settle_before_fresh_clusters", lambda b: ran.append(("settle", b)))
+    workloads = ["produce", "consume", "consume-group", "queue", "aio", "scale", "failover", "idle"]
+    on_cluster = ["produce", ("consume", "t1"), ("consume-group", "t1"), "queue", "aio"]
     args = cli.build_parser().parse_args(["bench", "all", "--bootstrap", "h:1"])
-    assert [r["bench"] for r in bench.run_workloads("h:1", args)] == ["produce", "consume", "consume-group", "queue",
-                                                                      "aio", "scale", "failover", "idle"]
-    assert ran == ["produce", ("consume", "t1"), ("consume-group", "t1"), "queue", "aio", ("settle", "h:1"), "scale",
-                   "failover", "idle"]
+    assert [r["bench"] for r in bench.run_benchmarks(args)] == workloads
+    assert ran == ["cluster up", *on_cluster, ("settle", "h:1"), "cluster down", "scale", "failover", "idle"]
+    ran.clear()
+    args = cli.build_parser().parse_args(["bench", "all"])
+    assert [r["bench"] for r in bench.run_benchmarks(args)] == workloads
+    assert ran == ["cluster up", *on_cluster, "cluster down", "scale", "failover", "idle"]
+    ran.clear()
+    args = cli.build_parser().parse_args(["bench", "scale"])
+    assert [r["bench"] for r in bench.run_benchmarks(args)] == ["scale"]
+    assert ran == ["scale"]  # no cluster of its own to start first
     ran.clear()
     args = cli.build_parser().parse_args(["bench", "consume", "--group", "--bootstrap", "h:1"])
-    assert [r["bench"] for r in bench.run_workloads("h:1", args)] == ["consume-group"]
-    assert ran == [("consume-group", None)]
+    assert [r["bench"] for r in bench.run_benchmarks(args)] == ["consume-group"]
+    assert ran == ["cluster up", ("consume-group", None), "cluster down"]
