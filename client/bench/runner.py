@@ -14,6 +14,8 @@ Producer.send per record with --per-record) by `producers` processes, each writi
   light_load_broker_cpu_us_per_record, light_load_producer_cpu_us_per_record
                                CPU (user + system) of every broker (BrokerStats) and of the producing process
                                over that light load, per record
+  broker_cpu_us_per_record, producer_cpu_us_per_record
+                               the same over the full load (every broker together; every producer process)
 consume: fills a topic with `records` records (or reuses one already holding them; `all` reuses the produce
 topic) and reads everything from the beginning with `readers` Reader processes; with --group, `readers`
 Consumer processes of one consumer group read it, committing per batch, and rebalance times are measured
@@ -23,7 +25,9 @@ queue: see client/bench/queue.py (lease+ack throughput with priority ordering, d
 scale: produce and consume at 3, 30 and 300 partitions, produce with 1, 4 and 16 producer processes, and
 Producer.send per record, each row bounded (client/bench/scale.py).
 failover, idle, scale: on fresh clusters of their own, see client/bench/ops.py (kill -9 of a leader to the next
-acknowledged produce; broker CPU with 100 idle partitions). `all` runs every workload but spark.
+acknowledged produce; broker CPU with 100 idle partitions). `all` runs every workload but spark and http, these
+three last, after the cluster it started has stopped (a cluster given with --bootstrap or kept with
+--keep-cluster is waited on to go quiet instead).
 MB are 10^6 payload bytes (record values). Progress goes to stderr.
 """
 from __future__ import annotations
