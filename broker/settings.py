@@ -56,6 +56,8 @@ class BrokerSettings:
     raft_tick_interval_ms: int = 100
     raft_election_timeout_min_ms: int = 600
     raft_election_timeout_max_ms: int = 1200
+    raft_leader_lost_election_min_ms: int = 400
+    raft_leader_lost_election_max_ms: int = 600
     raft_heartbeat_interval_ms: int = 150
     raft_leader_fallback_timeout_ms: int = 3000
     raft_quiesce_enabled: bool = True
@@ -232,6 +234,8 @@ class BrokerSettings:
         return RaftSettings(
             election_timeout_min_ms=self.raft_election_timeout_min_ms,
             election_timeout_max_ms=self.raft_election_timeout_max_ms,
+            leader_lost_election_min_ms=self.raft_leader_lost_election_min_ms,
+            leader_lost_election_max_ms=self.raft_leader_lost_election_max_ms,
             heartbeat_interval_ms=self.raft_heartbeat_interval_ms,
             leader_fallback_timeout_ms=self.raft_leader_fallback_timeout_ms,
             command_bytes_max=self.raft_command_bytes_max,
@@ -272,6 +276,12 @@ class BrokerSettings:
             raise errors.InvalidArgument("raft_election_timeout_min_ms must exceed 3 × raft_heartbeat_interval_ms")
         if self.raft_election_timeout_max_ms <= self.raft_election_timeout_min_ms:
             raise errors.InvalidArgument("raft_election_timeout_max_ms must exceed raft_election_timeout_min_ms")
+        if not (self.raft_connect_retry_ms + self.raft_heartbeat_interval_ms < self.raft_leader_lost_election_min_ms
+                <= self.raft_leader_lost_election_max_ms <= self.raft_election_timeout_max_ms):
+            raise errors.InvalidArgument(
+                "need raft_connect_retry_ms + raft_heartbeat_interval_ms < raft_leader_lost_election_min_ms <= "
+                "raft_leader_lost_election_max_ms <= raft_election_timeout_max_ms (a live leader is dialed again "
+                "and heard from before a follower that lost its connection stands)")
         if self.raft_liveness_timeout_ms <= 2 * self.raft_liveness_interval_ms:
             raise errors.InvalidArgument("raft_liveness_timeout_ms must exceed 2 × raft_liveness_interval_ms")
         if not 0 < self.grpc_long_calls_per_connection_max <= self.grpc_long_calls_max < self.grpc_workers_max:

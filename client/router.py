@@ -37,6 +37,8 @@ HINTS_FOLLOWED_AT_ONCE = 2
 
 # Errors the router retries itself; every other error goes straight back to the caller.
 ROUTER_RETRIABLE = (NotLeader, LeaderNotAvailable, Unavailable, RequestTimedOut, Overloaded)
+# Of those, the ones that mean a leader change in progress: retried at the shorter backoff cap.
+LEADER_CHANGE = (NotLeader, LeaderNotAvailable, Unavailable)
 
 
 def exponential_backoff_s(attempt: int, base_s: float, max_s: float) -> float:
@@ -108,6 +110,7 @@ class Router:
         retries: int = settings.RETRIES,
         retry_backoff_ms: int = settings.RETRY_BACKOFF_MS,
         retry_backoff_max_ms: int = settings.RETRY_BACKOFF_MAX_MS,
+        retry_backoff_leader_max_ms: int = settings.RETRY_BACKOFF_LEADER_MAX_MS,
         connect: Callable[[str], Connection] | None = None,
         tls_ca: TlsSource = None,
         tls_cert: TlsSource = None,
@@ -122,6 +125,7 @@ class Router:
         self.retries = retries
         self.retry_backoff_s = retry_backoff_ms / 1000
         self.retry_backoff_max_s = retry_backoff_max_ms / 1000
+        self.retry_backoff_leader_max_s = min(retry_backoff_leader_max_ms, retry_backoff_max_ms) / 1000
         if connect is None:  # see client/credentials.py: arguments, else the RAFTBUS_* environment
             credentials = Credentials.of(tls_ca, tls_cert, tls_key, token)
             connect = lambda address: grpc_connect(address, credentials)  # noqa: E731
@@ -255,12 +259,17 @@ class Router:
             return None
         if isinstance(err, NotLeader) and self._apply_hint(err, topic, partition):
             # Straight to the hinted leader; if hints keep bouncing (brokers mid-election disagree), back off.
-            return 0.0 if attempt <= HINTS_FOLLOWED_AT_ONCE else self._backoff_s(attempt - HINTS_FOLLOWED_AT_ONCE)
+            return 0.0 if attempt <= HINTS_FOLLOWED_AT_ONCE else self._backoff_s(attempt - HINTS_FOLLOWED_AT_ONCE, err)
         self._forget_leader(topic, partition)
-        return self._backoff_s(attempt)
+        return self._backoff_s(attempt, err)
 
-    def _backoff_s(self, attempt: int) -> float:
-        return exponential_backoff_s(attempt, self.retry_backoff_s, self.retry_backoff_max_s)
+    def _backoff_s(self, attempt: int, err: RaftbusError | None = None) -> float:
+        """retry_backoff_ms doubling per attempt, capped at retry_backoff_leader_max_ms while the leader is unknown
+        or unreachable (NOT_LEADER, LEADER_NOT_AVAILABLE, UNAVAILABLE: an election ends within the election
+        timeout, so a retry soon after it finds the new leader), else at retry_backoff_max_ms (OVERLOADED,
+        REQUEST_TIMED_OUT: a busy broker is given room)."""
+        cap_s = self.retry_backoff_leader_max_s if isinstance(err, LEADER_CHANGE) else self.retry_backoff_max_s
+        return exponential_backoff_s(attempt, self.retry_backoff_s, cap_s)
 
     def _apply_hint(self, err: NotLeader, topic: str | None, partition: int | None) -> bool:
         with self._lock:
@@ -356,7 +365,7 @@ class Router:
             return None
         if attempt > self.retries:
             return None
-        return self._backoff_s(attempt)
+        return self._backoff_s(attempt, err)
 
     def close(self) -> None:
         """Close every pooled channel."""

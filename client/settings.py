@@ -19,9 +19,10 @@ GRPC_MESSAGE_BYTES_MAX = 64 * 1024 * 1024
 # Requests and retries (router).
 REQUEST_TIMEOUT_MS = 30_000
 METADATA_MAX_AGE_MS = 300_000
-RETRIES = 20
+RETRIES = 60
 RETRY_BACKOFF_MS = 50
-RETRY_BACKOFF_MAX_MS = 1_000
+RETRY_BACKOFF_MAX_MS = 1_000          # the longest wait between retries of an overloaded or timed-out call
+RETRY_BACKOFF_LEADER_MAX_MS = 250     # ... while a partition has no reachable leader (an election: 0.6-1.2 s)
 
 # Producer.
 LINGER_MS = 5

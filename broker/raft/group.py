@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import random
 import threading
 import time
 from concurrent.futures import Future
@@ -53,6 +54,10 @@ class RaftSettings:
 
     election_timeout_min_ms: int = 600
     election_timeout_max_ms: int = 1200
+    # A follower whose connection to its leader's broker closes stands for election this long after, at random
+    # between min and max, unless the leader is heard from again first (see RaftGroup.on_peer_lost).
+    leader_lost_election_min_ms: int = 400
+    leader_lost_election_max_ms: int = 600
     heartbeat_interval_ms: int = 150
     leader_fallback_timeout_ms: int = 3000
     command_bytes_max: int = 4 * 1024 * 1024
@@ -504,6 +509,7 @@ class RaftGroup:
         # The configuration the group starts from; its own configuration entries (and snapshots) replace it.
         self.membership = config.Membership.of(({self_id} | {int(p) for p in peer_ids}) - learners, learners)
         self._membership_proposal: Future | None = None
+        self._leader_lost: int | None = None  # the leader's broker whose connection closed (on_peer_lost)
         self._start_raft()
 
     def _start_raft(self) -> None:
@@ -871,6 +877,38 @@ class RaftGroup:
         log.info("raft role changed", extra={"group": self.group_id, "from": _ROLES.get(old_state, old_state),
                                              "to": _ROLES.get(new_state, new_state), "term": self.term})
         self._loop.on_leadership_changed(self)
+
+    # ------------------------------------------------------------------ leader connection (loop thread)
+    def on_peer_lost(self, peer_id: int) -> None:
+        """The broker's connection to `peer_id` closed. If that broker leads this group, a voting follower brings
+        its election forward to `leader_lost_election_min_ms`..`max_ms` from now (when that is sooner than its
+        deadline): a killed or crashed broker's connections close at once, so the group need not wait out a whole
+        election timeout counted from the last heartbeat. A live leader's connection is dialed again within
+        `raft_connect_retry_ms`, and its next append or heartbeat restarts the timer before then (as does
+        `on_peer_back`). Timing only: whoever stands still needs a majority's votes, as Raft has it."""
+        raft = self.raft
+        if self.stopped is not None or not self.transport.votes_here or raft._SyncObj__raftState != _FOLLOWER:
+            return
+        node = self.transport.nodes.get(peer_id)
+        if node is None or raft._SyncObj__raftLeader != node:
+            return
+        settings = self.settings
+        deadline = raft_monotonic() + random.uniform(settings.leader_lost_election_min_ms,
+                                                     settings.leader_lost_election_max_ms) / 1000
+        if deadline < raft._SyncObj__raftElectionDeadline:
+            raft._SyncObj__raftElectionDeadline = deadline
+            self._leader_lost = peer_id
+
+    def on_peer_back(self, peer_id: int) -> None:
+        """The connection to `peer_id` is up again: an election brought forward because it closed goes back to a
+        whole election timeout from now (the leader is alive; its heartbeats resume)."""
+        if self._leader_lost != peer_id:
+            return
+        self._leader_lost = None
+        raft = self.raft
+        if self.stopped is None and raft._SyncObj__raftState == _FOLLOWER and \
+                raft._SyncObj__raftLeader == self.transport.nodes.get(peer_id):
+            self._restart_election_timer()
 
     def _restart_election_timer(self) -> None:
         """A leader that steps down starts a fresh election timeout, as Raft has it.

@@ -82,6 +82,8 @@ class RaftLoop:
             group.transport.peer_connected(peer_id)
         if self.quiescence is not None:
             self.quiescence.on_peer(peer_id, True)
+        for group in self.groups.values():
+            group.on_peer_back(peer_id)
         for listener in self.peer_listeners:
             listener(peer_id, True)
 
@@ -89,7 +91,9 @@ class RaftLoop:
         for group in self.groups.values():
             group.transport.peer_disconnected(peer_id)
         if self.quiescence is not None:
-            self.quiescence.on_peer(peer_id, False)
+            self.quiescence.on_peer(peer_id, False)  # wakes the quiesced groups the peer replicates
+        for group in self.groups.values():
+            group.on_peer_lost(peer_id)  # after waking: a follower of the peer's groups stands for election sooner
         for listener in self.peer_listeners:
             listener(peer_id, False)
 

@@ -11,6 +11,8 @@ from raftbus.client.errors import (
     LEADER_ID_KEY,
     LeaderNotAvailable,
     NotLeader,
+    Overloaded,
+    RequestTimedOut,
     Unavailable,
     UnknownPartition,
     UnknownTopic,
@@ -280,3 +282,19 @@ def test_bouncing_not_leader_hints_back_off_after_the_first_ones():
     delays = [router.note_failure(NotLeader("moved", leader_id=1 + attempt % 2, leader_address=f"h:{1 + attempt % 2}"),
                                   attempt, topic="t", partition=0) for attempt in range(1, 6)]
     assert delays == [0.0, 0.0, 0.05, 0.1, 0.2]
+
+
+def test_leader_changes_are_retried_at_a_shorter_cap_than_overload():
+    """Goal: a producer finds a new leader soon after an election (retries at most retry_backoff_leader_max_ms
+    apart), while an overloaded or timed-out broker is still given up to retry_backoff_max_ms between retries."""
+    router = Router("h:1", retries=10, retry_backoff_ms=50, retry_backoff_max_ms=1_000,
+                    retry_backoff_leader_max_ms=250, connect=lambda a: None)
+    for err in (Unavailable("refused"), LeaderNotAvailable("election running")):
+        assert [router.note_failure(err, attempt, topic="t", partition=0) for attempt in range(1, 7)] == \
+            [0.05, 0.1, 0.2, 0.25, 0.25, 0.25]
+    for err in (Overloaded("busy"), RequestTimedOut("slow")):
+        assert [router.note_failure(err, attempt, topic="t", partition=0) for attempt in range(1, 7)] == \
+            [0.05, 0.1, 0.2, 0.4, 0.8, 1.0]
+    capped = Router("h:1", retry_backoff_ms=50, retry_backoff_max_ms=100, retry_backoff_leader_max_ms=250,
+                    connect=lambda a: None)
+    assert capped.note_failure(Unavailable("refused"), 5, topic="t", partition=0) == 0.1
