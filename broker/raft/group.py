@@ -728,8 +728,14 @@ class RaftGroup:
             reconfigure.hold_election(self.raft, self.settings.election_timeout_max_ms / 1000)
         if self.transport.throttled:
             self.transport.resume_throttled(self._hub.connected_peers())
+        raft = self.raft
         try:
-            self.raft.doTick(0.0)
+            raft.doTick(0.0)
+            if not raft._SyncObj__otherNodes and raft._SyncObj__raftState == _LEADER and \
+                    raft.raftCommitIndex < raft._SyncObj__raftLog[-1][1]:
+                # The only voter: pysyncobj appends the tick's new commands after it counted the commit index, and
+                # no follower's answer will tick the group again; the loop's next pass commits them.
+                self._loop.mark_dirty(self.group_id)
             if self.journal_disk_full and not (self.disk is not None and self.disk.full):
                 self.journal_disk_full = False
         except GroupStopped:

@@ -2,6 +2,8 @@
 message per command), the metadata group sends it at once (real pysyncobj groups over real hubs)."""
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from raftbus.broker import commands
@@ -114,3 +116,22 @@ def test_new_leader_serves_only_once_it_applied_what_its_predecessor_committed(c
 
     cluster.run_until(serving_leader, timeout_s=30.0, what="a new leader serving")
     assert seen == [COMMANDS + 1]
+
+
+def test_a_single_replica_group_commits_in_the_next_loop_pass_not_at_the_next_timer_tick(tmp_path):
+    """Goal: a group whose only voter is its leader (replication factor 1) answers a command within a couple of
+    loop passes: no follower's answer ticks it again, so it must not wait for the periodic timer tick."""
+    cluster = RaftCluster(tmp_path, size=1, settings=SLOW_HEARTBEATS)
+    try:
+        node = cluster.start(1)
+        node.groups[GROUP].raft._SyncObj__raftElectionDeadline = 0  # stand at once
+        leader = cluster.wait_leader()
+        cluster.run_until(lambda: leader.caught_up_as_leader, what="the leader serving")
+        node.loop.tick_interval_s = 3600.0  # from here on, no periodic tick can commit anything
+        node._next = (time.monotonic() + 3600.0, node._next[1])
+        future = leader.submit(commands.encode_produce(3_000, PRODUCER, 0, 1, 3_000, b"alone"))
+        for _ in range(5):
+            node.step()
+        assert future.done() and future.result().base_offset == 0
+    finally:
+        cluster.close()
