@@ -1,0 +1,205 @@
+"""What gRPC Python alone costs per message at a fixed rate: the floor under any raftbus light-load figure.
+
+`python -m raftbus.client.bench.grpc_floor [--rate N] [--seconds S] [--payload-bytes B]` starts an echo server in
+a child process (gRPC Python's synchronous server with a thread pool, as the broker runs it) on 127.0.0.1 and,
+from this process, sends B-byte messages at N per second for S seconds each way: a bidi stream with the
+synchronous API (a request iterator fed from a queue, as the Producer's produce stream does), the same with
+grpc.aio (as AsyncProducer does), and unary calls with each API. Each message is answered by the server as it
+arrives and waited for before the next is due. One JSON line per way: p50 / p99 round trip in ms, and this
+process's and the server's CPU time per message (every thread). The broker does nothing here: no Raft, no storage, no SDK.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import queue
+import sys
+import time
+
+import grpc
+
+from raftbus.client.bench.runner import percentile
+
+METHOD_STREAM, METHOD_UNARY = "/raftbus.bench.Echo/Stream", "/raftbus.bench.Echo/Unary"
+SERVER_WORKERS = 8
+
+
+def _same(data: bytes) -> bytes:
+    return data
+
+
+def _echo_stream(requests, context):
+    yield from requests
+
+
+class _EchoHandler(grpc.GenericRpcHandler):
+    def service(self, details):
+        if details.method == METHOD_STREAM:
+            return grpc.stream_stream_rpc_method_handler(_echo_stream, _same, _same)
+        if details.method == METHOD_UNARY:
+            return grpc.unary_unary_rpc_method_handler(lambda request, context: request, _same, _same)
+        return None
+
+
+def serve(answers, asks) -> None:
+    """The echo server (child process): puts its port on `answers`, then answers each "cpu" on `asks` with its
+    CPU time so far (every thread) until "stop"."""
+    from concurrent import futures
+
+    server = grpc.server(futures.ThreadPoolExecutor(SERVER_WORKERS))
+    server.add_generic_rpc_handlers((_EchoHandler(),))
+    answers.put(server.add_insecure_port("127.0.0.1:0"))
+    server.start()
+    while asks.get() == "cpu":
+        answers.put(time.process_time())
+    server.stop(None)
+
+
+class _Server:
+    def __init__(self, answers, asks):
+        self._answers, self._asks = answers, asks
+
+    def cpu_s(self) -> float:
+        self._asks.put("cpu")
+        return self._answers.get(timeout=30)
+
+
+def _check(answer: bytes, payload: bytes) -> None:
+    if answer != payload:
+        raise RuntimeError(f"the echo server answered {len(answer)} bytes that differ from the {len(payload)} sent")
+
+
+def _paced(count: int, rate: int):
+    """Yield i = 0..count-1 at `rate` per second (sleeping until each is due)."""
+    started = time.perf_counter()
+    for i in range(count):
+        delay_s = started + i / rate - time.perf_counter()
+        if delay_s > 0:
+            time.sleep(delay_s)
+        yield i
+
+
+class _Cpu:
+    """CPU seconds of this process and of the server from `start` to `stop`."""
+
+    def __init__(self, server: _Server):
+        self._server = server
+
+    def start(self) -> None:
+        self._client, self._served = time.process_time(), self._server.cpu_s()
+
+    def stop(self) -> tuple[float, float]:
+        return time.process_time() - self._client, self._server.cpu_s() - self._served
+
+
+def _figures(way: str, latencies_ms: list[float], cpu: tuple[float, float], rate: int, payload: int) -> dict:
+    client_s, server_s = cpu
+    return {"bench": "grpc_floor", "way": way, "rate_per_s": rate, "payload_bytes": payload,
+            "messages": len(latencies_ms), "p50_ms": round(percentile(latencies_ms, 0.50), 3),
+            "p99_ms": round(percentile(latencies_ms, 0.99), 3),
+            "client_cpu_us_per_message": round(client_s * 1e6 / len(latencies_ms), 1),
+            "server_cpu_us_per_message": round(server_s * 1e6 / len(latencies_ms), 1)}
+
+
+def sync_ways(address: str, count: int, rate: int, payload: bytes, cpu: _Cpu) -> list[dict]:
+    results = []
+    with grpc.insecure_channel(address) as channel:
+        unary = channel.unary_unary(METHOD_UNARY, _same, _same)
+        unary(payload)  # connected before timing
+        latencies = []
+        cpu.start()
+        for _ in _paced(count, rate):
+            sent = time.perf_counter()
+            _check(unary(payload), payload)
+            latencies.append((time.perf_counter() - sent) * 1000)
+        results.append(_figures("sync unary", latencies, cpu.stop(), rate, len(payload)))
+
+        requests: queue.Queue = queue.Queue()
+        answers = channel.stream_stream(METHOD_STREAM, _same, _same)(iter(requests.get, None))
+        requests.put(payload)
+        next(answers)
+        latencies = []
+        cpu.start()
+        for _ in _paced(count, rate):
+            sent = time.perf_counter()
+            requests.put(payload)
+            _check(next(answers), payload)
+            latencies.append((time.perf_counter() - sent) * 1000)
+        results.append(_figures("sync bidi stream", latencies, cpu.stop(), rate, len(payload)))
+        requests.put(None)
+    return results
+
+
+async def aio_ways(address: str, count: int, rate: int, payload: bytes, cpu: _Cpu) -> list[dict]:
+    results = []
+    async with grpc.aio.insecure_channel(address) as channel:
+        unary = channel.unary_unary(METHOD_UNARY, _same, _same)
+        await unary(payload)
+        latencies = []
+        cpu.start()
+        started = time.perf_counter()
+        for i in range(count):
+            delay_s = started + i / rate - time.perf_counter()
+            if delay_s > 0:
+                await asyncio.sleep(delay_s)
+            sent = time.perf_counter()
+            _check(await unary(payload), payload)
+            latencies.append((time.perf_counter() - sent) * 1000)
+        results.append(_figures("aio unary", latencies, cpu.stop(), rate, len(payload)))
+
+        call = channel.stream_stream(METHOD_STREAM, _same, _same)()
+        await call.write(payload)
+        await call.read()
+        latencies = []
+        cpu.start()
+        started = time.perf_counter()
+        for i in range(count):
+            delay_s = started + i / rate - time.perf_counter()
+            if delay_s > 0:
+                await asyncio.sleep(delay_s)
+            sent = time.perf_counter()
+            await call.write(payload)
+            _check(await call.read(), payload)
+            latencies.append((time.perf_counter() - sent) * 1000)
+        results.append(_figures("aio bidi stream", latencies, cpu.stop(), rate, len(payload)))
+        await call.done_writing()
+    return results
+
+
+def run(rate: int, seconds: float, payload_bytes: int) -> list[dict]:
+    context = multiprocessing.get_context("spawn")
+    answers, asks = context.Queue(), context.Queue()
+    server = context.Process(target=serve, args=(answers, asks), daemon=True)
+    server.start()
+    try:
+        address = f"127.0.0.1:{answers.get(timeout=30)}"
+        cpu = _Cpu(_Server(answers, asks))
+        count = max(1, int(rate * seconds))
+        payload = bytes(payload_bytes)
+        return sync_ways(address, count, rate, payload, cpu) + asyncio.run(aio_ways(address, count, rate, payload,
+                                                                                     cpu))
+    finally:
+        asks.put("stop")
+        server.join(10)
+        if server.is_alive():
+            server.kill()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m raftbus.client.bench.grpc_floor",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--rate", type=int, default=1_000, help="messages per second, each way")
+    parser.add_argument("--seconds", type=float, default=5.0, help="seconds of messages, each way")
+    parser.add_argument("--payload-bytes", type=int, default=100, help="bytes per message")
+    args = parser.parse_args(argv)
+    if args.rate < 1 or args.seconds <= 0 or args.payload_bytes < 0:
+        parser.error("--rate must be >= 1, --seconds > 0 and --payload-bytes >= 0")
+    for line in run(args.rate, args.seconds, args.payload_bytes):
+        print(json.dumps(line), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
