@@ -47,11 +47,18 @@ def pair_term(table: str, key: bytes, value) -> int:
 def _terms(seed: int, keys, values) -> int:
     """The sum of the terms of (key, value) pairs of one table; absent values (None) count nothing. (Hot: every
     applied queue and metadata command comes here for each pair it writes or deletes, so the CRCs run in `map`.)"""
-    crc = crc32
+    return _value_terms(list(map(crc32, keys, repeat(seed))), values)
+
+
+def _value_terms(key_crcs: list, values) -> int:
+    """`_terms` with each key's CRC already taken (`key_crcs`, in the same order as `values`); `values` None
+    means every pair is absent."""
+    if values is None:
+        return 0
     if None in values:
-        kept = [(key, value) for key, value in zip(keys, values) if value is not None]
-        keys, values = [key for key, _ in kept], [value for _, value in kept]
-    return sum(map(crc, values, map(crc, keys, repeat(seed))))
+        kept = [(key_crc, value) for key_crc, value in zip(key_crcs, values) if value is not None]
+        key_crcs, values = [key_crc for key_crc, _ in kept], [value for _, value in kept]
+    return sum(map(crc32, values, key_crcs))
 
 
 def load(raw) -> int | None:
@@ -94,8 +101,10 @@ class DigestingTxn:
         return getattr(self._txn, name)
 
     def _replace(self, table: str, keys, olds, news) -> None:
-        seed = _seed(table)
-        self.digest = (self.digest - _terms(seed, keys, olds) + _terms(seed, keys, news)) % _MODULUS
+        """Take the terms of `olds` out of the digest and put those of `news` in (values None for absent pairs;
+        `news` None when every pair is deleted). Each key's CRC is taken once for both sides."""
+        key_crcs = list(map(crc32, keys, repeat(_seed(table))))
+        self.digest = (self.digest - _value_terms(key_crcs, olds) + _value_terms(key_crcs, news)) % _MODULUS
 
     def put(self, table: str, key: bytes, value: bytes) -> None:
         self._replace(table, (key,), (self._txn.get(table, key),), (value,))
@@ -130,7 +139,7 @@ class DigestingTxn:
         if not pairs:
             return 0
         pairs = _bytes_keyed(pairs)
-        self._replace(table, [k for k, _ in pairs], [v for _, v in pairs], [None] * len(pairs))
+        self._replace(table, [k for k, _ in pairs], [v for _, v in pairs], None)
         return self._txn.delete_first(table, len(pairs))
 
     def put_new_many(self, table: str, pairs) -> None:
@@ -144,14 +153,14 @@ class DigestingTxn:
 
     def delete_many(self, table: str, keys) -> int:
         keys = list(dict.fromkeys(_bytes_keys(keys)))
-        self._replace(table, keys, self._txn.get_many(table, keys), [None] * len(keys))
+        self._replace(table, keys, self._txn.get_many(table, keys), None)
         return self._txn.delete_many(table, keys)
 
     def pop_many(self, table: str, keys) -> list:
         """Delete `keys` and answer their values (None for absent ones); each removed pair leaves the digest."""
         keys = _bytes_keys(keys)
         values = self._txn.pop_many(table, keys)
-        self._replace(table, keys, values, [None] * len(keys))
+        self._replace(table, keys, values, None)
         return values
 
     def delete_first(self, table: str, count: int) -> int:
@@ -164,7 +173,7 @@ class DigestingTxn:
                 break
             keys.append(bytes(key))
             values.append(bytes(value))
-        self._replace(table, keys, values, [None] * len(keys))
+        self._replace(table, keys, values, None)
         return self._txn.delete_first(table, count)
 
     def finish(self) -> int:
