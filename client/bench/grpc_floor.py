@@ -81,6 +81,36 @@ def _paced(count: int, rate: int):
         yield i
 
 
+async def _paced_async(count: int, rate: int):
+    """`_paced` for a coroutine: awaits until each is due."""
+    started = time.perf_counter()
+    for i in range(count):
+        delay_s = started + i / rate - time.perf_counter()
+        if delay_s > 0:
+            await asyncio.sleep(delay_s)
+        yield i
+
+
+def _timed(count: int, rate: int, round_trip) -> list[float]:
+    """Run `round_trip()` `count` times at `rate` per second; the ms each took."""
+    latencies = []
+    for _ in _paced(count, rate):
+        sent = time.perf_counter()
+        round_trip()
+        latencies.append((time.perf_counter() - sent) * 1000)
+    return latencies
+
+
+async def _timed_async(count: int, rate: int, round_trip) -> list[float]:
+    """`_timed` of a coroutine function."""
+    latencies = []
+    async for _ in _paced_async(count, rate):
+        sent = time.perf_counter()
+        await round_trip()
+        latencies.append((time.perf_counter() - sent) * 1000)
+    return latencies
+
+
 class _Cpu:
     """CPU seconds of this process and of the server from `start` to `stop`."""
 
@@ -104,68 +134,54 @@ def _figures(way: str, latencies_ms: list[float], cpu: tuple[float, float], rate
 
 
 def sync_ways(address: str, count: int, rate: int, payload: bytes, cpu: _Cpu) -> list[dict]:
-    results = []
     with grpc.insecure_channel(address) as channel:
         unary = channel.unary_unary(METHOD_UNARY, _same, _same)
         unary(payload)  # connected before timing
-        latencies = []
         cpu.start()
-        for _ in _paced(count, rate):
-            sent = time.perf_counter()
-            _check(unary(payload), payload)
-            latencies.append((time.perf_counter() - sent) * 1000)
-        results.append(_figures("sync unary", latencies, cpu.stop(), rate, len(payload)))
+        latencies = _timed(count, rate, lambda: _check(unary(payload), payload))
+        unary_figures = _figures("sync unary", latencies, cpu.stop(), rate, len(payload))
 
         requests: queue.Queue = queue.Queue()
         answers = channel.stream_stream(METHOD_STREAM, _same, _same)(iter(requests.get, None))
         requests.put(payload)
         next(answers)
-        latencies = []
-        cpu.start()
-        for _ in _paced(count, rate):
-            sent = time.perf_counter()
+
+        def echo() -> None:
             requests.put(payload)
             _check(next(answers), payload)
-            latencies.append((time.perf_counter() - sent) * 1000)
-        results.append(_figures("sync bidi stream", latencies, cpu.stop(), rate, len(payload)))
+
+        cpu.start()
+        latencies = _timed(count, rate, echo)
+        stream_figures = _figures("sync bidi stream", latencies, cpu.stop(), rate, len(payload))
         requests.put(None)
-    return results
+    return [unary_figures, stream_figures]
 
 
 async def aio_ways(address: str, count: int, rate: int, payload: bytes, cpu: _Cpu) -> list[dict]:
-    results = []
     async with grpc.aio.insecure_channel(address) as channel:
         unary = channel.unary_unary(METHOD_UNARY, _same, _same)
         await unary(payload)
-        latencies = []
-        cpu.start()
-        started = time.perf_counter()
-        for i in range(count):
-            delay_s = started + i / rate - time.perf_counter()
-            if delay_s > 0:
-                await asyncio.sleep(delay_s)
-            sent = time.perf_counter()
+
+        async def call_unary() -> None:
             _check(await unary(payload), payload)
-            latencies.append((time.perf_counter() - sent) * 1000)
-        results.append(_figures("aio unary", latencies, cpu.stop(), rate, len(payload)))
+
+        cpu.start()
+        latencies = await _timed_async(count, rate, call_unary)
+        unary_figures = _figures("aio unary", latencies, cpu.stop(), rate, len(payload))
 
         call = channel.stream_stream(METHOD_STREAM, _same, _same)()
         await call.write(payload)
         await call.read()
-        latencies = []
-        cpu.start()
-        started = time.perf_counter()
-        for i in range(count):
-            delay_s = started + i / rate - time.perf_counter()
-            if delay_s > 0:
-                await asyncio.sleep(delay_s)
-            sent = time.perf_counter()
+
+        async def echo() -> None:
             await call.write(payload)
             _check(await call.read(), payload)
-            latencies.append((time.perf_counter() - sent) * 1000)
-        results.append(_figures("aio bidi stream", latencies, cpu.stop(), rate, len(payload)))
+
+        cpu.start()
+        latencies = await _timed_async(count, rate, echo)
+        stream_figures = _figures("aio bidi stream", latencies, cpu.stop(), rate, len(payload))
         await call.done_writing()
-    return results
+    return [unary_figures, stream_figures]
 
 
 def run(rate: int, seconds: float, payload_bytes: int) -> list[dict]:
