@@ -20,7 +20,7 @@ import time
 
 import grpc
 
-from raftbus.client.bench.runner import percentile
+from raftbus.client.bench.runner import paced, paced_async, percentile
 
 METHOD_STREAM, METHOD_UNARY = "/raftbus.bench.Echo/Stream", "/raftbus.bench.Echo/Unary"
 SERVER_WORKERS = 8
@@ -71,30 +71,10 @@ def _check(answer: bytes, payload: bytes) -> None:
         raise RuntimeError(f"the echo server answered {len(answer)} bytes that differ from the {len(payload)} sent")
 
 
-def _paced(count: int, rate: int):
-    """Yield i = 0..count-1 at `rate` per second (sleeping until each is due)."""
-    started = time.perf_counter()
-    for i in range(count):
-        delay_s = started + i / rate - time.perf_counter()
-        if delay_s > 0:
-            time.sleep(delay_s)
-        yield i
-
-
-async def _paced_async(count: int, rate: int):
-    """`_paced` for a coroutine: awaits until each is due."""
-    started = time.perf_counter()
-    for i in range(count):
-        delay_s = started + i / rate - time.perf_counter()
-        if delay_s > 0:
-            await asyncio.sleep(delay_s)
-        yield i
-
-
 def _timed(count: int, rate: int, round_trip) -> list[float]:
     """Run `round_trip()` `count` times at `rate` per second; the ms each took."""
     latencies = []
-    for _ in _paced(count, rate):
+    for _ in paced(count, rate):
         sent = time.perf_counter()
         round_trip()
         latencies.append((time.perf_counter() - sent) * 1000)
@@ -104,7 +84,7 @@ def _timed(count: int, rate: int, round_trip) -> list[float]:
 async def _timed_async(count: int, rate: int, round_trip) -> list[float]:
     """`_timed` of a coroutine function."""
     latencies = []
-    async for _ in _paced_async(count, rate):
+    async for _ in paced_async(count, rate):
         sent = time.perf_counter()
         await round_trip()
         latencies.append((time.perf_counter() - sent) * 1000)

@@ -33,6 +33,7 @@ MB are 10^6 payload bytes (record values). Progress goes to stderr.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import itertools
 import json
 import multiprocessing
@@ -119,6 +120,26 @@ def progress(message: str) -> None:
 def percentile(values: list[float], fraction: float) -> float | None:
     """The `fraction` quantile (0..1, linear between the nearest ranks, boltons' Stats); None for no values."""
     return Stats(values).get_quantile(fraction) if values else None
+
+
+def paced(count: int, rate_per_s: int):
+    """Yield 0..count-1, each at its scheduled time (`rate_per_s` per second), for blocking senders."""
+    started_s = time.perf_counter()
+    for i in range(count):
+        delay_s = started_s + i / rate_per_s - time.perf_counter()
+        if delay_s > 0:
+            time.sleep(delay_s)
+        yield i
+
+
+async def paced_async(count: int, rate_per_s: int):
+    """`paced` for coroutines: awaits until each is due."""
+    started_s = time.perf_counter()
+    for i in range(count):
+        delay_s = started_s + i / rate_per_s - time.perf_counter()
+        if delay_s > 0:
+            await asyncio.sleep(delay_s)
+        yield i
 
 
 def split_count(total: int, parts: int) -> list[int]:
@@ -465,11 +486,7 @@ def light_load_latencies_ms(bootstrap: str, topic: str, record_bytes: int, cpu: 
             producer.send(topic, value, partition=partition).result()
         with Admin(bootstrap) as admin:
             brokers_before, producer_before = sum(bench_ops.cpu_seconds(admin).values()), process_cpu_s()
-        started = time.perf_counter()
-        for i in range(count):
-            delay_s = started + i / rate_per_s - time.perf_counter()
-            if delay_s > 0:
-                time.sleep(delay_s)
+        for _ in paced(count, rate_per_s):
             sent = time.perf_counter()
             future = producer.send(topic, value)
             future.add_done_callback(lambda _f, s=sent: latencies_ms.append((time.perf_counter() - s) * 1000))

@@ -1,8 +1,6 @@
 """Figures shared by the peers' workloads, in the field names `raftbus bench` uses."""
 from __future__ import annotations
 
-import time
-
 from raftbus.client.bench.runner import combined, percentile, rate_figures, rounded_ms, split_count
 from raftbus.client.errors import InternalError
 
@@ -29,16 +27,6 @@ def check_count(what: str, expected: int, got: int) -> None:
     """A workload that moved another number of records than asked is a failure, not a figure."""
     if got != expected:
         raise InternalError(f"{what}: expected {expected} records, got {got}")
-
-
-def paced(count: int, rate_per_s: int):
-    """Yield 0..count-1, each at its scheduled time (`rate_per_s` per second), for blocking senders."""
-    started_s = time.perf_counter()
-    for i in range(count):
-        delay_s = started_s + i / rate_per_s - time.perf_counter()
-        if delay_s > 0:
-            time.sleep(delay_s)
-        yield i
 
 
 def shares(items: list, parts: int) -> list[tuple]:

@@ -16,7 +16,7 @@ from importlib.metadata import version
 import nats
 
 from raftbus.client import settings
-from raftbus.client.bench.runner import emit, progress, run_workers
+from raftbus.client.bench.runner import emit, paced_async, progress, run_workers
 from raftbus.client.bench.peers.figures import (
     check_count,
     latency_figures,
@@ -185,11 +185,7 @@ async def light_load_latencies_ms(urls: tuple[str, ...], record_bytes: int) -> l
     try:
         js = nc.jetstream()
         await js.publish(subject, payload)  # connect and route before measuring
-        started_s = time.perf_counter()
-        for i in range(count):
-            delay_s = started_s + i / rate_per_s - time.perf_counter()
-            if delay_s > 0:
-                await asyncio.sleep(delay_s)
+        async for _ in paced_async(count, rate_per_s):
             sent_s = time.perf_counter()
             future = await js.publish_async(subject, payload)
             future.add_done_callback(lambda _f, s=sent_s: latencies_ms.append((time.perf_counter() - s) * 1000))

@@ -15,12 +15,11 @@ from importlib.metadata import PackageNotFoundError, version
 import redis
 
 from raftbus.client import settings
-from raftbus.client.bench.runner import LOOPBACK, emit, progress, run_workers
+from raftbus.client.bench.runner import LOOPBACK, emit, paced, progress, run_workers
 from raftbus.client.bench.peers.figures import (
     check_count,
     latency_figures,
     load_result,
-    paced,
     producer_counts,
     shares,
     throughput_line,
