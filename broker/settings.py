@@ -175,6 +175,7 @@ class BrokerSettings:
     queue_idempotency_key_bytes_max: int = 255
     queue_nack_reason_bytes_max: int = 1024
     queue_due_per_command_max: int = 10_000
+    queue_runs_enabled: bool = True
     queue_tick_interval_ms: int = 100
     queue_dead_letter_interval_ms: int = 500
     queue_dead_letter_batch_max: int = 500

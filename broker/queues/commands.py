@@ -6,6 +6,8 @@ leases, due delayed messages, expired idempotency keys) from the leader's stampe
 then the op's body:
     ENQUEUE  b"E"  producer_id_len >B | producer_id | base_sequence >q | count >I | items
                    item: _ITEM | group | idempotency_key | last_error | record (one record of client/records.py)
+    ENQUEUE_RUNS b"e"  the body of ENQUEUE; the partition may store the batch's plain messages as runs
+                   (state/runs.py). A broker from before runs refuses the op (not a queue command)
     LEASE    b"L"  max_messages >I | max_bytes >I | visibility_ms >q
     ACK      b"A"  settler | count >I | (seq >Q, delivery_count >I) * count
     NACK     b"N"  settler | count >I | (seq >Q, delivery_count >I, delay_ms >q (-1: backoff), reason_len >H,
@@ -29,6 +31,7 @@ from raftbus.client import errors
 
 ENQUEUE, LEASE, ACK, NACK, EXTEND, DELETE, CHANGE, TICK, DEAD_REMOVE = (
     "enqueue", "lease", "ack", "nack", "extend", "delete", "change", "tick", "dead_remove")
+ENQUEUE_RUNS = "enqueue_runs"
 BACKOFF = -1  # NACK delay_ms: use the topic's exponential backoff
 CHANGE_PRIORITY, CHANGE_DELIVER_AT = 1, 2
 PRODUCER_ID_BYTES_MAX = 255
@@ -46,7 +49,7 @@ _EXTEND = struct.Struct(">QIq")
 _SEQ = struct.Struct(">Q")
 _SEQUENCE = struct.Struct(">q")
 _CHANGE = struct.Struct(">QBiq")
-_OPS = {b"E": ENQUEUE, b"L": LEASE, b"A": ACK, b"N": NACK, b"X": EXTEND, b"D": DELETE, b"C": CHANGE,
+_OPS = {b"E": ENQUEUE, b"e": ENQUEUE_RUNS, b"L": LEASE, b"A": ACK, b"N": NACK, b"X": EXTEND, b"D": DELETE, b"C": CHANGE,
         b"K": TICK, b"R": DEAD_REMOVE}
 _CODES = {name: code for code, name in _OPS.items()}
 
@@ -127,6 +130,10 @@ class PackedLeases(Sequence):
         fields = struct.unpack(">" + "8sI" * len(self), self.packed)
         return fields[0::2], fields[1::2]
 
+    def seqs(self) -> tuple[int, ...]:
+        """The seqs, in order."""
+        return struct.unpack(">" + "Q4x" * len(self), self.packed)
+
 
 class Nack(NamedTuple):
     seq: int
@@ -154,10 +161,11 @@ def _header(op: str, now_ms: int, policy: QueuePolicy) -> bytes:
 
 
 def encode_enqueue(now_ms: int, policy: QueuePolicy, items, *, producer_id: bytes = b"",
-                   base_sequence: int = 0) -> bytes:
+                   base_sequence: int = 0, runs: bool = False) -> bytes:
+    """runs: ENQUEUE_RUNS, which a priority-ordered partition may store as runs (state/runs.py)."""
     if len(producer_id) > PRODUCER_ID_BYTES_MAX:
         raise errors.InvalidArgument(f"producer_id is longer than {PRODUCER_ID_BYTES_MAX} bytes")
-    parts = [_header(ENQUEUE, now_ms, policy), bytes((len(producer_id),)), producer_id,
+    parts = [_header(ENQUEUE_RUNS if runs else ENQUEUE, now_ms, policy), bytes((len(producer_id),)), producer_id,
              _PRODUCER.pack(base_sequence, len(items))]
     for item in items:
         parts.append(_ITEM.pack(item.priority, item.deliver_at_ms, item.delivery_count, item.enqueued_ms,
@@ -333,6 +341,7 @@ def _decode_tick(body) -> None:
 
 _BODIES = {
     ENQUEUE: _decode_enqueue,
+    ENQUEUE_RUNS: _decode_enqueue,
     LEASE: _decode_lease,
     ACK: lambda body: _decode_settle(body, _packed_leases),
     NACK: lambda body: _decode_settle(body, _decode_nacks),

@@ -78,7 +78,7 @@ class QueueService:
         if len(producer_id) not in (0, 16) or base_sequence < 0:
             raise errors.InvalidArgument("producer_id must be empty or 16 bytes and base_sequence >= 0")
         command = qc.encode_enqueue(now, self.policy(topic), items, producer_id=producer_id,
-                                    base_sequence=base_sequence)
+                                    base_sequence=base_sequence, runs=self.settings.queue_runs_enabled)
         result = self.submit(replica, command)
         return result.enqueued_ms, [(message_id(partition, m.seq), m.duplicate) for m in result.messages]
 

@@ -21,15 +21,17 @@ from raftbus.broker import content_digest
 from raftbus.broker.content_digest import DigestingTxn
 from raftbus.broker.queues.state.fair import group_path
 from raftbus.broker.queues.state.reads import (
+    any_message,
     due_in,
     oldest_in_buckets,
     messages_after,
     oldest_per_group,
     peek_in_flight,
+    ready_messages,
     state_in,
     stored_message,
 )
-from raftbus.broker.queues.state.records import IN_FLIGHT, StoredMessage, seq_of
+from raftbus.broker.queues.state.records import IN_FLIGHT, READY, StoredMessage, seq_of
 from raftbus.broker.queues.state.tables import (
     GROUP,
     GROUPS,
@@ -132,13 +134,15 @@ class QueueStateMachine:
 
     def get(self, seq: int) -> StoredMessage | None:
         with self._store.read() as txn:
-            return stored_message(txn, seq)
+            return any_message(txn, seq)
 
     def peek(self, state: int, max_messages: int) -> list[tuple[int, StoredMessage]]:
         """Up to max_messages messages in `state`, in that index's order (delivery order for ready ones)."""
         with self._store.read() as txn:
             if state == IN_FLIGHT:
                 return peek_in_flight(txn, max_messages)
+            if state == READY:
+                return ready_messages(txn, max_messages)
             keys = [bytes(k) for k, _ in itertools.islice(txn.items(INDEX_OF[state]), max_messages)]
             found = [(seq_of(k), stored_message(txn, seq_of(k))) for k in keys]
         return [(seq, m) for seq, m in found if m is not None]

@@ -12,6 +12,7 @@ from collections import Counter
 from raftbus.broker.queues import commands as qc
 from raftbus.broker.queues.state.backoff import retry_delay_ms
 from raftbus.broker.queues.state.fair import FairRotation, group_path
+from raftbus.broker.queues.state import runs as run_store
 from raftbus.broker.queues.state.reads import due_in, in_flight_entry, stored_message
 from raftbus.broker.queues.state.records import (
     DEAD,
@@ -49,6 +50,7 @@ from raftbus.broker.queues.state.tables import (
     STATE,
     STATE_KEY,
     Due,
+    READY_T,
     QueueState,
     time8_of,
 )
@@ -72,10 +74,67 @@ class MessageMoves:
         self._groups: dict[bytes, list[int]] = {}
         self._leaves: dict[bytes, bool] = {}
         self.rotation = FairRotation(txn, LEAVES, CURSORS) if fair else None
+        self.runs = run_store.RunFinder(txn)  # fair partitions never hold runs: it finds none there
 
     # ------------------------------------------------------------------ messages and indexes
     def message(self, seq: int) -> StoredMessage | None:
-        return stored_message(self.txn, seq)
+        """The message of a seq as a row: a message still inside a run opens the run first (runs.py)."""
+        m = stored_message(self.txn, seq)
+        if m is None and self.runs.any and self.open_run_of(seq):
+            m = stored_message(self.txn, seq)
+        return m
+
+    def open_run_of(self, seq: int) -> bool:
+        """Open the run holding `seq` if the message is live in it; whether it was."""
+        key = self.runs.run_key(seq)
+        run = None if key is None else run_store.load_run(self.txn, key)
+        if run is None:
+            return False
+        i = run.index_of(seq)
+        if i is None or run.states[i] == run_store.GONE:
+            return False
+        self.open_run(run)
+        return True
+
+    def open_run(self, run: run_store.Run) -> None:
+        """Turn a run's live messages into rows (with their locators and ready entries) and drop the run: the
+        counters do not change, and in-flight messages are already listed in the in-flight index."""
+        rows, locators, ready = [], [], []
+        for i in range(run.n):
+            state = run.states[i]
+            if state == run_store.GONE:
+                continue
+            key = run.row_key(i)
+            row = run.message_row(i)
+            rows.append((key, row))
+            locators.append((key[-8:], key))
+            if state == READY:
+                ready.append((key, ready_value(run.enqueued_ms, run.group)))
+        txn = self.txn
+        txn.put_new_many(MESSAGES, rows)
+        txn.put_new_many(LOCATORS, locators)
+        txn.put_new_many(READY_T, ready)
+        entry = run.ready_entry()
+        if entry is not None:
+            txn.delete(run_store.RUN_READY, entry[0])
+        txn.delete(run_store.RUNS, run.key)
+        txn.delete(run_store.RUN_STATE, run.key)
+        run_store.drop_from_batch(txn, run)
+
+    def open_runs_in_flight(self, deadline_ms: int, packed_seqs: bytes) -> None:
+        """Open the runs holding any of these seqs in flight under deadline_ms (their lease has expired)."""
+        loaded: dict[bytes, run_store.Run | None] = {}
+        for (seq,) in SEQ.iter_unpack(packed_seqs):
+            key = self.runs.run_key(seq)
+            if key is None:
+                continue
+            run = loaded[key] if key in loaded else loaded.setdefault(key, run_store.load_run(self.txn, key))
+            if run is None:
+                continue
+            i = run.index_of(seq)
+            if i is not None and run.states[i] == IN_FLIGHT and run.deadlines[i] == deadline_ms:
+                self.open_run(run)
+                loaded[key] = None  # opened: its messages are rows now
 
     def row_key(self, seq: int, m: StoredMessage) -> bytes:
         """Where the message is stored, and its ready index key."""
@@ -118,9 +177,12 @@ class MessageMoves:
 
     def add_in_flight_keys(self, deadline_ms: int, seq_keys: list[bytes]) -> None:
         """add_in_flight by seq keys (an entry's value is the seq keys back to back)."""
-        key = time_key(deadline_ms, seq_of(seq_keys[0]))
+        self.add_in_flight_packed(deadline_ms, b"".join(seq_keys))
+
+    def add_in_flight_packed(self, deadline_ms: int, packed: bytes) -> None:
+        """add_in_flight of seq keys packed back to back."""
+        key = time_key(deadline_ms, SEQ.unpack_from(packed)[0])
         old = self.txn.get(IN_FLIGHT_T, key)
-        packed = b"".join(seq_keys)
         self.txn.put(IN_FLIGHT_T, key, packed if old is None else bytes(old) + packed)
 
     def move(self, seq: int, m: StoredMessage, **changes) -> StoredMessage:
@@ -183,6 +245,19 @@ class MessageMoves:
             if self.fair and (old_state in (READY, IN_FLIGHT) or new_state in (READY, IN_FLIGHT)):
                 self._sync_leaf(group, group_counts)
 
+    def count_moves_n(self, group: bytes, moved: int, old_state: int, new_state: int) -> None:
+        """count_moves of `moved` messages of one group."""
+        if not moved:
+            return
+        counts = self.counts
+        counts[old_state] -= moved
+        counts[new_state] += moved
+        group_counts = self._group(group)
+        group_counts[old_state] -= moved
+        group_counts[new_state] += moved
+        if self.fair and (old_state in (READY, IN_FLIGHT) or new_state in (READY, IN_FLIGHT)):
+            self._sync_leaf(group, group_counts)
+
     def _count(self, group: bytes, state: int, delta: int) -> None:
         self.counts[state] += delta
         counts = self._group(group)
@@ -220,7 +295,10 @@ class MessageMoves:
         for key in self._due_keys(IN_FLIGHT_T, time_of, budget):
             if expired >= budget:
                 break
-            entry = in_flight_entry(self.txn, key, bytes(self.txn.get(IN_FLIGHT_T, key)))
+            value = bytes(self.txn.get(IN_FLIGHT_T, key))
+            if self.runs.any:
+                self.open_runs_in_flight(time_of(key), value)
+            entry = in_flight_entry(self.txn, key, value)
             self.txn.delete(IN_FLIGHT_T, key)
             for seq, m in entry:
                 self.retry(seq, m, qc.BACKOFF, LEASE_EXPIRED)

@@ -1,14 +1,17 @@
 """Reads of a queue partition's tables shared by the state machine's commands and its readers."""
 from __future__ import annotations
 
+import heapq
 import itertools
 
+from raftbus.broker.queues.state import runs as run_store
 from raftbus.broker.queues.state.records import (
     IN_FLIGHT,
     StoredMessage,
     decode_message,
     read_ready_value,
     seq_key,
+    seq_of,
     time_of,
 )
 from raftbus.broker.queues.state.tables import (
@@ -39,37 +42,69 @@ def due_in(txn, ready: int, fair: bool) -> Due:
 
 
 def stored_message(txn, seq: int) -> StoredMessage | None:
-    """The message of a seq, found through its locator."""
+    """The message of a seq stored as a row, found through its locator (commands: a message inside a run is
+    opened into a row first, moves.py)."""
     key = txn.get(LOCATORS, seq_key(seq))
     return None if key is None else decode_message(txn.get(MESSAGES, key))
 
 
+def any_message(txn, seq: int) -> StoredMessage | None:
+    """The message of a seq, stored as a row or inside a run (readers)."""
+    m = stored_message(txn, seq)
+    if m is None:
+        row = run_store.run_message(txn, seq)
+        m = None if row is None else decode_message(row)
+    return m
+
+
 def messages_after(txn, after_seq: int, max_messages: int) -> list[tuple[int, StoredMessage]]:
-    """Up to max_messages messages of any state with a seq above `after_seq`, in seq order (a full scan in pages)."""
+    """Up to max_messages messages of any state with a seq above `after_seq`, in seq order (a full scan in pages):
+    the rows' locators and the runs' live messages, merged."""
+    rows = ((SEQ.unpack(bytes(key))[0], bytes(row_key), True) for key, row_key in txn.items(LOCATORS, seq_key(after_seq + 1)))
+    in_runs = ((seq, row, False) for seq, row in run_store.live_in_runs(txn, after_seq))
     found = []
-    for key, row_key in txn.items(LOCATORS, seq_key(after_seq + 1)):
-        found.append((SEQ.unpack(bytes(key))[0], decode_message(txn.get(MESSAGES, bytes(row_key)))))
+    for seq, where, is_row in heapq.merge(rows, in_runs):
+        found.append((seq, decode_message(txn.get(MESSAGES, where) if is_row else where)))
         if len(found) >= max_messages:
             break
     return found
 
 
+def ready_messages(txn, max_messages: int) -> list[tuple[int, StoredMessage]]:
+    """The first max_messages ready messages in delivery order: ready rows and the runs' ready messages, merged."""
+    rows = ((bytes(key), seq_of(bytes(key)), None) for key, _ in txn.items(READY_T))
+    found = []
+    for key, seq, raw in heapq.merge(rows, run_store.ready_in_runs(txn)):
+        found.append((seq, decode_message(raw) if raw is not None else stored_message(txn, seq)))
+        if len(found) >= max_messages:
+            break
+    return [(seq, m) for seq, m in found if m is not None]
+
+
 def in_flight_entry(txn, key: bytes, value: bytes) -> list[tuple[int, StoredMessage]]:
     """The messages of an in-flight index entry that are still in flight under that deadline. The entry outlives
     the acks of its messages (the in-flight index is cleaned when the deadline comes), so most of its seqs usually
-    have no locator left: the locators are looked up through one cursor, rows only for those found."""
+    have no locator left: the locators are looked up through one cursor, rows only for those found (and, for the
+    seqs without one, the runs: readers see messages inside runs; a command opens expired runs first)."""
     deadline = time_of(key)
     size = SEQ.size
     seq_keys = [value[i:i + size] for i in range(0, len(value), size)]
-    found = [(seq_key, bytes(row_key)) for seq_key, row_key in zip(seq_keys, txn.get_many(LOCATORS, seq_keys))
-             if row_key is not None]
-    if not found:
+    row_keys = txn.get_many(LOCATORS, seq_keys)
+    finder = run_store.RunFinder(txn)
+    found = [(seq_key, bytes(row_key)) for seq_key, row_key in zip(seq_keys, row_keys) if row_key is not None]
+    if not found and not finder.any:
         return []
-    live = []
-    for (seq_key, _), raw in zip(found, txn.get_many(MESSAGES, [row_key for _, row_key in found])):
+    stored = iter(txn.get_many(MESSAGES, [row_key for _, row_key in found]))
+    live, loaded = [], {}
+    for seq_key, row_key in zip(seq_keys, row_keys):
+        seq = SEQ.unpack(seq_key)[0]
+        raw = next(stored) if row_key is not None else run_store.run_message(txn, seq, finder, loaded) if finder.any \
+            else None
+        if raw is None:
+            continue
         m = decode_message(raw)
         if m.state == IN_FLIGHT and m.deadline_ms == deadline:
-            live.append((SEQ.unpack(seq_key)[0], m))
+            live.append((seq, m))
     return live
 
 
@@ -94,6 +129,15 @@ def oldest_in_buckets(txn, prefix: bytes, buckets_max: int) -> int | None:
         enqueued_ms, _ = read_ready_value(found[1])
         oldest = enqueued_ms if oldest is None else min(oldest, enqueued_ms)
         start = key[:-8] + b"\xff" * 9
+    start = prefix  # the runs' ready messages (priority ordering only), bucket by bucket the same way
+    for _ in range(buckets_max if not prefix else 0):
+        found = next(txn.items(run_store.RUN_READY, start or None), None)
+        if found is None:
+            break
+        key = bytes(found[0])
+        enqueued_ms, _ = read_ready_value(bytes(found[1])[run_store.RUN_KEY_BYTES:])
+        oldest = enqueued_ms if oldest is None else min(oldest, enqueued_ms)
+        start = key[:-8] + b"\xff" * 9
     return oldest
 
 
@@ -102,7 +146,13 @@ def oldest_per_group(txn, wanted: set[bytes], scan_max: int) -> dict[bytes, int]
     oldest: dict[bytes, int] = {}
     if not wanted:
         return oldest
-    for _, value in itertools.islice(txn.items(READY_T), scan_max):
+    rows = ((bytes(key), 1, bytes(value)) for key, value in txn.items(READY_T))
+    in_runs = ((key, count, value) for key, count, value in run_store.ready_run_entries(txn))
+    seen = 0
+    for _, count, value in heapq.merge(rows, in_runs):  # a run's entry stands for its ready messages
+        if seen >= scan_max:
+            break
+        seen += count
         enqueued_ms, group = read_ready_value(value)
         if group in wanted and enqueued_ms < oldest.get(group, enqueued_ms + 1):
             oldest[group] = enqueued_ms

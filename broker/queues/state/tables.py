@@ -19,6 +19,8 @@ Tables (key layouts in queue_records and queue_fair):
     producers           producer_id -> expires_ms >q | remembered batches;   producer_expiry  time|producer_id -> b""
     settlers            settler_id -> expires_ms >q | sequence >q | count >I | failures (index >I, code >B)
                         (the answer to a consumer's last ack/nack batch, for its retry); settler_expiry likewise
+    runs, run_state, run_ready, run_batches
+                        messages stored a run at a time instead of a row each (state/runs.py)
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from raftbus.broker.queues.state.records import DEAD, DELAYED, IN_FLIGHT, READY, StoredMessage, decode_message
+from raftbus.broker.queues.state.runs import RUN_TABLES
 
 META, MESSAGES, LOCATORS, READY_T, DELAYED_T, IN_FLIGHT_T, DEAD_T = (
     "meta", "messages", "locators", "ready", "delayed", "in_flight", "dead")
@@ -35,7 +38,7 @@ IDEMPOTENCY, IDEMPOTENCY_EXPIRY, PRODUCERS, PRODUCER_EXPIRY = (
     "idempotency", "idempotency_expiry", "producers", "producer_expiry")
 SETTLERS, SETTLER_EXPIRY = "settlers", "settler_expiry"
 TABLES = (META, MESSAGES, LOCATORS, READY_T, DELAYED_T, IN_FLIGHT_T, DEAD_T, GROUPS, LEAVES, CURSORS,
-          IDEMPOTENCY, IDEMPOTENCY_EXPIRY, PRODUCERS, PRODUCER_EXPIRY, SETTLERS, SETTLER_EXPIRY)
+          IDEMPOTENCY, IDEMPOTENCY_EXPIRY, PRODUCERS, PRODUCER_EXPIRY, SETTLERS, SETTLER_EXPIRY, *RUN_TABLES)
 INDEX_OF = {READY: READY_T, DELAYED: DELAYED_T, IN_FLIGHT: IN_FLIGHT_T, DEAD: DEAD_T}
 STATE_KEY = b"state"
 
@@ -93,16 +96,50 @@ class Leased(NamedTuple):
 
 class LeasedBatch(Sequence):
     """The messages one lease took, as their seq keys and stored rows (no object per message: every replica
-    builds it, only the leader reads it). Indexing gives `Leased` values."""
+    builds it, only the leader reads it). Indexing gives `Leased` values. Built from parts: (seq keys, rows) lists
+    of messages stored as rows, and spans of runs (state/runs.py) whose keys and rows are made only when read."""
 
-    __slots__ = ("seq_keys", "rows")
+    __slots__ = ("_parts", "_seq_keys", "_rows", "_length")
 
-    def __init__(self, seq_keys: list[bytes], rows: list):
-        self.seq_keys = seq_keys
-        self.rows = rows
+    def __init__(self, seq_keys: list[bytes], rows: list, spans=()):
+        self._parts = [(seq_keys, rows)] if seq_keys else []
+        self._parts += spans
+        self._seq_keys = self._rows = None
+        self._length = len(rows) + sum(len(span) for span in spans)
+
+    @classmethod
+    def of_parts(cls, parts) -> "LeasedBatch":
+        """parts: (seq keys, rows) pairs and run spans, in delivery order."""
+        batch = cls([], [])
+        batch._parts = list(parts)
+        batch._length = sum(len(part[1]) if isinstance(part, tuple) else len(part) for part in batch._parts)
+        return batch
+
+    def _materialize(self) -> None:
+        seq_keys, rows = [], []
+        for part in self._parts:
+            if isinstance(part, tuple):
+                seq_keys += part[0]
+                rows += part[1]
+            else:
+                seq_keys += part.seq_keys()
+                rows += part.rows()
+        self._seq_keys, self._rows = seq_keys, rows
+
+    @property
+    def seq_keys(self) -> list[bytes]:
+        if self._seq_keys is None:
+            self._materialize()
+        return self._seq_keys
+
+    @property
+    def rows(self) -> list:
+        if self._rows is None:
+            self._materialize()
+        return self._rows
 
     def __len__(self) -> int:
-        return len(self.rows)
+        return self._length
 
     def __getitem__(self, index):
         if isinstance(index, slice):

@@ -5,6 +5,7 @@ import threading
 
 import pytest
 
+from raftbus.broker.queues.state import runs, tables
 from raftbus.client import errors
 from raftbus.client.queues.ids import message_id, split_message_id
 from raftbus.client.records import decode_batch
@@ -300,3 +301,19 @@ def test_waiting_calls_per_broker_are_bounded():
     assert broker.queues.lease("jobs", 0, max_messages=1) == []  # without waiting: no bound
     first.close()
     assert broker.queues.lease("jobs", 0, max_messages=1, max_wait_ms=10) == []
+
+
+@pytest.mark.parametrize("enabled, ordering, stored_as_runs", [
+    (True, "priority", True), (False, "priority", False), (True, "fair", False)])
+def test_queue_runs_enabled_decides_how_a_leader_stores_a_batch(enabled, ordering, stored_as_runs):
+    """A leader stamps ENQUEUE_RUNS when queue_runs_enabled; only priority-ordered partitions store runs, and a
+    batch reads back the same either way."""
+    broker = QueueBroker(queue_runs_enabled=enabled)
+    broker.create("work", ordering=ordering)
+    ids = broker.put("work", *[b"m%d" % i for i in range(6)], partition=0)
+    with broker.replica("work").store.read() as txn:
+        assert (next(txn.items(runs.RUNS), None) is not None) == stored_as_runs
+        assert (next(txn.items(tables.MESSAGES), None) is None) == stored_as_runs
+    leased = broker.queues.lease("work", 0, max_messages=10, visibility_ms=5_000)
+    assert values(leased) == [b"m%d" % i for i in range(6)] and [m.message_id for m in leased] == ids
+    assert broker.queues.ack("work", 0, lease_refs(leased)) == [None] * 6

@@ -5,6 +5,7 @@ import itertools
 import struct
 
 from raftbus.broker.queues import commands as qc
+from raftbus.broker.queues.state import runs
 from raftbus.broker.queues.state import tables as q
 from raftbus.broker.queues.state.machine import QueueStateMachine
 from raftbus.broker.queues.state.fair import group_path
@@ -34,8 +35,9 @@ def item(value: bytes, *, priority=0, group=b"", deliver_at_ms=0, key=b"", origi
 class QueueHarness:
     """A QueueStateMachine, its Raft index counter and a clock tests move by hand."""
 
-    def __init__(self, store, ordering="priority", policy=POLICY, now_ms=1_000):
+    def __init__(self, store, ordering="priority", policy=POLICY, now_ms=1_000, runs=False):
         self.store = store
+        self.runs = runs  # enqueue as ENQUEUE_RUNS (state/runs.py)
         self.ordering = ordering
         self.sm = QueueStateMachine(store, ordering)
         self.index = self.sm.applied_index()
@@ -52,7 +54,7 @@ class QueueHarness:
     # ------------------------------------------------------------------ commands
     def enqueue(self, *items, producer_id=b"", base_sequence=0):
         return self.apply(qc.encode_enqueue(self.now_ms, self.policy, list(items), producer_id=producer_id,
-                                            base_sequence=base_sequence))
+                                            base_sequence=base_sequence, runs=self.runs))
 
     def put(self, *values, **fields) -> list[int]:
         """Enqueue one message per value with the same fields; returns their seqs."""
@@ -100,6 +102,10 @@ class QueueHarness:
         its state; counters match the indexes; fair leaves are right."""
         tables = self.dump()
         messages = {seq_of(k): decode_message(v) for k, v in tables[q.MESSAGES].items()}
+        with self.store.read() as txn:
+            in_runs = {seq: decode_message(row) for seq, row in runs.live_in_runs(txn, 0)}
+            ready_in_runs = {seq for _, seq, _ in runs.ready_in_runs(txn)}
+        assert not set(in_runs) & set(messages), "a message both in a run and a row"
         assert {seq_of(k): k for k in tables[q.MESSAGES]} == {seq_of(k): v for k, v in tables[q.LOCATORS].items()}
         for key, m in zip(tables[q.MESSAGES], messages.values()):
             path = group_path(m.group) if self.ordering == "fair" else None
@@ -117,10 +123,15 @@ class QueueHarness:
         # The in-flight index is lazy: each leased message is listed under its deadline, stale seqs may remain.
         listed = {(seq, time_of(key)) for key, value in tables[q.IN_FLIGHT_T].items()
                   for (seq,) in struct.iter_unpack(">Q", value)}
+        for seq, m in in_runs.items():
+            assert m.state in (READY, IN_FLIGHT)
+            assert (m.state == READY) == (seq in ready_in_runs), f"seq {seq} of a run not where its state says"
+            indexed[seq] = m.state
+        messages.update(in_runs)
         for seq, m in messages.items():
             if m.state == IN_FLIGHT:
                 assert (seq, m.deadline_ms) in listed, f"leased seq {seq} missing from the in-flight index"
-                assert seq not in indexed
+                assert seq not in indexed or seq in in_runs
                 indexed[seq] = IN_FLIGHT
         assert set(indexed) == set(messages)
         for key, value in tables[q.READY_T].items():

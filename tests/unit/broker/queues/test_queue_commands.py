@@ -12,6 +12,7 @@ ITEMS = [qc.EnqueueItem(-5, 123, 2, 99, 1 << 40 | 5, b"a.b", b"key", b"err", b"\
 @pytest.mark.parametrize("command, op, body", [
     (qc.encode_enqueue(5, POLICY, ITEMS, producer_id=b"p" * 16, base_sequence=9), qc.ENQUEUE,
      qc.Enqueue(b"p" * 16, 9, tuple(ITEMS))),
+    (qc.encode_enqueue(5, POLICY, ITEMS, runs=True), qc.ENQUEUE_RUNS, qc.Enqueue(b"", 0, tuple(ITEMS))),
     (qc.encode_lease(5, POLICY, 10, 1000, 30_000), qc.LEASE, qc.Lease(10, 1000, 30_000)),
     (qc.encode_ack(5, POLICY, [(1, 1), (2**64 - 1, 7)]), qc.ACK, qc.Settle(b"", 0, [(1, 1), (2**64 - 1, 7)])),
     (qc.encode_ack(5, POLICY, [(1, 1)], settler_id=b"s" * 16, sequence=3), qc.ACK,
@@ -30,6 +31,11 @@ ITEMS = [qc.EnqueueItem(-5, 123, 2, 99, 1 << 40 | 5, b"a.b", b"key", b"err", b"\
 ])
 def test_round_trip(command, op, body):
     assert qc.decode(command) == qc.QueueCommand(op, 5, POLICY, body)
+
+
+def test_packed_leases_give_their_seqs():
+    packed = qc.PackedLeases(bytes.fromhex("000000000000000a 00000002 00000000000000ff 00000001"))
+    assert packed.seqs() == (10, 255)
 
 
 @pytest.mark.parametrize("bad", [
