@@ -11,6 +11,7 @@ import sys
 
 from raftbus.broker.admin.state import MetadataStateMachine
 from raftbus.broker.context import METADATA_GROUP, partition_group_id
+from raftbus.broker.queues.state import runs
 from raftbus.broker.queues.state import tables as q
 from raftbus.broker.storage.lmdb_store import LmdbStore
 from raftbus.client import Admin, Producer, QueueConsumer
@@ -66,13 +67,16 @@ def ack_some(bootstrap: str, count: int) -> None:
 
 
 def change_a_stored_message(store_dir) -> None:
+    """Flip the last byte of a stored record: in a message's row, or in a run (the enqueues above store their
+    messages as runs, queue_runs_enabled)."""
     store = LmdbStore(str(store_dir), q.TABLES, 1 << 26)
     try:
         with store.write() as txn:
-            key, value = next(iter(txn.items(q.MESSAGES)))
+            table = next(t for t in (q.MESSAGES, runs.RUNS) if txn.first(t) is not None)
+            key, value = txn.first(table)
             value = bytearray(value)
             value[-1] ^= 0x01
-            txn.put(q.MESSAGES, bytes(key), bytes(value))
+            txn.put(table, bytes(key), bytes(value))
     finally:
         store.close()
 

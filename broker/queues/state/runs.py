@@ -4,7 +4,8 @@ A queue partition with priority ordering stores a message either as a row (`mess
 entry: records.py) or inside a run; never both. A run is written by an enqueue command that asks for runs (op
 ENQUEUE_RUNS, stamped by the leader) for each priority class of the batch whose messages are plain (no
 idempotency key, no origin, ready at once, no delivery history or error) and share a group and an enqueue time,
-and holds at least RUN_MESSAGES_MIN of them. Only two things happen to a message inside its run, each a slice of
+cut into runs of at most RUN_MESSAGES_MAX messages and RUN_ROW_BYTES_MAX bytes (every lease and ack of a run reads
+it whole); a piece of fewer than RUN_MESSAGES_MIN messages is stored as rows. Only two things happen to a message inside its run, each a slice of
 the run's state however many messages it names:
     lease  the next ready messages of the run (they are always its tail: `ready_from` onwards) go in flight
     ack    in-flight messages at their delivery count are settled (gone)
@@ -36,6 +37,8 @@ from raftbus.broker.queues.state.records import _GROUP_AT, _LEASE_HEAD, _LEASE_R
 RUNS, RUN_STATE, RUN_READY, RUN_BATCHES = "runs", "run_state", "run_ready", "run_batches"
 RUN_TABLES = (RUNS, RUN_STATE, RUN_READY, RUN_BATCHES)
 RUN_MESSAGES_MIN = 4   # a priority class of fewer messages is stored as rows
+RUN_MESSAGES_MAX = 1024  # a larger class is cut into runs of at most this many messages ...
+RUN_ROW_BYTES_MAX = 1 << 20  # ... and of at most this many bytes of rows (one more message when the first is larger)
 RUNS_PER_BATCH_MAX = 254
 NOT_IN_RUN = 255
 GONE = 0
@@ -145,6 +148,22 @@ def new_run(seqs: list[int], rows: list[bytes], group: bytes, priority: int, del
     value = _RUN_HEAD.pack(n, len(group)) + seq_array.tobytes() + ends.tobytes() + b"".join(rows)
     state = _STATE_HEAD.pack(0, n) + bytes((READY,)) * n + counts.tobytes() + bytes(8 * n)
     return (key, value), (key, state)
+
+
+def pieces(members: list, row_at: int) -> list[list]:
+    """`members` cut in order into pieces of at most RUN_MESSAGES_MAX messages and RUN_ROW_BYTES_MAX bytes of rows
+    (member[row_at] is a message's row); a piece holds at least one message."""
+    cut, piece, size = [], [], 0
+    for member in members:
+        length = len(member[row_at])
+        if piece and (len(piece) >= RUN_MESSAGES_MAX or size + length > RUN_ROW_BYTES_MAX):
+            cut.append(piece)
+            piece, size = [], 0
+        piece.append(member)
+        size += length
+    if piece:
+        cut.append(piece)
+    return cut
 
 
 def batch_entry(first_seq: int, last_seq: int, run_keys: list[bytes], run_of_seq: bytearray) -> tuple[bytes, bytes]:

@@ -147,26 +147,30 @@ class QueueWork(MessageMoves):
         return tuple(results)
 
     def _write_runs(self, classes: dict[int, list], first_seq: int) -> list[list]:
-        """Store each priority class of plain ready messages that shares a group and an enqueue time, and has
-        at least RUN_MESSAGES_MIN messages, as one run; the other classes are returned (stored as rows)."""
+        """Store each priority class of plain ready messages that shares a group and an enqueue time as runs
+        (pieces of it bounded by RUN_MESSAGES_MAX and RUN_ROW_BYTES_MAX); the classes and pieces that cannot be
+        runs are returned (stored as rows)."""
         runs, states, run_ready, run_keys, left = [], [], [], [], []
         run_of_seq = bytearray((run_store.NOT_IN_RUN,)) * (self.next_seq - first_seq)
         for priority, members in classes.items():
             group, enqueued_ms = members[0][3], members[0][4]
-            if len(members) < run_store.RUN_MESSAGES_MIN or len(run_keys) >= run_store.RUNS_PER_BATCH_MAX or \
-                    any(m[3] != group or m[4] != enqueued_ms for m in members):
+            if any(m[3] != group or m[4] != enqueued_ms for m in members):
                 left.append(members)
                 continue
-            seqs = [m[0] for m in members]
-            run, state = run_store.new_run(seqs, [m[2] for m in members], group, priority, [0] * len(seqs))
-            number = len(run_keys)
-            for seq in seqs:
-                run_of_seq[seq - first_seq] = number
-            runs.append(run)
-            states.append(state)
-            run_ready.append((members[0][1], run[0] + ready_value(enqueued_ms, group)))
-            run_keys.append(run[0])
-            self.count_moves_n(group, len(seqs), NO_STATE, READY)
+            for piece in run_store.pieces(members, 2):
+                if len(piece) < run_store.RUN_MESSAGES_MIN or len(run_keys) >= run_store.RUNS_PER_BATCH_MAX:
+                    left.append(piece)
+                    continue
+                seqs = [m[0] for m in piece]
+                run, state = run_store.new_run(seqs, [m[2] for m in piece], group, priority, [0] * len(seqs))
+                number = len(run_keys)
+                for seq in seqs:
+                    run_of_seq[seq - first_seq] = number
+                runs.append(run)
+                states.append(state)
+                run_ready.append((piece[0][1], run[0] + ready_value(enqueued_ms, group)))
+                run_keys.append(run[0])
+                self.count_moves_n(group, len(seqs), NO_STATE, READY)
         if run_keys:
             txn = self.txn
             txn.put_new_many(run_store.RUNS, runs)

@@ -11,6 +11,7 @@ from raftbus.broker import content_digest
 from raftbus.broker.admin.state import TOPICS
 from raftbus.broker.admin.state import MetadataStateMachine
 from raftbus.broker.content_digest import DIGEST_KEY, DigestHistory, DigestingTxn
+from raftbus.broker.queues.state import runs
 from raftbus.broker.queues.state import tables as q
 from raftbus.broker.storage.lmdb_store import LmdbStore
 from raftbus.broker.storage.memory_store import MemoryStore
@@ -134,3 +135,28 @@ def test_metadata_replicas_agree_and_a_changed_topic_is_found():
         key, value = next(iter(txn.items(TOPICS)))
         txn.put(TOPICS, key, bytes(value).replace(b'"jobs"', b'"jobz"'))
     assert replicas[1].sm.store_consistent() is False
+
+
+def drive_queue_runs(harness: QueueHarness) -> None:
+    """Runs written, leased in part, acked in part, one opened by a nack, one gone with its last ack."""
+    first = harness.put(*[b"r%d" % i for i in range(6)], priority=1)
+    harness.put(*[b"s%d" % i for i in range(5)], priority=2)
+    leased = harness.lease(max_messages=8)
+    harness.ack(*[(m.seq, 1) for m in leased[:6]])
+    harness.nack(leased[6].seq, 1, 0)
+    harness.lease(max_messages=2)
+
+
+def test_queue_replicas_with_runs_agree_and_a_changed_run_is_found(tmp_path):
+    replicas = [QueueHarness(MemoryStore(q.TABLES), runs=True),
+                QueueHarness(LmdbStore(str(tmp_path), q.TABLES, 1 << 24), runs=True)]
+    for replica in replicas:
+        drive_queue_runs(replica)
+        assert replica.sm.store_consistent() is True
+        assert kept(replica.store) == recomputed(replica.store, q.TABLES)
+    assert replicas[0].sm.digest_at(replicas[0].index) == replicas[1].sm.digest_at(replicas[1].index) is not None
+    replicas[0].put(*[b"t%d" % i for i in range(4)])
+    with replicas[0].store.write() as txn:  # behind the state machine's back
+        key, value = txn.first(runs.RUNS)
+        txn.put(runs.RUNS, bytes(key), bytes(value[:-1]) + bytes([value[-1] ^ 1]))
+    assert replicas[0].sm.store_consistent() is False

@@ -110,8 +110,17 @@ def random_step(twins: Twins, rng: random.Random) -> None:
         twins.both("dead_remove", *rng.sample(sorted(twins.seqs), min(5, len(twins.seqs))))
 
 
-@pytest.mark.parametrize("seed", range(24))
-def test_runs_answer_and_read_as_rows_do(seed):
+@pytest.fixture(params=["long runs", "short runs"])
+def run_bounds(request, monkeypatch):
+    """Runs as the broker cuts them, and cut short (a few messages, a few hundred bytes) so that batches split
+    into several runs and leftover rows."""
+    if request.param == "short runs":
+        monkeypatch.setattr(runs, "RUN_MESSAGES_MAX", 6)
+        monkeypatch.setattr(runs, "RUN_ROW_BYTES_MAX", 400)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_runs_answer_and_read_as_rows_do(seed, run_bounds):
     rng = random.Random(seed)
     twins = Twins(lambda name: MemoryStore(QueueStateMachine.TABLES),
                   POLICY._replace(max_deliveries=rng.choice([0, 2, 5])))
@@ -173,6 +182,17 @@ def test_an_expired_lease_of_a_run_retries_its_messages():
     harness.tick()
     again = harness.lease(10)
     assert [(m.seq, m.message.delivery_count) for m in again] == [(seq, 2) for seq in seqs[1:]]
+    harness.check_invariants()
+
+
+def test_a_large_class_is_cut_into_runs_and_leased_across_them_in_order(monkeypatch):
+    monkeypatch.setattr(runs, "RUN_MESSAGES_MAX", 4)
+    harness = QueueHarness(MemoryStore(QueueStateMachine.TABLES), runs=True)
+    seqs = harness.put(*[b"m%d" % i for i in range(10)], priority=2)
+    tables = harness.dump()
+    assert len(tables[runs.RUNS]) == 2 and len(tables["messages"]) == 2  # 4 + 4 in runs, the last 2 as rows
+    assert [m.seq for m in harness.lease(7)] == seqs[:7]
+    assert [m.seq for m in harness.lease(7)] == seqs[7:]
     harness.check_invariants()
 
 
