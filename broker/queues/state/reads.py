@@ -60,7 +60,8 @@ def any_message(txn, seq: int) -> StoredMessage | None:
 def messages_after(txn, after_seq: int, max_messages: int) -> list[tuple[int, StoredMessage]]:
     """Up to max_messages messages of any state with a seq above `after_seq`, in seq order (a full scan in pages):
     the rows' locators and the runs' live messages, merged."""
-    rows = ((SEQ.unpack(bytes(key))[0], bytes(row_key), True) for key, row_key in txn.items(LOCATORS, seq_key(after_seq + 1)))
+    rows = ((SEQ.unpack(bytes(key))[0], bytes(row_key), True)
+            for key, row_key in txn.items(LOCATORS, seq_key(after_seq + 1)))
     in_runs = ((seq, row, False) for seq, row in run_store.live_in_runs(txn, after_seq))
     found = []
     for seq, where, is_row in heapq.merge(rows, in_runs):

@@ -4,9 +4,9 @@ A queue partition with priority ordering stores a message either as a row (`mess
 entry: records.py) or inside a run; never both. A run is written by an enqueue command that asks for runs (op
 ENQUEUE_RUNS, stamped by the leader) for each priority class of the batch whose messages are plain (no
 idempotency key, no origin, ready at once, no delivery history or error) and share a group and an enqueue time,
-cut into runs of at most RUN_MESSAGES_MAX messages and RUN_ROW_BYTES_MAX bytes (every lease and ack of a run reads
-it whole); a piece of fewer than RUN_MESSAGES_MIN messages is stored as rows. Only two things happen to a message inside its run, each a slice of
-the run's state however many messages it names:
+cut into runs of at most RUN_MESSAGES_MAX messages and RUN_ROW_BYTES_MAX bytes (every lease and ack of a run
+reads it whole); a piece of fewer than RUN_MESSAGES_MIN messages is stored as rows. Only two things happen to a
+message inside its run, each a slice of the run's state however many messages it names:
     lease  the next ready messages of the run (they are always its tail: `ready_from` onwards) go in flight
     ack    in-flight messages at their delivery count are settled (gone)
 Anything else that touches a message of a run (a nack, an extend, a delete, a change, a get, the expiry of its
@@ -32,7 +32,15 @@ import struct
 from array import array
 from bisect import bisect_left
 
-from raftbus.broker.queues.state.records import _GROUP_AT, _LEASE_HEAD, _LEASE_READ, IN_FLIGHT, READY, ready_value, row_key
+from raftbus.broker.queues.state.records import (
+    _GROUP_AT,
+    _LEASE_HEAD,
+    _LEASE_READ,
+    IN_FLIGHT,
+    READY,
+    ready_value,
+    row_key,
+)
 
 RUNS, RUN_STATE, RUN_READY, RUN_BATCHES = "runs", "run_state", "run_ready", "run_batches"
 RUN_TABLES = (RUNS, RUN_STATE, RUN_READY, RUN_BATCHES)

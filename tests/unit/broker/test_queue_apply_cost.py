@@ -7,10 +7,12 @@ import pytest
 from raftbus.broker import queue_apply_cost
 
 
-def test_every_enqueued_message_is_leased_and_acked_in_batches(capsys):
-    assert queue_apply_cost.main(["--messages", "2500", "--batch", "1000"]) == 0
+@pytest.mark.parametrize("layout", [[], ["--rows"]])
+def test_every_enqueued_message_is_leased_and_acked_in_batches(capsys, layout):
+    assert queue_apply_cost.main(["--messages", "2500", "--batch", "1000", *layout]) == 0
     line = json.loads(capsys.readouterr().out)
-    assert line["drained"] and line["acked"] == 2500 and line["left"] == [0, 0, 0, 0]
+    assert line["runs"] == (not layout) and line["drained"] and line["acked"] == 2500 and line["left"] == [0, 0, 0, 0]
+    assert line["enqueue_cpu_us_per_message"] >= 0 and line["answer_cpu_us_per_message"] >= 0
     assert line["lease_cpu_us_per_message"] >= 0 and line["ack_cpu_us_per_message"] >= 0
     # the acked leases' in-flight index entries were still there, and ticks past their deadline removed them
     assert line["expiry_ticks"] >= 1 and line["expiry_cpu_us_per_message"] >= 0
@@ -18,7 +20,7 @@ def test_every_enqueued_message_is_leased_and_acked_in_batches(capsys):
 
 def test_fill_only_leases_nothing(capsys):
     assert queue_apply_cost.main(["--messages", "10", "--fill-only"]) == 0
-    assert json.loads(capsys.readouterr().out) == {"messages": 10, "batch": 1000, "drained": False}
+    assert json.loads(capsys.readouterr().out) == {"messages": 10, "batch": 1000, "runs": True, "drained": False}
 
 
 def test_counts_below_one_are_usage_errors():
