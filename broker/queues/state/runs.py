@@ -113,6 +113,13 @@ class Run:
         ends = self.ends
         return [ends[i] - (ends[i - 1] if i else 0) - fixed for i in range(start, stop)]
 
+    def records_bytes(self, start: int, stop: int) -> int:
+        """The record sizes of messages start..stop-1 together (from the row ends, no visit of each)."""
+        if stop <= start:
+            return 0
+        ends = self.ends
+        return ends[stop - 1] - (ends[start - 1] if start else 0) - (stop - start) * (_GROUP_AT + len(self.group))
+
     def index_of(self, seq: int) -> int | None:
         i = bisect_left(self.seqs, seq)
         return i if i < self.n and self.seqs[i] == seq else None

@@ -291,8 +291,13 @@ class QueueWork(MessageMoves):
         stop = min(run.n, start + remaining)
         if bound is not None and bound[:4] == run.key[:4]:  # a ready row of the same priority: stop before it
             stop = min(stop, bisect.bisect_left(run.seqs, seq_of(bound), start, stop))
-        sizes = run.record_bytes(start, stop)
-        count = run_store.fitting(sizes, budget, first)
+        total = run.records_bytes(start, stop)
+        if total <= budget:  # the whole stretch fits: no size per message needed
+            count, used = stop - start, total
+        else:
+            sizes = run.record_bytes(start, stop)
+            count = run_store.fitting(sizes, budget, first)
+            used = sum(sizes[:count])
         if not count:
             return 0, 0, True
         end = start + count
@@ -308,7 +313,7 @@ class QueueWork(MessageMoves):
         self.count_moves_n(run.group, count, READY, IN_FLIGHT)
         parts.append(run_store.RunSpan(run, start, end))
         seq_keys.append(run.seq_keys(start, end))
-        return count, sum(sizes[:count]), count < len(sizes)
+        return count, used, count < stop - start
 
     def _lease_fair(self, body: qc.Lease) -> LeasedBatch:
         """One rotation pick at a time: each message leaves the ready index (and is counted) before the next
