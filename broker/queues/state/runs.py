@@ -126,12 +126,22 @@ class Run:
 
     def message_row(self, i: int) -> bytes:
         """Message i's row as records.encode_message would store it now (state, delivery count, deadline)."""
-        row = self.row(i)
-        _, priority, _, enqueued, available, _, _ = _LEASE_READ.unpack_from(row)
-        state = self.states[i]
-        deadline = self.deadlines[i] if state == IN_FLIGHT else 0
-        return _LEASE_HEAD.pack(state, priority, self.counts[i], enqueued, available, deadline) + \
-            row[_LEASE_HEAD.size:]
+        return self.message_rows(i, i + 1)[0]
+
+    def message_rows(self, start: int, stop: int) -> list[bytes]:
+        """message_row of messages start..stop-1; the header's other fields are the same for the whole run."""
+        pack, head = _LEASE_HEAD.pack, _LEASE_HEAD.size
+        ends, blob, states, counts, deadlines = self.ends, self.rows, self.states, self.counts, self.deadlines
+        _, priority, _, enqueued, available, _, _ = _LEASE_READ.unpack_from(blob)
+        out = []
+        add = out.append
+        previous = ends[start - 1] if start else 0
+        for i in range(start, stop):
+            end, state = ends[i], states[i]
+            add(pack(state, priority, counts[i], enqueued, available, deadlines[i] if state == IN_FLIGHT else 0) +
+                blob[previous + head:end])
+            previous = end
+        return out
 
     def state_value(self) -> bytes:
         counts, deadlines = array("I", self.counts), array("q", self.deadlines)
@@ -147,8 +157,8 @@ class Run:
         return self.row_key(self.ready_from), self.key + ready_value(self.enqueued_ms, self.group)
 
 
-def new_run(seqs: list[int], rows: list[bytes], group: bytes, priority: int, delivery_counts: list[int]):
-    """The (key, value), (key, state) pairs of a new run of ready messages."""
+def new_run(seqs: list[int], rows: list[bytes], group: bytes, priority: int):
+    """The (key, value), (key, state) pairs of a new run of ready messages (never delivered: counts 0)."""
     n = len(seqs)
     key = row_key(seqs[0], priority, None)
     seq_array = array("Q", seqs)
@@ -158,10 +168,8 @@ def new_run(seqs: list[int], rows: list[bytes], group: bytes, priority: int, del
         end += len(row)
         ends.append(end)
     ends.byteswap()
-    counts = array("I", delivery_counts)
-    counts.byteswap()
     value = _RUN_HEAD.pack(n, len(group)) + seq_array.tobytes() + ends.tobytes() + b"".join(rows)
-    state = _STATE_HEAD.pack(0, n) + bytes((READY,)) * n + counts.tobytes() + bytes(8 * n)
+    state = _STATE_HEAD.pack(0, n) + bytes((READY,)) * n + bytes(4 * n) + bytes(8 * n)
     return (key, value), (key, state)
 
 
@@ -260,19 +268,8 @@ class RunSpan:
         return [packed[i:i + 8] for i in range(0, len(packed), 8)]
 
     def rows(self) -> list[bytes]:
-        """Each message's row as the lease left it (in flight, its delivery count and deadline); the rest of the
-        header is the same for the whole run."""
-        run, pack, head = self.run, _LEASE_HEAD.pack, _LEASE_HEAD.size
-        ends, blob, counts, deadlines = run.ends, run.rows, run.counts, run.deadlines
-        _, priority, _, enqueued, available, _, _ = _LEASE_READ.unpack_from(blob)
-        out = []
-        add = out.append
-        previous = ends[self.start - 1] if self.start else 0
-        for i in range(self.start, self.stop):
-            end = ends[i]
-            add(pack(IN_FLIGHT, priority, counts[i], enqueued, available, deadlines[i]) + blob[previous + head:end])
-            previous = end
-        return out
+        """Each message's row as the lease left it (in flight, its delivery count and deadline)."""
+        return self.run.message_rows(self.start, self.stop)
 
 
 def fitting(sizes, budget: int, at_least_one: bool) -> int:

@@ -56,6 +56,12 @@ _NOT_IN_A_RUN = object()  # an ack's answer still to be decided by the rows
 _IN_FLIGHT_BYTES = bytes((IN_FLIGHT,))
 
 
+def _lease_lost(delivery_count: int, state: int, stored_count: int) -> errors.LeaseLost:
+    """The refusal of a settlement from a lease that no longer holds (a row's or a run's message)."""
+    return errors.LeaseLost(f"the lease of delivery {delivery_count} no longer holds: the message is "
+                            f"{STATE_NAMES[state]} at delivery {stored_count}")
+
+
 def _common_length(a, a_start: int, b, b_start: int) -> int:
     """How many items of `a` from a_start equal those of `b` from b_start, in a row (slice comparisons only:
     halving the candidate length until the prefixes match, then growing it back)."""
@@ -162,7 +168,7 @@ class QueueWork(MessageMoves):
                     left.append(piece)
                     continue
                 seqs = [m[0] for m in piece]
-                run, state = run_store.new_run(seqs, [m[2] for m in piece], group, priority, [0] * len(seqs))
+                run, state = run_store.new_run(seqs, [m[2] for m in piece], group, priority)
                 number = len(run_keys)
                 for seq in seqs:
                     run_of_seq[seq - first_seq] = number
@@ -344,8 +350,7 @@ class QueueWork(MessageMoves):
         if m is None:
             return errors.UnknownMessage("no such message (acked, deleted, dead-lettered or never enqueued)")
         if m.state != IN_FLIGHT or m.delivery_count != delivery_count:
-            return errors.LeaseLost(f"the lease of delivery {delivery_count} no longer holds: the message is "
-                                    f"{m.state_name} at delivery {m.delivery_count}")
+            return _lease_lost(delivery_count, m.state, m.delivery_count)
         return None
 
     def ack(self, body: qc.Settle) -> list:
@@ -404,9 +409,7 @@ class QueueWork(MessageMoves):
                     if state == run_store.GONE:
                         continue
                     if state != IN_FLIGHT or stored != counts[p + q]:
-                        answers[p + q] = errors.LeaseLost(
-                            f"the lease of delivery {counts[p + q]} no longer holds: the message is "
-                            f"{STATE_NAMES[state]} at delivery {stored}")
+                        answers[p + q] = _lease_lost(counts[p + q], state, stored)
                         continue
                     run.states[i + q] = run_store.GONE
                     answers[p + q] = None
