@@ -370,7 +370,10 @@ class _Raft(SyncObj):
     def _checkCommandsToApply(self):
         """pysyncobj's, which sends every follower an append after each command it takes from the queue: n
         commands submitted between two ticks went out as n messages per follower. They go out as one now (as far
-        as flow control lets one message carry them)."""
+        as flow control lets one message carry them). Most ticks find the queue empty: those return at once
+        (pysyncobj's takes the queue's lock and raises and catches Empty to find that out)."""
+        if not self._SyncObj__commandsQueue._FastQueue__queue:
+            return
         self._appending = True
         try:
             SyncObj._checkCommandsToApply(self)

@@ -130,8 +130,12 @@ class Replication:
                 self.stats["snapshot_resumes"] += 1
                 log.info("%s: no acknowledgement of snapshot %s from node %s for %d ms; sending again from %d",
                          self.group_id, sender.id, node.id, self.settings.snapshot_ack_timeout_ms, sender.acked)
+        last_index = self._raft._SyncObj__raftLog[-1][1]
+        next_index = self._next_index
         for node in set(self._windows) | set(self._senders):
-            if self._connected(node) and node in self._next_index:
+            if node not in self._senders and next_index.get(node, 0) > last_index:
+                continue  # nothing held back: its window moves on its acknowledgements (on_reply)
+            if self._connected(node) and node in next_index:
                 self._send_to(node, heartbeat=False)
 
     def close_sending(self) -> None:

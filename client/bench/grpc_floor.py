@@ -7,6 +7,11 @@ synchronous API (a request iterator fed from a queue, as the Producer's produce 
 grpc.aio (as AsyncProducer does), and unary calls with each API. Each message is answered by the server as it
 arrives and waited for before the next is due. One JSON line per way: p50 / p99 round trip in ms, and this
 process's and the server's CPU time per message (every thread). The broker does nothing here: no Raft, no storage, no SDK.
+
+For comparison, the last way ("tcp, no gRPC") sends the same messages as length-prefixed frames over a plain TCP
+connection to the same server process, where one thread answers them from a `selectors` loop (the way the
+broker's Raft transport reads and writes its peers' frames), and this process writes each frame and reads its
+answer on the calling thread: what a round trip costs Python without gRPC, with no encryption either.
 """
 from __future__ import annotations
 
@@ -15,7 +20,11 @@ import asyncio
 import json
 import multiprocessing
 import queue
+import selectors
+import socket
+import struct
 import sys
+import threading
 import time
 
 import grpc
@@ -24,6 +33,8 @@ from raftbus.client.bench.runner import paced, paced_async, percentile
 
 METHOD_STREAM, METHOD_UNARY = "/raftbus.bench.Echo/Stream", "/raftbus.bench.Echo/Unary"
 SERVER_WORKERS = 8
+LENGTH = struct.Struct(">I")  # a frame of the TCP way: its length, then the message
+TCP_READ_BYTES = 1 << 16
 
 
 def _same(data: bytes) -> bytes:
@@ -43,15 +54,57 @@ class _EchoHandler(grpc.GenericRpcHandler):
         return None
 
 
+def _whole_frames(data: bytes) -> int:
+    """How many leading bytes of `data` are whole length-prefixed frames."""
+    end = 0
+    while end + LENGTH.size <= len(data):
+        (size,) = LENGTH.unpack_from(data, end)
+        if end + LENGTH.size + size > len(data):
+            break
+        end += LENGTH.size + size
+    return end
+
+
+def _tcp_echo(listener: socket.socket) -> None:
+    """The TCP way's server (a thread of the echo server process): one selectors loop that accepts connections
+    and writes back each whole frame as it arrives."""
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ)
+    unread: dict[socket.socket, bytes] = {}
+    while True:
+        for key, _ in selector.select():
+            sock = key.fileobj
+            if sock is listener:
+                conn, _ = listener.accept()
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                selector.register(conn, selectors.EVENT_READ)
+                unread[conn] = b""
+                continue
+            data = sock.recv(TCP_READ_BYTES)
+            if not data:
+                selector.unregister(sock)
+                sock.close()
+                del unread[sock]
+                continue
+            data = unread[sock] + data
+            end = _whole_frames(data)
+            if end:
+                sock.sendall(data[:end])
+            unread[sock] = data[end:]
+
+
 def serve(answers, asks) -> None:
-    """The echo server (child process): puts its port on `answers`, then answers each "cpu" on `asks` with its
-    CPU time so far (every thread) until "stop"."""
+    """The echo server (child process): puts its gRPC port then its TCP port on `answers`, then answers each
+    "cpu" on `asks` with its CPU time so far (every thread) until "stop"."""
     from concurrent import futures
 
     server = grpc.server(futures.ThreadPoolExecutor(SERVER_WORKERS))
     server.add_generic_rpc_handlers((_EchoHandler(),))
     answers.put(server.add_insecure_port("127.0.0.1:0"))
     server.start()
+    listener = socket.create_server(("127.0.0.1", 0))
+    answers.put(listener.getsockname()[1])
+    threading.Thread(target=_tcp_echo, args=(listener,), name="tcp-echo", daemon=True).start()
     while asks.get() == "cpu":
         answers.put(time.process_time())
     server.stop(None)
@@ -164,6 +217,32 @@ async def aio_ways(address: str, count: int, rate: int, payload: bytes, cpu: _Cp
     return [unary_figures, stream_figures]
 
 
+def _read_frame(sock: socket.socket) -> bytes:
+    """One length-prefixed frame's message from a blocking socket."""
+    data = b""
+    while len(data) < LENGTH.size or len(data) < LENGTH.size + LENGTH.unpack_from(data)[0]:
+        chunk = sock.recv(TCP_READ_BYTES)
+        if not chunk:
+            raise RuntimeError("the echo server closed the TCP connection")
+        data += chunk
+    return data[LENGTH.size:]
+
+
+def tcp_way(port: int, count: int, rate: int, payload: bytes, cpu: _Cpu) -> dict:
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        frame = LENGTH.pack(len(payload)) + payload
+
+        def echo() -> None:
+            sock.sendall(frame)
+            _check(_read_frame(sock), payload)
+
+        echo()  # connected and answered before timing
+        cpu.start()
+        latencies = _timed(count, rate, echo)
+        return _figures("tcp, no gRPC", latencies, cpu.stop(), rate, len(payload))
+
+
 def run(rate: int, seconds: float, payload_bytes: int) -> list[dict]:
     context = multiprocessing.get_context("spawn")
     answers, asks = context.Queue(), context.Queue()
@@ -171,11 +250,13 @@ def run(rate: int, seconds: float, payload_bytes: int) -> list[dict]:
     server.start()
     try:
         address = f"127.0.0.1:{answers.get(timeout=30)}"
+        tcp_port = answers.get(timeout=30)
         cpu = _Cpu(_Server(answers, asks))
         count = max(1, int(rate * seconds))
         payload = bytes(payload_bytes)
-        return sync_ways(address, count, rate, payload, cpu) + asyncio.run(aio_ways(address, count, rate, payload,
-                                                                                     cpu))
+        return (sync_ways(address, count, rate, payload, cpu)
+                + asyncio.run(aio_ways(address, count, rate, payload, cpu))
+                + [tcp_way(tcp_port, count, rate, payload, cpu)])
     finally:
         asks.put("stop")
         server.join(10)
