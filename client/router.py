@@ -66,6 +66,8 @@ def grpc_connect(address: str, credentials: Credentials = Credentials()) -> Conn
     options = [
         ("grpc.max_send_message_length", settings.GRPC_MESSAGE_BYTES_MAX),
         ("grpc.max_receive_message_length", settings.GRPC_MESSAGE_BYTES_MAX),
+        ("grpc.initial_reconnect_backoff_ms", settings.RECONNECT_BACKOFF_MS),
+        ("grpc.max_reconnect_backoff_ms", settings.RECONNECT_BACKOFF_MAX_MS),
     ]
     channel = credentials.channel(address, options)
     return Connection(address, channel, pb_grpc.LogStub(channel), pb_grpc.AdminStub(channel))

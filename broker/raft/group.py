@@ -808,6 +808,8 @@ class RaftGroup:
         if not self.is_leader or self.raft._SyncObj__commandsQueue._FastQueue__queue:
             return  # commands still to append: try again at the next check
         node = self.transport.nodes.get(target) if target is not None else None
+        if node is not None and node not in self.raft._SyncObj__connectedNodes:
+            return  # its broker is gone (its last match index may still look caught up): TimeoutNow would be lost
         self._handing_over = (target, raft_monotonic() + self.settings.election_timeout_max_ms / 1000)
 
         def sent(_result, reason) -> None:
@@ -881,6 +883,9 @@ class RaftGroup:
     def _on_state_changed(self, old_state, new_state) -> None:
         if old_state == _LEADER and new_state == _FOLLOWER:
             self._restart_election_timer()
+        # A hand-over belongs to the leadership it was started in: a replica that leads again later (the target
+        # was killed and this one was elected) takes commands at once, not after the old hand-over's window.
+        self._handing_over = None
         self.leader_changes += 1
         self.role = _ROLES.get(new_state, str(new_state))
         log.info("raft role changed", extra={"group": self.group_id, "from": _ROLES.get(old_state, old_state),
@@ -894,7 +899,11 @@ class RaftGroup:
         deadline): a killed or crashed broker's connections close at once, so the group need not wait out a whole
         election timeout counted from the last heartbeat. A live leader's connection is dialed again within
         `raft_connect_retry_ms`, and its next append or heartbeat restarts the timer before then (as does
-        `on_peer_back`). Timing only: whoever stands still needs a majority's votes, as Raft has it."""
+        `on_peer_back`). Timing only: whoever stands still needs a majority's votes, as Raft has it.
+        A leader handing over to `peer_id` ends the hand-over and takes commands again."""
+        handing_over = self._handing_over
+        if handing_over is not None and handing_over[0] == peer_id:
+            self._handing_over = None  # the target's broker is gone: keep leading (if it stands, its term wins)
         raft = self.raft
         if self.stopped is not None or not self.transport.votes_here or raft._SyncObj__raftState != _FOLLOWER:
             return
