@@ -1,8 +1,10 @@
 """Goal: the record batch and stored-batch codecs round-trip every field shape and reject garbled input."""
+import random
 import struct
 
 import pytest
 
+from raftbus.client import records as R
 from raftbus.client.errors import CorruptBatch
 from raftbus.client.records import (
     Record,
@@ -141,3 +143,54 @@ def test_append_record_writes_what_encode_batch_writes():
         append_record(buffer, ts, key, value, headers)
     assert bytes(buffer) == encode_batch(records)[0]
     assert decode_batch(buffer) == records
+
+
+def _stored_batch(base_offset: int, records: list) -> R.StoredBatch:
+    blob, count, _ = R.encode_batch(records)
+    return R.StoredBatch(base_offset, count, 0, 0, memoryview(blob))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_uniform_batches_decode_as_record_by_record_does(seed):
+    """Goal: a batch of one shape (fixed key and value lengths or None, no headers) takes the one-struct path and
+    gives exactly the Records the record-by-record path gives, from any offset; a batch of mixed shapes, with
+    headers, or of one record gives the same Records too."""
+    rng = random.Random(seed)
+    count = rng.choice([1, 2, 3, 50, 257])
+    key_len = rng.choice([None, 0, 1, 8])
+    value_len = rng.choice([None, 0, 7, 100])
+    records = [(rng.randrange(1 << 40), None if key_len is None else rng.randbytes(key_len),
+                None if value_len is None else rng.randbytes(value_len), ()) for _ in range(count)]
+    if seed % 4 == 3:  # one record of another shape or with a header: not uniform
+        i = rng.randrange(count)
+        ts, key, value, _ = records[i]
+        records[i] = (ts, key, value, (("h", b"v"),)) if seed % 8 == 3 else (ts, key, (value or b"") + b"x", ())
+    batch = _stored_batch(1_000, records)
+    data = bytes(batch.blob)
+    uniform = seed % 4 != 3 or count == 1 and seed % 8 != 3
+    assert (R._uniform_shape(data, count) is not None) == uniform
+    for from_offset in (0, 999, 1_000, 1_001, 1_000 + count // 2, 1_000 + count, 5_000):
+        expected = R._decode_records("t", 4, batch, data, from_offset)
+        assert R.decode_stored_batch("t", 4, batch, from_offset) == expected
+        assert [r.offset for r in expected] == list(range(max(from_offset, 1_000), 1_000 + count))
+        assert [(r.timestamp_ms, r.key, r.value, r.headers) for r in expected] == \
+            [(ts, key, value, headers or ()) for ts, key, value, headers in records[max(from_offset - 1_000, 0):]]
+
+
+def test_a_batch_that_looks_uniform_but_is_not_is_decoded_record_by_record():
+    """Goal: the first record's shape and the blob's length fit one shape, but a later record's key and value
+    lengths differ (they still add up): the batch is not taken as uniform, and decodes to its true records."""
+    records = [(1, b"ab", b"cdef", ()), (2, b"abc", b"def", ()), (3, b"a", b"bcdef", ()), (4, b"ab", b"cdef", ())]
+    batch = _stored_batch(0, records)
+    data = bytes(batch.blob)
+    assert R.uniform_record_shape(data, 4) == (2, 4)
+    assert R._uniform_shape(data, 4) is None
+    decoded = R.decode_stored_batch("t", 0, batch)
+    assert [(r.key, r.value) for r in decoded] == [(k, v) for _, k, v, _ in records]
+
+
+def test_a_uniform_batch_with_a_wrong_record_count_is_corrupt():
+    """Goal: a batch whose header claims fewer records than its uniform blob holds is corrupt, as it was."""
+    blob, _, _ = R.encode_batch([(i, None, b"v" * 10, ()) for i in range(6)])
+    with pytest.raises(CorruptBatch):
+        R.decode_stored_batch("t", 0, R.StoredBatch(0, 5, 0, 0, memoryview(blob)))
