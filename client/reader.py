@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import grpc
@@ -111,6 +112,7 @@ class Reader:
         self.high_watermark_catch_up_s = high_watermark_catch_up_ms / 1000
         self._sleep = sleep
         self._clock = clock
+        self._ahead: ThreadPoolExecutor | None = None  # fetches sent ahead by iter_partition (made when first used)
 
     # ------------------------------------------------------------------ single calls
 
@@ -159,18 +161,31 @@ class Reader:
         """Records of one partition in offset order, by long-poll fetches.
 
         Ends at the high watermark seen at the start with `stop_at_end`, or after `idle_timeout_ms` without a
-        record; otherwise it follows the partition forever.
+        record; otherwise it follows the partition forever. The fetch after a batch of records is sent before the
+        first of them is handed over, so the broker's answer travels while the caller works; a fetch sent ahead
+        that fails is sent again in the caller's thread, where its error is handled as any fetch's.
         """
         cursor = self.cursor(topic, partition, offset, stop_at_end)
         idle = IdleTimer(idle_timeout_ms, self._clock)
-        while not cursor.done() and not idle.expired():
-            wait_ms = idle.wait_ms(self.fetch_wait_ms)
-            records = cursor.advance(self._fetch_at(topic, cursor, wait_ms))
-            if records:
-                idle.reset()
-                yield from records
-            elif wait_ms == 0 and not idle.expired():
-                self._sleep(self.poll_idle_sleep_s)
+        ahead: Future | None = None
+        try:
+            while not cursor.done() and not idle.expired():
+                wait_ms = idle.wait_ms(self.fetch_wait_ms)
+                result = self._fetched_ahead(ahead)
+                ahead = None
+                if result is None:
+                    result = self._fetch_at(topic, cursor, wait_ms)
+                records = cursor.advance(result)
+                if records:
+                    idle.reset()
+                    if not cursor.done():
+                        ahead = self._fetch_ahead(topic, cursor, idle.wait_ms(self.fetch_wait_ms))
+                    yield from records
+                elif wait_ms == 0 and not idle.expired():
+                    self._sleep(self.poll_idle_sleep_s)
+        finally:
+            if ahead is not None:
+                ahead.cancel()
 
     def iter_topic(self, topic: str, from_beginning: bool = False, stop_at_end: bool = False,
                    idle_timeout_ms: int | None = None) -> Iterator[Record]:
@@ -238,6 +253,23 @@ class Reader:
         finally:
             call.cancel()
 
+    def _fetch_ahead(self, topic: str, cursor: Cursor, max_wait_ms: int) -> Future:
+        """Send the fetch at the cursor's position on the Reader's pool; its answer is taken by _fetched_ahead."""
+        if self._ahead is None:
+            self._ahead = ThreadPoolExecutor(settings.READER_FETCH_AHEAD_THREADS,
+                                             thread_name_prefix="raftbus-reader-fetch")
+        return self._ahead.submit(self.fetch, topic, cursor.partition, cursor.offset, None, max_wait_ms)
+
+    @staticmethod
+    def _fetched_ahead(ahead: Future | None) -> FetchResult | None:
+        """The answer of a fetch sent ahead; None when there was none or it failed (the caller fetches again)."""
+        if ahead is None:
+            return None
+        try:
+            return ahead.result()
+        except RaftbusError:
+            return None
+
     def _fetch_at(self, topic: str, cursor: Cursor, max_wait_ms: int) -> FetchResult:
         attempt = 0
         while True:
@@ -273,6 +305,8 @@ class Reader:
     # ------------------------------------------------------------------ lifecycle
 
     def close(self) -> None:
+        if self._ahead is not None:
+            self._ahead.shutdown(wait=False, cancel_futures=True)
         self.router.close()
 
     def __enter__(self) -> "Reader":

@@ -54,6 +54,9 @@ TOPIC_READY_POLL_MAX_MS = 1000  # the wait for a new topic's leaders polls at mo
 FETCH_BYTES_MAX = 1_048_576
 FETCH_WAIT_MS = 500
 POLL_IDLE_SLEEP_MS = 100
+# Reader.iter_partition sends its next fetch while the caller takes the records of the last one, on a pool of at
+# most this many threads per Reader (one fetch ahead per iterator; more iterators than threads wait their turn).
+READER_FETCH_AHEAD_THREADS = 8
 # How long a reader waits for a new leader's high watermark to catch up with an offset it already read up to.
 HIGH_WATERMARK_CATCH_UP_MS = 5_000
 

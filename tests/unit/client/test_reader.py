@@ -1,11 +1,13 @@
 """Goal: the Reader decodes fetched stored batches into records at or above the requested offset, computes the
 next offset correctly (mid-batch starts, empty answers), and its iterators keep order, stop where asked and
 recover from retention, driven by a fake router over an in-memory partition log."""
+import threading
+import time
 from types import SimpleNamespace
 
 import pytest
 
-from raftbus.client.errors import CorruptBatch, InvalidArgument, OffsetOutOfRange
+from raftbus.client.errors import CorruptBatch, InvalidArgument, OffsetOutOfRange, Unavailable
 from raftbus.client.reader import Reader
 from raftbus.client.records import encode_batch, encode_stored_batch
 from raftbus.client.wire import raftbus_pb2 as pb
@@ -250,3 +252,48 @@ def test_offsets_and_bad_positions(log):
         list(reader.iter_partition("t", 0, offset="middle"))
     with pytest.raises(InvalidArgument):
         list(reader.iter_partition("t", 0, offset=-1))
+
+
+def wait_until(predicate, timeout_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+def test_iter_partition_sends_the_next_fetch_while_the_caller_holds_the_records(log):
+    """Goal: once a fetch's records are handed over, the fetch after them is already on its way (the caller has
+    taken one record); every record arrives once and in order, and no offset is fetched twice."""
+    reader, router, _ = reader_for({("t", 0): log}, fetch_bytes_max=1)
+    records = reader.iter_partition("t", 0, offset="earliest", stop_at_end=True)
+    first = next(records)
+    assert first.offset == 0
+    assert wait_until(lambda: len(router.fetches) == 2), "no fetch was sent ahead"
+    assert router.fetches[1].offset == 3
+    assert [first.offset] + [r.offset for r in records] == list(range(9))
+    assert [f.offset for f in router.fetches] == [0, 3, 8]
+    reader.close()
+
+
+def test_a_fetch_sent_ahead_that_fails_is_sent_again_by_the_caller(log):
+    """Goal: the fetch sent ahead fails (here UNAVAILABLE, on the Reader's pool thread); the caller's thread sends
+    it again and the read goes on with nothing lost or repeated."""
+    reader, router, _ = reader_for({("t", 0): log}, fetch_bytes_max=1)
+    caller = threading.get_ident()
+    failed_on = []
+    fetch = router.conn.log.Fetch
+
+    def failing_once(request, timeout=None):
+        if request.offset == 3 and not failed_on:
+            failed_on.append(threading.get_ident())
+            raise Unavailable("the leader went away")
+        return fetch(request, timeout)
+
+    router.conn.log.Fetch = failing_once
+    records = list(reader.iter_partition("t", 0, offset="earliest", stop_at_end=True))
+    assert [r.offset for r in records] == list(range(9))
+    assert failed_on and failed_on[0] != caller
+    assert [f.offset for f in router.fetches] == [0, 3, 8]  # the fake records only the fetches that answered
+    reader.close()
