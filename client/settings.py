@@ -23,11 +23,13 @@ RETRIES = 60
 RETRY_BACKOFF_MS = 50
 RETRY_BACKOFF_MAX_MS = 1_000          # the longest wait between retries of an overloaded or timed-out call
 RETRY_BACKOFF_LEADER_MAX_MS = 250     # ... while a partition has no reachable leader (an election: 0.6-1.2 s)
-# A channel to a broker that went away dials it again after RECONNECT_BACKOFF_MS, doubling (gRPC's 1.6x, jittered) up
-# to RECONNECT_BACKOFF_MAX_MS; while it waits, calls to that broker fail at once. gRPC's own default of 1 s growing
-# to 120 s left a channel to a restarted broker failing seconds after the broker was back, when it next led.
+# A channel to a broker that went away dials it again after RECONNECT_BACKOFF_MS, growing (gRPC's 1.6x, jittered
+# +-20 %) up to RECONNECT_BACKOFF_MAX_MS; while it waits, calls to that broker fail at once. gRPC's own default of 1 s
+# growing to 120 s left a channel to a restarted broker failing seconds after the broker was back, when it next led;
+# a 1 s cap still did when it led again within about a second of its return. (gRPC stops dialing a channel that
+# has had no call for its idle timeout, 30 min.)
 RECONNECT_BACKOFF_MS = 100
-RECONNECT_BACKOFF_MAX_MS = 1_000
+RECONNECT_BACKOFF_MAX_MS = 250
 
 # Producer.
 LINGER_MS = 5
