@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import grpc
@@ -262,12 +262,13 @@ class Reader:
 
     @staticmethod
     def _fetched_ahead(ahead: Future | None) -> FetchResult | None:
-        """The answer of a fetch sent ahead; None when there was none or it failed (the caller fetches again)."""
+        """The answer of a fetch sent ahead; None when there was none, it failed or the Reader was closed meanwhile
+        (the caller fetches again, and gets that fetch's own answer or error)."""
         if ahead is None:
             return None
         try:
             return ahead.result()
-        except RaftbusError:
+        except (RaftbusError, CancelledError):
             return None
 
     def _fetch_at(self, topic: str, cursor: Cursor, max_wait_ms: int) -> FetchResult:
@@ -305,8 +306,9 @@ class Reader:
     # ------------------------------------------------------------------ lifecycle
 
     def close(self) -> None:
-        if self._ahead is not None:
-            self._ahead.shutdown(wait=False, cancel_futures=True)
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            ahead.shutdown(wait=False, cancel_futures=True)
         self.router.close()
 
     def __enter__(self) -> "Reader":

@@ -297,3 +297,35 @@ def test_a_fetch_sent_ahead_that_fails_is_sent_again_by_the_caller(log):
     assert failed_on and failed_on[0] != caller
     assert [f.offset for f in router.fetches] == [0, 3, 8]  # the fake records only the fetches that answered
     reader.close()
+
+
+def test_closing_the_reader_during_a_read_ends_it_with_the_routers_error(log, monkeypatch):
+    """Goal: a Reader closed while an iterator's fetch sent ahead is still queued on its pool ends that read with
+    the error any fetch on a closed Reader gets (here the router's Unavailable), not with the pool's
+    cancellation. One pool thread, kept busy, so the fetch sent ahead waits in the queue when the Reader closes."""
+    from raftbus.client import settings
+
+    monkeypatch.setattr(settings, "READER_FETCH_AHEAD_THREADS", 1)
+    reader, router, _ = reader_for({("t", 0): log}, fetch_bytes_max=1)
+    closed = threading.Event()
+
+    def call_partition(topic, partition, fn):
+        if closed.is_set():
+            raise Unavailable("router is closed")
+        return fn(router.conn)
+
+    router.call_partition = call_partition
+    records = reader.iter_partition("t", 0, offset="earliest", stop_at_end=True)
+    assert [next(records).offset for _ in range(3)] == [0, 1, 2]
+    assert wait_until(lambda: len(router.fetches) == 2)  # the fetch at 3 was sent ahead and answered
+    release = threading.Event()
+    busy = reader._ahead.submit(release.wait, 10)
+    assert wait_until(busy.running)
+    assert next(records).offset == 3  # takes the answer at 3 and sends the fetch at 8 ahead: queued behind `busy`
+    closed.set()
+    reader.close()
+    release.set()
+    busy.result(10)
+    assert [r.offset for r in (next(records) for _ in range(4))] == [4, 5, 6, 7]
+    with pytest.raises(Unavailable):
+        next(records)
