@@ -212,7 +212,7 @@ def check_framing(blob: bytes | memoryview, record_count: int) -> None:
     data = bytes(blob)
     if record_count < 1:
         raise CorruptBatch(f"a batch holds at least one record, not {record_count}")
-    if _uniform_framing(data, record_count):
+    if _uniform_shape(data, record_count) is not None:
         return
     end, pos, records = len(data), 0, 0
     try:
@@ -238,11 +238,6 @@ def _skip(pos: int, length: int, end: int) -> int:
     if length < 0 or pos + length > end:
         raise CorruptBatch(f"field length {length} at byte {pos} runs past the batch end {end}")
     return pos + length
-
-
-def _uniform_framing(data: bytes, record_count: int) -> bool:
-    """Every record has the first one's key length, value length and no headers (checked at each stride)."""
-    return _uniform_shape(data, record_count) is not None
 
 
 def _uniform_shape(data: bytes, record_count: int) -> tuple[int, int] | None:

@@ -11,6 +11,7 @@ from raftbus.broker.raft.group import RaftGroup, RaftSettings
 from raftbus.broker.log.state import PartitionStateMachine
 from raftbus.broker.storage.lmdb_store import LmdbStore
 from raftbus.broker.raft.hub import RaftHub
+from pysyncobj.monotonic import monotonic as raft_monotonic
 from tests.helpers import free_ports
 
 SECRET = b"k" * 32
@@ -137,3 +138,21 @@ class RaftCluster:
     def close(self) -> None:
         for node_id in list(self.nodes):
             self.stop(node_id)
+
+
+# An election timeout far longer than any wait of a test: a leader can only come from an election a test starts
+# (first_leader) or from the early election after a leader's broker is lost.
+SLOW_ELECTIONS = RaftSettings(election_timeout_min_ms=60_000, election_timeout_max_ms=61_000, heartbeat_interval_ms=50,
+                              leader_lost_election_min_ms=400, leader_lost_election_max_ms=600,
+                              leader_fallback_timeout_ms=120_000)
+
+
+def first_leader(cluster: RaftCluster, node_id: int = 1, group_id: str = "p1.0"):
+    """Start three nodes and make `node_id` stand at once (the others wait out their long timeouts); 3 records
+    are committed through it. Returns its group."""
+    for n in (1, 2, 3):
+        cluster.start(n)
+    cluster.nodes[node_id].groups[group_id].raft._SyncObj__raftElectionDeadline = raft_monotonic()
+    leader = cluster.wait_leader(group_id)
+    cluster.produce(3, group_id)
+    return leader

@@ -5,29 +5,20 @@ for the whole test, so only these rules can end a refusal."""
 from __future__ import annotations
 
 import pytest
-from pysyncobj.monotonic import monotonic as raft_monotonic
 
 from raftbus.broker import commands
-from raftbus.broker.raft.group import RaftSettings
-from tests.cluster.harness import PRODUCER, RaftCluster
+from tests.cluster.harness import PRODUCER, SLOW_ELECTIONS, RaftCluster, first_leader
 
 pytestmark = pytest.mark.cluster
 
 GROUP = "p1.0"
-SLOW_ELECTIONS = RaftSettings(election_timeout_min_ms=60_000, election_timeout_max_ms=61_000, heartbeat_interval_ms=50,
-                              leader_lost_election_min_ms=400, leader_lost_election_max_ms=600,
-                              leader_fallback_timeout_ms=120_000)
 
 
 @pytest.fixture
 def cluster(tmp_path):
     """Three nodes, node 1 leading with 3 records committed on every replica."""
     cluster = RaftCluster(tmp_path, settings=SLOW_ELECTIONS)
-    for n in (1, 2, 3):
-        cluster.start(n)
-    cluster.nodes[1].groups[GROUP].raft._SyncObj__raftElectionDeadline = raft_monotonic()
-    cluster.wait_leader()
-    cluster.produce(3)
+    first_leader(cluster, 1)
     cluster.run_until(lambda: all(n.groups[GROUP].state_machine.offsets()[1] == 3 for n in cluster.nodes.values()),
                       what="every replica holding the 3 records")
     yield cluster

@@ -5,26 +5,11 @@ from __future__ import annotations
 import pytest
 from pysyncobj.monotonic import monotonic as raft_monotonic
 
-from raftbus.broker.raft.group import RaftSettings
-from tests.cluster.harness import RaftCluster
+from tests.cluster.harness import SLOW_ELECTIONS, RaftCluster, first_leader
 
 pytestmark = pytest.mark.cluster
 
 GROUP = "p1.0"
-# An election timeout far longer than any wait below: a new leader can only come from the early election.
-SLOW_ELECTIONS = RaftSettings(election_timeout_min_ms=60_000, election_timeout_max_ms=61_000, heartbeat_interval_ms=50,
-                              leader_lost_election_min_ms=400, leader_lost_election_max_ms=600,
-                              leader_fallback_timeout_ms=120_000)
-
-
-def first_leader(cluster: RaftCluster, node_id: int = 1):
-    """Start three nodes and make `node_id` stand at once (the others wait out their long timeouts)."""
-    for n in (1, 2, 3):
-        cluster.start(n)
-    cluster.nodes[node_id].groups[GROUP].raft._SyncObj__raftElectionDeadline = raft_monotonic()
-    leader = cluster.wait_leader()
-    cluster.produce(3)
-    return leader
 
 
 def test_followers_of_a_stopped_leader_elect_a_new_one_long_before_their_election_timeout(tmp_path):
