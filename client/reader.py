@@ -13,7 +13,7 @@ A position above the high watermark (a new leader still applying committed entri
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -112,7 +112,7 @@ class Reader:
         self.high_watermark_catch_up_s = high_watermark_catch_up_ms / 1000
         self._sleep = sleep
         self._clock = clock
-        self._ahead: ThreadPoolExecutor | None = None  # fetches sent ahead by iter_partition (made when first used)
+        self._ahead: ThreadPoolExecutor | None = None  # see _pool
 
     # ------------------------------------------------------------------ single calls
 
@@ -165,53 +165,72 @@ class Reader:
         first of them is handed over, so the broker's answer travels while the caller works; a fetch sent ahead
         that fails is sent again in the caller's thread, where its error is handled as any fetch's.
         """
-        cursor = self.cursor(topic, partition, offset, stop_at_end)
-        idle = IdleTimer(idle_timeout_ms, self._clock)
-        ahead: Future | None = None
-        try:
-            while not cursor.done() and not idle.expired():
-                wait_ms = idle.wait_ms(self.fetch_wait_ms)
-                result = self._fetched_ahead(ahead)
-                ahead = None
-                if result is None:
-                    result = self._fetch_at(topic, cursor, wait_ms)
-                records = cursor.advance(result)
-                if records:
-                    idle.reset()
-                    if not cursor.done():
-                        ahead = self._fetch_ahead(topic, cursor, idle.wait_ms(self.fetch_wait_ms))
-                    yield from records
-                elif wait_ms == 0 and not idle.expired():
-                    self._sleep(self.poll_idle_sleep_s)
-        finally:
-            if ahead is not None:
-                ahead.cancel()
+        yield from self._follow(topic, [self.cursor(topic, partition, offset, stop_at_end)], idle_timeout_ms)
 
     def iter_topic(self, topic: str, from_beginning: bool = False, stop_at_end: bool = False,
-                   idle_timeout_ms: int | None = None) -> Iterator[Record]:
-        """Records of every partition, fetching them round-robin; order within each partition is kept.
+                   idle_timeout_ms: int | None = None, partitions: Iterable[int] | None = None) -> Iterator[Record]:
+        """Records of every partition (or of `partitions`), round-robin; order within each partition is kept.
 
-        Starts at the log start of each partition with `from_beginning`, else at its high watermark; ends
-        as iter_partition does.
+        Starts at the log start of each partition with `from_beginning`, else at its high watermark; ends as
+        iter_partition does. The partitions' start positions are asked for at once, and after a fetch that
+        brought records the next partitions' fetches (up to READER_FETCH_AHEAD_THREADS of them, each answer at
+        most `fetch_bytes_max`) are sent before those records are handed over, so their answers travel while the
+        caller works. While several partitions are being read, each fetch answers at once and a round that
+        brought nothing is followed by `poll_idle_sleep_ms`; the last one long-polls as iter_partition does.
         """
+        numbers = self._partition_numbers(topic, partitions)
         start = EARLIEST if from_beginning else LATEST
-        cursors = [self.cursor(topic, p, start, stop_at_end) for p in range(self.partitions(topic))]
+        cursors = list(self._pool().map(lambda p: self.cursor(topic, p, start, stop_at_end), numbers))
+        yield from self._follow(topic, cursors, idle_timeout_ms)
+
+    def _partition_numbers(self, topic: str, partitions: Iterable[int] | None) -> list[int]:
+        """`partitions` checked against the topic (all of them when None): InvalidArgument for a repeat or a
+        number that is not a partition's."""
+        count = self.partitions(topic)
+        if partitions is None:
+            return list(range(count))
+        numbers = list(partitions)
+        if any(type(p) is not int or not 0 <= p < count for p in numbers) or len(set(numbers)) != len(numbers):
+            raise InvalidArgument(f"partitions must be distinct partition numbers of {topic!r} (0 to {count - 1}), "
+                                  f"not {numbers!r}")
+        return numbers
+
+    def _follow(self, topic: str, cursors: list[Cursor], idle_timeout_ms: int | None) -> Iterator[Record]:
+        """Reads `cursors` round-robin until each is done or the idle timer expires (see iter_topic)."""
         idle = IdleTimer(idle_timeout_ms, self._clock)
-        while not idle.expired():
-            active = [c for c in cursors if not c.done()]
-            if not active:
+        ahead: dict[int, Future] = {}  # partition -> its fetch sent ahead, at its cursor's offset
+        try:
+            while not idle.expired():
+                active = [c for c in cursors if not c.done()]
+                if not active:
+                    return
+                wait_ms = idle.wait_ms(self.fetch_wait_ms) if len(active) == 1 else 0
+                found = False
+                for i, cursor in enumerate(active):
+                    result = self._fetched_ahead(ahead.pop(cursor.partition, None))
+                    if result is None:
+                        result = self._fetch_at(topic, cursor, wait_ms)
+                    records = cursor.advance(result)
+                    if records:
+                        found = True
+                        idle.reset()
+                        self._send_ahead(ahead, topic, active[i + 1:] + active[:i + 1],
+                                         idle.wait_ms(self.fetch_wait_ms) if len(active) == 1 else 0)
+                        yield from records
+                if not found and wait_ms == 0 and not idle.expired():
+                    self._sleep(self.poll_idle_sleep_s)
+        finally:
+            for future in ahead.values():
+                future.cancel()
+
+    def _send_ahead(self, ahead: dict[int, Future], topic: str, cursors: list[Cursor], max_wait_ms: int) -> None:
+        """Send the fetches of `cursors`, in that order, that are not done and have none in flight, until
+        READER_FETCH_AHEAD_THREADS are in flight."""
+        for cursor in cursors:
+            if len(ahead) >= settings.READER_FETCH_AHEAD_THREADS:
                 return
-            wait_ms = idle.wait_ms(self.fetch_wait_ms) if len(active) == 1 else 0
-            found = False
-            for cursor in active:
-                records = cursor.advance(self._fetch_at(topic, cursor, wait_ms))
-                if records:
-                    found = True
-                    yield from records
-            if found:
-                idle.reset()
-            elif len(active) > 1 and not idle.expired():
-                self._sleep(self.poll_idle_sleep_s)
+            if cursor.partition not in ahead and not cursor.done():
+                ahead[cursor.partition] = self._fetch_ahead(topic, cursor, max_wait_ms)
 
     def stream_partition(self, topic: str, partition: int, offset: Position = EARLIEST,
                          stop_at_end: bool = False) -> Iterator[Record]:
@@ -253,12 +272,17 @@ class Reader:
         finally:
             call.cancel()
 
-    def _fetch_ahead(self, topic: str, cursor: Cursor, max_wait_ms: int) -> Future:
-        """Send the fetch at the cursor's position on the Reader's pool; its answer is taken by _fetched_ahead."""
+    def _pool(self) -> ThreadPoolExecutor:
+        """The Reader's threads for fetches sent ahead and start positions asked for at once (made when first
+        used)."""
         if self._ahead is None:
             self._ahead = ThreadPoolExecutor(settings.READER_FETCH_AHEAD_THREADS,
                                              thread_name_prefix="raftbus-reader-fetch")
-        return self._ahead.submit(self.fetch, topic, cursor.partition, cursor.offset, None, max_wait_ms)
+        return self._ahead
+
+    def _fetch_ahead(self, topic: str, cursor: Cursor, max_wait_ms: int) -> Future:
+        """Send the fetch at the cursor's position on the Reader's pool; its answer is taken by _fetched_ahead."""
+        return self._pool().submit(self.fetch, topic, cursor.partition, cursor.offset, None, max_wait_ms)
 
     @staticmethod
     def _fetched_ahead(ahead: Future | None) -> FetchResult | None:

@@ -56,8 +56,9 @@ TOPIC_READY_POLL_MAX_MS = 1000  # the wait for a new topic's leaders polls at mo
 FETCH_BYTES_MAX = 1_048_576
 FETCH_WAIT_MS = 500
 POLL_IDLE_SLEEP_MS = 100
-# Reader.iter_partition sends its next fetch while the caller takes the records of the last one, on a pool of at
-# most this many threads per Reader (one fetch ahead per iterator; more iterators than threads wait their turn).
+# A Reader's iterators send their next fetches while the caller takes the records of the last one, on a pool of
+# this many threads per Reader: iter_partition one fetch ahead, iter_topic up to this many (one per partition, each
+# answer at most fetch_bytes_max); iter_topic also asks for its partitions' start positions on it at once.
 READER_FETCH_AHEAD_THREADS = 8
 # How long a reader waits for a new leader's high watermark to catch up with an offset it already read up to.
 HIGH_WATERMARK_CATCH_UP_MS = 5_000

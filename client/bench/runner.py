@@ -425,10 +425,10 @@ def consume_load(spec: WorkerSpec, ready: Ready) -> dict:
         reader.partitions(spec.topic)
         ready()
         started_s = time.monotonic()
-        for partition in spec.partitions:
-            for record in reader.iter_partition(spec.topic, partition, stop_at_end=True):
-                records += 1
-                value_bytes += len(record.value or b"")
+        for record in reader.iter_topic(spec.topic, from_beginning=True, stop_at_end=True,
+                                        partitions=spec.partitions):
+            records += 1
+            value_bytes += len(record.value or b"")
         finished_s = time.monotonic()
     return {"records": records, "value_bytes": value_bytes, "started_s": started_s, "finished_s": finished_s}
 

@@ -329,3 +329,71 @@ def test_closing_the_reader_during_a_read_ends_it_with_the_routers_error(log, mo
     assert [r.offset for r in (next(records) for _ in range(4))] == [4, 5, 6, 7]
     with pytest.raises(Unavailable):
         next(records)
+
+
+def many_partitions(count: int, batches: int = 2) -> dict[tuple[str, int], FakePartition]:
+    logs = {}
+    for number in range(count):
+        partition = FakePartition()
+        for b in range(batches):
+            partition.append([f"p{number}-{b}-{i}".encode() for i in range(3)])
+        logs[("t", number)] = partition
+    return logs
+
+
+def test_iter_topic_sends_the_next_partitions_fetches_ahead_up_to_its_pool(monkeypatch):
+    """Goal: once a partition's records are handed over, the fetches of the partitions after it are already on
+    their way, at most READER_FETCH_AHEAD_THREADS of them; each partition's records arrive once and in order and
+    no (partition, offset) is fetched twice."""
+    from raftbus.client import settings
+
+    monkeypatch.setattr(settings, "READER_FETCH_AHEAD_THREADS", 3)
+    reader, router, _ = reader_for(many_partitions(12))
+    records = reader.iter_topic("t", from_beginning=True, stop_at_end=True)
+    first = next(records)
+    assert (first.partition, first.offset) == (0, 0)
+    assert wait_until(lambda: len(router.fetches) == 4), "the next partitions' fetches were not sent ahead"
+    time.sleep(0.1)
+    assert sorted(f.partition for f in router.fetches) == [0, 1, 2, 3]  # no more than the pool's threads
+    rest = [first] + list(records)
+    for number in range(12):
+        assert [r.value for r in rest if r.partition == number] == [
+            f"p{number}-{b}-{i}".encode() for b in range(2) for i in range(3)]
+    assert sorted((f.partition, f.offset) for f in router.fetches) == [(p, 0) for p in range(12)]
+    reader.close()
+
+
+def test_iter_topic_reads_only_the_partitions_asked_for():
+    """Goal: `partitions` limits the read to those partitions, in the order given; a repeat, a number the topic
+    does not have or a non-integer is InvalidArgument before anything is read."""
+    reader, router, _ = reader_for(many_partitions(5, batches=1))
+    records = list(reader.iter_topic("t", from_beginning=True, stop_at_end=True, partitions=[4, 1]))
+    assert [(r.partition, r.offset) for r in records] == [(4, 0), (4, 1), (4, 2), (1, 0), (1, 1), (1, 2)]
+    assert {f.partition for f in router.fetches} == {1, 4}
+    for wrong in ([1, 1], [5], [-1], ["1"]):
+        with pytest.raises(InvalidArgument):
+            list(reader.iter_topic("t", from_beginning=True, partitions=wrong))
+    reader.close()
+
+
+def test_iter_topic_restarts_a_partition_trimmed_under_its_fetch_sent_ahead():
+    """Goal: retention removes records below a partition's position while its fetch is being sent ahead; that fetch
+    fails (OffsetOutOfRange on the pool's thread) and the caller's fetch applies the earliest-read rule: the read
+    goes on from the new log start."""
+    logs = many_partitions(3)
+    reader, router, _ = reader_for(logs, fetch_bytes_max=1)
+    trimmed = []
+    fetch = router.conn.log.Fetch
+
+    def trimming_once(request, timeout=None):
+        if request.partition == 2 and not trimmed:
+            logs[("t", 2)].trim_to(3)
+            trimmed.append(threading.get_ident())
+        return fetch(request, timeout)
+
+    router.conn.log.Fetch = trimming_once
+    records = list(reader.iter_topic("t", from_beginning=True, stop_at_end=True))
+    assert trimmed and trimmed[0] != threading.get_ident()
+    assert [r.offset for r in records if r.partition == 2] == [3, 4, 5]
+    assert [r.offset for r in records if r.partition == 0] == list(range(6))
+    reader.close()
