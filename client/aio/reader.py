@@ -9,15 +9,25 @@ The same cursors, fetch decoding and idle timing as the sync Reader (client/read
 started at "earliest" and falls below the log start (retention) restarts there; one from an explicit offset
 raises OffsetOutOfRange. A position above the high watermark (a new leader catching up) is retried for up
 to `high_watermark_catch_up_ms`.
+
+Fetching ahead: when a fetch for a partition returns records and its read is not done, the next fetch for that
+partition (at the position after them, with the wait the next round would give it) starts as an asyncio task
+before the first of them is handed over, so the broker's answer travels while the caller works. The next round
+awaits that task instead of fetching again; each partition has at most one fetch outstanding, so its order is
+kept, and with several partitions their fetches may be outstanding at once. A fetch sent ahead that failed with
+a typed error, or was cancelled (by `close()`), is made again in the iterating coroutine, where its error is
+handled as any fetch's: the OffsetOutOfRange rules above, the router's own errors raised unchanged. Closing an
+iterator (`break`, `aclose()`) cancels and awaits its fetches sent ahead.
 """
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
+from contextlib import aclosing
 
 from raftbus.client import settings
 from raftbus.client.credentials import TlsSource
-from raftbus.client.errors import InvalidArgument, OffsetOutOfRange
+from raftbus.client.errors import InvalidArgument, OffsetOutOfRange, RaftbusError
 from raftbus.client.reader import EARLIEST, EARLIEST_TIMESTAMP_MS, LATEST, Cursor, FetchResult, IdleTimer, Position, \
     fetch_result
 from raftbus.client.records import Record
@@ -44,6 +54,7 @@ class AsyncReader(AsyncClient):
         self.fetch_wait_ms = fetch_wait_ms
         self.poll_idle_sleep_s = poll_idle_sleep_ms / 1000
         self.high_watermark_catch_up_s = high_watermark_catch_up_ms / 1000
+        self._ahead: set[asyncio.Task] = set()  # fetches sent ahead by open iterators, cancelled by close()
 
     # ------------------------------------------------------------------ single calls
 
@@ -89,34 +100,78 @@ class AsyncReader(AsyncClient):
 
     async def iter_partition(self, topic: str, partition: int, offset: Position = EARLIEST,
                              stop_at_end: bool = False, idle_timeout_ms: int | None = None) -> AsyncIterator[Record]:
-        """Records of one partition in offset order, by long-poll fetches; ends as the sync Reader's does."""
+        """Records of one partition in offset order, by long-poll fetches; ends as the sync Reader's does.
+
+        The fetch after a batch of records is sent ahead, before the first of them is handed over (see the module
+        docstring).
+        """
         cursors = [await self.cursor(topic, partition, offset, stop_at_end)]
-        async for record in self._follow(topic, cursors, idle_timeout_ms):
-            yield record
+        async with aclosing(self._follow(topic, cursors, idle_timeout_ms)) as records:
+            async for record in records:
+                yield record
 
     async def iter_topic(self, topic: str, from_beginning: bool = False, stop_at_end: bool = False,
                          idle_timeout_ms: int | None = None) -> AsyncIterator[Record]:
-        """Records of every partition, fetched round-robin; order within each partition is kept."""
+        """Records of every partition, fetched round-robin; order within each partition is kept.
+
+        Each partition's next fetch is sent ahead as in iter_partition, so fetches for several partitions may be
+        outstanding at once.
+        """
         start = EARLIEST if from_beginning else LATEST
         cursors = [await self.cursor(topic, p, start, stop_at_end) for p in range(await self.partitions(topic))]
-        async for record in self._follow(topic, cursors, idle_timeout_ms):
-            yield record
+        async with aclosing(self._follow(topic, cursors, idle_timeout_ms)) as records:
+            async for record in records:
+                yield record
 
     async def _follow(self, topic: str, cursors: list[Cursor], idle_timeout_ms: int | None) -> AsyncIterator[Record]:
+        """Fetch the cursors round-robin until each is done or the idle timeout passes, one fetch sent ahead per
+        cursor that returned records; the fetches still outstanding are cancelled when the read ends."""
         idle = IdleTimer(idle_timeout_ms, asyncio.get_running_loop().time)
-        while not idle.expired() and (active := [c for c in cursors if not c.done()]):
-            # one partition long-polls at the end; several are fetched without waiting, then sleep when idle
-            wait_ms = idle.wait_ms(self.fetch_wait_ms) if len(active) == 1 else 0
-            found = 0
-            for cursor in active:
-                records = cursor.advance(await self._fetch_at(topic, cursor, wait_ms))
-                found += len(records)
-                for record in records:
-                    yield record
-            if found:
-                idle.reset()
-            elif wait_ms == 0 and not idle.expired():
-                await asyncio.sleep(self.poll_idle_sleep_s)
+        ahead: dict[int, asyncio.Task] = {}  # partition → the fetch sent ahead at its cursor's position
+        try:
+            while not idle.expired() and (active := [c for c in cursors if not c.done()]):
+                wait_ms = self._wait_ms(idle, len(active))
+                found = 0
+                for cursor in active:
+                    records = cursor.advance(await self._answer_at(topic, cursor, wait_ms, ahead))
+                    if not records:
+                        continue
+                    found += len(records)
+                    if not cursor.done():
+                        idle.reset()  # the wait sent ahead counts from these records, as the next round's would
+                        ahead[cursor.partition] = self._fetch_ahead(topic, cursor, self._wait_ms(idle, len(active)))
+                    for record in records:
+                        yield record
+                if found:
+                    idle.reset()
+                elif wait_ms == 0 and not idle.expired():
+                    await asyncio.sleep(self.poll_idle_sleep_s)
+        finally:
+            await _cancelled(ahead.values())
+
+    def _wait_ms(self, idle: IdleTimer, active: int) -> int:
+        """One active partition long-polls at the end; several are fetched without waiting (and sleep when idle)."""
+        return idle.wait_ms(self.fetch_wait_ms) if active == 1 else 0
+
+    def _fetch_ahead(self, topic: str, cursor: Cursor, max_wait_ms: int) -> asyncio.Task:
+        """Start the fetch at the cursor's position as a task; _answer_at takes its answer."""
+        task = asyncio.get_running_loop().create_task(
+            self.fetch(topic, cursor.partition, cursor.offset, max_wait_ms=max_wait_ms))
+        self._ahead.add(task)
+        task.add_done_callback(self._ahead.discard)
+        return task
+
+    async def _answer_at(self, topic: str, cursor: Cursor, max_wait_ms: int,
+                         ahead: dict[int, asyncio.Task]) -> FetchResult:
+        """The answer at the cursor's position: that of the fetch sent ahead for it when it succeeded, else that of
+        a fetch made here (a failed or cancelled fetch sent ahead is dropped; this one's errors are raised)."""
+        task = ahead.get(cursor.partition)
+        if task is not None:
+            await asyncio.wait([task])  # the task stays in `ahead` (to be cancelled) until it has ended
+            del ahead[cursor.partition]
+            if not task.cancelled() and not isinstance(task.exception(), RaftbusError):
+                return task.result()
+        return await self._fetch_at(topic, cursor, max_wait_ms)
 
     async def _fetch_at(self, topic: str, cursor: Cursor, max_wait_ms: int) -> FetchResult:
         attempt = 0
@@ -136,4 +191,15 @@ class AsyncReader(AsyncClient):
     # ------------------------------------------------------------------ lifecycle
 
     async def close(self) -> None:
+        """Close the channels and cancel the fetches sent ahead; a read still open fetches again, and ends with the
+        closed router's error."""
         await self.router.close()
+        await _cancelled(self._ahead)
+
+
+async def _cancelled(tasks: Iterable[asyncio.Task]) -> None:
+    """Cancel `tasks` and wait until they have ended, dropping their answers and errors."""
+    tasks = list(tasks)
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
