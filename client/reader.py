@@ -84,6 +84,18 @@ class Cursor:
         return records
 
 
+def checked_partitions(topic: str, partitions: Iterable[int] | None, count: int) -> list[int]:
+    """`partitions` of a topic of `count` partitions, as a list (all of them when None): InvalidArgument for a repeat
+    or a number that is not a partition's."""
+    if partitions is None:
+        return list(range(count))
+    numbers = list(partitions)
+    if any(type(p) is not int or not 0 <= p < count for p in numbers) or len(set(numbers)) != len(numbers):
+        raise InvalidArgument(f"partitions must be distinct partition numbers of {topic!r} (0 to {count - 1}), "
+                              f"not {numbers!r}")
+    return numbers
+
+
 class Reader:
     """Reads partitions by offset; a context manager that closes its channels. See the module docstring."""
 
@@ -173,27 +185,15 @@ class Reader:
 
         Starts at the log start of each partition with `from_beginning`, else at its high watermark; ends as
         iter_partition does. The partitions' start positions are asked for at once, and after a fetch that
-        brought records the next partitions' fetches (up to READER_FETCH_AHEAD_THREADS of them, each answer at
+        brought records the next partitions' fetches (up to READER_FETCHES_AHEAD_MAX of them, each answer at
         most `fetch_bytes_max`) are sent before those records are handed over, so their answers travel while the
         caller works. While several partitions are being read, each fetch answers at once and a round that
         brought nothing is followed by `poll_idle_sleep_ms`; the last one long-polls as iter_partition does.
         """
-        numbers = self._partition_numbers(topic, partitions)
+        numbers = checked_partitions(topic, partitions, self.partitions(topic))
         start = EARLIEST if from_beginning else LATEST
         cursors = list(self._pool().map(lambda p: self.cursor(topic, p, start, stop_at_end), numbers))
         yield from self._follow(topic, cursors, idle_timeout_ms)
-
-    def _partition_numbers(self, topic: str, partitions: Iterable[int] | None) -> list[int]:
-        """`partitions` checked against the topic (all of them when None): InvalidArgument for a repeat or a
-        number that is not a partition's."""
-        count = self.partitions(topic)
-        if partitions is None:
-            return list(range(count))
-        numbers = list(partitions)
-        if any(type(p) is not int or not 0 <= p < count for p in numbers) or len(set(numbers)) != len(numbers):
-            raise InvalidArgument(f"partitions must be distinct partition numbers of {topic!r} (0 to {count - 1}), "
-                                  f"not {numbers!r}")
-        return numbers
 
     def _follow(self, topic: str, cursors: list[Cursor], idle_timeout_ms: int | None) -> Iterator[Record]:
         """Reads `cursors` round-robin until each is done or the idle timer expires (see iter_topic)."""
@@ -225,9 +225,9 @@ class Reader:
 
     def _send_ahead(self, ahead: dict[int, Future], topic: str, cursors: list[Cursor], max_wait_ms: int) -> None:
         """Send the fetches of `cursors`, in that order, that are not done and have none in flight, until
-        READER_FETCH_AHEAD_THREADS are in flight."""
+        READER_FETCHES_AHEAD_MAX are in flight."""
         for cursor in cursors:
-            if len(ahead) >= settings.READER_FETCH_AHEAD_THREADS:
+            if len(ahead) >= settings.READER_FETCHES_AHEAD_MAX:
                 return
             if cursor.partition not in ahead and not cursor.done():
                 ahead[cursor.partition] = self._fetch_ahead(topic, cursor, max_wait_ms)
@@ -276,7 +276,7 @@ class Reader:
         """The Reader's threads for fetches sent ahead and start positions asked for at once (made when first
         used)."""
         if self._ahead is None:
-            self._ahead = ThreadPoolExecutor(settings.READER_FETCH_AHEAD_THREADS,
+            self._ahead = ThreadPoolExecutor(settings.READER_FETCHES_AHEAD_MAX,
                                              thread_name_prefix="raftbus-reader-fetch")
         return self._ahead
 

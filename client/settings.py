@@ -56,10 +56,11 @@ TOPIC_READY_POLL_MAX_MS = 1000  # the wait for a new topic's leaders polls at mo
 FETCH_BYTES_MAX = 1_048_576
 FETCH_WAIT_MS = 500
 POLL_IDLE_SLEEP_MS = 100
-# A Reader's iterators send their next fetches while the caller takes the records of the last one, on a pool of
-# this many threads per Reader: iter_partition one fetch ahead, iter_topic up to this many (one per partition, each
-# answer at most fetch_bytes_max); iter_topic also asks for its partitions' start positions on it at once.
-READER_FETCH_AHEAD_THREADS = 8
+# A Reader's iterators send their next fetches while the caller takes the records of the last one: at most this
+# many at once per iterator (iter_partition one; iter_topic one per partition, so it holds at most this many
+# answers of at most fetch_bytes_max each). The sync Reader runs them on a pool of this many threads, on which
+# iter_topic also asks for its partitions' start positions; AsyncReader runs them as tasks.
+READER_FETCHES_AHEAD_MAX = 8
 # How long a reader waits for a new leader's high watermark to catch up with an offset it already read up to.
 HIGH_WATERMARK_CATCH_UP_MS = 5_000
 

@@ -10,14 +10,14 @@ started at "earliest" and falls below the log start (retention) restarts there; 
 raises OffsetOutOfRange. A position above the high watermark (a new leader catching up) is retried for up
 to `high_watermark_catch_up_ms`.
 
-Fetching ahead: when a fetch for a partition returns records and its read is not done, the next fetch for that
-partition (at the position after them, with the wait the next round would give it) starts as an asyncio task
-before the first of them is handed over, so the broker's answer travels while the caller works. The next round
-awaits that task instead of fetching again; each partition has at most one fetch outstanding, so its order is
-kept, and with several partitions their fetches may be outstanding at once. A fetch sent ahead that failed with
-a typed error, or was cancelled (by `close()`), is made again in the iterating coroutine, where its error is
-handled as any fetch's: the OffsetOutOfRange rules above, the router's own errors raised unchanged. Closing an
-iterator (`break`, `aclose()`) cancels and awaits its fetches sent ahead.
+Fetching ahead: when a fetch for a partition returns records, the fetches of the partitions after it in the
+round, and its own next one (at the position after those records, with the wait the next round would give it),
+start as asyncio tasks before the first record is handed over, so the brokers' answers travel while the caller
+works: at most READER_FETCHES_AHEAD_MAX at once, each partition at most one, so each partition's order is kept.
+The round awaits a partition's task instead of fetching again. A fetch sent ahead that failed with a typed
+error, or was cancelled (by `close()`), is made again in the iterating coroutine, where its error is handled as
+any fetch's: the OffsetOutOfRange rules above, the router's own errors raised unchanged. Closing an iterator
+(`break`, `aclose()`) cancels and awaits its fetches sent ahead.
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from raftbus.client import settings
 from raftbus.client.credentials import TlsSource
 from raftbus.client.errors import InvalidArgument, OffsetOutOfRange, RaftbusError
 from raftbus.client.reader import EARLIEST, EARLIEST_TIMESTAMP_MS, LATEST, Cursor, FetchResult, IdleTimer, Position, \
-    fetch_result
+    checked_partitions, fetch_result
 from raftbus.client.records import Record
 from raftbus.client.wire import raftbus_pb2 as pb
 
@@ -111,35 +111,36 @@ class AsyncReader(AsyncClient):
                 yield record
 
     async def iter_topic(self, topic: str, from_beginning: bool = False, stop_at_end: bool = False,
-                         idle_timeout_ms: int | None = None) -> AsyncIterator[Record]:
-        """Records of every partition, fetched round-robin; order within each partition is kept.
+                         idle_timeout_ms: int | None = None,
+                         partitions: Iterable[int] | None = None) -> AsyncIterator[Record]:
+        """Records of every partition (or of `partitions`), fetched round-robin; order within each partition is kept.
 
-        Each partition's next fetch is sent ahead as in iter_partition, so fetches for several partitions may be
-        outstanding at once.
+        The partitions' start positions are asked for at once, and fetches are sent ahead as the module docstring
+        says, so fetches for several partitions may be outstanding at once.
         """
+        numbers = checked_partitions(topic, partitions, await self.partitions(topic))
         start = EARLIEST if from_beginning else LATEST
-        cursors = [await self.cursor(topic, p, start, stop_at_end) for p in range(await self.partitions(topic))]
+        cursors = list(await asyncio.gather(*(self.cursor(topic, p, start, stop_at_end) for p in numbers)))
         async with aclosing(self._follow(topic, cursors, idle_timeout_ms)) as records:
             async for record in records:
                 yield record
 
     async def _follow(self, topic: str, cursors: list[Cursor], idle_timeout_ms: int | None) -> AsyncIterator[Record]:
-        """Fetch the cursors round-robin until each is done or the idle timeout passes, one fetch sent ahead per
-        cursor that returned records; the fetches still outstanding are cancelled when the read ends."""
+        """Fetch the cursors round-robin until each is done or the idle timeout passes, sending fetches ahead after
+        each answer with records; the fetches still outstanding are cancelled when the read ends."""
         idle = IdleTimer(idle_timeout_ms, asyncio.get_running_loop().time)
         ahead: dict[int, asyncio.Task] = {}  # partition → the fetch sent ahead at its cursor's position
         try:
             while not idle.expired() and (active := [c for c in cursors if not c.done()]):
                 wait_ms = self._wait_ms(idle, len(active))
                 found = 0
-                for cursor in active:
+                for i, cursor in enumerate(active):
                     records = cursor.advance(await self._answer_at(topic, cursor, wait_ms, ahead))
                     if not records:
                         continue
                     found += len(records)
-                    if not cursor.done():
-                        idle.reset()  # the wait sent ahead counts from these records, as the next round's would
-                        ahead[cursor.partition] = self._fetch_ahead(topic, cursor, self._wait_ms(idle, len(active)))
+                    idle.reset()  # the wait sent ahead counts from these records, as the next round's would
+                    self._send_ahead(ahead, topic, active[i + 1:] + active[:i + 1], self._wait_ms(idle, len(active)))
                     for record in records:
                         yield record
                 if found:
@@ -148,6 +149,15 @@ class AsyncReader(AsyncClient):
                     await asyncio.sleep(self.poll_idle_sleep_s)
         finally:
             await _cancelled(ahead.values())
+
+    def _send_ahead(self, ahead: dict[int, asyncio.Task], topic: str, cursors: list[Cursor], max_wait_ms: int) -> None:
+        """Start the fetches of `cursors`, in that order, that are not done and have none outstanding, until
+        READER_FETCHES_AHEAD_MAX are outstanding."""
+        for cursor in cursors:
+            if len(ahead) >= settings.READER_FETCHES_AHEAD_MAX:
+                return
+            if cursor.partition not in ahead and not cursor.done():
+                ahead[cursor.partition] = self._fetch_ahead(topic, cursor, max_wait_ms)
 
     def _wait_ms(self, idle: IdleTimer, active: int) -> int:
         """One active partition long-polls at the end; several are fetched without waiting (and sleep when idle)."""

@@ -312,3 +312,49 @@ def test_iter_topic_over_three_partitions_keeps_each_partitions_order(log):
         (0, 0): 1, (0, 3): 1, (0, 8): 1, (1, 0): 1, (1, 2): 1, (1, 3): 1, (2, 0): 1, (2, 1): 1, (2, 2): 1, (2, 3): 1}
     assert router.in_flight_max >= 2
     assert {f.max_wait_ms for f in router.fetches} == {0}
+
+
+def test_iter_topic_keeps_at_most_its_limit_of_fetches_ahead(monkeypatch):
+    """Twelve partitions with READER_FETCHES_AHEAD_MAX 3: at most 3 fetches sent ahead are outstanding beside the
+    iterating coroutine's own, so at most 3 answers wait in memory; each partition's records still come in order."""
+    from raftbus.client import settings
+
+    monkeypatch.setattr(settings, "READER_FETCHES_AHEAD_MAX", 3)
+    logs = {}
+    for number in range(12):
+        partition = FakePartition()
+        for size in (2, 3):
+            partition.append([b"z"] * size)
+        logs[("t", number)] = partition
+    reader, router = reader_for(logs)
+
+    async def main():
+        return [(r.partition, r.offset) async for r in reader.iter_topic("t", from_beginning=True, stop_at_end=True)]
+
+    records = run(main())
+    for number in range(12):
+        assert [o for p, o in records if p == number] == list(range(5))
+    assert 3 <= router.in_flight_max <= 4
+
+
+def test_iter_topic_reads_only_the_partitions_asked_for(log):
+    """`partitions` limits the read to those partitions, in the order given; a repeat or a number the topic does not
+    have is InvalidArgument."""
+    from raftbus.client.errors import InvalidArgument
+
+    other = FakePartition()
+    other.append([b"x"] * 2)
+    reader, router = reader_for({("t", 0): log, ("t", 1): other, ("t", 2): FakePartition()})
+
+    async def main():
+        read = [(r.partition, r.offset) async for r in reader.iter_topic("t", from_beginning=True, stop_at_end=True,
+                                                                         partitions=[1, 0])]
+        for wrong in ([1, 1], [3]):
+            with pytest.raises(InvalidArgument):
+                [r async for r in reader.iter_topic("t", from_beginning=True, partitions=wrong)]
+        return read
+
+    records = run(main())
+    assert records[:2] == [(1, 0), (1, 1)]
+    assert [o for p, o in records if p == 0] == list(range(9))
+    assert {f.partition for f in router.fetches} == {0, 1}

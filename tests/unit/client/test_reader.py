@@ -305,7 +305,7 @@ def test_closing_the_reader_during_a_read_ends_it_with_the_routers_error(log, mo
     cancellation. One pool thread, kept busy, so the fetch sent ahead waits in the queue when the Reader closes."""
     from raftbus.client import settings
 
-    monkeypatch.setattr(settings, "READER_FETCH_AHEAD_THREADS", 1)
+    monkeypatch.setattr(settings, "READER_FETCHES_AHEAD_MAX", 1)
     reader, router, _ = reader_for({("t", 0): log}, fetch_bytes_max=1)
     closed = threading.Event()
 
@@ -343,11 +343,11 @@ def many_partitions(count: int, batches: int = 2) -> dict[tuple[str, int], FakeP
 
 def test_iter_topic_sends_the_next_partitions_fetches_ahead_up_to_its_pool(monkeypatch):
     """Goal: once a partition's records are handed over, the fetches of the partitions after it are already on
-    their way, at most READER_FETCH_AHEAD_THREADS of them; each partition's records arrive once and in order and
+    their way, at most READER_FETCHES_AHEAD_MAX of them; each partition's records arrive once and in order and
     no (partition, offset) is fetched twice."""
     from raftbus.client import settings
 
-    monkeypatch.setattr(settings, "READER_FETCH_AHEAD_THREADS", 3)
+    monkeypatch.setattr(settings, "READER_FETCHES_AHEAD_MAX", 3)
     reader, router, _ = reader_for(many_partitions(12))
     records = reader.iter_topic("t", from_beginning=True, stop_at_end=True)
     first = next(records)
