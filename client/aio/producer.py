@@ -30,7 +30,7 @@ from raftbus.client.errors import InvalidArgument, OutOfOrderSequence, Overloade
     RequestTimedOut, Unavailable, WrongTopicKind
 from raftbus.client.murmur2 import partition_for_key
 from raftbus.client.producer import Producer, _Batch, encode_bulk, normalize_headers, reject_queue_options, to_bytes
-from raftbus.client.records import RecordMetadata, record_size
+from raftbus.client.records import RECORD_OVERHEAD_BYTES, RecordMetadata, record_size
 from raftbus.client.wire import queues_pb2 as qpb
 from raftbus.client.wire import raftbus_pb2 as pb
 
@@ -105,6 +105,10 @@ class AsyncProducer(AsyncClient):
                    headers: Mapping[str, Any] | Iterable[tuple[str, Any]] | None = None, partition: int | None = None,
                    **queue_fields) -> RecordMetadata | MessageMetadata:
         """Send one record and wait until its partition acknowledges it (committed on a majority); see enqueue."""
+        if key is None and partition is None and not headers and not queue_fields and type(value) is bytes:
+            future = self._append_to_open(topic, value)
+            if future is not None:
+                return await future
         return await (await self.enqueue(topic, value, key, headers, partition, **queue_fields))
 
     async def enqueue(self, topic: str, value: bytes | str | None, key: bytes | str | None = None,
@@ -118,6 +122,11 @@ class AsyncProducer(AsyncClient):
         InvalidArgument (bad types), RecordTooLarge, UnknownTopic, UnknownPartition, and Overloaded when the
         buffer stays full for `max_block_ms`.
         """
+        if key is None and partition is None and not headers and priority is None and group is None \
+                and deliver_at_ms is None and idempotency_key is None and type(value) is bytes:
+            future = self._append_to_open(topic, value)
+            if future is not None:
+                return future
         value_b, key_b, hdrs = to_bytes(value, "value"), to_bytes(key, "key"), normalize_headers(headers)
         size = record_size(key_b, value_b, hdrs)
         if size > self.batch_bytes_max:
@@ -135,6 +144,29 @@ class AsyncProducer(AsyncClient):
         if partition is None and key_b is not None:
             partition = partition_for_key(key_b, count)
         return await self._add(topic, partition, count, (now_ms, key_b, value_b, hdrs), size, _Batch)
+
+    def _append_to_open(self, topic: str, value: bytes) -> asyncio.Future | None:
+        """The common record (a keyless bytes value, no headers, to a stream topic whose shape is known and fresh)
+        appended to its sticky partition's open batch when that batch and the buffer have room: what _add would do
+        there, without its coroutine calls (an open batch always holds its first record, added by _add, which
+        started its linger). None: take enqueue's whole path (a new batch, a full one, a full buffer, a closed
+        producer, a queue topic included)."""
+        known = self._shapes.get(topic)
+        if known is None or self._closed or known[0] is not self.router.fresh_map() or known[1][0] != "stream":
+            return None
+        chosen = self._sticky.get(topic)
+        lane = self._lanes.get((topic, chosen))
+        batch = None if lane is None or chosen >= known[1][1] else lane.open
+        size = RECORD_OVERHEAD_BYTES + len(value)
+        if batch is None or batch.size_bytes + size >= self.batch_bytes_max \
+                or self._buffered_bytes + size > self.buffer_bytes_max:
+            return None
+        self._buffered_bytes += size
+        future = asyncio.get_running_loop().create_future()
+        batch.records.append((time.time_ns() // 1_000_000, None, value, ()))
+        batch.futures.append(future)
+        batch.size_bytes += size
+        return future
 
     async def _add(self, topic: str, partition: int | None, count: int, item, size: int,
                    batch_type: type[_Batch]) -> asyncio.Future:
