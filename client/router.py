@@ -136,6 +136,8 @@ class Router:
         self._clock = clock
         self._lock = threading.RLock()
         self._refresh_lock = threading.Lock()
+        self._refreshes_started = 0  # refreshes begun so far (refresh lock held to change it)
+        self._refreshed = 0  # the number of the last refresh that completed
         self._map = ClusterMap()
         # Counts the maps fetched so far: whoever derives figures from the map (the Producer's partition counts
         # per topic) reuses them while this stays the same.
@@ -158,8 +160,18 @@ class Router:
             return conn
 
     def refresh(self, topics: list[str] | None = None) -> ClusterMap:
-        """Fetch metadata from the bootstrap addresses, then known brokers, until one answers."""
+        """Fetch metadata from the bootstrap addresses, then known brokers, until one answers.
+
+        Refreshes run one at a time; a caller that waited while another ran takes the map of a refresh that
+        started after its own call, if one has completed meanwhile (it is as fresh as one of its own): when many
+        partitions fail over at once, their retries share one request."""
+        called = self._refreshes_started
         with self._refresh_lock:
+            if self._refreshed_since(called):
+                with self._lock:
+                    return self._map
+            self._refreshes_started += 1
+            started = self._refreshes_started
             with self._lock:
                 candidates = list(dict.fromkeys([*self.bootstrap, *self._map.brokers.values()]))
             last: RaftbusError = Unavailable(f"no broker answered among {candidates}")
@@ -177,8 +189,13 @@ class Router:
                     self.map_version += 1
                     self._leader_hints.clear()
                     self._controller_hint = None
+                self._refreshed = started
                 return fresh
             raise last
+
+    def _refreshed_since(self, called: int) -> bool:
+        """Whether a refresh that started after the one numbered `called` has completed (refresh lock held)."""
+        return self._refreshed > called
 
     def cluster_map(self) -> ClusterMap:
         """The cached map, refreshed first when older than metadata_max_age_ms."""

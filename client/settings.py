@@ -19,10 +19,11 @@ GRPC_MESSAGE_BYTES_MAX = 64 * 1024 * 1024
 # Requests and retries (router).
 REQUEST_TIMEOUT_MS = 30_000
 METADATA_MAX_AGE_MS = 300_000
-RETRIES = 60
+RETRIES = 150                         # at RETRY_BACKOFF_LEADER_MAX_MS apart, about 15 s of leader changes
 RETRY_BACKOFF_MS = 50
 RETRY_BACKOFF_MAX_MS = 1_000          # the longest wait between retries of an overloaded or timed-out call
-RETRY_BACKOFF_LEADER_MAX_MS = 250     # ... while a partition has no reachable leader (an election: 0.6-1.2 s)
+RETRY_BACKOFF_LEADER_MAX_MS = 100     # ... while a partition has no reachable leader (an election: 0.4-1.2 s); each
+#                                       such retry refreshes the map, and concurrent refreshes share one request
 # A channel to a broker that went away dials it again after RECONNECT_BACKOFF_MS, growing (gRPC's 1.6x, jittered
 # +-20 %) up to RECONNECT_BACKOFF_MAX_MS; while it waits, calls to that broker fail at once. gRPC's own default of 1 s
 # growing to 120 s left a channel to a restarted broker failing seconds after the broker was back, when it next led;

@@ -44,10 +44,16 @@ class AsyncRouter(Router):
     # ------------------------------------------------------------------ metadata (coroutines)
 
     async def refresh(self, topics: list[str] | None = None) -> ClusterMap:
-        """Fetch metadata from the bootstrap addresses, then known brokers, until one answers."""
+        """Fetch metadata from the bootstrap addresses, then known brokers, until one answers; concurrent callers
+        share refreshes as the sync Router's do."""
         if self._refreshing is None:
             self._refreshing = asyncio.Lock()
+        called = self._refreshes_started
         async with self._refreshing:
+            if self._refreshed_since(called):
+                return self._map
+            self._refreshes_started += 1
+            started = self._refreshes_started
             candidates = list(dict.fromkeys([*self.bootstrap, *self._map.brokers.values()]))
             failure: RaftbusError = Unavailable(f"no broker answered among {candidates}")
             for address in candidates:
@@ -60,6 +66,7 @@ class AsyncRouter(Router):
                 self._map = ClusterMap.from_proto(answer, self._clock())
                 self._leader_hints.clear()
                 self._controller_hint = None
+                self._refreshed = started
                 return self._map
             raise failure
 

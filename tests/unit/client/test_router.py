@@ -1,5 +1,7 @@
 """Goal: the router caches partition leaders, follows NOT_LEADER hints, refreshes metadata on transient errors
 and gives up with the typed error once its retry budget or deadline is spent, driven by a fake connection layer."""
+import threading
+import time
 from types import SimpleNamespace
 
 import grpc
@@ -108,7 +110,8 @@ class Script:
 
 
 def make_router(cluster: FakeCluster, clock: FakeClock, bootstrap="b1", **overrides) -> Router:
-    options = {"request_timeout_ms": 30_000, "retries": 5, "retry_backoff_ms": 50, "retry_backoff_max_ms": 1_000}
+    options = {"request_timeout_ms": 30_000, "retries": 5, "retry_backoff_ms": 50, "retry_backoff_max_ms": 1_000,
+               "retry_backoff_leader_max_ms": 1_000}
     options.update(overrides)
     return Router(bootstrap, connect=cluster.connect, sleep=clock.sleep, clock=clock, **options)
 
@@ -277,7 +280,8 @@ def test_stale_metadata_is_refreshed(clock):
 
 def test_bouncing_not_leader_hints_back_off_after_the_first_ones():
     """Goal: brokers mid-election that point at each other do not make a call burn its retries in a tight loop."""
-    router = Router("h:1", retries=10, retry_backoff_ms=50, retry_backoff_max_ms=1_000, connect=lambda a: None)
+    router = Router("h:1", retries=10, retry_backoff_ms=50, retry_backoff_max_ms=1_000,
+                    retry_backoff_leader_max_ms=1_000, connect=lambda a: None)
     router._map.brokers.update({1: "h:1", 2: "h:2"})
     delays = [router.note_failure(NotLeader("moved", leader_id=1 + attempt % 2, leader_address=f"h:{1 + attempt % 2}"),
                                   attempt, topic="t", partition=0) for attempt in range(1, 6)]
@@ -298,3 +302,83 @@ def test_leader_changes_are_retried_at_a_shorter_cap_than_overload():
     capped = Router("h:1", retry_backoff_ms=50, retry_backoff_max_ms=100, retry_backoff_leader_max_ms=250,
                     connect=lambda a: None)
     assert capped.note_failure(Unavailable("refused"), 5, topic="t", partition=0) == 0.1
+
+
+def test_leader_changes_are_retried_at_most_100_ms_apart_by_default():
+    """Goal: with the SDK's defaults, an election that ends just after a retry is found within 100 ms (the retries
+    of a leader change come 50, 100, 100, ... ms apart), and a partition keeps being retried for about 15 s."""
+    router = Router("h:1", connect=lambda a: None)
+    delays = [router.note_failure(Unavailable("refused"), attempt, topic="t", partition=0) for attempt in range(1, 7)]
+    assert delays == [0.05, 0.1, 0.1, 0.1, 0.1, 0.1]
+    assert 14 <= sum(router.note_failure(LeaderNotAvailable("election"), attempt, topic="t", partition=0)
+                     for attempt in range(1, router.retries + 1)) <= 16
+
+
+def test_concurrent_refreshes_share_one_metadata_request():
+    """Goal: callers that ask for a refresh while one is running share the next one (at most two requests for
+    twelve callers), and none takes a map fetched before its own call."""
+    cluster = FakeCluster(metadata({0: 1}))
+    answer = cluster.connect
+
+    started, release = threading.Event(), threading.Event()
+
+    def slow_connect(address):
+        conn = answer(address)
+        get = conn.admin.GetMetadata
+
+        def get_metadata(request, timeout=None):
+            started.set()
+            release.wait(5)
+            return get(request, timeout)
+
+        return Connection(address, conn.channel, log=None, admin=SimpleNamespace(GetMetadata=get_metadata))
+
+    router = Router("b1", connect=slow_connect)
+    first = threading.Thread(target=router.refresh)
+    first.start()
+    assert started.wait(5)
+    cluster.metadata = metadata({0: 2})  # what the refreshes asked for after this point must see
+    maps = []
+    waiters = [threading.Thread(target=lambda: maps.append(router.refresh())) for _ in range(12)]
+    for waiter in waiters:
+        waiter.start()
+    time.sleep(0.1)
+    release.set()
+    for thread in (first, *waiters):
+        thread.join(5)
+    assert len(cluster.metadata_asked) == 2
+    assert len(maps) == 12 and all(m.topics["t"][0].leader_id == 2 for m in maps)
+
+
+def test_concurrent_async_refreshes_share_one_metadata_request():
+    """Goal: AsyncRouter shares refreshes the same way: coroutines that ask while one runs share the next one."""
+    import asyncio
+
+    from raftbus.client.aio.router import AsyncRouter
+
+    asked = []
+
+    async def main():
+        release = asyncio.Event()
+        answers = [metadata({0: 1}), metadata({0: 2})]
+
+        async def get_metadata(request, timeout=None):
+            answer = answers[len(asked)]
+            asked.append(answer)
+            await release.wait()
+            return answer
+
+        router = AsyncRouter("b1")
+        router.connection = lambda address: SimpleNamespace(admin=SimpleNamespace(GetMetadata=get_metadata))
+        first = asyncio.ensure_future(router.refresh())
+        while not asked:
+            await asyncio.sleep(0)
+        waiters = [asyncio.ensure_future(router.refresh()) for _ in range(12)]
+        await asyncio.sleep(0.01)
+        release.set()
+        await first
+        maps = await asyncio.gather(*waiters)
+        return [m.topics["t"][0].leader_id for m in maps]
+
+    assert asyncio.run(main()) == [2] * 12
+    assert len(asked) == 2
