@@ -109,7 +109,7 @@ class AsyncProducer(AsyncClient):
             future = self._append_to_open(topic, value)
             if future is not None:
                 return await future
-        return await (await self.enqueue(topic, value, key, headers, partition, **queue_fields))
+        return await (await self._enqueue_whole(topic, value, key, headers, partition, **queue_fields))
 
     async def enqueue(self, topic: str, value: bytes | str | None, key: bytes | str | None = None,
                       headers: Mapping[str, Any] | Iterable[tuple[str, Any]] | None = None,
@@ -127,6 +127,13 @@ class AsyncProducer(AsyncClient):
             future = self._append_to_open(topic, value)
             if future is not None:
                 return future
+        return await self._enqueue_whole(topic, value, key, headers, partition, priority, group, deliver_at_ms,
+                                         idempotency_key)
+
+    async def _enqueue_whole(self, topic: str, value, key=None, headers=None, partition: int | None = None,
+                             priority: int | None = None, group: str | None = None, deliver_at_ms: int | None = None,
+                             idempotency_key: str | None = None) -> asyncio.Future:
+        """enqueue() for every record _append_to_open does not take."""
         value_b, key_b, hdrs = to_bytes(value, "value"), to_bytes(key, "key"), normalize_headers(headers)
         size = record_size(key_b, value_b, hdrs)
         if size > self.batch_bytes_max:
