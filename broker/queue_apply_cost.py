@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 
-from raftbus.broker.queues import commands as qc
+from raftbus.broker.queues import commands as queue_commands
 from raftbus.broker.queues.state.machine import QueueStateMachine
 from raftbus.broker.storage.lmdb_store import LmdbStore
 
@@ -54,9 +54,9 @@ def fill(replica: Replica, messages: int, batch: int, runs: bool) -> float:
     record = bytes(RECORD_BYTES)
     spent = 0.0
     for start in range(0, messages, batch):
-        items = [qc.EnqueueItem(rng.randrange(PRIORITIES), 0, 0, 0, 0, b"", b"", b"", record)
+        items = [queue_commands.EnqueueItem(rng.randrange(PRIORITIES), 0, 0, 0, 0, b"", b"", b"", record)
                  for _ in range(min(batch, messages - start))]
-        command = qc.encode_enqueue(STAMPED_MS, qc.QueuePolicy(), items, runs=runs)
+        command = queue_commands.encode_enqueue(STAMPED_MS, queue_commands.QueuePolicy(), items, runs=runs)
         started = time.process_time()
         replica.apply(command)
         spent += time.process_time() - started
@@ -67,10 +67,10 @@ def drain(replica: Replica, batch: int) -> dict:
     """Lease and ack until nothing is ready; CPU seconds of each kind of command and the messages acked."""
     lease_s = ack_s = answer_s = 0.0
     acked = 0
-    policy = qc.QueuePolicy()
+    policy = queue_commands.QueuePolicy()
     for sequence in range(1, sys.maxsize):
         started = time.process_time()
-        leased = replica.apply(qc.encode_lease(STAMPED_MS, policy, batch, LEASE_BYTES_MAX, VISIBILITY_MS))
+        leased = replica.apply(queue_commands.encode_lease(STAMPED_MS, policy, batch, LEASE_BYTES_MAX, VISIBILITY_MS))
         leased_at = time.process_time()
         if not leased:
             break
@@ -79,7 +79,7 @@ def drain(replica: Replica, batch: int) -> dict:
         answer_s += time.process_time() - answering
         assert len(rows) == len(leased)
         leases = b"".join(key + DELIVERY_ONE for key in leased.seq_keys)
-        command = qc.encode_ack_packed(STAMPED_MS, policy, leases, settler_id=SETTLER_ID, sequence=sequence)
+        command = queue_commands.encode_ack_packed(STAMPED_MS, policy, leases, settler_id=SETTLER_ID, sequence=sequence)
         acking = time.process_time()
         answers = replica.apply(command)
         ack_s += time.process_time() - acking
@@ -90,10 +90,10 @@ def drain(replica: Replica, batch: int) -> dict:
 
 def expire(replica: Replica) -> dict:
     """Tick past every lease's deadline until nothing is due; CPU seconds and the ticks applied."""
-    policy, ticks = qc.QueuePolicy(), 0
+    policy, ticks = queue_commands.QueuePolicy(), 0
     started = time.process_time()
     while replica.machine.next_due_ms() is not None:
-        replica.apply(qc.encode_tick(STAMPED_MS + VISIBILITY_MS, policy))
+        replica.apply(queue_commands.encode_tick(STAMPED_MS + VISIBILITY_MS, policy))
         ticks += 1
     return {"expiry_cpu_s": time.process_time() - started, "expiry_ticks": ticks}
 

@@ -23,7 +23,7 @@ from raftbus.client.bench import runner as bench
 from raftbus.client.cli import backup as backup_cli
 from raftbus.client.cli import brokers as broker_cli
 from raftbus.client.cli import groups as group_cli
-from raftbus.client.cli import membership as membership_cli
+from raftbus.client.cli import movement as membership_cli
 from raftbus.client.cli import queues as cli_queues
 from raftbus.client.cli import security as security_cli
 from raftbus.client.cli import verify as cli_verify

@@ -9,7 +9,7 @@ import json
 import subprocess
 import sys
 
-from raftbus.broker.admin.state import MetadataStateMachine
+from raftbus.broker.metadata.state import MetadataStateMachine
 from raftbus.broker.context import METADATA_GROUP, partition_group_id
 from raftbus.broker.queues.state import runs
 from raftbus.broker.queues.state import tables as q

@@ -20,7 +20,7 @@ BROKER_ALLOWED = {
     "groups": {"kernel"},
     "log": {"kernel", "groups"},
     "queues": {"kernel"},
-    "admin": {"kernel", "groups", "queues", "security"},
+    "metadata": {"kernel", "groups", "queues", "security"},
     "security": {"kernel"},
     "metrics": {"kernel", "raft"},  # reads live state through the broker object it is handed, imports no feature
 }
@@ -29,7 +29,7 @@ BROKER_CLIENT_MODULES = ("errors", "records", "wire", "router", "credentials", "
 
 CLIENT_KERNEL = {"errors", "records", "router", "settings", "murmur2", "wire", "produce_stream", "sender",
                  "credentials", "record_batch", "record_future"}
-CLIENT_FACADES = {"", "admin", "producer", "consumer", "reader", "security", "membership"}
+CLIENT_FACADES = {"", "admin", "producer", "consumer", "reader", "security", "cluster_admin"}
 CLIENT_APPS = {"cli", "bench", "spark", "http", "aio", "backup"}
 CLIENT_ALLOWED = {
     "kernel": set(),
@@ -125,7 +125,7 @@ def test_the_checker_rejects_upward_and_sideways_imports(tmp_path):
         "broker/groups/bad.py": ("from raftbus.broker.log.state import PartitionStateMachine\n", "imports"),
         "broker/storage/bad.py": ("from raftbus.broker.server import Broker\n", "imports"),
         "broker/queues/bad.py": ("from raftbus.client.producer import Producer\n", "imports"),
-        "broker/log/rel.py": ("from ..groups import state\n", "relative"),
+        "broker/log/rel.py": ("from ..groups import rules\n", "relative"),
     }
     for rel, (text, word) in cases.items():
         path = tmp_path / rel

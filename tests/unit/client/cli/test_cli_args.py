@@ -19,7 +19,7 @@ from raftbus.client.admin import (
     TopicDescription,
 )
 from raftbus.client.errors import TopicExists, UnknownTopic
-from raftbus.client.membership import MetadataMembers
+from raftbus.client.cluster_admin import MetadataMembers
 from raftbus.client.records import Record, RecordMetadata
 
 TOPIC = TopicDescription(

@@ -5,9 +5,9 @@ import argparse
 import pytest
 
 from raftbus.client.cli import app as cli
-from raftbus.client.cli.membership import replica_list, reassign_progress
+from raftbus.client.cli.movement import replica_list, reassign_progress
 from raftbus.client.errors import InvalidReplicas
-from raftbus.client.membership import Reassignment, check_replicas
+from raftbus.client.cluster_admin import Reassignment, check_replicas
 
 
 def test_arguments_parse():

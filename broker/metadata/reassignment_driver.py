@@ -1,7 +1,7 @@
 """Carries out partition reassignments on the brokers that lead the partitions (loop thread).
 
 Every `membership_check_interval_ms` each broker looks at the partitions it leads whose placement has a target
-(recorded by the controller, admin/placement.py) and takes the next step (admin/reassignment.py): one membership
+(recorded by the controller, metadata/reassignment_commands.py) and takes the next step (metadata/reassignment_steps.py): one membership
 change at a time through the partition's own log, with the catch-up throttle set on the group while learners
 catch up. The leader of a partition holds what the decision needs (its followers' match indexes); if it fails, the
 next leader goes on from the configuration in the group's log and the target in the metadata.
@@ -12,8 +12,8 @@ import logging
 
 from raftbus.client import errors
 
-from raftbus.broker.admin import placement as placement_commands
-from raftbus.broker.admin.reassignment import ADD_LEARNER, COMPLETE, HAND_OVER, PROMOTE, REMOVE, next_step
+from raftbus.broker.metadata import reassignment_commands
+from raftbus.broker.metadata.reassignment_steps import ADD_LEARNER, COMPLETE, HAND_OVER, PROMOTE, REMOVE, next_step
 from raftbus.broker.context import BrokerContext, partition_group_id
 
 log = logging.getLogger(__name__)
@@ -78,7 +78,7 @@ class Reassigner:
             group.hand_over(step.broker_id)
             return
         elif step.action == COMPLETE:
-            future = self.context.metadata_group.submit(placement_commands.encode_complete(
+            future = self.context.metadata_group.submit(reassignment_commands.encode_complete(
                 name=topic.name, topic_id=topic.topic_id, partition=placement.partition,
                 replicas=list(placement.target), now_ms=self.context.clock.now_ms()))
         else:

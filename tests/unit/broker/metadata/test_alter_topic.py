@@ -4,11 +4,11 @@ typed errors and no change, and leaves partitions and placement as they were."""
 import pytest
 
 from raftbus.broker import commands, model
-from raftbus.broker.admin.state import MetadataStateMachine
+from raftbus.broker.metadata.state import MetadataStateMachine
 from raftbus.broker.storage.memory_store import MemoryStore
 from raftbus.client import errors
-from tests.unit.broker.admin.test_metadata_queue_topics import QUEUE
-from tests.unit.broker.admin.test_metadata_state_machine import Metadata
+from tests.unit.broker.metadata.test_metadata_queue_topics import QUEUE
+from tests.unit.broker.metadata.test_metadata_state_machine import Metadata
 
 
 @pytest.fixture

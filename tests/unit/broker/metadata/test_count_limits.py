@@ -4,11 +4,11 @@ dead-letter topic counts too; a command without limits (written before they exis
 import pytest
 
 from raftbus.broker import commands, model
-from raftbus.broker.admin.state import MetadataStateMachine
+from raftbus.broker.metadata.state import MetadataStateMachine
 from raftbus.broker.storage.memory_store import MemoryStore
 from raftbus.client import errors
-from tests.unit.broker.admin.test_metadata_queue_topics import QUEUE
-from tests.unit.broker.admin.test_metadata_state_machine import Metadata
+from tests.unit.broker.metadata.test_metadata_queue_topics import QUEUE
+from tests.unit.broker.metadata.test_metadata_state_machine import Metadata
 
 
 def limits(topics_max=100, cluster_partitions_max=1_000, broker_replicas_max=1_000) -> dict:

@@ -3,10 +3,10 @@ registers again after a restart, refused for unknown brokers or states."""
 import pytest
 
 from raftbus.broker import commands, model
-from raftbus.broker.admin.state import MetadataStateMachine
+from raftbus.broker.metadata.state import MetadataStateMachine
 from raftbus.broker.storage.memory_store import MemoryStore
 from raftbus.client import errors
-from tests.unit.broker.admin.test_metadata_state_machine import Metadata
+from tests.unit.broker.metadata.test_metadata_state_machine import Metadata
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 import pytest
 
 from raftbus.broker import commands, model
-from raftbus.broker.admin.state import MetadataStateMachine
+from raftbus.broker.metadata.state import MetadataStateMachine
 from raftbus.broker.storage.lmdb_store import LmdbStore
 from raftbus.broker.storage.memory_store import MemoryStore
 from raftbus.client import errors

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from raftbus.client import errors
 
 from raftbus.broker import commands, model
-from raftbus.broker.admin import placement as placement_commands
+from raftbus.broker.metadata import reassignment_commands
 from raftbus.broker.context import BrokerContext, wait_result
 
 log = logging.getLogger(__name__)
@@ -109,12 +109,12 @@ class Decommissions:
         topics = list(self.context.metadata_sm.topics().values())
         candidates = [b.broker_id for b in brokers.values() if b.placeable and b.broker_id != broker_id]
         s = self.context.settings
-        room = s.reassignments_running_max - placement_commands.running(self.context.metadata_sm.topics())
+        room = s.reassignments_running_max - reassignment_commands.running(self.context.metadata_sm.topics())
         for topic, partition, replicas in moves(topics, broker_id, candidates)[:max(0, room)]:
             pending = self._in_flight.get((topic, partition))
             if pending is not None and not pending.done():
                 continue
-            self._in_flight[(topic, partition)] = self.context.metadata_group.submit(placement_commands.encode_reassign(
+            self._in_flight[(topic, partition)] = self.context.metadata_group.submit(reassignment_commands.encode_reassign(
                 name=topic, partition=partition, replicas=replicas, throttle_bytes_per_s=0,
                 reassignments_running_max=s.reassignments_running_max, now_ms=self.context.clock.now_ms()))
         view = self.describe(broker_id)

@@ -24,11 +24,11 @@ from typing import Mapping, NamedTuple
 from raftbus.client import errors
 
 from raftbus.broker import commands, content_digest, model
-from raftbus.broker.admin import placement as placement_commands
+from raftbus.broker.metadata import reassignment_commands
 from raftbus.broker.content_digest import DigestingTxn
 from raftbus.broker.groups import commands as group_commands
 from raftbus.broker.groups import planning as group_planning
-from raftbus.broker.groups.state import ConsumerGroup
+from raftbus.broker.groups.rules import ConsumerGroup
 from raftbus.broker.queues.config import OPTIONS as QUEUE_OPTIONS
 from raftbus.broker.security import commands as security_commands
 from raftbus.broker.security import state as security_state
@@ -144,8 +144,8 @@ class MetadataStateMachine:
         if kind in security_commands.METADATA_KINDS:  # tokens and ACLs
             result, change = security_state.plan(self._security, kind, payload)
             return result, _Change(security=change)
-        if kind in placement_commands.METADATA_KINDS:  # partition reassignment
-            result, moved = placement_commands.plan(self._topics, self._brokers, kind, payload)
+        if kind in reassignment_commands.METADATA_KINDS:  # partition reassignment
+            result, moved = reassignment_commands.plan(self._topics, self._brokers, kind, payload)
             return result, _Change(topic=moved)
         planner = {
             commands.REGISTER_BROKER: self._plan_register_broker,

@@ -4,14 +4,14 @@ replacements by load."""
 import pytest
 
 from raftbus.broker import commands, model
-from raftbus.broker.admin import decommission, placement
-from raftbus.broker.admin.reassignment import (ADD_LEARNER, COMPLETE, HAND_OVER, PROMOTE, REMOVE, WAIT, Step,
+from raftbus.broker.metadata import decommission, reassignment_commands
+from raftbus.broker.metadata.reassignment_steps import (ADD_LEARNER, COMPLETE, HAND_OVER, PROMOTE, REMOVE, WAIT, Step,
                                                next_step)
-from raftbus.broker.admin.state import MetadataStateMachine
+from raftbus.broker.metadata.state import MetadataStateMachine
 from raftbus.broker.context import replica_plan
 from raftbus.broker.storage.memory_store import MemoryStore
 from raftbus.client import errors
-from tests.unit.broker.admin.test_metadata_state_machine import Metadata
+from tests.unit.broker.metadata.test_metadata_state_machine import Metadata
 
 
 @pytest.fixture
@@ -23,14 +23,14 @@ def meta():
 
 
 def reassign(meta, replicas, partition=0, name="orders", running_max=8, throttle=0):
-    return meta.apply(placement.encode_reassign(name=name, partition=partition, replicas=replicas,
+    return meta.apply(reassignment_commands.encode_reassign(name=name, partition=partition, replicas=replicas,
                                                 throttle_bytes_per_s=throttle, reassignments_running_max=running_max,
                                                 now_ms=40))
 
 
 def complete(meta, replicas, partition=0):
     topic = meta.sm.topic("orders")
-    return meta.apply(placement.encode_complete(name="orders", topic_id=topic.topic_id, partition=partition,
+    return meta.apply(reassignment_commands.encode_complete(name="orders", topic_id=topic.topic_id, partition=partition,
                                                 replicas=replicas, now_ms=50))
 
 

@@ -10,7 +10,7 @@ from raftbus.client.cli.progress import ProgressBar
 
 from raftbus.client.admin import Admin
 from raftbus.client.errors import InvalidReplicas
-from raftbus.client.membership import Decommission, Reassignment
+from raftbus.client.cluster_admin import Decommission, Reassignment
 
 
 def replica_list(text: str) -> list[int]:

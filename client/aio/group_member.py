@@ -1,6 +1,6 @@
 """An AsyncConsumer's side of the group protocol, on the event loop: the sync Membership's flags, error
 classification, lost-partition handling and listener calls, with join, sync, two-phase revocation, leave and
-the heartbeat as coroutines. See client/groups/membership.py and docs/groups.md for the protocol itself."""
+the heartbeat as coroutines. See client/groups/member.py and docs/groups.md for the protocol itself."""
 from __future__ import annotations
 
 import asyncio

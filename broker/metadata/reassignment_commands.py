@@ -1,7 +1,7 @@
 """Partition reassignment in the metadata group: the commands that start and finish one, and their rules (pure).
 
 `reassign_partition` records where a partition is going (`PartitionPlacement.target`); the partition's leader then
-changes its Raft group one step at a time (admin/reassigner.py) and, once the group's voters are the target,
+changes its Raft group one step at a time (metadata/reassignment_driver.py) and, once the group's voters are the target,
 proposes `complete_reassignment`, which records the target as the placement. A controller failover changes
 nothing: the target lives in the metadata group, the step reached lives in the partition group's own log.
 """

@@ -7,7 +7,7 @@ from dataclasses import replace
 from types import MappingProxyType, SimpleNamespace
 
 from raftbus.broker import model
-from raftbus.broker.admin.reassigner import Reassigner
+from raftbus.broker.metadata.reassignment_driver import Reassigner
 from raftbus.broker.raft.membership import Membership
 
 

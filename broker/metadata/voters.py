@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from raftbus.client import errors
 
-from raftbus.broker.admin import placement as placement_commands
+from raftbus.broker.metadata import reassignment_commands
 from raftbus.broker.context import BrokerContext, wait_result
 
 log = logging.getLogger(__name__)
@@ -100,8 +100,8 @@ class MembershipService:
         if throttle_bytes_per_s < 0:
             raise errors.InvalidArgument("throttle_bytes_per_s must be >= 0 (0 = reassign_throttle_bytes_per_s)")
         self.context.require_controller()
-        placement_commands.check_replicas(list(replicas), self.context.metadata_sm.brokers())
-        command = placement_commands.encode_reassign(
+        reassignment_commands.check_replicas(list(replicas), self.context.metadata_sm.brokers())
+        command = reassignment_commands.encode_reassign(
             name=topic, partition=partition, replicas=list(replicas), throttle_bytes_per_s=throttle_bytes_per_s,
             reassignments_running_max=s.reassignments_running_max, now_ms=self.context.clock.now_ms())
         wait_result(self.context.metadata_group.submit(command), s.membership_change_timeout_ms / 1000)

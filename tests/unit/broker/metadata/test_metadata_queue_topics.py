@@ -3,7 +3,7 @@ bad queue options or a clashing dead-letter name are refused without change."""
 import pytest
 
 from raftbus.broker import commands, model
-from raftbus.broker.admin.state import MetadataStateMachine
+from raftbus.broker.metadata.state import MetadataStateMachine
 from raftbus.broker.storage.lmdb_store import LmdbStore
 from raftbus.broker.storage.memory_store import MemoryStore
 from raftbus.client import errors
