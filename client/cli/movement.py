@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from raftbus.client.cli.progress import ProgressBar
+from raftbus.cli.progress import ProgressBar
 
 from raftbus.client.admin import Admin
 from raftbus.client.errors import InvalidReplicas

@@ -1,4 +1,4 @@
-"""`python -m raftbus.client.bench.peers`: raftbus, NATS JetStream and Redis Streams benchmarked in one run.
+"""`python -m raftbus.bench.peers`: raftbus, NATS JetStream and Redis Streams benchmarked in one run.
 
 raftbus runs first, exactly as `raftbus bench all` with the same counts; then each peer on its own fresh servers.
 Every workload prints one JSON line on stdout; at the end the report (machine, command, table of
@@ -14,11 +14,11 @@ import sys
 import traceback
 from pathlib import Path
 
-from raftbus.client.bench import runner as bench
-from raftbus.client.bench.peers import report
+from raftbus.bench import runner as bench
+from raftbus.bench.peers import report
 from raftbus.client.errors import InvalidArgument, RaftbusError, Unavailable
 
-PROG = "python -m raftbus.client.bench.peers"
+PROG = "python -m raftbus.bench.peers"
 BATCH_RECORDS_DEFAULT = 1_000
 REDIS_APPENDONLY = ("everysec", "no")
 COUNT_FLAGS = ("records", "queue_records", "record_bytes", "partitions", "producers", "readers", "batch_records")
@@ -88,7 +88,7 @@ def run_raftbus(args: argparse.Namespace, lines: list[dict]) -> None:
 
 def run_nats(args: argparse.Namespace, lines: list[dict]) -> None:
     try:
-        from raftbus.client.bench.peers import nats_bench
+        from raftbus.bench.peers import nats_bench
     except ModuleNotFoundError as exc:
         raise Unavailable(f"{exc.name} is missing: pip install 'raftbus[peers]' (make bench-peers does)") from None
     nats_bench.run(args, lines)
@@ -96,7 +96,7 @@ def run_nats(args: argparse.Namespace, lines: list[dict]) -> None:
 
 def run_redis(args: argparse.Namespace, lines: list[dict]) -> None:
     try:
-        from raftbus.client.bench.peers import redis_bench
+        from raftbus.bench.peers import redis_bench
     except ModuleNotFoundError as exc:
         raise Unavailable(f"{exc.name} is missing: pip install 'raftbus[peers]' (make bench-peers does)") from None
     redis_bench.run(args, lines)
