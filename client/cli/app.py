@@ -20,7 +20,7 @@ from boltons.strutils import bytes2human
 
 from raftbus.broker import main as broker_main
 from raftbus.client import settings
-from raftbus.bench import runner as bench
+from raftbus.bench import runner as bench_runner
 from raftbus.cli import backup as backup_cli
 from raftbus.cli import brokers as broker_cli
 from raftbus.cli import groups as group_cli
@@ -135,9 +135,9 @@ def _add_data_commands(sub, common) -> None:
         .set_defaults(handler=run_cluster_status)
     cli_verify.add_cluster_verify(cluster, common, bootstrap_of)
     bench_parser = sub.add_parser("bench", help="throughput and latency figures (one JSON line each)")
-    bench.add_arguments(bench_parser)
+    bench_runner.add_arguments(bench_parser)
     security_cli.add_credential_options(bench_parser)
-    bench_parser.set_defaults(handler=bench.main)
+    bench_parser.set_defaults(handler=bench_runner.main)
 
 
 def build_parser() -> argparse.ArgumentParser:
