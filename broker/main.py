@@ -11,7 +11,7 @@ import threading
 import time
 from pathlib import Path
 
-from raftbus.broker.supervisor import DEV_RESTART_DELAY_MS, BrokerSupervisor, Supervised
+from raftbus.broker.supervisor import DEV_RESTART_DELAY_MS, BrokerSupervisor, ReservedPorts, Supervised
 from raftbus.client import errors
 
 _RESERVED = set(vars(logging.LogRecord("", 0, "", 0, "", (), None)).keys()) | {"message", "asctime"}
@@ -50,12 +50,18 @@ def start_broker(args) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):  # before "ready": a SIGTERM right after it stops cleanly
         signal.signal(sig, lambda *_: stop.set())
     broker = Broker(settings).start()
-    print(json.dumps({"event": "ready", "node_id": settings.node_id, "listen": settings.listen,
-                      "grpc_port": broker.grpc_port, "raft_listen": settings.raft_listen,
-                      "metrics_url": broker.metrics.url}), flush=True)
+    print(json.dumps(ready_event(broker)), flush=True)
     stop.wait()
     broker.stop()
     return 0
+
+
+def ready_event(broker) -> dict:
+    """The line a started broker prints: the addresses and ports it bound (a port 0 setting names the one bound)."""
+    bound = broker.settings
+    return {"event": "ready", "node_id": bound.node_id, "listen": bound.listen, "grpc_port": broker.grpc_port,
+            "raft_listen": bound.raft_listen, "raft_port": bound.raft_address[1], "metrics_url": broker.metrics.url,
+            "metrics_port": broker.metrics.port}
 
 
 def dev_ports(count: int, base_port: int) -> list[tuple[int, int]]:
@@ -82,8 +88,9 @@ def dev_metrics_ports(count: int, metrics_base_port: int) -> list[int | None]:
     return [metrics_base_port + i if metrics_base_port else None for i in range(count)]
 
 
-def _dev_brokers(args) -> list[Supervised]:
-    ports = dev_ports(args.brokers, args.base_port)
+def _dev_brokers(args, ports: list[tuple[int, int]], reserved: bool) -> list[Supervised]:
+    """The supervised broker processes on (client, Raft) `ports`; with `reserved` (ports dev holds, see
+    ReservedPorts) they bind them with SO_REUSEPORT and serve metrics, if on, on a port of their own choosing."""
     metrics_ports = dev_metrics_ports(args.brokers, args.metrics_base_port)
     peers = ",".join(f"{i + 1}@127.0.0.1:{raft}" for i, (_, raft) in enumerate(ports))
     data_dir = Path(args.data_dir)
@@ -95,35 +102,57 @@ def _dev_brokers(args) -> list[Supervised]:
                "--data-dir", str(data_dir / f"broker-{node}"), "--listen", f"127.0.0.1:{grpc_port}",
                "--raft-listen", f"127.0.0.1:{raft_port}", "--peers", peers, "--log-level", args.log_level]
         if metrics_ports[i] is not None:
-            cmd += ["--metrics-listen", f"127.0.0.1:{metrics_ports[i]}"]
+            cmd += ["--metrics-listen", f"127.0.0.1:{0 if reserved else metrics_ports[i]}"]
         env = dev_broker_env(data_dir, node, raft_pki=pki)
         env.update(secure_env.get(node, {}))
+        if reserved:
+            env["RAFTBUS_LISTEN_REUSE_PORT"] = "true"
         brokers.append(Supervised(node, cmd, str(data_dir / f"broker-{node}.log"), env=env))
     return brokers
 
 
 def run_dev(args) -> int:
     """A local N-broker cluster on loopback, one process per broker; a broker that exits is restarted after
-    --restart-delay-ms (unless --no-restart) while the others keep serving; Ctrl-C stops it cleanly."""
+    --restart-delay-ms (unless --no-restart) while the others keep serving; Ctrl-C stops it cleanly.
+    --base-port 0: dev takes 2N ports the kernel picks and holds them while it runs (ReservedPorts), so no
+    other process can take one between a broker's exit and its restart."""
     data_dir = Path(args.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
+    reserved = ReservedPorts(2 * args.brokers) if args.base_port == 0 else None
+    ports = (list(zip(reserved.ports[::2], reserved.ports[1::2])) if reserved is not None
+             else dev_ports(args.brokers, args.base_port))
+    try:
+        return _run_dev(args, ports, reserved is not None)
+    finally:
+        if reserved is not None:
+            reserved.close()
+
+
+def _run_dev(args, ports: list[tuple[int, int]], reserved: bool) -> int:
+    data_dir = Path(args.data_dir)
     metrics_ports = dev_metrics_ports(args.brokers, args.metrics_base_port)
-    supervisor = BrokerSupervisor(_dev_brokers(args), restart=not args.no_restart,
+    supervisor = BrokerSupervisor(_dev_brokers(args, ports, reserved), restart=not args.no_restart,
                                   restart_delay_ms=args.restart_delay_ms, say=lambda text: print(text, flush=True))
     supervisor.start_all()
-    bootstrap = ",".join(f"127.0.0.1:{g}" for g, _ in dev_ports(args.brokers, args.base_port))
+    bootstrap = ",".join(f"127.0.0.1:{g}" for g, _ in ports)
     print(f"raftbus dev: {args.brokers} brokers, bootstrap {bootstrap}, logs in {data_dir}/broker-N.log", flush=True)
+    print("raftbus dev: Raft peers " + ",".join(f"{i + 1}@127.0.0.1:{raft}" for i, (_, raft) in enumerate(ports)),
+          flush=True)
     if args.secure:
         print(f"raftbus dev: secure: TLS on both ports, tokens and ACLs; export RAFTBUS_TLS_CA={data_dir / 'ca.pem'} "
               f"RAFTBUS_TOKEN_FILE={data_dir / 'admin.token'}", flush=True)
-    for node, port in enumerate(metrics_ports, start=1):
-        if port is not None:
-            print(f"raftbus dev: broker {node} metrics http://127.0.0.1:{port}/metrics", flush=True)
+    if not reserved:
+        for node, port in enumerate(metrics_ports, start=1):
+            if port is not None:
+                print(f"raftbus dev: broker {node} metrics http://127.0.0.1:{port}/metrics", flush=True)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     try:
         _wait_ready(bootstrap, args.brokers, stop, supervisor.processes)
+        if reserved and any(port is not None for port in metrics_ports) and not stop.is_set():
+            for node, url in _metrics_urls(bootstrap).items():
+                print(f"raftbus dev: broker {node} metrics {url}", flush=True)
         print("raftbus dev: cluster ready (Ctrl-C stops it)", flush=True)
         if args.demo and not stop.is_set():
             from raftbus.broker.demo import run_demo
@@ -135,6 +164,14 @@ def run_dev(args) -> int:
         supervisor.stop_all(signal.SIGTERM)
         print("raftbus dev: stopped", flush=True)
     return 0
+
+
+def _metrics_urls(bootstrap: str) -> dict[int, str]:
+    """Each registered broker's metrics URL (the port it bound), by broker id."""
+    from raftbus.client import Admin
+
+    with Admin(bootstrap) as admin:
+        return {b.broker_id: b.metrics_url for b in sorted(admin.cluster_status().brokers, key=lambda b: b.broker_id)}
 
 
 def _secure_dev_env(data_dir: Path, brokers: int):
@@ -197,7 +234,9 @@ def add_dev_arguments(dev: argparse.ArgumentParser) -> None:
     """The flags of `raftbus dev` (declared here only; the `raftbus` command uses this function)."""
     dev.add_argument("--brokers", type=int, default=3)
     dev.add_argument("--data-dir", default="./data")
-    dev.add_argument("--base-port", type=int, default=7070)
+    dev.add_argument("--base-port", type=int, default=7070,
+                     help="broker N's client port is this + 2(N - 1), its Raft port the next one; 0 = ports the "
+                          "kernel picks, held by dev while it runs (metrics then on ports the brokers pick)")
     dev.add_argument("--metrics-base-port", type=int, default=9570,
                      help="broker N serves metrics on this port + N - 1 (0 = no metrics)")
     dev.add_argument("--demo", action="store_true", help="create a topic, produce and consume a few records")

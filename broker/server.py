@@ -42,6 +42,7 @@ from raftbus.broker.grpc_server import build_server
 from raftbus.broker.log.servicer import log_servicers
 from raftbus.broker.raft.hub import RaftHub
 from raftbus.broker.raft.tls import raft_tls
+from raftbus.broker.settings import bound_settings
 # consumer groups
 from raftbus.broker.groups.service import GroupService
 from raftbus.broker.groups.offset_service import OffsetService
@@ -134,6 +135,7 @@ class Broker:
             handshakes_pending_per_address_max=s.raft_handshakes_pending_per_address_max,
             tls=raft_tls(s.raft_tls_cert_file, s.raft_tls_key_file, s.raft_tls_ca_file),
             accepted_secrets=s.raft_accepted_secrets,
+            reuse_port=s.listen_reuse_port,
         )
         self.loop.attach(self.hub)
         self.hub.start()
@@ -224,7 +226,9 @@ class Broker:
             concurrent_rpcs_max=s.grpc_concurrent_rpcs_max,
             long_calls=LongCallSlots(s.grpc_long_calls_max, s.grpc_long_calls_per_connection_max),
             credentials=self.security.server_credentials(),
-            interceptors=self.metrics.interceptors() + self.security.interceptors())
+            interceptors=self.metrics.interceptors() + self.security.interceptors(),
+            reuse_port=s.listen_reuse_port)
+        self.settings = self.context.settings = s = bound_settings(s, self.grpc_port, self.hub.address)
         self.server.start()
         self._spawn(lambda: self.group_commit.run(self._stopping), "raftbus-group-commit")
         self._spawn(self._register, "raftbus-register")

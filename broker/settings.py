@@ -34,6 +34,18 @@ def parse_peers(text: str) -> dict[int, tuple[str, int]]:
     return peers
 
 
+def bound_settings(settings: "BrokerSettings", grpc_port: int, raft_address: str) -> "BrokerSettings":
+    """`settings` with port 0 in listen and raft_listen replaced by the ports bound, so the addresses this broker
+    registers and reports are ones a peer or client can reach."""
+    changes = {}
+    host, port = settings.listen_address
+    if port == 0:
+        changes["listen"] = f"{host}:{grpc_port}"
+    if settings.raft_address[1] == 0:
+        changes["raft_listen"] = raft_address
+    return dataclasses.replace(settings, **changes) if changes else settings
+
+
 @dataclass(frozen=True)
 class BrokerSettings:
     node_id: int = 1
@@ -41,6 +53,7 @@ class BrokerSettings:
     listen: str = "127.0.0.1:7070"
     advertised_listen: str = ""
     raft_listen: str = "127.0.0.1:7071"
+    listen_reuse_port: bool = False
     peers: str = ""
     cluster_secret: str = cluster_secret_policy.DEFAULT_SECRET
     cluster_id: str = cluster_secret_policy.DEFAULT_CLUSTER_ID

@@ -1,15 +1,17 @@
-"""Shared test helpers: one wait_until, loopback ports, and real broker processes stopped by pid."""
+"""Shared test helpers: one wait_until, and real broker processes on held loopback ports, stopped by pid
+(ports: see tests/ports.py)."""
 from __future__ import annotations
 
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests.ports import REUSE_PORT_ENV, ReservedPorts, reserve_ports
 
 
 def wait_until(predicate, timeout_s: float = 10.0, interval_s: float = 0.05, what: str = "condition"):
@@ -28,22 +30,11 @@ def wait_until(predicate, timeout_s: float = 10.0, interval_s: float = 0.05, wha
         time.sleep(interval_s)
 
 
-def free_ports(count: int) -> list[int]:
-    """Distinct free loopback ports (bound together, then released)."""
-    sockets = []
-    try:
-        for _ in range(count):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
 @dataclass
 class BrokerProcess:
+    """One `raftbus broker start` process. With grpc_port or raft_port 0 the broker binds a port of its own
+    choosing and the ports are read from its ready line; otherwise they are ports the harness holds
+    (tests/ports.py), bound with listen_reuse_port."""
     node_id: int
     grpc_port: int
     raft_port: int
@@ -52,6 +43,8 @@ class BrokerProcess:
     env: dict = field(default_factory=dict)
     proc: subprocess.Popen | None = None
     join: str = ""  # a running cluster's client address: the broker joins it instead of using `peers`
+    metrics_port: int | None = None  # from the ready line, when metrics_listen is set
+    ready: dict = field(default_factory=dict)  # the last ready line
 
     @property
     def address(self) -> str:
@@ -61,9 +54,10 @@ class BrokerProcess:
         cmd = [sys.executable, "-m", "raftbus.broker", "start", "--node-id", str(self.node_id),
                "--data-dir", str(self.data_dir), "--listen", self.address,
                "--raft-listen", f"127.0.0.1:{self.raft_port}", "--log-level", "WARNING"]
-        cmd += ["--join", self.join] if self.join else ["--peers", self.peers]
+        cmd += ["--join", self.join] if self.join else ["--peers", self.peers or f"{self.node_id}@127.0.0.1:0"]
         log = open(self.data_dir.parent / f"broker-{self.node_id}.log", "ab")
-        env = {**os.environ, **self.env}
+        reuse = REUSE_PORT_ENV if self.grpc_port and self.raft_port else {}
+        env = {**os.environ, **reuse, **self.env}
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, env=env)
         log.close()
         line = self.proc.stdout.readline()
@@ -71,6 +65,9 @@ class BrokerProcess:
             raise AssertionError(f"broker {self.node_id} exited before ready (see {log.name})")
         event = json.loads(line)
         assert event["event"] == "ready", event
+        self.ready = event
+        self.grpc_port, self.raft_port, self.metrics_port = event["grpc_port"], event["raft_port"], \
+            event["metrics_port"]
         return self
 
     def kill(self) -> None:
@@ -95,13 +92,17 @@ class BrokerProcess:
 
 
 class LocalCluster:
-    """N real broker processes on loopback ports, each with its own data dir."""
+    """N real broker processes on loopback ports held for the cluster's life (tests/ports.py), each with its
+    own data dir; `stop` stops them by pid and releases the ports."""
 
     def __init__(self, root: Path, brokers: int = 3, env: dict | None = None):
-        ports = free_ports(2 * brokers)
+        self.root = root
+        self.env = env or {}
+        self._reserved: list[ReservedPorts] = [reserve_ports(2 * brokers)]
+        ports = self._reserved[0].ports
         peers = ",".join(f"{i + 1}@127.0.0.1:{ports[2 * i + 1]}" for i in range(brokers))
         self.brokers = [BrokerProcess(i + 1, ports[2 * i], ports[2 * i + 1], root / f"broker-{i + 1}", peers,
-                                      env=env or {}) for i in range(brokers)]
+                                      env=dict(self.env)) for i in range(brokers)]
 
     @property
     def bootstrap(self) -> str:
@@ -116,6 +117,16 @@ class LocalCluster:
     def broker(self, node_id: int) -> BrokerProcess:
         return self.brokers[node_id - 1]
 
+    def joining_broker(self, node_id: int, join: str) -> BrokerProcess:
+        """A broker (not started) that joins the cluster at client address `join`, on ports held with the
+        cluster's: it keeps them across restarts, as the cluster records its Raft address."""
+        reserved = reserve_ports(2)
+        self._reserved.append(reserved)
+        grpc_port, raft_port = reserved.ports
+        broker = BrokerProcess(node_id, grpc_port, raft_port, self.root / f"broker-{node_id}", peers="", join=join)
+        broker.data_dir.mkdir(parents=True, exist_ok=True)
+        return broker
+
     def stop(self) -> None:
         for broker in self.brokers:
             if broker.alive:
@@ -123,3 +134,5 @@ class LocalCluster:
                     broker.terminate()
                 except AssertionError:
                     pass
+        for reserved in self._reserved:
+            reserved.close()

@@ -31,7 +31,10 @@ def joined_state(metadata_dir: Path) -> dict | None:
 
 
 def join_cluster(settings, metrics_url: str, credentials: dict, metadata_dir: Path) -> dict:
-    """Ask the cluster at `settings.join` to add this broker (retrying until join_timeout_ms); save the answer."""
+    """Ask the cluster at `settings.join` to add this broker (retrying until join_timeout_ms); save the answer.
+    The Raft address the cluster records must be the one this broker keeps across restarts: not port 0."""
+    if settings.raft_address[1] == 0:
+        raise errors.InvalidArgument("a broker that joins needs a fixed raft_listen port, not port 0")
     request = mpb.JoinClusterRequest(broker_id=settings.node_id, address=settings.client_address,
                                      raft_address=settings.raft_listen, metrics_url=metrics_url)
     deadline = time.monotonic() + settings.join_timeout_ms / 1000
