@@ -13,7 +13,15 @@ PEERS_ARGS ?=
 BROWSER_PACKAGES := chromium:chromium chromedriver:chromium-driver
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test test-fast bench bench-peers peers-servers browser proto proto-check clean
+# The test tiers, one folder each under tests/ (README, "Tests"). `make test` runs them all in one parallel run that
+# stops at the first failure; `make test-<tier>` runs one tier the same way. Workers are processes of pytest-xdist;
+# most of a broker test's time is spent waiting on other processes and timers, so there are more of them than
+# cores. `--dist loadgroup`: tests sharing a module's cluster or the Spark session run on one worker (tests/conftest.py).
+TIERS := unit component cluster system chaos spark deploy kafka
+TEST_WORKERS ?= 4
+PYTEST := $(PY) -m pytest -q -x -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup
+
+.PHONY: run test test-fast $(addprefix test-,$(TIERS)) bench bench-peers peers-servers browser proto proto-check clean
 
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -28,10 +36,14 @@ run: $(STAMP)
 	$(VENV)/bin/raftbus dev --brokers 3 --data-dir ./data --demo
 
 test: $(STAMP) proto-check browser
-	$(PY) -m pytest -q -x -p no:cacheprovider tests
+	$(PYTEST) tests
 
-test-fast: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider tests/unit tests/component
+test-fast: test-unit test-component
+
+# test-system needs the browser of the dashboard test; test-kafka runs once tests/kafka exists.
+test-system: browser
+$(addprefix test-,$(TIERS)): test-%: $(STAMP)
+	@if [ -d tests/$* ]; then echo "$(PYTEST) tests/$*"; $(PYTEST) tests/$*; else echo "tests/$* has no tests yet"; fi
 
 bench: $(STAMP)
 	$(VENV)/bin/raftbus bench all --out bench-results.json --table-out bench-results.md
