@@ -18,7 +18,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # most of a broker test's time is spent waiting on other processes and timers, so there are more of them than
 # cores. `--dist loadgroup`: tests sharing a module's cluster or the Spark session run on one worker (tests/conftest.py).
 TIERS := unit component cluster system chaos spark deploy kafka
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 3
 PYTEST := $(PY) -m pytest -q -x -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup
 
 .PHONY: run test test-fast $(addprefix test-,$(TIERS)) bench bench-peers peers-servers browser proto proto-check clean
