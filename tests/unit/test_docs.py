@@ -24,6 +24,9 @@ REPO_PATH = re.compile(r"(?<![\w./~$<-])((?:%s)/[\w./@-]*)" % "|".join(TOP_LEVEL
 PARTIAL_PATH = re.compile(r"(?<![\w./~$<-])((?:[\w-]+/)+[\w-]+\.(?:%s))\b" % "|".join(EXTENSIONS))
 # A doc named by its bare file name (`storage.md`, "replication.md, Failover").
 BARE_DOC = re.compile(r"(?<![\w./-])([\w-]+\.md)\b")
+# A section named beside its doc: `storage.md, "Open files"` or `(replication.md, Failover)`.
+SECTION = re.compile(r'([\w-]+\.md),\s+(?:"([^"]+)"|([A-Z][\w-]*)(?=[);,]))')
+BOLD_LEAD = re.compile(r"\*\*([^*]+)\*\*")
 PYTHON_M = re.compile(r"python3? -m ((?:raftbus)(?:\.\w+)+)")
 FENCE = re.compile(r"^(```|~~~)")
 
@@ -48,6 +51,13 @@ def _heading_anchors(doc: Path) -> set[str]:
             title = line.lstrip("#").strip().lower()
             anchors.add(re.sub(r"[^\w\- ]", "", title).replace(" ", "-"))
     return anchors
+
+
+def _section_titles(doc: Path) -> list[str]:
+    """The headings and bold paragraph leads of a Markdown file, lower case: what a reference may name."""
+    prose, _ = _split_fences(doc.read_text())
+    titles = [line.lstrip("#").strip() for line in prose.splitlines() if line.startswith("#")]
+    return [t.lower() for t in titles + BOLD_LEAD.findall(prose)]
 
 
 def _tracked_suffixes() -> set[str]:
@@ -99,6 +109,12 @@ def missing_references(doc_name: str, text: str, root: Path = ROOT, suffixes: se
         if re.search(r"(?<![\w.-])%s\b" % re.escape(name), generated):  # an output `make` writes
             continue
         missing.append(f"doc {name}")
+
+    for name, quoted, word in SECTION.findall(prose):
+        target = next((d for d in (doc_dir / name, root / "docs" / name, root / name) if d.exists()), None)
+        wanted = " ".join((quoted or word).split()).lower()
+        if target is not None and not any(t.startswith(wanted) for t in _section_titles(target)):
+            missing.append(f"section {name}, {quoted or word!r}")
 
     for module in PYTHON_M.findall(prose + "\n" + code):
         try:
