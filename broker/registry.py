@@ -40,6 +40,7 @@ class Registry:
         self.interceptors: list = []  # gRPC server interceptors, in the order they run
         self.applied_listeners: list[Callable[[object], None]] = []  # fn(group), loop thread
         self.leadership_listeners: list[Callable[[object], None]] = []  # fn(group), loop thread
+        self.starters: list[Callable[[], None]] = []
         self.closers: list[Callable[[], None]] = []
         self._next_due_ms: list[float] = []
         self._started: list[threading.Thread] = []
@@ -66,7 +67,12 @@ class Registry:
     def on_leadership(self, listener: Callable[[object], None]) -> None:
         self.leadership_listeners.append(listener)
 
+    def on_start(self, starter: Callable[[], None]) -> None:
+        """`starter` runs once the client port serves, before the threads start (a listener of the part's own)."""
+        self.starters.append(starter)
+
     def on_close(self, closer: Callable[[], None]) -> None:
+        """`closer` runs when the broker stops, once the client port stopped."""
         self.closers.append(closer)
 
     # ------------------------------------------------------------------ running (the assembly)
@@ -76,6 +82,12 @@ class Registry:
             loop.every(task.interval_ms, _named(task))
         loop.applied_listeners.extend(self.applied_listeners)
         loop.leadership_listeners.extend(self.leadership_listeners)
+
+    def start(self, stopping: threading.Event, suffix: str) -> None:
+        """What runs once the client port serves: the starters, then the threads."""
+        for starter in self.starters:
+            starter()
+        self.start_threads(stopping, suffix)
 
     def start_threads(self, stopping: threading.Event, suffix: str) -> None:
         for background in self.threads:

@@ -67,7 +67,7 @@ class Broker:
         self.loop.start(name=f"raftbus-raft-{self.node_id}")  # before the client port: it serves from the loop
         self.metrics.start(self)
         self._serve()
-        self.registry.start_threads(self.stopping, str(self.node_id))
+        self.registry.start(self.stopping, str(self.node_id))
         self.health.set("", health_pb2.HealthCheckResponse.SERVING)
         self.faults.attach_health(self.health)
         log.info("broker started", extra={"node_id": self.node_id, "listen": self.settings.node.listen,
@@ -176,11 +176,6 @@ class Broker:
             long_calls=g.long_call_slots(), credentials=self.features.security.server_credentials(),
             interceptors=self.registry.interceptors)
         self.server.start()
-
-    # ------------------------------------------------------------------ what the metrics collectors read
-    @property
-    def groups(self):
-        return self.features.groups
 
     # ------------------------------------------------------------------ stop
     def stop(self) -> None:

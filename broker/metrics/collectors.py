@@ -118,7 +118,7 @@ class GroupLagCollector:
     def _partition(self, records, seconds, replica) -> None:
         groups = replica.state_machine.offsets_committed_before(_NO_LIMIT_MS)[:self.groups_per_partition_max]
         for name in groups:
-            lag = self.broker.groups.offsets.fetch(name, replica.topic, replica.partition)
+            lag = self.broker.features.groups.offsets.fetch(name, replica.topic, replica.partition)
             if lag.lag_records < 0:
                 continue
             labels = [name, replica.topic, str(replica.partition)]

@@ -81,3 +81,14 @@ def test_servicers_and_interceptors_keep_the_order_registered():
     registry.serve([("add_admin", "admin")])
     assert registry.interceptors == ["metrics", "auth"]
     assert registry.servicers == [("add_log", "log"), ("add_admin", "admin")]
+
+
+def test_starters_run_before_the_threads_start():
+    registry, order = Registry(), []
+    registry.on_start(lambda: order.append("port"))
+    registry.thread("raftbus-mover", lambda stopping: order.append("thread"))
+    stopping = threading.Event()
+    registry.start(stopping, "1")
+    stopping.set()
+    registry.join_threads(5.0)
+    assert order == ["port", "thread"]
