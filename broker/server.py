@@ -75,7 +75,8 @@ class Broker:
         return self
 
     def _open_data_dir(self) -> None:
-        """The boot record (stores discarded after an unclean reboot, docs/storage.md) and the replica files."""
+        """The boot record (stores discarded after an unclean reboot, docs/storage.md), the bounds on open stores and
+        journals, the disk's free space."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.boot = BootRecord(self.data_dir)
         if self.boot.unclean_reboot():

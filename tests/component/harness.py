@@ -131,7 +131,7 @@ class InProcessBroker:
     """Broker `node_id` as the server assembles it; every replica placed here is opened here and led here."""
 
     def __init__(self, node_id: int = 1, *, clock: ManualClock | None = None, metadata_group_type=MetadataGroup,
-                 process_stats=dict, **settings):
+                 opener=None, process_stats=dict, **settings):
         self.clock = clock or ManualClock()
         # the test process's heap is not the broker's to freeze: no heap freeze task unless a test asks for one
         self.settings = BrokerSettings.from_keys(**{"gc_freeze_interval_ms": 0, **settings, "node_id": node_id})
@@ -147,7 +147,7 @@ class InProcessBroker:
         self.stopping = threading.Event()
         storage = self.settings.storage
         self.features, self.replicas = assemble(
-            self.settings, self.registry, self.context, self.files, loop=self.loop, opener=AtOnce(),
+            self.settings, self.registry, self.context, self.files, loop=self.loop, opener=opener or AtOnce(),
             faults=self.faults, heap=FrozenHeap(storage.gc_drops_collect_fraction),
             group_commit=GroupCommit(storage.storage_sync_interval_ms), stopping=self.stopping,
             bounded_start=False,  # in-process groups never quiesce: nothing to wait for

@@ -94,9 +94,8 @@ class _Recording:
 
 
 def test_a_placement_removed_while_its_replica_opens_is_closed_and_deleted():
-    broker = ServiceBroker(brokers=(1,))
     opener = Deferred()
-    broker.replicas.opener = opener
+    broker = ServiceBroker(brokers=(1,), opener=opener)
     broker.admin.create_topic("orders", partitions=1, replication_factor=1)
     broker.reconcile()
     (group_id,) = broker.replicas.opening
@@ -139,9 +138,8 @@ def test_a_replica_that_fails_to_open_is_stopped_and_the_others_open():
 
 
 def test_a_replica_opened_once_the_broker_stops_is_closed_and_kept():
-    broker = ServiceBroker(brokers=(1,))
     opener = Deferred()
-    broker.replicas.opener = opener
+    broker = ServiceBroker(brokers=(1,), opener=opener)
     broker.admin.create_topic("orders", partitions=1, replication_factor=1)
     broker.reconcile()
     broker.stopping.set()
