@@ -108,6 +108,24 @@ class AtOnce:
         pass
 
 
+class OpenWhenTold:
+    """A replica opener that opens only when a test says so (`run`): a slow opener thread."""
+
+    def __init__(self):
+        self.pending: list = []
+
+    def submit(self, fn, *args) -> None:
+        self.pending.append((fn, args))
+
+    def run(self) -> None:
+        pending, self.pending = self.pending, []
+        for fn, args in pending:
+            fn(*args)
+
+    def shutdown(self, wait: bool = True, cancel_futures: bool = False) -> None:
+        pass
+
+
 class MemoryReplicas:
     """Partition replicas in memory: a MemoryStore and an InProcessGroup led by this broker."""
 

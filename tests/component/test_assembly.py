@@ -7,7 +7,7 @@ import threading
 
 from raftbus.client.wire import raftbus_pb2_grpc as pb_grpc
 from tests.component.broker_harness import Broker
-from tests.component.harness import InProcessBroker, ServiceBroker
+from tests.component.harness import InProcessBroker, OpenWhenTold, ServiceBroker
 from tests.component.queue_harness import QueueBroker
 from tests.helpers import wait_until
 
@@ -100,6 +100,21 @@ def test_the_queue_tick_puts_back_an_expired_lease_of_a_queue_created_after_the_
     broker.clock.advance(1_000)
     broker.run_tasks()
     assert broker.replica("jobs").state_machine.counts() == (0, 1, 0, 0)  # back, after its backoff
+
+
+def test_the_queue_tick_reaches_a_queue_replica_that_finished_opening_after_its_topic_was_seen():
+    """Goal: a replica the opener finishes after the tick already worked out its list (same topics) is ticked."""
+    opener = OpenWhenTold()
+    broker = QueueBroker(opener=opener)
+    broker.admin.create_topic("jobs", partitions=1, replication_factor=1, kind="queue")
+    broker.reconcile()
+    broker.run_tasks()  # the tick sees the topic, not yet its replica
+    opener.run()
+    broker.put("jobs", b"a")
+    broker.queues.lease("jobs", 0, max_messages=1, visibility_ms=1_000)
+    broker.clock.advance(1_000)
+    assert "queue tick" in broker.run_tasks()
+    assert broker.replica("jobs").state_machine.counts() == (0, 1, 0, 0)
 
 
 def test_the_dead_letter_thread_moves_dead_messages_until_the_broker_stops():

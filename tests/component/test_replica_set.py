@@ -7,25 +7,7 @@ import pytest
 
 from raftbus.broker.context import partition_group_id
 from raftbus.client import errors
-from tests.component.harness import ServiceBroker
-
-
-class Deferred:
-    """A replica opener that opens only when told (a slow opener thread)."""
-
-    def __init__(self):
-        self.pending = []
-
-    def submit(self, fn, *args):
-        self.pending.append((fn, args))
-
-    def run(self):
-        pending, self.pending = self.pending, []
-        for fn, args in pending:
-            fn(*args)
-
-    def shutdown(self, wait=True, cancel_futures=False):
-        pass
+from tests.component.harness import OpenWhenTold, ServiceBroker
 
 
 def placed_here(broker, name):
@@ -94,7 +76,7 @@ class _Recording:
 
 
 def test_a_placement_removed_while_its_replica_opens_is_closed_and_deleted():
-    opener = Deferred()
+    opener = OpenWhenTold()
     broker = ServiceBroker(brokers=(1,), opener=opener)
     broker.admin.create_topic("orders", partitions=1, replication_factor=1)
     broker.reconcile()
@@ -138,7 +120,7 @@ def test_a_replica_that_fails_to_open_is_stopped_and_the_others_open():
 
 
 def test_a_replica_opened_once_the_broker_stops_is_closed_and_kept():
-    opener = Deferred()
+    opener = OpenWhenTold()
     broker = ServiceBroker(brokers=(1,), opener=opener)
     broker.admin.create_topic("orders", partitions=1, replication_factor=1)
     broker.reconcile()
