@@ -49,18 +49,46 @@ def start_broker(args) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):  # before "ready": a SIGTERM right after it stops cleanly
         signal.signal(sig, lambda *_: stop.set())
-    broker = Broker(settings).start()
-    print(json.dumps(ready_event(broker)), flush=True)
-    stop.wait()
-    broker.stop()
+    settings, held = hold_port_zero(settings)
+    try:
+        broker = Broker(settings).start()
+        print(json.dumps(ready_event(broker)), flush=True)
+        stop.wait()
+        broker.stop()
+    finally:
+        for reserved in held:
+            reserved.close()
     return 0
 
 
+def hold_port_zero(settings) -> tuple:
+    """(settings, [ReservedPorts]): port 0 in listen or raft_listen replaced by a port the kernel picks, held by
+    this process while it runs and bound beside the hold (listen_reuse_port), so every part of the broker (the
+    addresses it registers, the join request) names the port it serves on. A broker that joins needs a Raft port
+    it keeps across restarts: port 0 is refused there."""
+    node = settings.node
+    zero = [name for name, (_, port) in (("listen", node.listen_address), ("raft_listen", node.raft_address))
+            if port == 0]
+    if "raft_listen" in zero and settings.membership.join:
+        raise errors.InvalidArgument("a broker that joins needs a fixed raft_listen port, not port 0")
+    changes, held = {}, []
+    try:
+        for name in zero:
+            host = getattr(node, name).rpartition(":")[0]
+            held.append(ReservedPorts(1, host=host.strip("[]")))
+            changes[name] = f"{host}:{held[-1].ports[0]}"
+    except BaseException:
+        for reserved in held:
+            reserved.close()
+        raise
+    return (settings.replace(**changes, listen_reuse_port=True) if changes else settings), held
+
+
 def ready_event(broker) -> dict:
-    """The line a started broker prints: the addresses and ports it bound (a port 0 setting names the one bound)."""
-    bound = broker.settings
-    return {"event": "ready", "node_id": bound.node_id, "listen": bound.listen, "grpc_port": broker.grpc_port,
-            "raft_listen": bound.raft_listen, "raft_port": bound.raft_address[1], "metrics_url": broker.metrics.url,
+    """The line a started broker prints: the addresses and ports it serves on."""
+    node = broker.settings.node
+    return {"event": "ready", "node_id": node.node_id, "listen": node.listen, "grpc_port": broker.grpc_port,
+            "raft_listen": node.raft_listen, "raft_port": node.raft_address[1], "metrics_url": broker.metrics.url,
             "metrics_port": broker.metrics.port}
 
 

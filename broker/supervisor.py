@@ -17,7 +17,7 @@ DEV_RESTART_DELAY_MS = 2000
 
 
 class ReservedPorts:
-    """`count` loopback ports the kernel picked (bind to port 0), held until `close`.
+    """`count` ports on `host` (loopback unless told) the kernel picked (bind to port 0), held until `close`.
 
     Each is bound with SO_REUSEPORT and never listens: while it is held, the kernel gives its port to no other
     bind to port 0 and to no outgoing connection, a bind without SO_REUSEPORT fails, and a broker started with
@@ -30,7 +30,7 @@ class ReservedPorts:
         self._sockets: list[socket.socket] = []
         try:
             for _ in range(count):
-                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
                 self._sockets.append(sock)
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
                 sock.bind((host, 0))
