@@ -18,8 +18,10 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # a broker test's time is spent waiting on other processes and timers, so there are more of them than cores, and
 # `--dist loadgroup` keeps tests that share a module's cluster on one worker (tests/conftest.py). The Spark tier is
 # one local[2] session (one worker at most) whose Python workers must connect back to the JVM within Spark's fixed
-# 10 s: it runs on its own, not beside the broker tests that would starve them of CPU.
+# 10 s: it runs on its own, not beside the broker tests that would starve them of CPU. `make test-<tier>` runs one
+# tier: in parallel, but for the tiers that take less time than starting the workers would (SERIAL_TIERS).
 TIERS := unit component cluster system chaos spark deploy kafka
+SERIAL_TIERS := component deploy spark
 TEST_WORKERS ?= 3
 PYTEST := $(PY) -m pytest -q -x -p no:cacheprovider
 PYTEST_PARALLEL := $(PYTEST) -n $(TEST_WORKERS) --dist loadgroup
@@ -47,12 +49,12 @@ test-fast: test-unit test-component
 
 # test-system needs the browser of the dashboard test; test-kafka runs once tests/kafka exists.
 test-system: browser
-$(addprefix test-,$(filter-out spark,$(TIERS))): test-%: $(STAMP)
+$(addprefix test-,$(filter-out $(SERIAL_TIERS),$(TIERS))): test-%: $(STAMP)
 	@if [ -d tests/$* ]; then echo "$(PYTEST_PARALLEL) tests/$*"; $(PYTEST_PARALLEL) tests/$*; \
 	else echo "tests/$* has no tests yet"; fi
 
-test-spark: $(STAMP)
-	$(PYTEST) tests/spark
+$(addprefix test-,$(SERIAL_TIERS)): test-%: $(STAMP)
+	$(PYTEST) tests/$*
 
 bench: $(STAMP)
 	$(VENV)/bin/raftbus bench all --out bench-results.json --table-out bench-results.md
