@@ -20,9 +20,11 @@ pytestmark = pytest.mark.system
 @pytest.fixture(scope="module")
 def api(tmp_path_factory):
     root = tmp_path_factory.mktemp("http")
-    with running_cluster(root) as cluster, running_gateway(cluster.bootstrap, root / "gateway.log") as gateway:
+    with running_cluster(root) as cluster, \
+            running_gateway(cluster.bootstrap, root / "gateway.log", "--anonymous", "http-tests") as gateway:
         api = Api(gateway.url)
         api.bootstrap = cluster.bootstrap
+        api.log_path = root / "gateway.log"
         yield api
 
 
