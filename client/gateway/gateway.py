@@ -31,7 +31,7 @@ from raftbus.client.credentials import read_token_file
 from raftbus.client.errors import InvalidArgument, Unauthenticated
 
 from raftbus.gateway.client_sets import Clients, ClientSets
-from raftbus.gateway.identity import Identity, TokenChecker, gateway_tls
+from raftbus.gateway.identity import Identity, TokenChecker, check_token_syntax, gateway_tls
 from raftbus.gateway.instances import ConsumerInstances
 from raftbus.gateway.options import GatewayOptions
 
@@ -80,6 +80,7 @@ class Gateway:
     def caller(self, token: str | None) -> Caller:
         """Whom a request bearing `token` (None: no Authorization header) acts as. Blocks on the cluster's answer."""
         if token is not None:
+            check_token_syntax(token)
             client_set = self.client_sets.resolve(token)
             checked = client_set.identity.auth_enabled
             if not checked:
@@ -101,7 +102,14 @@ class Gateway:
         if self._anonymous_token is not None:
             self._check_anonymous(self._check(self._anonymous_token))
         else:
-            self._check_anonymous(self._check(None))
+            self._check_anonymous(self._identity_without_token())
+
+    def _identity_without_token(self) -> Identity:
+        """Who a caller without a token is to the cluster; refused means the cluster checks tokens."""
+        try:
+            return self._check(None)
+        except Unauthenticated:
+            return Identity("", True)
 
     def _check_anonymous(self, identity: Identity) -> None:
         name = self.options.anonymous
@@ -119,7 +127,7 @@ class Gateway:
         with self._lock:
             checked_s = self._open_checked_s
         if checked_s is None or self._clock() - checked_s >= self.options.token_recheck_ms / 1000:
-            self._check_anonymous(self._check(None))
+            self._check_anonymous(self._identity_without_token())
             with self._lock:
                 self._open_checked_s = self._clock()
         with self._lock:

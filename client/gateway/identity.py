@@ -3,8 +3,8 @@
 The gateway holds no token of its own for this: it calls Security/WhoAmI with the caller's token over one shared
 Router that carries only the gateway's TLS trust (RAFTBUS_TLS_CA, _CERT, _KEY). The answer names the token's
 principal and whether the cluster checks tokens at all (`auth_enabled`); an unknown or revoked token is
-UNAUTHENTICATED. A token that is not one line of printable ASCII, or longer than BEARER_TOKEN_BYTES_MAX, is
-refused here without a call.
+UNAUTHENTICATED. A token that is not one word of printable ASCII, or longer than BEARER_TOKEN_BYTES_MAX, is
+refused without a call (`check_token_syntax`, run by the gateway first).
 """
 from __future__ import annotations
 
@@ -57,7 +57,6 @@ class TokenChecker:
         """The identity of `token` (None: of a caller without one, as the gateway's channels present it)."""
         metadata = ()
         if token is not None:
-            check_token_syntax(token)
             metadata = (("authorization", f"Bearer {token}"),)
         timeout_s = self.router.request_timeout_s
         answer = self.router.call_any(lambda conn: spb_grpc.SecurityStub(conn.channel).WhoAmI(
