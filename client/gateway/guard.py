@@ -176,7 +176,9 @@ class RequestGuard:
         except ClientGone:
             return
         except RaftbusError as error:
-            extra = {"WWW-Authenticate": "Bearer"} if isinstance(error, Unauthenticated) else None
+            extra = {"WWW-Authenticate": "Bearer"} if isinstance(error, Unauthenticated) else {}
+            if "content-length" in headers or "transfer-encoding" in headers:
+                extra["Connection"] = "close"  # the rest of the body is not worth reading: the server closes
             await error_response(error, extra)(scope, receive, send)
             return
         if caller is not None:
