@@ -154,10 +154,18 @@ def open_sealed(path: Path, key: BackupKey, set_id: str, relpath: str):
         magic, prefix, chunk_bytes = HEADER.unpack(header)
         if magic != MAGIC or not 1 <= chunk_bytes <= CHUNK_BYTES_MAX:
             raise CorruptBackup(f"{relpath}: not an encrypted backup file (header)")
-        block = f.read(chunk_bytes + TAG_BYTES)
+        remaining = os.fstat(f.fileno()).st_size - HEADER.size
+
+        def read_block() -> bytes:  # never more than the file holds, whatever the header claims
+            nonlocal remaining
+            block = f.read(min(chunk_bytes + TAG_BYTES, remaining))
+            remaining -= len(block)
+            return block
+
+        block = read_block()
         index = 0
         while True:
-            following = f.read(chunk_bytes + TAG_BYTES)
+            following = read_block()
             last = not following
             if len(block) < TAG_BYTES or (not last and len(block) != chunk_bytes + TAG_BYTES) or index >= 1 << 32:
                 raise CorruptBackup(f"{relpath}: cut short")
