@@ -46,10 +46,12 @@ def private_opener(path, flags: int) -> int:
 
 
 def private_data_dir(path) -> Path:
-    """The data directory, made 0700, with every directory and file under it made owner-only (symbolic links are
-    neither followed nor changed); a data directory already private costs one stat per entry."""
+    """The data directory, made 0700, with every directory and file under it made owner-only (symbolic links under
+    it are neither followed nor changed); a data directory already private costs one stat per entry."""
     root = private_dir(path)
-    _tighten(root, DIR_MODE)
+    mode = stat.S_IMODE(root.stat().st_mode)  # the directory itself, even when the data dir is a link to it
+    if mode & ~DIR_MODE:
+        os.chmod(root, mode & DIR_MODE)
     stack = [root]
     while stack:
         with os.scandir(stack.pop()) as entries:

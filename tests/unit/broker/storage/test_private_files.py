@@ -52,3 +52,13 @@ def test_the_process_umask_becomes_owner_only(tmp_path):
     finally:
         os.umask(old)
     assert (mode(tmp_path / "lib-file"), mode(tmp_path / "lib-dir")) == (0o600, 0o700)
+
+
+def test_a_data_dir_that_is_a_link_has_its_target_made_private(tmp_path):
+    """Goal: a data dir given as a symbolic link to a directory makes that directory 0700, and keeps the link."""
+    target = tmp_path / "disk" / "raftbus"
+    target.mkdir(parents=True)
+    os.chmod(target, 0o755)
+    (tmp_path / "data").symlink_to(target)
+    private_data_dir(tmp_path / "data")
+    assert mode(target) == 0o700 and (tmp_path / "data").is_symlink()
