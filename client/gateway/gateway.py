@@ -89,11 +89,15 @@ class Gateway:
         if not self.options.anonymous:
             raise Unauthenticated("this gateway serves no anonymous callers: send Authorization: Bearer <token> "
                                   "(or start it with --anonymous PRINCIPAL)")
-        if self._anonymous_token is not None:
-            client_set = self.client_sets.resolve(self._anonymous_token)
-            self._check_anonymous(client_set.identity)
-            return Caller(self.options.anonymous, client_set.clients)
-        return Caller(self.options.anonymous, self._open_clients())
+        try:
+            if self._anonymous_token is not None:
+                client_set = self.client_sets.resolve(self._anonymous_token)
+                self._check_anonymous(client_set.identity)
+                return Caller(self.options.anonymous, client_set.clients)
+            return Caller(self.options.anonymous, self._open_clients())
+        except InvalidArgument as exc:  # the cluster turned auth on, or was out of reach when the gateway started
+            log.error("anonymous callers refused: %s", exc.message)
+            raise Unauthenticated(f"this gateway cannot serve anonymous callers: {exc.message}") from None
 
     def check_anonymous(self) -> None:
         """At start: the anonymous principal's token names that principal (InvalidArgument otherwise)."""
