@@ -30,7 +30,7 @@ def add_gateway_options(parser: argparse.ArgumentParser) -> None:
                         help="Host header names served, name or name:port, '*' for any "
                              "(default: the listen host, localhost, 127.0.0.1, ::1)")
     parser.add_argument("--allowed-origins", default="", metavar="O[,O...]",
-                        help="browser origins served, scheme://host[:port] (default: the gateway's own)")
+                        help="browser origins served besides the gateway's own, scheme://host[:port]")
     for name in ("request_body_bytes_max", "token_client_sets_max", "token_client_sets_per_principal_max",
                  "token_recheck_ms", "consumer_instances_max", "consumer_instances_per_principal_max"):
         parser.add_argument(f"--{name.replace('_', '-')}", type=int, default=getattr(defaults, name),

@@ -3,8 +3,8 @@
 1. **Host**: the Host header must name a host the gateway serves (`--allowed-hosts`; default the listen host and
    the loopback names), so a page whose DNS name was rebound to the gateway's address cannot call it
    (400 HOST_NOT_ALLOWED).
-2. **Origin**: a browser request carrying an Origin header must come from the gateway's own origin or one of
-   `--allowed-origins` (403 ORIGIN_NOT_ALLOWED). The gateway sends no CORS headers, so no other page reads answers.
+2. **Origin**: a browser request carrying an Origin header must come from the gateway's own origin (the one its
+   Host names) or one of `--allowed-origins` (403 ORIGIN_NOT_ALLOWED). The gateway sends no CORS headers, so no other page reads answers.
 3. **State-changing calls** (POST, PUT, PATCH, DELETE) need `Content-Type: application/json` or an
    `X-Raftbus-Request` header: a cross-site form can send neither, and a page's script cannot send them to another
    origin without a CORS preflight, which the gateway never grants (415 JSON_REQUIRED).
@@ -74,10 +74,7 @@ def check_origin(origin: str | None, host: str | None, allowed: tuple[str, ...])
     """A request without Origin passes (not sent by a browser, or a same-origin GET); else same origin or listed."""
     if origin is None:
         return
-    if allowed:
-        if origin.lower().rstrip("/") in {a.lower() for a in allowed}:
-            return
-    elif host and same_origin(origin, host):
+    if host and same_origin(origin, host) or origin.lower().rstrip("/") in {a.lower() for a in allowed}:
         return
     raise OriginNotAllowed(f"this gateway does not serve pages of origin {origin!r} (see --allowed-origins)")
 

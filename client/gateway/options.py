@@ -20,7 +20,7 @@ class GatewayOptions:
     # Host header names served (a name, or name:port to pin the port; "*" serves any); empty: the listen host and
     # the loopback names.
     allowed_hosts: tuple[str, ...] = ()
-    # Origin headers served (scheme://host[:port]); empty: only the gateway's own origin (the one its Host names).
+    # Origin headers served besides the gateway's own (the one its Host names): scheme://host[:port].
     allowed_origins: tuple[str, ...] = ()
     request_body_bytes_max: int = settings.REQUEST_BODY_BYTES_MAX
     token_client_sets_max: int = settings.TOKEN_CLIENT_SETS_MAX
