@@ -4,7 +4,8 @@
    the loopback names), so a page whose DNS name was rebound to the gateway's address cannot call it
    (400 HOST_NOT_ALLOWED).
 2. **Origin**: a browser request carrying an Origin header must come from the gateway's own origin (the one its
-   Host names) or one of `--allowed-origins` (403 ORIGIN_NOT_ALLOWED). The gateway sends no CORS headers, so no other page reads answers.
+   Host names) or one of `--allowed-origins` (403 ORIGIN_NOT_ALLOWED). The gateway sends no CORS headers, so no
+   other page reads its answers.
 3. **State-changing calls** (POST, PUT, PATCH, DELETE) need `Content-Type: application/json` or an
    `X-Raftbus-Request` header: a cross-site form can send neither, and a page's script cannot send them to another
    origin without a CORS preflight, which the gateway never grants (415 JSON_REQUIRED).

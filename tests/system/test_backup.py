@@ -42,6 +42,8 @@ def fill(bootstrap: str, topic: str, first: int, count: int) -> None:
 
 
 def test_backup_full_and_incremental_verify_and_restore_into_another_cluster(tmp_path):
+    """Goal: a full and an incremental backup taken under writes verify, a damaged file is named, and a restore into
+    another cluster puts back every record, offset and queue message."""
     backup_dir = tmp_path / "backups"
     with running_cluster(tmp_path / "source", env=ENV) as source:
         with Admin(source.bootstrap) as admin:

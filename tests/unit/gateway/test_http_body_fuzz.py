@@ -110,18 +110,22 @@ def check_produce(app, body: bytes) -> None:
 @FUZZ
 @given(body=valid_bodies)
 def test_valid_produce_bodies_send_exactly_their_records(app, body):
+    """Goal: a valid produce body sends exactly its records (values, keys, headers, partitions) or names each bad
+    one."""
     check_produce(app, body)
 
 
 @FUZZ
 @given(body=mutated())
 def test_mutated_produce_bodies_are_sent_as_decoded_or_refused(app, body):
+    """Goal: a mutated body is refused with a typed 4xx (nothing sent) or sent exactly as it decodes."""
     check_produce(app, body)
 
 
 @FUZZ
 @given(body=st.binary(max_size=512) | st.text(max_size=200).map(str.encode))
 def test_random_bytes_are_refused_with_a_typed_error(app, body):
+    """Goal: random bytes as a body are a typed 4xx, never a 500."""
     check_produce(app, body)
 
 
@@ -136,12 +140,14 @@ def test_deeply_nested_json_is_refused(app, depth, inside):
 @FUZZ
 @given(data=st.binary(max_size=300))
 def test_base64_fields_round_trip(data):
+    """Goal: any bytes sent as base64 arrive as themselves."""
     assert codec.incoming(None, base64.b64encode(data).decode(), "value") == data
 
 
 @FUZZ
 @given(text=st.text(max_size=300))
 def test_any_text_as_base64_decodes_or_is_invalid_argument(text):
+    """Goal: any text given as base64 decodes to the bytes it encodes or is INVALID_ARGUMENT."""
     try:
         decoded = codec.incoming(None, text, "value")
     except errors.InvalidArgument:

@@ -8,8 +8,16 @@ import json
 from pathlib import Path
 
 from raftbus.client.backup.files import BackupFiles, private_dirs
-from raftbus.client.backup.layout import FULL, MANIFEST, BackupIndex, Manifest, queue_file, read_index, stream_file, \
-    write_index
+from raftbus.client.backup.layout import (
+    FULL,
+    MANIFEST,
+    BackupIndex,
+    Manifest,
+    queue_file,
+    read_index,
+    stream_file,
+    write_index,
+)
 from raftbus.client.backup.sealed import BackupKey
 from raftbus.client.records import encode_batch, encode_stored_batch
 
@@ -48,7 +56,8 @@ def write_backup(root: Path, kind: str, segment_from: int, data: bytes, to: int,
                         topics=[topic("t", "stream"), topic("q", "queue")],
                         streams={"t": {"0": {"from": segment_from, "to": to, "file": stream_file("t", 0),
                                              "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}}},
-                        queues={"q": {"0": {"file": queue_file("q", 0), "sha256": hashlib.sha256(queue_data).hexdigest(),
+                        queues={"q": {"0": {"file": queue_file("q", 0),
+                                            "sha256": hashlib.sha256(queue_data).hexdigest(),
                                             "messages": len(queue_lines)}}},
                         groups={"g": {"t": {"0": segment_from}}})
     files.write_bytes(f"{name}/{MANIFEST}", manifest.to_json().encode())

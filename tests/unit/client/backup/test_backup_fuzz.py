@@ -101,12 +101,14 @@ def check_manifest(data: bytes) -> None:
 @FUZZ
 @given(manifest=manifests())
 def test_valid_manifests_decode_to_themselves(manifest):
+    """Goal: every manifest create could write decodes to itself."""
     assert decode_manifest(manifest.to_json().encode(), "m") == manifest
 
 
 @FUZZ
 @given(data=manifests().map(lambda m: m.to_json().encode()).flatmap(mutated))
 def test_mutated_manifests_decode_correctly_or_are_corrupt(data):
+    """Goal: a mutated manifest is CORRUPT_BACKUP or a manifest create could write, with only its own file paths."""
     check_manifest(data)
 
 
@@ -114,6 +116,7 @@ def test_mutated_manifests_decode_correctly_or_are_corrupt(data):
 @given(data=st.binary(max_size=400) | st.text(max_size=300).map(str.encode) |
        st.integers(1, 50_000).map(lambda depth: b'{"topics": ' + b"[" * depth + b"]" * depth + b"}"))
 def test_random_bytes_and_deep_nesting_are_corrupt_manifests(data):
+    """Goal: random bytes and deeply nested JSON are CORRUPT_BACKUP, within the memory bound."""
     check_manifest(data)
 
 
@@ -130,6 +133,7 @@ backup_names = st.lists(st.integers(1, 9999), max_size=5, unique=True).map(
 @FUZZ
 @given(data=st.tuples(backup_names, st.booleans()).map(lambda a: index_bytes(*a)).flatmap(mutated))
 def test_mutated_indexes_decode_correctly_or_are_corrupt(data):
+    """Goal: a mutated index is CORRUPT_BACKUP or lists backup names only."""
     result = bounded(lambda d: decode_index(d, "i"), data)
     if not isinstance(result, CorruptBackup):
         assert all(n.split("-")[0].isdigit() and "/" not in n and ".." not in n for n in result.backups)
@@ -144,6 +148,7 @@ lines = st.builds(lambda value, state, priority: queue_line(message_record(value
 @FUZZ
 @given(data=lines.flatmap(mutated) | st.binary(max_size=300))
 def test_mutated_queue_lines_decode_correctly_or_are_corrupt(data):
+    """Goal: a mutated or random queue line is CORRUPT_BACKUP or decodes to the fields it holds."""
     result = bounded(lambda d: decode_queue_line(d, "q"), data)
     if not isinstance(result, CorruptBackup):
         fields = json.loads(data)
@@ -167,6 +172,7 @@ def unseal(data: bytes, tmp_path) -> bytes:
 @FUZZ
 @given(plaintext=st.binary(max_size=300), chunk_bytes=st.integers(1, 64))
 def test_sealed_files_round_trip(tmp_path_factory, plaintext, chunk_bytes):
+    """Goal: any plaintext sealed at any chunk size opens to itself."""
     assert unseal(seal(plaintext, chunk_bytes), tmp_path_factory.mktemp("s")) == plaintext
 
 
@@ -174,6 +180,7 @@ def test_sealed_files_round_trip(tmp_path_factory, plaintext, chunk_bytes):
 @given(case=st.tuples(st.binary(max_size=200), st.integers(1, 32)).flatmap(
     lambda a: st.tuples(st.just(a[0]), mutated(seal(*a)))))
 def test_mutated_sealed_files_give_the_plaintext_or_are_corrupt(tmp_path_factory, case):
+    """Goal: a mutated sealed file opens to the original plaintext or is CORRUPT_BACKUP, never to other bytes."""
     plaintext, data = case
     result = bounded(lambda d: unseal(d, tmp_path_factory.mktemp("s")), data)
     assert isinstance(result, CorruptBackup) or result == plaintext

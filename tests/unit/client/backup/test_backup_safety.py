@@ -41,6 +41,7 @@ def restore_refused(root: Path, key=None) -> CorruptBackup:
 
 @pytest.mark.parametrize("encrypted", [False, True])
 def test_backup_directories_are_0700_and_files_0600(tmp_path, encrypted):
+    """Goal: under umask 000, a plain or encrypted backup's directories are 0700 and its files (and key file) 0600."""
     key = create_key_file(tmp_path / "k") if encrypted else None
     old = os.umask(0)  # whatever the operator's umask
     try:
@@ -69,6 +70,8 @@ def test_a_manifest_path_other_than_its_own_is_refused(tmp_path, path):
 
 @pytest.mark.parametrize("name", ["../evil", "/tmp", "..", "0001-full/../../x"])
 def test_index_names_outside_the_directory_are_refused(tmp_path, name):
+    """Goal: a backup name in the index that is a path (.., absolute, nested) is CORRUPT_BACKUP for verify and
+    restore."""
     full_chain(tmp_path)
     index = json.loads((tmp_path / INDEX).read_text())
     index["backups"][0] = name
@@ -79,6 +82,7 @@ def test_index_names_outside_the_directory_are_refused(tmp_path, name):
 
 
 def test_topic_names_that_are_paths_are_refused(tmp_path):
+    """Goal: a manifest topic named '..' is refused as a name before any path is made of it."""
     full_chain(tmp_path)
     edit_manifest(tmp_path, "0001-full", lambda m: m["streams"].update({"..": m["streams"].pop("t")}))
     assert "not a valid name" in verify_backup(tmp_path)[0]
@@ -100,6 +104,8 @@ def test_a_symbolic_link_inside_the_backup_is_not_followed(tmp_path):
 
 
 def test_an_encrypted_chain_verifies_with_its_key_and_holds_no_plaintext(tmp_path):
+    """Goal: an encrypted chain verifies with its key, and every file but the index is sealed (no manifest text, no
+    path)."""
     key = create_key_file(tmp_path / "k")
     full_chain(tmp_path / "b", key)
     assert verify_backup(tmp_path / "b", BackupKey.load(tmp_path / "k")) == []
@@ -110,6 +116,8 @@ def test_an_encrypted_chain_verifies_with_its_key_and_holds_no_plaintext(tmp_pat
 
 
 def test_the_wrong_key_or_no_key_is_a_key_mismatch(tmp_path):
+    """Goal: another key, no key for an encrypted set, or a key for a plain one are BACKUP_KEY_MISMATCH for verify
+    and restore."""
     key = create_key_file(tmp_path / "k")
     other = create_key_file(tmp_path / "other")
     full_chain(tmp_path / "b", key)
@@ -163,6 +171,7 @@ def test_an_encrypted_index_cannot_lose_or_gain_a_backup(tmp_path):
 
 
 def test_an_incremental_backup_takes_the_key_of_the_set(tmp_path):
+    """Goal: continuing an encrypted set with another key is refused; with its key the set opens."""
     key = create_key_file(tmp_path / "k")
     other = create_key_file(tmp_path / "other")
     write_backup(tmp_path / "b", "full", 0, batches(0, [1]), 1, key=key)
@@ -173,6 +182,8 @@ def test_an_incremental_backup_takes_the_key_of_the_set(tmp_path):
 
 
 def test_a_key_file_is_never_overwritten_and_a_bad_one_is_named(tmp_path):
+    """Goal: create-key never writes over a file, and a file that is not a backup key (or is missing) is
+    INVALID_ARGUMENT."""
     key = create_key_file(tmp_path / "k")
     before = (tmp_path / "k").read_bytes()
     with pytest.raises(InvalidArgument, match="never overwritten"):

@@ -11,11 +11,13 @@ from tests.unit.client.backup.builder import batches, full_chain, message_record
 
 
 def test_a_whole_chain_verifies(tmp_path):
+    """Goal: a full backup and an incremental one that follows it verify with no problem."""
     full_chain(tmp_path)
     assert verify_backup(tmp_path) == []
 
 
 def test_each_damage_is_named(tmp_path):
+    """Goal: each kind of damage is reported with what it is."""
     write_backup(tmp_path, FULL, 0, batches(0, [3]), 4, [queue_line(b"\x00garbage")])
     write_backup(tmp_path, INCREMENTAL, 5, batches(5, [1]), 6, [queue_line(message_record(), state="gone")])
     problems = verify_backup(tmp_path)
@@ -30,5 +32,6 @@ def test_each_damage_is_named(tmp_path):
 
 
 def test_a_folder_without_backups_is_an_invalid_argument(tmp_path):
+    """Goal: verifying a folder that holds no backup is INVALID_ARGUMENT."""
     with pytest.raises(InvalidArgument, match="holds no raftbus backup"):
         verify_backup(tmp_path)
