@@ -223,6 +223,15 @@ ROWS = [
          (ack("c"), ["complete c ok", "fail b UnknownPartition", "renew P2"]),
          (take(), ["send d P2#0"]),
      ]),
+    ("after a batch failed for good, nothing new goes while the others are in flight: the queued batch waits for "
+     "the fresh producer id instead of following a sequence the partition may never see",
+     {"in_flight_max": 2}, [
+         (queue("a"), []), (queue("b"), []), (queue("c", 2), []), (take(), ["send a P1#0", "send b P1#1"]),
+         (refuse("a", UnknownPartition, delay_s=None), ["fail a UnknownPartition"]),
+         (take(), []),
+         (refuse("b", OutOfOrderSequence, delay_s=0.0), ["fail b UnknownPartition", "renew P2"]),
+         (take(), ["send c P2#0"]),
+     ]),
     ("a resend that would land past the batch's delivery deadline fails it (timed out) with the last error",
      {"delivery_timeout_s": 1.0}, [
          (queue("a", created_s=0.0), []), (queue("b", created_s=0.9), []), (take(0.0), ["send a P1#0"]),
