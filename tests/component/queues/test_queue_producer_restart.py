@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from raftbus.broker.admin.servicer import admin_servicers
+from raftbus.broker.metadata.servicer import admin_servicers
 from raftbus.broker.grpc_server import build_server
 from raftbus.broker.queues.servicer import queue_servicers
 from raftbus.client import Producer, Queues
