@@ -127,8 +127,9 @@ class PartitionLane:
         one falls due (None: none is waiting for a time). A resent batch is due at its `retry_at_s`, a new one
         when `due_s` says."""
         sent = []
-        queue = self.queue
-        while queue and self.may_send():
+        queue, in_flight = self.queue, self.in_flight
+        while queue and len(in_flight) < self.in_flight_max and not self.held and not self.renewing \
+                and self.restart is None:  # may_send(), inlined: this runs for every batch
             head = queue[0]
             at_s = head.retry_at_s if head.attempts else due_s(head, len(queue))
             if at_s > now_s:
@@ -197,6 +198,9 @@ class PartitionLane:
         if batch.attempts != attempt:
             return False
         in_flight = self.in_flight
+        if in_flight and in_flight[0] is batch:  # the oldest answers first, as a stream answers in order
+            del in_flight[0]
+            return True
         for i, sent in enumerate(in_flight):
             if sent is batch:
                 del in_flight[i]

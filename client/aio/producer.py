@@ -307,6 +307,8 @@ class AsyncProducer(AsyncClient):
 
     def _pump(self, lane: _Lane) -> None:
         """Send what the lane lets go now, in order; wake up when its next batch falls due."""
+        if not lane.queue:
+            return
         sent, wake_at_s = lane.take(time.monotonic(), self._due_s)
         for batch in sent:
             if lane.open is batch:
