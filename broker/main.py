@@ -45,14 +45,15 @@ def _start(args) -> int:
     setup_logging(args.log_level)
     settings = load_settings(args.config, node_id=args.node_id, data_dir=args.data_dir, listen=args.listen,
                              raft_listen=args.raft_listen, peers=args.peers, join=args.join,
-                             advertised_listen=args.advertised_listen, metrics_listen=args.metrics_listen)
+                             advertised_listen=args.advertised_listen, metrics_listen=args.metrics_listen,
+                             kafka_listen=args.kafka_listen)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):  # before "ready": a SIGTERM right after it stops cleanly
         signal.signal(sig, lambda *_: stop.set())
     broker = Broker(settings).start()
     print(json.dumps({"event": "ready", "node_id": settings.node_id, "listen": settings.listen,
                       "grpc_port": broker.grpc_port, "raft_listen": settings.raft_listen,
-                      "metrics_url": broker.metrics.url}), flush=True)
+                      "metrics_url": broker.metrics.url, "kafka_port": broker.kafka_port}), flush=True)
     stop.wait()
     broker.stop()
     return 0
@@ -82,9 +83,15 @@ def dev_metrics_ports(count: int, metrics_base_port: int) -> list[int | None]:
     return [metrics_base_port + i if metrics_base_port else None for i in range(count)]
 
 
+def dev_kafka_ports(count: int, kafka_base_port: int) -> list[int]:
+    """One Kafka port per broker from kafka_base_port on; none when it is 0."""
+    return [kafka_base_port + i for i in range(count)] if kafka_base_port else []
+
+
 def _dev_brokers(args) -> list[Supervised]:
     ports = dev_ports(args.brokers, args.base_port)
     metrics_ports = dev_metrics_ports(args.brokers, args.metrics_base_port)
+    kafka_ports = dev_kafka_ports(args.brokers, args.kafka_base_port)
     peers = ",".join(f"{i + 1}@127.0.0.1:{raft}" for i, (_, raft) in enumerate(ports))
     data_dir = Path(args.data_dir)
     pki, secure_env = _secure_dev_env(data_dir, args.brokers) if args.secure else (None, {})
@@ -96,6 +103,8 @@ def _dev_brokers(args) -> list[Supervised]:
                "--raft-listen", f"127.0.0.1:{raft_port}", "--peers", peers, "--log-level", args.log_level]
         if metrics_ports[i] is not None:
             cmd += ["--metrics-listen", f"127.0.0.1:{metrics_ports[i]}"]
+        if kafka_ports:
+            cmd += ["--kafka-listen", f"127.0.0.1:{kafka_ports[i]}"]
         env = dev_broker_env(data_dir, node, raft_pki=pki)
         env.update(secure_env.get(node, {}))
         brokers.append(Supervised(node, cmd, str(data_dir / f"broker-{node}.log"), env=env))
@@ -113,6 +122,9 @@ def _dev(args) -> int:
     supervisor.start_all()
     bootstrap = ",".join(f"127.0.0.1:{g}" for g, _ in dev_ports(args.brokers, args.base_port))
     print(f"raftbus dev: {args.brokers} brokers, bootstrap {bootstrap}, logs in {data_dir}/broker-N.log", flush=True)
+    kafka_ports = dev_kafka_ports(args.brokers, args.kafka_base_port)
+    if kafka_ports:
+        print(f"raftbus dev: kafka-bootstrap {','.join(f'127.0.0.1:{p}' for p in kafka_ports)}", flush=True)
     if args.secure:
         print(f"raftbus dev: secure: TLS on both ports, tokens and ACLs; export RAFTBUS_TLS_CA={data_dir / 'ca.pem'} "
               f"RAFTBUS_TOKEN_FILE={data_dir / 'admin.token'}", flush=True)
@@ -191,6 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--peers", help="id@host:port,... Raft addresses of all brokers")
     start.add_argument("--join", help="client address host:port of a running cluster to join (instead of --peers)")
     start.add_argument("--metrics-listen", help="host:port serving Prometheus metrics at /metrics")
+    start.add_argument("--kafka-listen", help="host:port of the Kafka protocol port (Kafka clients)")
     start.add_argument("--log-level", default=os.environ.get("RAFTBUS_LOG_LEVEL", "INFO"))
     dev = sub.add_parser("dev", help="a local N-broker cluster on loopback")
     dev.add_argument("--brokers", type=int, default=3)
@@ -198,6 +211,8 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("--base-port", type=int, default=7070)
     dev.add_argument("--metrics-base-port", type=int, default=9570,
                      help="broker N serves metrics on this port + N - 1 (0 = no metrics)")
+    dev.add_argument("--kafka-base-port", type=int, default=9092,
+                     help="broker N serves the Kafka protocol on this port + N - 1 (0 = no Kafka port)")
     dev.add_argument("--demo", action="store_true", help="create a topic, produce and consume a few records")
     dev.add_argument("--secure", action="store_true",
                      help="TLS, tokens and ACLs on; writes ca.pem and admin.token into --data-dir")

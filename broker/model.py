@@ -124,16 +124,20 @@ class Broker:
     registered_ms: int
     state: str = "active"  # BROKER_STATES: a draining broker hands its leaderships away and is not given any
     metrics_url: str = ""  # where its Prometheus metrics are served; "" = off
+    kafka_address: str = ""  # host:port of its Kafka port; "" = off
 
     def to_dict(self) -> dict:
-        return {"broker_id": self.broker_id, "address": self.address, "raft_address": self.raft_address,
+        data = {"broker_id": self.broker_id, "address": self.address, "raft_address": self.raft_address,
                 "registered_ms": self.registered_ms, "state": self.state, "metrics_url": self.metrics_url}
+        if self.kafka_address:
+            data["kafka_address"] = self.kafka_address
+        return data
 
     @classmethod
     def from_dict(cls, data: dict) -> "Broker":
         return cls(broker_id=int(data["broker_id"]), address=data["address"], raft_address=data["raft_address"],
                    registered_ms=int(data["registered_ms"]), state=data.get("state", "active"),
-                   metrics_url=str(data.get("metrics_url", "")))
+                   metrics_url=str(data.get("metrics_url", "")), kafka_address=str(data.get("kafka_address", "")))
 
     @property
     def draining(self) -> bool:

@@ -57,6 +57,7 @@ from raftbus.broker.admin.reassigner import Reassigner
 from raftbus.broker.admin.decommission import Decommissions
 from raftbus.broker.security import tls as security_tls
 from raftbus.broker.security.tokens import internal_token
+from raftbus.broker.kafka.port import KafkaPort
 
 log = logging.getLogger(__name__)
 _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
@@ -99,6 +100,8 @@ class Broker:
         self.started_monotonic = time.monotonic()
         self._threads: list[threading.Thread] = []
         self.grpc_port: int | None = None
+        self.kafka: KafkaPort | None = None
+        self.kafka_port: int | None = None
         self.metrics = MetricsExporter(settings)
 
     # ------------------------------------------------------------------ start
@@ -226,6 +229,11 @@ class Broker:
             credentials=self.security.server_credentials(),
             interceptors=self.metrics.interceptors() + self.security.interceptors())
         self.server.start()
+        if s.kafka_listen:  # the Kafka port (docs/kafka.md): its own loop thread, the same services
+            self.kafka = KafkaPort(self.context, self.log_service, self.admin_service,
+                                   kafka_addresses=self._kafka_addresses, policy=self.security.policy())
+            self.kafka_port = self.kafka.start(f"raftbus-kafka-{self.node_id}")
+            self.loop.applied_listeners.append(self.kafka.on_applied)
         self._spawn(lambda: self.group_commit.run(self._stopping), "raftbus-group-commit")
         self._spawn(self._register, "raftbus-register")
         self._spawn(self._move_dead_letters, "raftbus-dead-letters")
@@ -603,21 +611,35 @@ class Broker:
             except Exception:
                 log.exception("dead-letter move failed")
 
+    def _kafka_addresses(self) -> dict[int, str]:
+        """broker id -> its Kafka port's address, from the broker registry."""
+        return {b.broker_id: b.kafka_address for b in self.metadata_sm.brokers().values() if b.kafka_address}
+
+    def _kafka_address(self) -> str:
+        """This broker's Kafka address as registered (the bound port when kafka_listen asked for port 0)."""
+        s = self.settings
+        if not s.kafka_listen:
+            return ""
+        host, _, port = s.kafka_address.rpartition(":")
+        return f"{host}:{self.kafka_port}" if port == "0" and self.kafka_port else s.kafka_address
+
     def _register(self) -> None:
         """Record this broker's client address in the metadata group (again whenever it differs)."""
         s = self.settings
         raft_address = s.raft_listen
+        kafka_address = self._kafka_address()
         while not self._stopping.wait(0.2):
             known = self.metadata_sm.brokers().get(self.node_id)
-            if known is not None and (known.address, known.raft_address, known.metrics_url) == (
-                    s.client_address, raft_address, self.metrics.url):
+            if known is not None and (known.address, known.raft_address, known.metrics_url, known.kafka_address) == (
+                    s.client_address, raft_address, self.metrics.url, kafka_address):
                 if self._stopping.wait(2.0):
                     return
                 continue
             if self.metadata_group.leader_id is None:
                 continue
             try:
-                self.admin_service.register_broker(self.node_id, s.client_address, raft_address, self.metrics.url)
+                self.admin_service.register_broker(self.node_id, s.client_address, raft_address, self.metrics.url,
+                                                   kafka_address)
             except Exception as exc:
                 log.debug("broker registration will be retried: %s", exc)
 
@@ -632,6 +654,8 @@ class Broker:
         self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
         self._hand_off_leadership()
         self.server.stop(grace=1.0).wait(2.0)
+        if self.kafka is not None:
+            self.kafka.stop()
         self.metrics.stop()
         self.queue_forwarder.close()
         self._opener.shutdown(wait=True, cancel_futures=True)  # an open in progress finishes; none starts

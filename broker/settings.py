@@ -192,6 +192,16 @@ class BrokerSettings:
     auth_enabled: bool = False
     auth_bootstrap_principal: str = "admin"
     auth_bootstrap_token_file: str = ""
+    # the Kafka port (docs/kafka.md)
+    kafka_listen: str = ""
+    kafka_advertised_listen: str = ""
+    kafka_connections_max: int = 1000
+    kafka_in_flight_per_connection_max: int = 100
+    kafka_request_bytes_max: int = 100 * 1024 * 1024
+    kafka_request_read_timeout_ms: int = 30_000
+    kafka_connection_idle_ms: int = 600_000
+    kafka_batch_decompressed_bytes_max: int = 64 * 1024 * 1024
+    kafka_fetch_sessions_max: int = 1000
 
     extra: dict = field(default_factory=dict, compare=False)
 
@@ -207,6 +217,11 @@ class BrokerSettings:
     @property
     def raft_address(self) -> tuple[str, int]:
         return parse_address(self.raft_listen)
+
+    @property
+    def kafka_address(self) -> str:
+        """The Kafka port's address as clients should dial it ("" when the port is off)."""
+        return (self.kafka_advertised_listen or self.kafka_listen) if self.kafka_listen else ""
 
     @property
     def peer_addresses(self) -> dict[int, tuple[str, int]]:
@@ -316,7 +331,18 @@ class BrokerSettings:
         self._validate_consumer_groups()
         self._validate_raft_port()
         self._validate_client_security()
+        self._validate_kafka_port()
         return self
+
+    def _validate_kafka_port(self) -> None:
+        for address in (self.kafka_listen, self.kafka_advertised_listen):
+            if address:
+                parse_address(address)
+        for name in ("kafka_connections_max", "kafka_in_flight_per_connection_max", "kafka_request_bytes_max",
+                     "kafka_request_read_timeout_ms", "kafka_connection_idle_ms",
+                     "kafka_batch_decompressed_bytes_max", "kafka_fetch_sessions_max"):
+            if getattr(self, name) < 1:
+                raise errors.InvalidArgument(f"{name} must be >= 1")
 
     def _validate_client_security(self) -> None:
         if bool(self.tls_cert_file) != bool(self.tls_key_file):

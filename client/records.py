@@ -17,6 +17,7 @@ from functools import lru_cache
 from itertools import count as counting
 from typing import NamedTuple
 
+from raftbus.client import kafka_batch
 from raftbus.client.errors import CorruptBatch
 
 # A header: (name, value); value None is allowed.
@@ -201,14 +202,23 @@ def _decode_headers(data: bytes, pos: int, hcount: int, end: int) -> tuple[tuple
     return tuple(headers), pos
 
 
-def check_framing(blob: bytes | memoryview, record_count: int) -> None:
+def check_framing(blob: bytes | memoryview, record_count: int,
+                  decompressed_bytes_max: int = kafka_batch.DECOMPRESSED_BYTES_MAX) -> None:
     """CorruptBatch unless `blob` is exactly `record_count` well-framed records (the broker checks a produce batch
     with this before replicating it, so no consumer ever meets a batch it cannot decode).
+
+    A blob that is one Kafka RecordBatch v2 (client/kafka_batch.py's `is_kafka_batch`) is checked as one: its
+    CRC-32C, its header and the framing of its records, decompressed within `decompressed_bytes_max`.
 
     Only lengths are read, never copied out: when every record has the first record's shape (same key and value
     lengths, no headers, the common case of a producer's batch) the length fields are compared at each stride by
     C-speed slices; otherwise the records are walked field by field.
     """
+    if kafka_batch.is_kafka_batch(blob):
+        header = kafka_batch.check_batch(blob, decompressed_bytes_max)
+        if header.record_count != record_count:
+            raise CorruptBatch(f"record batch holds {header.record_count} records, not the {record_count} claimed")
+        return
     data = bytes(blob)
     if record_count < 1:
         raise CorruptBatch(f"a batch holds at least one record, not {record_count}")

@@ -122,9 +122,11 @@ class AdminService:
         s = self.settings
         return model.CountLimits(s.topics_max, s.cluster_partitions_max, s.broker_replicas_max).to_command()
 
-    def register_broker(self, broker_id: int, address: str, raft_address: str, metrics_url: str = "") -> None:
+    def register_broker(self, broker_id: int, address: str, raft_address: str, metrics_url: str = "",
+                        kafka_address: str = "") -> None:
         command = commands.encode_register_broker(broker_id=broker_id, address=address, raft_address=raft_address,
-                                                  now_ms=self.context.clock.now_ms(), metrics_url=metrics_url)
+                                                  now_ms=self.context.clock.now_ms(), metrics_url=metrics_url,
+                                                  kafka_address=kafka_address)
         wait_result(self.context.metadata_group.submit(command), self.settings.produce_timeout_ms / 1000)
 
     # ------------------------------------------------------------------ reads (any broker)

@@ -188,15 +188,15 @@ class MetadataStateMachine:
         if p["broker_id"] < 0:
             raise errors.InvalidArgument("broker_id must be >= 0")
         known = self._brokers.get(p["broker_id"])
-        metrics_url = p.get("metrics_url", "")
-        if not isinstance(metrics_url, str):
-            raise errors.InvalidArgument("metrics_url must be a string")
-        if known is not None and (known.address, known.raft_address, known.metrics_url) == (
-                p["address"], p["raft_address"], metrics_url):
+        metrics_url, kafka_address = p.get("metrics_url", ""), p.get("kafka_address", "")
+        if not isinstance(metrics_url, str) or not isinstance(kafka_address, str):
+            raise errors.InvalidArgument("metrics_url and kafka_address must be strings")
+        if known is not None and (known.address, known.raft_address, known.metrics_url, known.kafka_address) == (
+                p["address"], p["raft_address"], metrics_url, kafka_address):
             return None, _Change()
         broker = model.Broker(p["broker_id"], p["address"], p["raft_address"], p["now_ms"],
                               known.state if known is not None else model.ACTIVE,  # a restart keeps draining
-                              metrics_url)
+                              metrics_url, kafka_address)
         return None, _Change(broker=broker)
 
     def _placeable(self) -> list[int]:

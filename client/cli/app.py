@@ -37,8 +37,9 @@ from raftbus.client.records import Record, RecordMetadata
 
 # Flags passed through to `python -m raftbus.broker start|dev` (same names, same meaning).
 BROKER_START_FLAGS = ("config", "node_id", "data_dir", "listen", "advertised_listen", "raft_listen", "peers",
-                      "join", "metrics_listen", "log_level")
-DEV_FLAGS = ("brokers", "data_dir", "base_port", "metrics_base_port", "log_level", "restart_delay_ms")
+                      "join", "metrics_listen", "kafka_listen", "log_level")
+DEV_FLAGS = ("brokers", "data_dir", "base_port", "metrics_base_port", "kafka_base_port", "log_level",
+             "restart_delay_ms")
 
 
 # ---------------------------------------------------------------------- parser
@@ -83,12 +84,15 @@ def _add_broker_commands(sub, common) -> None:
     start.add_argument("--peers", help="id@host:port,... Raft addresses of all brokers")
     start.add_argument("--join", help="client address host:port of a running cluster to join (instead of --peers)")
     start.add_argument("--metrics-listen", help="host:port serving Prometheus metrics at /metrics")
+    start.add_argument("--kafka-listen", help="host:port of the Kafka protocol port (Kafka clients)")
     start.add_argument("--log-level")
     start.set_defaults(handler=run_broker_start)
     dev = sub.add_parser("dev", help="a local N-broker cluster on loopback (Ctrl-C stops it)")
     dev.add_argument("--brokers", type=int, default=3)
     dev.add_argument("--data-dir", default="./data")
     dev.add_argument("--base-port", type=int, default=7070)
+    dev.add_argument("--kafka-base-port", type=int, default=9092,
+                     help="broker N serves the Kafka protocol on this port + N - 1 (0 = no Kafka port)")
     dev.add_argument("--metrics-base-port", type=int, default=9570,
                      help="broker N serves metrics on this port + N - 1 (0 = no metrics)")
     dev.add_argument("--demo", action="store_true", help="create a topic, produce and consume a few records")

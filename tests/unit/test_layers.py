@@ -23,12 +23,14 @@ BROKER_ALLOWED = {
     "admin": {"kernel", "groups", "queues", "security"},
     "security": {"kernel"},
     "metrics": {"kernel", "raft"},  # reads live state through the broker object it is handed, imports no feature
+    "kafka": {"kernel", "log", "admin", "security"},  # the Kafka port: transport over the same services
 }
 # what the broker below its top layer may use of the client package: the wire protocol and shared codecs
-BROKER_CLIENT_MODULES = ("errors", "records", "wire", "router", "credentials", "queues.codec", "queues.ids")
+BROKER_CLIENT_MODULES = ("errors", "records", "kafka_batch", "wire", "router", "credentials", "queues.codec",
+                         "queues.ids")
 
-CLIENT_KERNEL = {"errors", "records", "router", "settings", "murmur2", "wire", "produce_stream", "sender",
-                 "credentials", "record_batch", "record_future"}
+CLIENT_KERNEL = {"errors", "records", "kafka_batch", "router", "settings", "murmur2", "wire", "produce_stream",
+                 "sender", "credentials", "record_batch", "record_future"}
 CLIENT_FACADES = {"", "admin", "producer", "consumer", "reader", "security", "membership"}
 CLIENT_APPS = {"cli", "bench", "spark", "http", "aio", "backup"}
 CLIENT_ALLOWED = {
