@@ -151,7 +151,10 @@ def append_record(buffer: bytearray, timestamp_ms: int, key: bytes | None, value
 
 
 def decode_batch(blob: bytes | memoryview) -> list[RecordTuple]:
-    """Decode a record batch into (timestamp_ms, key, value, headers) tuples; CorruptBatch on bad input."""
+    """Decode a record batch into (timestamp_ms, key, value, headers) tuples; CorruptBatch on bad input.
+    A Kafka RecordBatch v2 (client/kafka_batch.py) decodes the same way."""
+    if kafka_batch.is_kafka_batch(blob):
+        return [(r.timestamp_ms, r.key, r.value, r.headers) for r in kafka_batch.decode_batch(blob)]
     return list(_iter_records(blob))
 
 
@@ -307,11 +310,20 @@ def decode_stored_batch(topic: str, partition: int, batch: StoredBatch, from_off
     and value lengths, no headers: what a producer of fixed-size records sends), checked at every record's length
     fields first, is unpacked by one struct over the whole blob instead.
     """
+    if kafka_batch.is_kafka_batch(batch.blob):
+        return _decode_kafka(topic, partition, batch, from_offset)
     data = bytes(batch.blob)
     shape = _uniform_shape(data, batch.record_count)
     if shape is not None:
         return _decode_uniform(topic, partition, batch, data, shape, from_offset)
     return _decode_records(topic, partition, batch, data, from_offset)
+
+
+def _decode_kafka(topic: str, partition: int, batch: StoredBatch, from_offset: int) -> list[Record]:
+    """decode_stored_batch of a Kafka batch (written through the Kafka port), at its stored offsets."""
+    new = tuple.__new__
+    return [new(Record, (topic, partition, r.offset, r.key, r.value, r.headers, r.timestamp_ms))
+            for r in kafka_batch.decode_batch(batch.blob, batch.base_offset) if r.offset >= from_offset]
 
 
 def _decode_records(topic: str, partition: int, batch: StoredBatch, data: bytes, from_offset: int) -> list[Record]:
@@ -394,6 +406,10 @@ def decode_columns(blob: bytes | memoryview) -> RecordColumns:
 
     Column i of every list belongs to record i, exactly as decode_batch(blob)[i] would give it.
     """
+    if kafka_batch.is_kafka_batch(blob):
+        rows = kafka_batch.decode_batch(blob)
+        return RecordColumns([r.timestamp_ms for r in rows], [r.key for r in rows], [r.value for r in rows],
+                             [r.headers for r in rows])
     data = bytes(blob)
     end = len(data)
     columns = RecordColumns([], [], [], [])
@@ -439,7 +455,7 @@ def uniform_record_shape(blob: bytes | memoryview, record_count: int) -> tuple[i
     This is a cheap candidate test only: a caller using it must still check every record's lengths (a
     vectorised reader compares the length fields at each stride) before trusting the fixed layout.
     """
-    if record_count < 1 or len(blob) < RECORD_OVERHEAD_BYTES:
+    if record_count < 1 or len(blob) < RECORD_OVERHEAD_BYTES or kafka_batch.is_kafka_batch(blob):
         return None
     _, klen = _TS_KEYLEN.unpack_from(blob, 0)
     if klen < -1:

@@ -10,7 +10,7 @@ from raftbus.client import errors
 
 from raftbus.broker import model
 from raftbus.broker.kafka import codes
-from raftbus.broker.kafka.apis.topic_configs import InvalidConfig, settings_of, topic_values
+from raftbus.broker.kafka.apis.topic_configs import BY_NAME, InvalidConfig, settings_of, topic_values
 from raftbus.broker.kafka.session import ADMIN, TOPIC
 
 
@@ -71,8 +71,8 @@ def _created(view, request_topic, settings) -> dict:
         return {"error_code": codes.NONE, "num_partitions": request_topic.num_partitions,
                 "replication_factor": request_topic.replication_factor, "configs": []}
     topic = view.topic
-    configs = [{"name": name, "value": value, "read_only": False, "config_source": source, "is_sensitive": False}
-               for name, (value, source) in topic_values(topic, settings).items()]
+    configs = [{"name": name, "value": value, "read_only": BY_NAME[name].setting is None, "config_source": source,
+                "is_sensitive": False} for name, (value, source) in topic_values(topic, settings).items()]
     return {"error_code": codes.NONE, "num_partitions": len(topic.partitions),
             "replication_factor": len(topic.partitions[0].replicas) if topic.partitions else -1,
             "configs": configs}
