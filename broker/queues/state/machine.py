@@ -16,7 +16,7 @@ import itertools
 
 from raftbus.client import errors
 
-from raftbus.broker.queues import commands as qc
+from raftbus.broker.queues import commands as queue_commands
 from raftbus.broker import content_digest
 from raftbus.broker.content_digest import DigestingTxn
 from raftbus.broker.queues.state.fair import group_path
@@ -79,7 +79,7 @@ class QueueStateMachine:
         if index <= self._state.applied_index:
             return None
         try:
-            cmd = qc.decode(command)
+            cmd = queue_commands.decode(command)
             now_ms = max(cmd.now_ms, self._state.now_ms)
             with self._store.write() as raw_txn:
                 txn = DigestingTxn(raw_txn, self._digest, META)
