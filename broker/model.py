@@ -79,6 +79,10 @@ class QueueConfig:
         return self
 
 
+CREATE_TIME, LOG_APPEND_TIME = "CreateTime", "LogAppendTime"
+TIMESTAMP_TYPES = (CREATE_TIME, LOG_APPEND_TIME)
+
+
 def dead_letter_name(topic: str) -> str:
     return topic + DEAD_LETTER_SUFFIX
 
@@ -94,6 +98,7 @@ class Topic:
     created_ms: int
     partitions: tuple[PartitionPlacement, ...]
     queue: QueueConfig | None = None  # queue topics only
+    timestamp_type: str = "CreateTime"  # stream topics: CreateTime (the producer's) or LogAppendTime (the leader's)
 
     def to_dict(self) -> dict:
         data = {
@@ -103,6 +108,8 @@ class Topic:
         }
         if self.queue is not None:
             data["queue"] = self.queue.to_dict()
+        if self.timestamp_type != CREATE_TIME:
+            data["timestamp_type"] = self.timestamp_type
         return data
 
     @classmethod
@@ -113,6 +120,7 @@ class Topic:
             created_ms=int(data["created_ms"]),
             partitions=tuple(PartitionPlacement.from_dict(p) for p in data["partitions"]),
             queue=QueueConfig.from_dict(data["queue"]) if data.get("queue") else None,
+            timestamp_type=data.get("timestamp_type", CREATE_TIME),
         )
 
 

@@ -95,11 +95,16 @@ class AdminService:
         return self.describe_topic(topic.name, topic=topic)
 
     def alter_topic(self, name: str, *, retention_ms: int | None = None, retention_bytes: int | None = None,
-                    **queue_options):
-        """Change a topic's retention and, for a queue topic, its queue options (None = unchanged)."""
+                    timestamp_type: str | None = None, **queue_options):
+        """Change a topic's retention, a stream topic's timestamp type (CreateTime or LogAppendTime, what the
+        Kafka port stamps) and a queue topic's queue options (None = unchanged)."""
         self.context.require_controller()
         self.context.topic(name)
         changes = check_altered_options(self.settings, **queue_options)
+        if timestamp_type is not None:
+            if timestamp_type not in model.TIMESTAMP_TYPES:
+                raise errors.InvalidArgument(f"timestamp_type is one of {model.TIMESTAMP_TYPES}")
+            changes["timestamp_type"] = timestamp_type
         for field, value in (("retention_ms", retention_ms), ("retention_bytes", retention_bytes)):
             if value is not None:
                 if value < -1:

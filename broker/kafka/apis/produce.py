@@ -58,7 +58,7 @@ def handler(services):
         topic = context.topic(name)
         if topic.kind != "stream":
             raise wrong_kind(topic)
-        log_append = getattr(topic, "timestamp_type", "CreateTime") == LOG_APPEND_TIME
+        log_append = topic.timestamp_type == LOG_APPEND_TIME
         futures = []
         for blob in split_batches(records or b""):
             header = kafka_batch.read_header(blob)

@@ -32,7 +32,7 @@ BY_NAME = {c.name: c for c in TOPIC_CONFIGS}
 def topic_values(topic, settings) -> dict[str, tuple[str, int]]:
     """config name -> (value, source) of a topic."""
     replicas = len(topic.partitions[0].replicas) if topic.partitions else 1
-    timestamp_type = getattr(topic, "timestamp_type", CREATE_TIME) or CREATE_TIME
+    timestamp_type = topic.timestamp_type
     return {
         "retention.ms": (str(topic.retention_ms), _source(topic.retention_ms, settings.default_retention_ms)),
         "retention.bytes": (str(topic.retention_bytes),
