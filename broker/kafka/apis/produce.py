@@ -88,6 +88,8 @@ def handler(services):
         except asyncio.TimeoutError:
             return {"index": partition, "error_code": codes.REQUEST_TIMED_OUT,
                     "error_message": f"not committed within {timeout_s:.1f} s"}
+        except errors.RaftbusError as exc:  # the group failed the command (leadership lost, stopped)
+            return {"index": partition, **partition_error(services, exc, name, partition)}
         for result in results:
             if isinstance(result, errors.RaftbusError):
                 return {"index": partition, **partition_error(services, result, name, partition)}
