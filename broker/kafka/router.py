@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import NamedTuple
 
 from raftbus.broker.kafka import codes
+from raftbus.broker.kafka.fast_answers import FAST
 from raftbus.broker.kafka.schema import (
     MalformedRequest,
     RequestHeader,
@@ -97,7 +98,10 @@ class Router:
                                    error_answer(answer_schema, codes.UNKNOWN_SERVER_ERROR, "internal error"))
         if values is None:
             return None
-        return encode_response(answer_schema, correlation_id, make(answer_schema, values))
+        fast = FAST.get(api_key)
+        frame = fast(version, correlation_id, values) if fast is not None else None
+        return frame if frame is not None else encode_response(answer_schema, correlation_id,
+                                                                make(answer_schema, values))
 
     def _out_of_range(self, api: Api, version: int, correlation_id: int) -> bytes:
         schema = response_schema(api.key, version)

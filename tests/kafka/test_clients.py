@@ -221,12 +221,17 @@ def test_kcat_lists_produces_and_consumes(cluster):
     """Goal: kcat -L names the brokers by their Kafka addresses and each partition's leader; -P writes and -C
     reads back the same lines and keys."""
     create_topic(cluster, "kc", partitions=2)
-    listing = subprocess.run([kcat(), "-b", cluster.kafka_bootstrap, "-L", "-t", "kc", "-J"], capture_output=True,
-                             text=True, timeout=30)
-    meta = json.loads(listing.stdout)
-    assert sorted(b["name"] for b in meta["brokers"]) == sorted(
-        cluster.kafka_address(n) for n in range(1, 4))
-    assert all(p["leader"] in (1, 2, 3) and len(p["isrs"]) >= 2 for p in meta["topics"][0]["partitions"])
+
+    def listed():
+        listing = subprocess.run([kcat(), "-b", cluster.kafka_bootstrap, "-L", "-t", "kc", "-J"],
+                                 capture_output=True, text=True, timeout=30)
+        meta = json.loads(listing.stdout)
+        partitions = meta["topics"][0]["partitions"]
+        return all(p["leader"] in (1, 2, 3) and len(p["isrs"]) >= 2 for p in partitions) and meta
+
+    meta = wait_until(listed, 20, 0.2, what="kcat -L naming leaders and in-sync replicas")
+    assert sorted(b["name"] for b in meta["brokers"]) == sorted(cluster.kafka_address(n) for n in range(1, 4))
+    assert len(meta["topics"][0]["partitions"]) == 2
     lines = "".join(f"key{i % 2}:line {i}\n" for i in range(20))
     produced = subprocess.run([kcat(), "-b", cluster.kafka_bootstrap, "-P", "-t", "kc", "-K", ":"], input=lines,
                               capture_output=True, text=True, timeout=30)
