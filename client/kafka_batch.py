@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from functools import lru_cache
 from typing import NamedTuple
 
 import cramjam
@@ -257,6 +258,9 @@ def _varint(value: int) -> bytes:
 
 
 _SMALL_VARINTS = [bytes((n,)) for n in range(0x80)]
+# zigzag varints of 0..VARINT_TABLE_SIZE-1 (lengths, offset and timestamp deltas), looked up instead of encoded
+VARINT_TABLE_SIZE = 1 << 14
+VARINTS = [_varint(n) for n in range(VARINT_TABLE_SIZE)]
 
 
 def count_records(records) -> int:
@@ -298,6 +302,15 @@ def count_records(records) -> int:
 def encode_record(offset_delta: int, timestamp_delta: int, key: bytes | None, value: bytes | None,
                   headers=None) -> bytes:
     """One record as it appears in a batch's records section (length varint first)."""
+    if not headers and 0 <= timestamp_delta < VARINT_TABLE_SIZE and offset_delta < VARINT_TABLE_SIZE:
+        table = VARINTS
+        value_part = b"\x01" if value is None else (
+            table[len(value)] + value if len(value) < VARINT_TABLE_SIZE else _varint(len(value)) + value)
+        key_part = b"\x01" if key is None else (
+            table[len(key)] + key if len(key) < VARINT_TABLE_SIZE else _varint(len(key)) + key)
+        body = b"".join((b"\x00", table[timestamp_delta], table[offset_delta], key_part, value_part, b"\x00"))
+        size = len(body)
+        return (table[size] if size < VARINT_TABLE_SIZE else _varint(size)) + body
     parts = [b"\x00", _varint(timestamp_delta), _varint(offset_delta)]
     if key is None:
         parts.append(b"\x01")
@@ -324,6 +337,31 @@ def encode_record(offset_delta: int, timestamp_delta: int, key: bytes | None, va
         parts.append(b"\x00")
     body = b"".join(parts)
     return _varint(len(body)) + body
+
+
+def keyless_record(offset_delta: int, timestamp_delta: int, value: bytes) -> bytes:
+    """One keyless, headerless record (the producers' common record) with table lookups only, when its deltas
+    and value length are below VARINT_TABLE_SIZE (encode_record otherwise)."""
+    table = VARINTS
+    if 0 <= timestamp_delta < VARINT_TABLE_SIZE and offset_delta < VARINT_TABLE_SIZE and len(value) < 8000:
+        ts, od, vl = table[timestamp_delta], table[offset_delta], table[len(value)]
+        return b"".join((table[3 + len(ts) + len(od) + len(vl) + len(value)], b"\x00", ts, od, b"\x01", vl, value,
+                         b"\x00"))
+    return encode_record(offset_delta, timestamp_delta, None, value)
+
+
+def encode_records(records) -> tuple[bytes, int, int, int]:
+    """(records section, count, base timestamp, max timestamp) of (timestamp_ms, key, value, headers) records,
+    uncompressed, offset deltas from 0 and timestamp deltas from the first record's."""
+    base_ts = records[0][0]
+    max_ts = base_ts
+    parts = []
+    append = parts.append
+    for i, (ts, key, value, headers) in enumerate(records):
+        if ts > max_ts:
+            max_ts = ts
+        append(encode_record(i, ts - base_ts, key, value, headers))
+    return b"".join(parts), len(records), base_ts, max_ts
 
 
 def encode_batch(records, *, base_offset: int = 0, compression: int = NONE, producer_id: int = NO_PRODUCER_ID,
@@ -390,40 +428,166 @@ def decode_batch(blob, base_offset: int | None = None,
     header = read_header(blob)
     data = records_bytes(blob, header, decompressed_bytes_max)
     base = header.base_offset if base_offset is None else base_offset
-    append_time = header.max_timestamp if header.log_append_time else None
-    out: list[KafkaRecord] = []
+    rows = decode_rows(data, base, header.base_timestamp,
+                       header.max_timestamp if header.log_append_time else None)
+    if len(rows) != header.record_count:
+        raise CorruptBatch(f"record batch holds {len(rows)} records, header says {header.record_count}")
+    new = tuple.__new__
+    return [new(KafkaRecord, row) for row in rows]
+
+
+RUN_RECORDS_MIN = 8  # shorter runs of one record length are decoded record by record
+_ZIGZAG = [(n >> 1) ^ -(n & 1) for n in range(1 << 14)]  # zigzag value of every raw varint below 2^14
+
+
+def decode_rows(data: bytes, base_offset: int, base_timestamp: int, append_time: int | None) -> list[tuple]:
+    """(offset, timestamp_ms, key, value, headers) of every record of a (decompressed) records section;
+    CorruptBatch when a record does not add up to its length.
+
+    Records of one length in a row (a producer's fixed-size records, see count_records) whose fields all sit at
+    the same places are unpacked a run at a time: their key and value by one struct over the run, their offset
+    and timestamp deltas from the strided bytes of those varints. Anything else is read record by record."""
+    out: list[tuple] = []
     pos, end = 0, len(data)
-    read = _read_varint
     try:
         while pos < end:
-            length, pos = read(data, pos)
-            record_end = pos + length
-            ts_delta, pos = read(data, pos + 1)
-            offset_delta, pos = read(data, pos)
-            key_len, pos = read(data, pos)
-            if key_len < 0:
-                key = None
+            length, start = _inline(data, pos)
+            stride = start - pos + length
+            if length < 0 or pos + stride > end:
+                raise CorruptBatch(f"record length {length} at byte {pos} runs past the records' end {end}")
+            run = _run_length(data, pos, start, stride, end)
+            rows = _uniform_run(data, pos, start, length, run, base_offset, base_timestamp, append_time) \
+                if run >= RUN_RECORDS_MIN else None
+            if rows is not None:
+                out += rows
+                pos += run * stride
             else:
-                key, pos = data[pos:pos + key_len], pos + key_len
-            value_len, pos = read(data, pos)
-            if value_len < 0:
-                value = None
-            else:
-                value, pos = data[pos:pos + value_len], pos + value_len
-            header_count, pos = read(data, pos)
-            headers: tuple[Header, ...] = ()
-            if header_count:
-                headers, pos = _decode_headers(data, pos, header_count)
-            if pos != record_end or pos > end:
-                raise CorruptBatch(f"record at byte {record_end - length} does not add up to its length {length}")
-            ts = append_time if append_time is not None else header.base_timestamp + ts_delta
-            out.append(KafkaRecord(base + offset_delta, ts, key, value, headers))
+                pos = _decode_one(data, pos, base_offset, base_timestamp, append_time, out)
     except (IndexError, UnicodeDecodeError) as exc:
         raise CorruptBatch(f"record batch truncated or garbled at byte {pos}: {exc}") from None
-    if len(out) != header.record_count:
-        raise CorruptBatch(f"record batch holds {len(out)} records, header says {header.record_count}")
     return out
 
+
+def _run_length(data: bytes, pos: int, start: int, stride: int, end: int) -> int:
+    """How many records from `pos` on start with the same length varint (each one stride after the last)."""
+    run = (end - pos) // stride
+    for at in range(pos, start):
+        column = data[at:end:stride][:run]
+        run = min(run, len(column) - len(column.lstrip(data[at:at + 1])))
+    return run
+
+
+def _varint_size(data: bytes, at: int) -> int:
+    """1 or 2 for a one- or two-byte varint at `at`, 0 for a longer one."""
+    if data[at] < 0x80:
+        return 1
+    return 2 if data[at + 1] < 0x80 else 0
+
+
+def _column_is(data: bytes, at: int, stop: int, stride: int, size: int) -> bool:
+    """Whether every varint of the strided column at `at` has `size` bytes (1 or 2)."""
+    first = data[at:stop:stride]
+    if size == 1:
+        return max(first) < 0x80
+    return min(first) >= 0x80 and max(data[at + 1:stop:stride]) < 0x80
+
+
+def _same(data: bytes, at: int, size: int, stop: int, stride: int, run: int) -> bool:
+    """Whether the `size` bytes at `at` repeat at every stride for `run` records."""
+    for byte in range(at, at + size):
+        column = data[byte:stop:stride]
+        if len(column) != run or column.count(data[byte]) != run:
+            return False
+    return True
+
+
+def _deltas(data: bytes, at: int, stop: int, stride: int, size: int) -> list[int]:
+    zigzag = _ZIGZAG
+    if size == 1:
+        return [zigzag[b] for b in data[at:stop:stride]]
+    return [zigzag[(lo & 0x7F) | (hi << 7)] for lo, hi in zip(data[at:stop:stride], data[at + 1:stop:stride])]
+
+
+def _uniform_run(data: bytes, pos: int, start: int, length: int, run: int, base_offset: int, base_timestamp: int,
+                 append_time: int | None) -> list[tuple] | None:
+    """The rows of `run` records of one length from `pos`, when all of them have the first one's layout (same
+    varint sizes, same key and value lengths, no headers); None otherwise (they are then read one by one)."""
+    stride = start - pos + length
+    stop = pos + run * stride
+    ts_at = start + 1
+    ts_size = _varint_size(data, ts_at)
+    offset_at = ts_at + ts_size
+    offset_size = _varint_size(data, offset_at) if ts_size else 0
+    if not offset_size:
+        return None
+    key_at = offset_at + offset_size
+    key_len, value_at = _inline(data, key_at)
+    value_len, body_at = _inline(data, value_at + max(key_len, 0))
+    tail = body_at + max(value_len, 0)
+    if key_len < -1 or value_len < -1 or tail != start + length - 1 or data[tail] != 0:
+        return None
+    if not (_column_is(data, ts_at, stop, stride, ts_size) and _column_is(data, offset_at, stop, stride, offset_size)
+            and _same(data, key_at, value_at - key_at, stop, stride, run)
+            and _same(data, value_at + max(key_len, 0), body_at - value_at - max(key_len, 0), stop, stride, run)
+            and _same(data, tail, 1, stop, stride, run)):
+        return None
+    offsets = [base_offset + d for d in _deltas(data, offset_at, stop, stride, offset_size)]
+    if append_time is None:
+        times = [base_timestamp + d for d in _deltas(data, ts_at, stop, stride, ts_size)]
+    else:
+        times = [append_time] * run
+    layout = _run_layout(value_at - pos, max(key_len, 0), body_at - value_at - max(key_len, 0), max(value_len, 0),
+                         stride - (tail - pos))
+    fields = list(layout.iter_unpack(memoryview(data)[pos:stop]))
+    keys = [None] * run if key_len < 0 else [f[0] for f in fields]
+    values = [None] * run if value_len < 0 else [f[-1] for f in fields]
+    return list(zip(offsets, times, keys, values, [()] * run))
+
+
+@lru_cache(maxsize=256)
+def _run_layout(key_skip: int, key_len: int, value_skip: int, value_len: int, tail: int) -> struct.Struct:
+    """A record of a uniform run as a struct: skipped bytes, the key, skipped bytes, the value, the tail."""
+    return struct.Struct(f">{key_skip}x{key_len}s{value_skip}x{value_len}s{tail}x")
+
+
+def _decode_one(data: bytes, pos: int, base_offset: int, base_timestamp: int, append_time: int | None,
+                out: list) -> int:
+    """Append one record's row (read field by field); returns where the next record starts."""
+    length, pos = _inline(data, pos)
+    record_end = pos + length
+    ts_delta, at = _inline(data, pos + 1)
+    offset_delta, at = _inline(data, at)
+    size, at = _inline(data, at)
+    if size < -1:
+        raise CorruptBatch(f"key length {size} at byte {at}")
+    key = None if size < 0 else data[at:at + size]
+    at += max(size, 0)
+    size, at = _inline(data, at)
+    if size < -1:
+        raise CorruptBatch(f"value length {size} at byte {at}")
+    value = None if size < 0 else data[at:at + size]
+    at += max(size, 0)
+    if data[at] == 0:
+        headers, at = (), at + 1
+    else:
+        count, at = _read_varint(data, at)
+        headers, at = _decode_headers(data, at, count)
+    if at != record_end or length < 0:
+        raise CorruptBatch(f"record at byte {record_end - length} does not add up to its length {length}")
+    out.append((base_offset + offset_delta, append_time if append_time is not None else base_timestamp + ts_delta,
+                key, value, headers))
+    return record_end
+
+def _inline(data, pos: int) -> tuple[int, int]:
+    """A zigzag varint at `pos`: (value, next position), one- and two-byte ones without a loop."""
+    byte = data[pos]
+    if byte < 0x80:
+        return (byte >> 1) ^ -(byte & 1), pos + 1
+    second = data[pos + 1]
+    if second < 0x80:
+        raw = (byte & 0x7F) | (second << 7)
+        return (raw >> 1) ^ -(raw & 1), pos + 2
+    return _read_varint(data, pos)
 
 def _decode_headers(data, pos: int, count: int) -> tuple[tuple[Header, ...], int]:
     if count < 0:

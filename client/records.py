@@ -128,6 +128,15 @@ def encode_batch(records: Iterable[RecordTuple]) -> tuple[bytes, int, int]:
     return b"".join(parts), count, max_ts
 
 
+def encode_stream_batch(records) -> tuple[bytes, int, int]:
+    """(blob, record_count, max_timestamp_ms) of (timestamp_ms, key, value, headers) records as one Kafka
+    RecordBatch v2 (client/kafka_batch.py): what the SDK's producers write to stream topics, so Kafka clients read
+    the stored batch as it is (docs/kafka.md). Queue messages keep this module's own format (encode_batch)."""
+    records = list(records)
+    section, count, base_ts, max_ts = kafka_batch.encode_records(records)
+    return kafka_batch.seal(0, kafka_batch.NONE, count, base_ts, max_ts, section), count, max_ts
+
+
 def append_record(buffer: bytearray, timestamp_ms: int, key: bytes | None, value: bytes | None,
                   headers: "tuple[Header, ...] | None") -> None:
     """Encode one record at the end of `buffer`, exactly as encode_batch would (the Producer builds its batches
@@ -322,8 +331,14 @@ def decode_stored_batch(topic: str, partition: int, batch: StoredBatch, from_off
 def _decode_kafka(topic: str, partition: int, batch: StoredBatch, from_offset: int) -> list[Record]:
     """decode_stored_batch of a Kafka batch (written through the Kafka port), at its stored offsets."""
     new = tuple.__new__
-    return [new(Record, (topic, partition, r.offset, r.key, r.value, r.headers, r.timestamp_ms))
-            for r in kafka_batch.decode_batch(batch.blob, batch.base_offset) if r.offset >= from_offset]
+    header = kafka_batch.read_header(batch.blob)
+    data = kafka_batch.records_bytes(batch.blob, header, kafka_batch.DECOMPRESSED_BYTES_MAX)
+    rows = kafka_batch.decode_rows(data, batch.base_offset, header.base_timestamp,
+                                   header.max_timestamp if header.log_append_time else None)
+    if len(rows) != header.record_count:
+        raise CorruptBatch(f"record batch holds {len(rows)} records, header says {header.record_count}")
+    return [new(Record, (topic, partition, offset, key, value, headers, ts))
+            for offset, ts, key, value, headers in rows if offset >= from_offset]
 
 
 def _decode_records(topic: str, partition: int, batch: StoredBatch, data: bytes, from_offset: int) -> list[Record]:

@@ -23,7 +23,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from raftbus.client.errors import OutOfOrderSequence, RaftbusError, RequestTimedOut
-from raftbus.client.records import encode_batch
+from raftbus.client.records import encode_stream_batch
 from raftbus.client.wire import raftbus_pb2 as pb
 
 TopicPartition = tuple[str, int]
@@ -157,7 +157,7 @@ class SequencedSender:
                 self._send(lane.in_flight, now)
 
     def _send(self, batch: _Batch, now: float) -> None:
-        blob, count, max_ts = encode_batch(batch.records)
+        blob, count, max_ts = encode_stream_batch(batch.records)
         if not batch.attempts:
             batch.first_sent_s = now
         batch.attempts += 1
