@@ -1,6 +1,8 @@
 """The record batch codec: the opaque bytes the SDK produces and reads back (the broker never parses them).
 
-A record batch is records back to back, each:
+Stream batches are written as one Kafka RecordBatch v2 (client/kafka_batch.py, `encode_stream_batch`), which
+Kafka clients read as stored; every reader here decodes either that or raftbus's own format below, which queue
+messages use (`encode_batch`). A raftbus record batch is records back to back, each:
     timestamp_ms >q | key_len >i (-1 = None) | key | value_len >i (-1 = None) | value |
     header_count >H | per header: name_len >H | utf-8 name | value_len >i (-1 = None) | value
 
