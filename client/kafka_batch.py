@@ -478,18 +478,19 @@ def _run_length(data: bytes, pos: int, start: int, stride: int, end: int) -> int
 
 
 def _varint_size(data: bytes, at: int) -> int:
-    """1 or 2 for a one- or two-byte varint at `at`, 0 for a longer one."""
-    if data[at] < 0x80:
-        return 1
-    return 2 if data[at + 1] < 0x80 else 0
+    """1, 2 or 3 for a varint of that many bytes at `at` (deltas below 2^20), 0 for a longer one."""
+    for size in (1, 2, 3):
+        if data[at + size - 1] < 0x80:
+            return size
+    return 0
 
 
 def _column_is(data: bytes, at: int, stop: int, stride: int, size: int) -> bool:
-    """Whether every varint of the strided column at `at` has `size` bytes (1 or 2)."""
-    first = data[at:stop:stride]
-    if size == 1:
-        return max(first) < 0x80
-    return min(first) >= 0x80 and max(data[at + 1:stop:stride]) < 0x80
+    """Whether every varint of the strided column at `at` has `size` bytes (1 to 3)."""
+    for byte in range(size - 1):
+        if min(data[at + byte:stop:stride]) < 0x80:
+            return False
+    return max(data[at + size - 1:stop:stride]) < 0x80
 
 
 def _same(data: bytes, at: int, size: int, stop: int, stride: int, run: int) -> bool:
@@ -505,13 +506,74 @@ def _deltas(data: bytes, at: int, stop: int, stride: int, size: int) -> list[int
     zigzag = _ZIGZAG
     if size == 1:
         return [zigzag[b] for b in data[at:stop:stride]]
-    return [zigzag[(lo & 0x7F) | (hi << 7)] for lo, hi in zip(data[at:stop:stride], data[at + 1:stop:stride])]
+    if size == 2:
+        return [zigzag[(lo & 0x7F) | (hi << 7)] for lo, hi in zip(data[at:stop:stride], data[at + 1:stop:stride])]
+    raws = [(a & 0x7F) | ((b & 0x7F) << 7) | (c << 14)
+            for a, b, c in zip(data[at:stop:stride], data[at + 1:stop:stride], data[at + 2:stop:stride])]
+    return [(raw >> 1) ^ -(raw & 1) for raw in raws]
 
 
 def _uniform_run(data: bytes, pos: int, start: int, length: int, run: int, base_offset: int, base_timestamp: int,
                  append_time: int | None) -> list[tuple] | None:
     """The rows of `run` records of one length from `pos`, when all of them have the first one's layout (same
     varint sizes, same key and value lengths, no headers); None otherwise (they are then read one by one)."""
+    layout = _layout(data, pos, start, length, run)
+    if layout is None:
+        return None
+    stop = pos + run * layout.stride
+    offsets = [base_offset + d for d in _deltas(data, pos + layout.offset_at, stop, layout.stride, layout.offset_size)]
+    if append_time is None:
+        times = [base_timestamp + d for d in _deltas(data, pos + layout.ts_at, stop, layout.stride, layout.ts_size)]
+    else:
+        times = [append_time] * run
+    key_bytes, value_bytes = max(layout.key_len, 0), max(layout.value_len, 0)
+    struct_layout = _run_layout(layout.key_at, key_bytes, layout.value_at - layout.key_at - key_bytes, value_bytes,
+                                layout.stride - layout.value_at - value_bytes)
+    fields = list(struct_layout.iter_unpack(memoryview(data)[pos:stop]))
+    keys = [None] * run if layout.key_len < 0 else [f[0] for f in fields]
+    values = [None] * run if layout.value_len < 0 else [f[-1] for f in fields]
+    return list(zip(offsets, times, keys, values, [()] * run))
+
+
+class RunLayout(NamedTuple):
+    """Where the fields of a run of records of one layout sit (byte positions in the records section and within a
+    record); lengths of -1 are null keys or values."""
+
+    start: int  # the run's first record
+    stride: int
+    count: int
+    ts_at: int  # within a record, and the varint's size in bytes (1 or 2)
+    ts_size: int
+    offset_at: int
+    offset_size: int
+    key_at: int
+    key_len: int
+    value_at: int
+    value_len: int
+
+
+def uniform_layouts(data: bytes) -> list[RunLayout] | None:
+    """The runs a records section is made of when every record belongs to a run of one layout (what columnar
+    readers unpack without a Python step per record); None when any record needs reading by itself."""
+    runs, pos, end = [], 0, len(data)
+    while pos < end:
+        length, start = _inline(data, pos)
+        stride = start - pos + length
+        if length < 0 or pos + stride > end:
+            raise CorruptBatch(f"record length {length} at byte {pos} runs past the records' end {end}")
+        run = _run_length(data, pos, start, stride, end)
+        layout = _layout(data, pos, start, length, run)
+        if layout is None:
+            return None
+        runs.append(layout)
+        pos += run * stride
+    return runs
+
+
+def _layout(data: bytes, pos: int, start: int, length: int, run: int) -> RunLayout | None:
+    """The layout of `run` records from `pos` (the length varint's end at `start`) when all of them share the
+    first one's: delta varints of one to three bytes, of the same sizes, the same key and value length varints, and no
+    headers; each checked at every record by strided slices. None otherwise."""
     stride = start - pos + length
     stop = pos + run * stride
     ts_at = start + 1
@@ -520,28 +582,20 @@ def _uniform_run(data: bytes, pos: int, start: int, length: int, run: int, base_
     offset_size = _varint_size(data, offset_at) if ts_size else 0
     if not offset_size:
         return None
-    key_at = offset_at + offset_size
-    key_len, value_at = _inline(data, key_at)
-    value_len, body_at = _inline(data, value_at + max(key_len, 0))
-    tail = body_at + max(value_len, 0)
+    key_len_at = offset_at + offset_size
+    key_len, key_at = _inline(data, key_len_at)
+    value_len_at = key_at + max(key_len, 0)
+    value_len, value_at = _inline(data, value_len_at)
+    tail = value_at + max(value_len, 0)
     if key_len < -1 or value_len < -1 or tail != start + length - 1 or data[tail] != 0:
         return None
     if not (_column_is(data, ts_at, stop, stride, ts_size) and _column_is(data, offset_at, stop, stride, offset_size)
-            and _same(data, key_at, value_at - key_at, stop, stride, run)
-            and _same(data, value_at + max(key_len, 0), body_at - value_at - max(key_len, 0), stop, stride, run)
+            and _same(data, key_len_at, key_at - key_len_at, stop, stride, run)
+            and _same(data, value_len_at, value_at - value_len_at, stop, stride, run)
             and _same(data, tail, 1, stop, stride, run)):
         return None
-    offsets = [base_offset + d for d in _deltas(data, offset_at, stop, stride, offset_size)]
-    if append_time is None:
-        times = [base_timestamp + d for d in _deltas(data, ts_at, stop, stride, ts_size)]
-    else:
-        times = [append_time] * run
-    layout = _run_layout(value_at - pos, max(key_len, 0), body_at - value_at - max(key_len, 0), max(value_len, 0),
-                         stride - (tail - pos))
-    fields = list(layout.iter_unpack(memoryview(data)[pos:stop]))
-    keys = [None] * run if key_len < 0 else [f[0] for f in fields]
-    values = [None] * run if value_len < 0 else [f[-1] for f in fields]
-    return list(zip(offsets, times, keys, values, [()] * run))
+    return RunLayout(pos, stride, run, ts_at - pos, ts_size, offset_at - pos, offset_size, key_at - pos, key_len,
+                     value_at - pos, value_len)
 
 
 @lru_cache(maxsize=256)
