@@ -29,7 +29,6 @@ class KafkaLimits(NamedTuple):
     request_bytes_max: int = 100 * 1024 * 1024
     request_read_timeout_ms: int = 30_000
     idle_ms: int = 600_000
-    decompressed_batch_bytes_max: int = 64 * 1024 * 1024
     fetch_sessions_max: int = 1000
 
 

@@ -13,13 +13,10 @@ class KafkaServices:
     admin: object  # AdminService: topics, cluster views
     listener: object  # KafkaListener: run_blocking, call_soon
     waits: "FetchWaits"
+    settings: object = None  # broker/kafka/port.py's PortSettings
     # broker id -> "host:port" of its Kafka port, from the broker registry
     kafka_addresses: Callable[[], dict[int, str]] = dict
     cluster_id: str = "raftbus"
-
-    @property
-    def settings(self):
-        return self.context.settings
 
 
 @dataclass

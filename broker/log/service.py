@@ -8,6 +8,7 @@ from raftbus.client import errors
 from raftbus.client.records import check_framing
 
 from raftbus.broker import commands
+from raftbus.broker.log.settings import LogSettings
 from raftbus.broker.context import BrokerContext, wait_result
 from raftbus.broker.groups.offset_service import check_member
 from raftbus.broker.log.read_barrier import ReadBarrier
@@ -17,9 +18,9 @@ LATEST = -1
 
 
 class LogService:
-    def __init__(self, context: BrokerContext):
+    def __init__(self, context: BrokerContext, settings: LogSettings):
         self.context = context
-        self.settings = context.settings
+        self.settings = settings
         self._barriers_lock = threading.Lock()
 
     def produce(self, topic: str, partition: int, *, producer_id: bytes, base_sequence: int, record_count: int,
@@ -47,7 +48,7 @@ class LogService:
             raise errors.InvalidArgument("base_sequence must be >= 0")
         replica = self.context.leader_replica(topic, partition, kind="stream")
         # CorruptBatch: nothing unreadable is ever replicated (raftbus's records or one Kafka batch)
-        check_framing(records, record_count, self.settings.kafka_batch_decompressed_bytes_max)
+        check_framing(records, record_count, self.settings.batch_decompressed_bytes_max)
         now_ms = self.context.clock.now_ms() if now_ms is None else now_ms
         command = commands.encode_produce(now_ms, producer_id, base_sequence, record_count, max_timestamp_ms,
                                           records)

@@ -691,8 +691,8 @@ def main(args: argparse.Namespace | list[str] | None = None) -> int:
 
 def reference_loop_ms() -> float:
     """How long this machine takes for BENCH_REFERENCE_LOOP_ITERATIONS additions in a pure-Python loop: a shared VM
-    runs at different speeds at different times (the same loop took 0.83 s and 1.61 s on one day), so a table
-    says how fast the machine was while its figures were taken."""
+    runs at different speeds at different times, so a table says how fast the machine was while its figures were
+    taken."""
     started, total = time.perf_counter(), 0
     for i in range(settings.BENCH_REFERENCE_LOOP_ITERATIONS):
         total += i

@@ -26,7 +26,7 @@ def bind(listen: str) -> socket.socket:
     host, port = parse_listen(listen)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     # proto IPPROTO_TCP: asyncio sets TCP_NODELAY only on such sockets; without it every answer written in two
-    # parts (headers, body) waits ~40 ms for the client's delayed ACK.
+    # parts (headers, body) holds the body back until the client's delayed ACK of the headers (Nagle's algorithm).
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -21,7 +21,7 @@ from tests.kafka_wire import parse_response, read_frame, request_frame
 pytestmark = pytest.mark.kafka
 LIMITS = {"RAFTBUS_KAFKA_REQUEST_BYTES_MAX": "1048576", "RAFTBUS_KAFKA_REQUEST_READ_TIMEOUT_MS": "1000",
           "RAFTBUS_KAFKA_CONNECTIONS_MAX": "6", "RAFTBUS_KAFKA_IN_FLIGHT_PER_CONNECTION_MAX": "4",
-          "RAFTBUS_KAFKA_BATCH_DECOMPRESSED_BYTES_MAX": "1048576"}
+          "RAFTBUS_BATCH_DECOMPRESSED_BYTES_MAX": "1048576"}
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +123,7 @@ def test_truncated_request_and_unknown_api_key_are_answered(cluster):
                                   "not a batch"])
 def test_bad_batches_get_corrupt_message_and_are_not_stored(cluster, case):
     """Goal: a batch with a bad CRC, compressed bytes that do not decompress, records inflating past
-    kafka_batch_decompressed_bytes_max, a record count that lies or bytes that are no batch is answered
+    batch_decompressed_bytes_max, a record count that lies or bytes that are no batch is answered
     CORRUPT_MESSAGE and nothing is appended."""
     good = K.encode_batch([(1, b"k", b"v", ())])
     batches = {

@@ -6,7 +6,7 @@ leases go back to ready after a backoff or are marked dead, due delayed messages
 idempotency keys and idle producers are forgotten), then its own work (queue_work), and writes all of it with
 the applied Raft index in one transaction. A refused command writes nothing but the applied index and returns a
 typed error value; every command also updates the store's content digest in the same transaction
-(broker/storage/content_digest.py); per-message refusals inside a batch (an ack from a lost lease) are error values in the result
+(broker/content_digest.py); per-message refusals inside a batch (an ack from a lost lease) are error values in the result
 list. Time never goes backwards: a command stamped earlier than the last one (a new leader's clock) uses the
 last. The tables are described in queue_tables.
 """
