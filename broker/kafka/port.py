@@ -90,6 +90,9 @@ class KafkaFeature:
         self.settings = settings
         kafka = settings.kafka
         self.enabled = bool(kafka.kafka_listen)
+        self.port: int | None = None
+        if not self.enabled:  # no loop, no thread, no socket
+            return
         self.listener = KafkaListener(kafka.kafka_listen, limits_of(kafka), policy)
         self.waits = FetchWaits(call_soon=self.listener.call_soon)
         self.services = KafkaServices(context=context, log=log_service, admin=admin_service, listener=self.listener,
@@ -97,7 +100,6 @@ class KafkaFeature:
                                       kafka_addresses=lambda: kafka_addresses(context),
                                       cluster_id=settings.cluster_id)
         self.listener.router = build_router(self.services, FetchSessions(kafka.kafka_fetch_sessions_max))
-        self.port: int | None = None
 
     @property
     def address(self) -> str:
