@@ -40,7 +40,7 @@ BROKER_CLIENT_MODULES = ("errors", "records", "kafka_batch", "wire", "router", "
                          "queues.ids")
 
 CLIENT_KERNEL = {"errors", "records", "kafka_batch", "router", "settings", "murmur2", "wire", "produce_stream",
-                 "sender", "credentials", "record_batch", "record_future"}
+                 "sender", "producer_lane", "credentials", "record_batch", "record_future"}
 CLIENT_FACADES = {"", "admin", "producer", "consumer", "reader", "security", "cluster_admin"}
 CLIENT_APPS = {"spark", "aio", "backup"}
 CLIENT_ALLOWED = {
