@@ -25,8 +25,9 @@ def handler(services, sessions: FetchSessions):
     context, log, waits = services.context, services.log, services.waits
     settings = services.settings
 
-    async def read_partition(session, topic: str, partition: int, offset: int, max_bytes: int, group_ids):
-        """One partition's answer (records as Kafka's wire bytes) and its record bytes."""
+    async def confirm(session, topic: str, partition: int):
+        """The partition's replica here once its read barrier committed, or the answer of the error that stopped
+        it (the barriers of every partition of a request are awaited together)."""
         try:
             if session.denied(TOPIC, topic, CONSUME):
                 raise errors.PermissionDenied(f"may not consume topic {topic!r}")
@@ -35,31 +36,47 @@ def handler(services, sessions: FetchSessions):
                 raise wrong_kind(found)
             replica, confirmed = log.confirm_leader(topic, partition)
             await asyncio.wait_for(asyncio.wrap_future(confirmed), settings.produce_timeout_ms / 1000)
-            group_ids.append(replica.group_id)
-            read = replica.state_machine.read(offset, max(max_bytes, 1))
+            return replica
         except asyncio.TimeoutError:
-            return {"partition_index": partition, "error_code": codes.REQUEST_TIMED_OUT, "high_watermark": -1}, 0
+            return {"partition_index": partition, "error_code": codes.REQUEST_TIMED_OUT, "high_watermark": -1}
+        except Exception as exc:  # typed refusals; anything else is answered UNKNOWN_SERVER_ERROR
+            return {"partition_index": partition, **partition_error(services, exc, topic, partition),
+                    "high_watermark": -1}
+
+    def read(replica, topic: str, partition: int, offset: int, max_bytes: int) -> tuple[dict, int]:
+        """One partition's answer (records as Kafka's wire bytes, at most `max_bytes` but for one batch) and its
+        record bytes."""
+        try:
+            found = replica.state_machine.read(offset, max(max_bytes, 1))
         except errors.OffsetOutOfRange as exc:
             log_start, high_watermark = replica.state_machine.offsets()
             return {"partition_index": partition, **partition_error(services, exc, topic, partition),
                     "high_watermark": high_watermark, "last_stable_offset": high_watermark,
                     "log_start_offset": log_start}, 0
-        except Exception as exc:  # typed refusals; anything else is answered UNKNOWN_SERVER_ERROR
-            return {"partition_index": partition, **partition_error(services, exc, topic, partition),
-                    "high_watermark": -1}, 0
-        records = wire_records(read.batches) if read.batches else b""
-        return {"partition_index": partition, "error_code": codes.NONE, "high_watermark": read.high_watermark,
-                "last_stable_offset": read.high_watermark, "log_start_offset": read.log_start_offset,
+        records = wire_records(found.batches) if found.batches else b""
+        return {"partition_index": partition, "error_code": codes.NONE, "high_watermark": found.high_watermark,
+                "last_stable_offset": found.high_watermark, "log_start_offset": found.log_start_offset,
                 "aborted_transactions": [], "preferred_read_replica": -1, "records": records}, len(records)
 
     async def read_all(session, wanted, max_bytes: int):
+        """Every wanted partition's answer, read in request order within what is left of `max_bytes` (a partition
+        past it is answered without records: they wait for the next fetch), and the groups read from."""
+        replicas = await asyncio.gather(*(confirm(session, t, p) for t, p, _, _ in wanted))
         group_ids: list[str] = []
         answers, total = [], 0
-        reads = await asyncio.gather(*(read_partition(session, t, p, o, m, group_ids) for t, p, o, m in wanted))
-        for (topic, partition, _, _), (answer, size) in zip(wanted, reads):
-            if total >= max_bytes and size:  # the answer is full: this partition's records wait for the next fetch
-                answer["records"] = b""
-                size = 0
+        for (topic, partition, offset, partition_max), replica in zip(wanted, replicas):
+            if isinstance(replica, dict):
+                answers.append(((topic, partition), replica))
+                continue
+            group_ids.append(replica.group_id)
+            if total >= max_bytes:
+                log_start, high_watermark = replica.state_machine.offsets()
+                answer, size = {"partition_index": partition, "error_code": codes.NONE,
+                                "high_watermark": high_watermark, "last_stable_offset": high_watermark,
+                                "log_start_offset": log_start, "aborted_transactions": [],
+                                "preferred_read_replica": -1, "records": b""}, 0
+            else:
+                answer, size = read(replica, topic, partition, offset, min(partition_max, max_bytes - total))
             total += size
             answers.append(((topic, partition), answer))
         return answers, total, group_ids
