@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from raftbus.broker.supervisor import DEV_RESTART_DELAY_MS, BrokerSupervisor, Supervised
+from raftbus.broker.storage.private import private_dir, restrict_umask
 from raftbus.client import errors
 
 _RESERVED = set(vars(logging.LogRecord("", 0, "", 0, "", (), None)).keys()) | {"message", "asctime"}
@@ -42,6 +43,7 @@ def start_broker(args) -> int:
     from raftbus.broker.server import Broker
     from raftbus.broker.settings import load_settings
 
+    restrict_umask()  # every file the broker writes is owner-only (docs/security.md, "Data at rest")
     setup_logging(args.log_level)
     settings = load_settings(args.config, node_id=args.node_id, data_dir=args.data_dir, listen=args.listen,
                              raft_listen=args.raft_listen, peers=args.peers, join=args.join,
@@ -114,8 +116,8 @@ def _dev_brokers(args) -> list[Supervised]:
 def run_dev(args) -> int:
     """A local N-broker cluster on loopback, one process per broker; a broker that exits is restarted after
     --restart-delay-ms (unless --no-restart) while the others keep serving; Ctrl-C stops it cleanly."""
-    data_dir = Path(args.data_dir)
-    data_dir.mkdir(parents=True, exist_ok=True)
+    restrict_umask()  # the dev cluster's secrets, tokens, keys and logs are owner-only
+    data_dir = private_dir(args.data_dir)
     metrics_ports = dev_metrics_ports(args.brokers, args.metrics_base_port)
     supervisor = BrokerSupervisor(_dev_brokers(args), restart=not args.no_restart,
                                   restart_delay_ms=args.restart_delay_ms, say=lambda text: print(text, flush=True))
