@@ -467,9 +467,15 @@ KAFKA_ERROR: dict[type[RaftbusError], int] = {
     InvalidReplicas: 39,              # INVALID_REPLICA_ASSIGNMENT
     MembershipChangeInProgress: 60,   # REASSIGNMENT_IN_PROGRESS
     ReassignmentInProgress: 60,       # REASSIGNMENT_IN_PROGRESS
-    # raised in the client only (Spark, HTTP gateway)
+    # raised in the client only (Spark, HTTP gateway, backups): never an answer of the Kafka port
     SparkSetupError: -1,              # UNKNOWN_SERVER_ERROR
     UnknownRoute: -1,                 # UNKNOWN_SERVER_ERROR
+    HostNotAllowed: -1,               # UNKNOWN_SERVER_ERROR
+    OriginNotAllowed: -1,             # UNKNOWN_SERVER_ERROR
+    JsonRequired: -1,                 # UNKNOWN_SERVER_ERROR
+    RequestTooLarge: -1,              # UNKNOWN_SERVER_ERROR
+    CorruptBackup: -1,                # UNKNOWN_SERVER_ERROR
+    BackupKeyMismatch: -1,            # UNKNOWN_SERVER_ERROR
 }
 
 
