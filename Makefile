@@ -11,6 +11,8 @@ PEERS_SERVERS := nats-server redis-server
 PEERS_ARGS ?=
 # Debian packages of the headless browser the dashboard test drives (binary -> package).
 BROWSER_PACKAGES := chromium:chromium chromedriver:chromium-driver
+# Debian packages of the Kafka tools the kafka tier drives (binary -> package).
+KAFKA_TOOL_PACKAGES := kcat:kcat
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # The test tiers, one folder each under tests/ (README, "Tests"). `make test` runs them all and stops at the first
@@ -26,8 +28,8 @@ TEST_WORKERS ?= 3
 PYTEST := $(PY) -m pytest -q -x -p no:cacheprovider
 PYTEST_PARALLEL := $(PYTEST) -n $(TEST_WORKERS) --dist loadgroup
 
-.PHONY: run test test-fast $(addprefix test-,$(TIERS)) bench bench-peers peers-servers browser proto proto-check \
-        defaults clean
+.PHONY: run test test-fast $(addprefix test-,$(TIERS)) bench bench-peers peers-servers browser kafka-tools proto \
+        proto-check defaults clean
 
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -41,14 +43,16 @@ install: $(STAMP)
 run: $(STAMP)
 	$(VENV)/bin/raftbus dev --brokers 3 --data-dir ./data --demo
 
-test: $(STAMP) proto-check browser
+test: $(STAMP) proto-check browser kafka-tools
 	$(PYTEST_PARALLEL) --ignore=tests/spark tests
 	$(PYTEST) tests/spark
 
 test-fast: test-unit test-component
 
-# test-system needs the browser of the dashboard test; test-kafka runs once tests/kafka exists.
+# test-system needs the browser of the dashboard test; test-kafka (the real Kafka clients and kcat against real
+# brokers' Kafka ports, docs/kafka.md) the Kafka tools.
 test-system: browser
+test-kafka: kafka-tools
 $(addprefix test-,$(filter-out $(SERIAL_TIERS),$(TIERS))): test-%: $(STAMP)
 	@if [ -d tests/$* ]; then echo "$(PYTEST_PARALLEL) tests/$*"; $(PYTEST_PARALLEL) tests/$*; \
 	else echo "tests/$* has no tests yet"; fi
@@ -83,6 +87,18 @@ peers-servers:
 # Installs Debian's chromium and chromium-driver when missing: the dashboard's browser test drives them headless.
 browser:
 	@missing=""; for pair in $(BROWSER_PACKAGES); do \
+	  command -v $${pair%%:*} >/dev/null || missing="$$missing $${pair#*:}"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing$$missing"; \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing || \
+	  { $(SUDO) apt-get update && \
+	    $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; }; \
+	fi
+
+# Installs Debian's kcat when missing: the kafka tier lists, produces and consumes with it.
+kafka-tools:
+	@missing=""; for pair in $(KAFKA_TOOL_PACKAGES); do \
 	  command -v $${pair%%:*} >/dev/null || missing="$$missing $${pair#*:}"; \
 	done; \
 	if [ -n "$$missing" ]; then \

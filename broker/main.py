@@ -47,7 +47,8 @@ def start_broker(args) -> int:
     setup_logging(args.log_level)
     settings = load_settings(args.config, node_id=args.node_id, data_dir=args.data_dir, listen=args.listen,
                              raft_listen=args.raft_listen, peers=args.peers, join=args.join,
-                             advertised_listen=args.advertised_listen, metrics_listen=args.metrics_listen)
+                             advertised_listen=args.advertised_listen, metrics_listen=args.metrics_listen,
+                             kafka_listen=args.kafka_listen)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):  # before "ready": a SIGTERM right after it stops cleanly
         signal.signal(sig, lambda *_: stop.set())
@@ -91,7 +92,7 @@ def ready_event(broker) -> dict:
     node = broker.settings.node
     return {"event": "ready", "node_id": node.node_id, "listen": node.listen, "grpc_port": broker.grpc_port,
             "raft_listen": node.raft_listen, "raft_port": node.raft_address[1], "metrics_url": broker.metrics.url,
-            "metrics_port": broker.metrics.port}
+            "metrics_port": broker.metrics.port, "kafka_port": broker.features.kafka.port}
 
 
 def dev_ports(count: int, base_port: int) -> list[tuple[int, int]]:
@@ -118,10 +119,17 @@ def dev_metrics_ports(count: int, metrics_base_port: int) -> list[int | None]:
     return [metrics_base_port + i if metrics_base_port else None for i in range(count)]
 
 
+def dev_kafka_ports(count: int, kafka_base_port: int) -> list[int]:
+    """One Kafka port per broker from kafka_base_port on; none when it is 0."""
+    return [kafka_base_port + i for i in range(count)] if kafka_base_port else []
+
+
 def _dev_brokers(args, ports: list[tuple[int, int]], reserved: bool) -> list[Supervised]:
     """The supervised broker processes on (client, Raft) `ports`; with `reserved` (ports dev holds, see
-    ReservedPorts) they bind them with SO_REUSEPORT and serve metrics, if on, on a port of their own choosing."""
+    ReservedPorts) they bind them with SO_REUSEPORT and serve metrics and Kafka, if on, on ports of their own
+    choosing."""
     metrics_ports = dev_metrics_ports(args.brokers, args.metrics_base_port)
+    kafka_ports = dev_kafka_ports(args.brokers, args.kafka_base_port)
     peers = ",".join(f"{i + 1}@127.0.0.1:{raft}" for i, (_, raft) in enumerate(ports))
     data_dir = Path(args.data_dir)
     pki, secure_env = _secure_dev_env(data_dir, args.brokers) if args.secure else (None, {})
@@ -133,6 +141,8 @@ def _dev_brokers(args, ports: list[tuple[int, int]], reserved: bool) -> list[Sup
                "--raft-listen", f"127.0.0.1:{raft_port}", "--peers", peers, "--log-level", args.log_level]
         if metrics_ports[i] is not None:
             cmd += ["--metrics-listen", f"127.0.0.1:{0 if reserved else metrics_ports[i]}"]
+        if kafka_ports:
+            cmd += ["--kafka-listen", f"127.0.0.1:{0 if reserved else kafka_ports[i]}"]
         env = dev_broker_env(data_dir, node, raft_pki=pki)
         env.update(secure_env.get(node, {}))
         if reserved:
@@ -167,6 +177,9 @@ def _run_dev(args, data_dir: Path, ports: list[tuple[int, int]], reserved: bool)
     print(f"raftbus dev: {args.brokers} brokers, bootstrap {bootstrap}, logs in {data_dir}/broker-N.log", flush=True)
     print("raftbus dev: Raft peers " + ",".join(f"{i + 1}@127.0.0.1:{raft}" for i, (_, raft) in enumerate(ports)),
           flush=True)
+    kafka_ports = dev_kafka_ports(args.brokers, args.kafka_base_port)
+    if kafka_ports and not reserved:
+        print(f"raftbus dev: kafka-bootstrap {','.join(f'127.0.0.1:{p}' for p in kafka_ports)}", flush=True)
     if args.secure:
         print(f"raftbus dev: secure: TLS on both ports, tokens and ACLs; export RAFTBUS_TLS_CA={data_dir / 'ca.pem'} "
               f"RAFTBUS_TOKEN_FILE={data_dir / 'admin.token'}", flush=True)
@@ -182,6 +195,8 @@ def _run_dev(args, data_dir: Path, ports: list[tuple[int, int]], reserved: bool)
         if reserved and any(port is not None for port in metrics_ports) and not stop.is_set():
             for node, url in _metrics_urls(bootstrap).items():
                 print(f"raftbus dev: broker {node} metrics {url}", flush=True)
+        if reserved and args.kafka_base_port and not stop.is_set():
+            print(f"raftbus dev: kafka-bootstrap {','.join(_kafka_addresses(bootstrap))}", flush=True)
         print("raftbus dev: cluster ready (Ctrl-C stops it)", flush=True)
         if args.demo and not stop.is_set():
             from raftbus.broker.demo import run_demo
@@ -201,6 +216,19 @@ def _metrics_urls(bootstrap: str) -> dict[int, str]:
 
     with Admin(bootstrap) as admin:
         return {b.broker_id: b.metrics_url for b in sorted(admin.cluster_status().brokers, key=lambda b: b.broker_id)}
+
+
+def _kafka_addresses(bootstrap: str) -> list[str]:
+    """Each registered broker's Kafka address (the port it bound), in broker id order."""
+    from raftbus.client import Admin
+
+    deadline = time.monotonic() + 30  # each broker registers its Kafka address once that port serves
+    with Admin(bootstrap) as admin:
+        while True:
+            addresses = [b.kafka_address for b in sorted(admin.cluster_status().brokers, key=lambda b: b.broker_id)]
+            if all(addresses) or time.monotonic() >= deadline:
+                return addresses
+            time.sleep(0.2)
 
 
 def _secure_dev_env(data_dir: Path, brokers: int):
@@ -255,6 +283,7 @@ def add_start_arguments(start: argparse.ArgumentParser) -> None:
     start.add_argument("--peers", help="id@host:port,... Raft addresses of all brokers")
     start.add_argument("--join", help="client address host:port of a running cluster to join (instead of --peers)")
     start.add_argument("--metrics-listen", help="host:port serving Prometheus metrics at /metrics")
+    start.add_argument("--kafka-listen", help="host:port of the Kafka protocol port (Kafka clients)")
     start.add_argument("--log-level", default=os.environ.get("RAFTBUS_LOG_LEVEL", "INFO"))
     start.set_defaults(run=start_broker)
 
@@ -268,6 +297,8 @@ def add_dev_arguments(dev: argparse.ArgumentParser) -> None:
                           "kernel picks, held by dev while it runs (metrics then on ports the brokers pick)")
     dev.add_argument("--metrics-base-port", type=int, default=9570,
                      help="broker N serves metrics on this port + N - 1 (0 = no metrics)")
+    dev.add_argument("--kafka-base-port", type=int, default=9092,
+                     help="broker N serves the Kafka protocol on this port + N - 1 (0 = no Kafka port)")
     dev.add_argument("--demo", action="store_true", help="create a topic, produce and consume a few records")
     dev.add_argument("--secure", action="store_true",
                      help="TLS, tokens and ACLs on; writes ca.pem and admin.token into --data-dir")

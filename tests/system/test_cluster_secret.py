@@ -64,7 +64,7 @@ def run_dev(data_dir: Path) -> tuple[subprocess.Popen, int]:
     """`raftbus dev` with 2 brokers on ports it picks and holds: (process, broker 2's Raft port, which node 1
     dials)."""
     proc = subprocess.Popen([RAFTBUS, "dev", "--brokers", "2", "--data-dir", str(data_dir), "--base-port", "0",
-                             "--log-level", "WARNING"], stdout=subprocess.PIPE, text=True)
+                             "--kafka-base-port", "0", "--log-level", "WARNING"], stdout=subprocess.PIPE, text=True)
     lines = []
     wait_until(lambda: lines.append(proc.stdout.readline()) or "cluster ready" in lines[-1], 90, 0.0,
                what="raftbus dev ready")

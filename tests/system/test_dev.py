@@ -37,9 +37,11 @@ def pids(bootstrap: str) -> dict[int, int]:
 
 
 def start_dev(data_dir):
-    """`raftbus dev` on ports it picks and holds (--base-port 0): (process, its output, bootstrap)."""
+    """`raftbus dev` on ports it picks and holds (--base-port 0; its brokers' Kafka ports on port 0 then):
+    (process, its output, bootstrap)."""
     proc = subprocess.Popen([sys.executable, "-m", "raftbus.broker", "dev", "--brokers", "3",
                              "--data-dir", str(data_dir), "--base-port", "0", "--restart-delay-ms", "500",
+                             "--kafka-base-port", "9092",  # on: with --base-port 0, on ports the brokers pick
                              "--log-level", "WARNING"], stdout=subprocess.PIPE, text=True)
     out = Output(proc.stdout)
     wait_until(lambda: out.has("Raft peers"), 30, what="the address lines")
@@ -59,8 +61,12 @@ def test_dev_restarts_a_killed_broker_while_the_others_keep_serving(tmp_path):
     proc, out, bootstrap = start_dev(tmp_path)
     try:
         wait_until(lambda: out.has("cluster ready"), 90, what="dev cluster ready")
+        kafka = out.has("raftbus dev: kafka-bootstrap ")[0].split()[-1].split(",")
+        assert len(set(kafka)) == 3 and all(address.startswith("127.0.0.1:") for address in kafka), kafka
         with Admin(bootstrap) as admin:
             admin.create_topic("events", partitions=3, replication_factor=3)
+            wait_until(lambda: sorted(b.kafka_address for b in admin.cluster_status().brokers) == sorted(kafka), 30,
+                       what="every broker's kafka_address registered")
         before = wait_until(lambda: len(pids(bootstrap)) == 3 and pids(bootstrap), 30, what="three brokers")
         with Producer(bootstrap) as producer:
             assert producer.send("events", b"before", key=b"k").result(30).offset == 0

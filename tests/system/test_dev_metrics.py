@@ -25,7 +25,7 @@ def broker_id_at(url: str) -> float:
 
 def test_dev_prints_a_metrics_url_per_broker(tmp_path):
     command = [sys.executable, "-m", "raftbus.broker", "dev", "--brokers", "3", "--data-dir", str(tmp_path),
-               "--base-port", "0", "--log-level", "WARNING"]
+               "--base-port", "0", "--kafka-base-port", "0", "--log-level", "WARNING"]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     lines = []
     try:
