@@ -163,6 +163,31 @@ class Unavailable(RaftbusError):
     retriable = True
 
 
+class BrokerUnreachable(Unavailable):
+    """No broker of the bootstrap list (or of the cluster map) accepted a connection for `connect_timeout_ms`
+    (each refused it, or the attempt timed out): the cluster is down or the address is wrong. An Unavailable, so
+    producers and consumers, which retry until their own deadlines, treat it as one; one-shot calls (Admin,
+    Queues, the CLI) fail with it at once."""
+
+    code = "BROKER_UNREACHABLE"
+    retriable = True
+
+
+class TlsMismatch(RaftbusError):
+    """The client's TLS settings do not fit the broker's: the broker speaks TLS and the client does not (pass a CA:
+    --tls-ca, tls_ca=), the client speaks TLS and the broker does not, or the broker's certificate is not signed by
+    the client's CA. Raised in the client only."""
+
+    code = "TLS_MISMATCH"
+
+
+class AddressInUse(RaftbusError):
+    """A port a broker (or `raftbus dev`) would listen on is taken by another process; raised before anything
+    starts, by the broker process only."""
+
+    code = "ADDRESS_IN_USE"
+
+
 class Overloaded(RaftbusError):
     """A bounded queue on the broker is full (`raft_commands_queue_max`, `fetch_waiters_max`)."""
 
@@ -337,6 +362,9 @@ GRPC_STATUS: dict[type[RaftbusError], grpc.StatusCode] = {
     RequestTimedOut: grpc.StatusCode.DEADLINE_EXCEEDED,
     Unavailable: grpc.StatusCode.UNAVAILABLE,
     Overloaded: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    BrokerUnreachable: grpc.StatusCode.UNAVAILABLE,
+    TlsMismatch: grpc.StatusCode.UNAVAILABLE,
+    AddressInUse: grpc.StatusCode.FAILED_PRECONDITION,
     DiskFull: grpc.StatusCode.RESOURCE_EXHAUSTED,
     Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
     PermissionDenied: grpc.StatusCode.PERMISSION_DENIED,

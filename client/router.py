@@ -14,14 +14,17 @@ from typing import Any, TypeVar
 import grpc
 from boltons.iterutils import backoff
 
-from raftbus.client import settings
+from raftbus.client import reachability, settings
 from raftbus.client.credentials import Credentials, TlsSource
 from raftbus.client.errors import (
+    CODE_KEY,
+    BrokerUnreachable,
     LeaderNotAvailable,
     NotLeader,
     Overloaded,
     RaftbusError,
     RequestTimedOut,
+    TlsMismatch,
     Unavailable,
     UnknownPartition,
     UnknownTopic,
@@ -39,6 +42,13 @@ HINTS_FOLLOWED_AT_ONCE = 2
 ROUTER_RETRIABLE = (NotLeader, LeaderNotAvailable, Unavailable, RequestTimedOut, Overloaded)
 # Of those, the ones that mean a leader change in progress: retried at the shorter backoff cap.
 LEADER_CHANGE = (NotLeader, LeaderNotAvailable, Unavailable)
+
+
+def is_transport_failure(exc: grpc.RpcError) -> bool:
+    """Whether a failed call never reached a raftbus servicer: UNAVAILABLE from gRPC itself (no raftbus code)."""
+    status = exc.code() if hasattr(exc, "code") else None
+    metadata = dict(exc.trailing_metadata() or ()) if hasattr(exc, "trailing_metadata") else {}
+    return status == grpc.StatusCode.UNAVAILABLE and CODE_KEY not in metadata
 
 
 def exponential_backoff_s(attempt: int, base_s: float, max_s: float) -> float:
@@ -113,6 +123,7 @@ class Router:
         retry_backoff_ms: int = settings.RETRY_BACKOFF_MS,
         retry_backoff_max_ms: int = settings.RETRY_BACKOFF_MAX_MS,
         retry_backoff_leader_max_ms: int = settings.RETRY_BACKOFF_LEADER_MAX_MS,
+        connect_timeout_ms: int = settings.CONNECT_TIMEOUT_MS,
         connect: Callable[[str], Connection] | None = None,
         tls_ca: TlsSource = None,
         tls_cert: TlsSource = None,
@@ -120,6 +131,8 @@ class Router:
         token: str | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
+        probe: Callable[[str, float], reachability.Probe] = reachability.probe,
+        credentials: Credentials | None = None,
     ):
         self.bootstrap = settings.parse_bootstrap(bootstrap or settings.bootstrap_default())
         self.request_timeout_s = request_timeout_ms / 1000
@@ -132,6 +145,11 @@ class Router:
             credentials = Credentials.of(tls_ca, tls_cert, tls_key, token)
             connect = lambda address: grpc_connect(address, credentials)  # noqa: E731
         self._connect = connect
+        # What the connection path knows of its own channels (None: a custom `connect`, no TLS diagnosis).
+        self._credentials = credentials
+        self.connect_timeout_s = connect_timeout_ms / 1000
+        self._probe = probe
+        self._reachability = reachability.Reachability(clock)
         self._sleep = sleep
         self._clock = clock
         self._lock = threading.RLock()
@@ -181,8 +199,11 @@ class Router:
                         pb.MetadataRequest(), timeout=self.request_timeout_s
                     )
                 except grpc.RpcError as exc:
-                    last = error_from_rpc(exc)
+                    last = self.failure_at(address, exc)
+                    if isinstance(last, TlsMismatch):
+                        raise last
                     continue
+                self._reachability.reached(address)
                 fresh = ClusterMap.from_proto(response, self._clock())
                 with self._lock:
                     self._map = fresh
@@ -191,7 +212,7 @@ class Router:
                     self._controller_hint = None
                 self._refreshed = started
                 return fresh
-            raise last
+            raise self.unreachable(candidates) or last
 
     def _refreshed_since(self, called: int) -> bool:
         """Whether a refresh that started after the one numbered `called` has completed (refresh lock held)."""
@@ -262,6 +283,54 @@ class Router:
         if address is None:
             raise LeaderNotAvailable("the cluster has no controller right now")
         return address
+
+    # ------------------------------------------------------------------ connection failures
+
+    def failure_at(self, address: str, exc: grpc.RpcError) -> RaftbusError:
+        """The typed error of a call to `address` that failed with `exc`. A transport failure is explained by a
+        probe of the address (client/reachability.py): a refused connection (its streak counts toward
+        connect_timeout_ms), or TlsMismatch when the broker's TLS does not fit this client's."""
+        err = error_from_rpc(exc)
+        if not is_transport_failure(exc):
+            return err
+        found = self._probe(address, self.connect_timeout_s)
+        if not found.reachable:
+            self._reachability.refused(address)
+            return Unavailable(f"cannot connect to {address}: {found.reason}")
+        self._reachability.reached(address)
+        return self._tls_mismatch(address, found) or err
+
+    def _tls_mismatch(self, address: str, found: reachability.Probe) -> TlsMismatch | None:
+        credentials = self._credentials
+        if credentials is None or found.speaks_tls is None:
+            return None
+        if found.speaks_tls and not credentials.tls:
+            return TlsMismatch(f"the broker at {address} speaks TLS; pass --tls-ca FILE (tls_ca= in the SDK, "
+                               "RAFTBUS_TLS_CA) with the CA that signed its certificate")
+        if not found.speaks_tls and credentials.tls:
+            return TlsMismatch(f"the broker at {address} does not speak TLS; drop --tls-ca and --tls-cert "
+                               "(tls_ca=, tls_cert= in the SDK; RAFTBUS_TLS_CA, RAFTBUS_TLS_CERT)")
+        if found.speaks_tls:
+            problem = reachability.certificate_problem(address, credentials.tls_ca, self.connect_timeout_s)
+            if problem:
+                return TlsMismatch(f"the certificate of the broker at {address} does not verify against the CA "
+                                   f"given (--tls-ca, tls_ca=): {problem}")
+        return None
+
+    def candidates(self) -> list[str]:
+        """The addresses a refresh or an any-broker call tries: the bootstrap list, then the known brokers."""
+        with self._lock:
+            return list(dict.fromkeys([*self.bootstrap, *self._map.brokers.values()]))
+
+    def unreachable(self, candidates: list[str]) -> BrokerUnreachable | None:
+        """BrokerUnreachable when every one of `candidates` has refused connections for connect_timeout_ms."""
+        refusing = {a: self._reachability.refusing_for_s(a) for a in candidates}
+        if not candidates or any(s is None or s < self.connect_timeout_s for s in refusing.values()):
+            return None
+        return BrokerUnreachable(
+            f"cannot connect to {', '.join(candidates)} (connection refused or timed out for "
+            f"{self.connect_timeout_s:g} s, connect_timeout_ms): is the cluster up and the address right "
+            "(--bootstrap, RAFTBUS_BOOTSTRAP)?")
 
     # ------------------------------------------------------------------ failures
 
@@ -355,12 +424,17 @@ class Router:
         deadline = self._clock() + self.request_timeout_s
         attempt = 0
         while True:
+            address = None
             try:
-                return fn(self.connection(address_of()))
+                address = address_of()
+                answer = fn(self.connection(address))
             except grpc.RpcError as exc:
-                err = error_from_rpc(exc)
+                err = self.failure_at(address, exc) if address is not None else error_from_rpc(exc)
             except RaftbusError as exc:
                 err = exc
+            else:
+                self._reachability.reached(address)
+                return answer
             attempt += 1
             delay = self.retry_delay_s(err, attempt, deadline, topic=topic, partition=partition,
                                        any_broker=any_broker)
@@ -370,7 +444,12 @@ class Router:
     def retry_delay_s(self, err: RaftbusError, attempt: int, deadline_s: float, *, topic: str | None = None,
                       partition: int | None = None, any_broker: bool = False) -> float:
         """The wait before attempt `attempt + 1` of a call that failed with `err`; raises `err` when the call must
-        not be retried (not retriable, out of retries, or the wait would pass `deadline_s`)."""
+        not be retried (not retriable, out of retries, or the wait would pass `deadline_s`); BrokerUnreachable has
+        waited its connect_timeout_ms already and TlsMismatch is a setting to fix, so neither is retried here."""
+        if any_broker and type(err) is Unavailable:  # every broker tried in turn: maybe none is reachable
+            err = self.unreachable(self.candidates()) or err
+        if isinstance(err, (BrokerUnreachable, TlsMismatch)):
+            raise err
         if any_broker:
             delay = self._any_broker_delay(err, attempt)
         else:

@@ -15,7 +15,8 @@ import grpc
 
 from raftbus.client import settings
 from raftbus.client.credentials import Credentials, TlsSource
-from raftbus.client.errors import LeaderNotAvailable, RaftbusError, Unavailable, UnknownTopic, error_from_rpc
+from raftbus.client.errors import (LeaderNotAvailable, RaftbusError, TlsMismatch, Unavailable, UnknownTopic,
+                                   error_from_rpc)
 from raftbus.client.router import ClusterMap, Connection, Router
 from raftbus.client.wire import raftbus_pb2 as pb
 from raftbus.client.wire import raftbus_pb2_grpc as pb_grpc
@@ -38,7 +39,8 @@ class AsyncRouter(Router):
     def __init__(self, bootstrap: str | list[str] | None = None, *, tls_ca: TlsSource = None,
                  tls_cert: TlsSource = None, tls_key: TlsSource = None, token: str | None = None, **options):
         credentials = Credentials.of(tls_ca, tls_cert, tls_key, token)  # else the RAFTBUS_TLS_*/TOKEN_FILE variables
-        super().__init__(bootstrap, connect=lambda address: aio_connect(address, credentials), **options)
+        super().__init__(bootstrap, connect=lambda address: aio_connect(address, credentials),
+                         credentials=credentials, **options)
         self._refreshing: asyncio.Lock | None = None
 
     # ------------------------------------------------------------------ metadata (coroutines)
@@ -61,14 +63,17 @@ class AsyncRouter(Router):
                     answer = await self.connection(address).admin.GetMetadata(
                         pb.MetadataRequest(), timeout=self.request_timeout_s)
                 except grpc.RpcError as exc:
-                    failure = error_from_rpc(exc)
+                    failure = await asyncio.to_thread(self.failure_at, address, exc)  # a probe may block
+                    if isinstance(failure, TlsMismatch):
+                        raise failure
                     continue
+                self._reachability.reached(address)
                 self._map = ClusterMap.from_proto(answer, self._clock())
                 self._leader_hints.clear()
                 self._controller_hint = None
                 self._refreshed = started
                 return self._map
-            raise failure
+            raise self.unreachable(candidates) or failure
 
     def fresh_map(self) -> ClusterMap | None:
         """The cached map while it is younger than metadata_max_age_ms, else None (without refreshing)."""
@@ -149,12 +154,18 @@ class AsyncRouter(Router):
     async def _retrying(self, address_of: Callable[[], Awaitable[str]], fn: AsyncCall, where: dict) -> T:
         deadline_s = self._clock() + self.request_timeout_s
         for attempt in range(1, self.retries + 2):
+            address = None
             try:
-                return await fn(self.connection(await address_of()))
+                address = await address_of()
+                answer = await fn(self.connection(address))
             except grpc.RpcError as exc:
-                failure = error_from_rpc(exc)
+                failure = (error_from_rpc(exc) if address is None
+                           else await asyncio.to_thread(self.failure_at, address, exc))
             except RaftbusError as exc:
                 failure = exc
+            else:
+                self._reachability.reached(address)
+                return answer
             delay_s = self.retry_delay_s(failure, attempt, deadline_s, **where)
             if delay_s:
                 await asyncio.sleep(delay_s)

@@ -24,12 +24,23 @@ def add_credential_options(parser: argparse.ArgumentParser, default=argparse.SUP
                             help=f"{_HELP[name]} (default: ${env})")
 
 
+PEM_KINDS = {"tls_ca": credentials.CERTIFICATE, "tls_cert": credentials.CERTIFICATE,
+             "tls_key": credentials.PRIVATE_KEY}
+
+
 def export_credentials(args: argparse.Namespace) -> None:
-    """Flags given on the command line become the RAFTBUS_* variables the SDK reads (and worker processes inherit)."""
+    """Flags given on the command line become the RAFTBUS_* variables the SDK reads (and worker processes inherit);
+    each file is checked first (exists, readable, PEM or a token), so a bad one is named by its flag."""
     for name, env in CREDENTIAL_FLAGS.items():
         value = getattr(args, name, None)
-        if value:
-            os.environ[env] = value
+        if not value:
+            continue
+        flag = f"--{name.replace('_', '-')}"
+        if name in PEM_KINDS:
+            credentials.read_pem(flag, value, PEM_KINDS[name])
+        else:
+            credentials.read_token_file(value, label=flag)
+        os.environ[env] = value
 
 
 def _resource_options(parser: argparse.ArgumentParser) -> None:
