@@ -50,7 +50,7 @@ def build_features(context: BrokerContext, settings: BrokerSettings, *, data_dir
         metadata=MetadataFeature(context, settings.topics, settings.membership, settings.queues,
                                  client_address=node.client_address, raft_address=node.raft_listen,
                                  fetch_wait_max_ms=settings.log.fetch_wait_max_ms, process_stats=process_stats,
-                                 metrics_url=metrics_url, raft_peers=raft_peers),
+                                 metrics_url=metrics_url, raft_peers=raft_peers, cluster_id=node.cluster_id),
         log=LogFeature(context, settings.log, rebuild_dir=data_dir / "rebuild", peer_credentials=credentials),
         groups=GroupsFeature(context, settings.groups),
         queues=QueuesFeature(context, settings.queues, settings.log, cluster_secret=node.cluster_secret,

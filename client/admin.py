@@ -112,17 +112,19 @@ class ClusterStatus:
     controller_id: int | None
     topics: tuple[TopicDescription, ...]
     answering_broker_id: int
+    cluster_id: str = ""  # the answering broker's cluster_id ("" from GetMetadata, which does not carry it)
 
     @classmethod
     def from_proto(cls, response: pb.ClusterStatusResponse | pb.MetadataResponse) -> "ClusterStatus":
         return cls(tuple(BrokerDescription.from_proto(b) for b in response.brokers),
                    _unset_as_none(response.controller_id),
                    tuple(TopicDescription.from_proto(t) for t in response.topics),
-                   response.answering_broker_id)
+                   response.answering_broker_id, getattr(response, "cluster_id", ""))
 
     def to_dict(self) -> dict:
         return {"brokers": [b.to_dict() for b in self.brokers], "controller_id": self.controller_id,
-                "topics": [t.to_dict() for t in self.topics], "answering_broker_id": self.answering_broker_id}
+                "topics": [t.to_dict() for t in self.topics], "answering_broker_id": self.answering_broker_id,
+                "cluster_id": self.cluster_id}
 
 
 @dataclass(frozen=True, slots=True)

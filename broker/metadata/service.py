@@ -39,8 +39,9 @@ class ClusterView:
 
 class AdminService:
     def __init__(self, context: BrokerContext, settings: TopicSettings, queue_settings: QueueSettings,
-                 process_stats: Callable[[], dict] = dict):
+                 process_stats: Callable[[], dict] = dict, cluster_id: str = ""):
         self.context = context
+        self.cluster_id = cluster_id  # the node's cluster_id setting, in cluster status (who answers at a port)
         self.settings = settings
         self.queue_settings = queue_settings
         self._process_stats = process_stats  # this process's resource use (broker/process_stats.py)

@@ -141,7 +141,7 @@ def _add_data_commands(sub, common) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="raftbus", description="raftbus: a Raft-replicated message broker")
+    parser = broker_main.UsageParser(prog="raftbus", description="raftbus: a Raft-replicated message broker")
     parser.add_argument("--bootstrap", default=None,
                         help=f"host:port[,host:port...] (default: ${settings.BOOTSTRAP_ENV} or "
                              f"{settings.BOOTSTRAP_DEFAULT})")
@@ -213,7 +213,8 @@ def print_topic(topic: TopicDescription, as_json: bool) -> None:
 
 
 def print_cluster(status: ClusterStatus) -> None:
-    print(f"controller: {status.controller_id or 'none'} (answered by broker {status.answering_broker_id})")
+    print(f"cluster {status.cluster_id or '-'}; controller: {status.controller_id or 'none'} "
+          f"(answered by broker {status.answering_broker_id})")
     print_table(["BROKER", "ADDRESS", "RAFT_ADDRESS", "ALIVE", "STATE", "ROLE", "METRICS_URL"],
                 [[b.broker_id, b.address, b.raft_address, "yes" if b.alive else "no", b.state,
                   "controller" if b.broker_id == status.controller_id else "", b.metrics_url or "-"]
