@@ -161,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     backup_cli.add_backup_commands(sub, common, bootstrap_of)
     add_http_command(sub, common)
     security_cli.add_security_commands(sub, common, bootstrap_of)
+    security_cli.add_secret_command(sub, common)
     return parser
 
 

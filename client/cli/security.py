@@ -1,4 +1,5 @@
-"""`raftbus tokens create|list|revoke`, `raftbus acl grant|revoke|list`, `raftbus whoami`, and the credential
+"""`raftbus tokens create|list|revoke`, `raftbus acl grant|revoke|list`, `raftbus whoami`, `raftbus secret generate`
+(a fresh cluster secret), and the credential
 flags every command takes: --tls-ca FILE, --token-file FILE (RAFTBUS_TLS_CA, RAFTBUS_TOKEN_FILE), and for mutual
 TLS --tls-cert FILE / --tls-key FILE (RAFTBUS_TLS_CERT, RAFTBUS_TLS_KEY). The SDK reads those variables when it
 is given no credentials (client/credentials.py), so the flags only set them for this process."""
@@ -7,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 
 from raftbus.client import credentials
 from raftbus.client.admin import Admin
@@ -41,6 +43,25 @@ def export_credentials(args: argparse.Namespace) -> None:
         else:
             credentials.read_token_file(value, label=flag)
         os.environ[env] = value
+
+
+CLUSTER_SECRET_BYTES = 32  # random bytes of a generated cluster secret (the brokers' cluster_secret_bytes_min is 32)
+
+
+def add_secret_command(sub, common: argparse.ArgumentParser) -> None:
+    secret = sub.add_parser("secret", help="make a cluster secret").add_subparsers(dest="secret_command",
+                                                                                   required=True)
+    generate = secret.add_parser("generate", parents=[common],
+                                 help=f"print a fresh cluster secret ({CLUSTER_SECRET_BYTES} random bytes, hex) for "
+                                      "RAFTBUS_CLUSTER_SECRET, the same on every broker")
+    generate.set_defaults(handler=run_secret_generate)
+
+
+def run_secret_generate(args) -> int:
+    """A cluster secret from the operating system's random source; it never leaves this process but on stdout."""
+    value = secrets.token_hex(CLUSTER_SECRET_BYTES)
+    print(json.dumps({"cluster_secret": value}) if args.json else value)
+    return 0
 
 
 def _resource_options(parser: argparse.ArgumentParser) -> None:

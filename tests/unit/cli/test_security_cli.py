@@ -107,3 +107,14 @@ def test_credential_flags_before_or_after_the_subcommand_reach_the_sdk(admin, cr
     assert cli.main(argv) == 0
     assert os.environ["RAFTBUS_TLS_CA"] == "ca.pem" and os.environ["RAFTBUS_TOKEN_FILE"] == "app.token"
     assert "prefix" in capsys.readouterr().out
+
+
+def test_secret_generate_prints_a_fresh_secret_the_brokers_accept(capsys):
+    from raftbus.broker.raft.cluster_secret import secret_problem
+
+    assert cli.main(["secret", "generate"]) == 0
+    first = capsys.readouterr().out.strip()
+    assert cli.main(["secret", "generate", "--json"]) == 0
+    second = json.loads(capsys.readouterr().out)["cluster_secret"]
+    assert len(first) == len(second) == 64 and first != second
+    assert bytes.fromhex(first) and secret_problem(first, "orders-production", 32) is None
