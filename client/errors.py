@@ -93,6 +93,14 @@ class WrongTopicKind(InvalidArgument):
 
     code = "WRONG_TOPIC_KIND"
 
+    @classmethod
+    def queue_only(cls, names, topic: str | None = None, kind: str = "stream") -> "WrongTopicKind":
+        """Queue-topic options `names` given for a topic of another kind: one wording wherever it is found."""
+        names = list(names)
+        which = f"{topic!r} is a {kind} topic" if topic else f"this is a {kind} topic"
+        return cls(f"only queue topics take {', '.join(names)}; {which}: leave {'it' if len(names) == 1 else 'them'} "
+                   "out")
+
 
 class UnknownTopic(RaftbusError):
     """No topic of that name exists."""
@@ -318,7 +326,7 @@ class UnknownBroker(RaftbusError):
 
 
 class InvalidReplicas(InvalidArgument):
-    """A replica list with duplicates, unknown brokers or no replica at all."""
+    """A replica list with duplicates or no replica at all (an unregistered broker in it is UNKNOWN_BROKER)."""
 
     code = "INVALID_REPLICAS"
 

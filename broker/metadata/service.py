@@ -57,7 +57,7 @@ class AdminService:
         replication_factor = s.default_replication_factor if replication_factor is None else replication_factor
         kind = kind or "stream"
         if kind != "queue" and ordering:
-            raise errors.InvalidArgument("ordering applies to queue topics only")
+            raise errors.WrongTopicKind.queue_only(["ordering"], name, kind)
         ordering = ordering or ("priority" if kind == "queue" else "")
         retention_ms = s.default_retention_ms if retention_ms is None else retention_ms
         retention_bytes = s.default_retention_bytes if retention_bytes is None else retention_bytes

@@ -29,7 +29,7 @@ from raftbus.cli import queues as cli_queues
 from raftbus.cli import security as security_cli
 from raftbus.cli import verify as cli_verify
 from raftbus.client.admin import Admin, ClusterStatus, TopicDescription
-from raftbus.client.errors import InvalidArgument, RaftbusError
+from raftbus.client.errors import RaftbusError, WrongTopicKind
 from raftbus.gateway.cli import add_http_command
 from raftbus.client.producer import Producer
 from raftbus.client.queues.messages import MessageMetadata
@@ -351,8 +351,8 @@ def run_consume(args) -> int:
         kind = admin.describe_topic(args.topic).kind
     if kind == "queue":
         if args.group is not None:
-            raise InvalidArgument("--group reads stream topics; a queue topic hands each message to one consumer "
-                                  "anyway (consume it without --group)")
+            raise WrongTopicKind(f"--group reads stream topics; {args.topic!r} is a queue topic, which hands each "
+                                 "message to one consumer anyway: consume it without --group")
         return cli_queues.run_consume_queue(args, bootstrap_of(args))
     if args.group is not None:
         return group_cli.run_consume_group(args, bootstrap_of(args), record_line)

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
 
 from raftbus.client import settings
-from raftbus.client.errors import RaftbusError, error_from_code
+from raftbus.client.errors import RaftbusError, WrongTopicKind, error_from_code
 from raftbus.client.queues.ids import partition_of
 from raftbus.client.queues.messages import Message, PartitionQueueStats, QueueStats, leased_messages
 from raftbus.client.queues.producer import QueueStubs
@@ -186,6 +186,9 @@ class Queues:
 
     def redrive(self, topic: str, max_messages: int | None = None) -> int:
         """Move ready messages of `<topic>.dlq` back into `topic` (all of them, or up to max_messages)."""
+        kind = self.router.topic_kind(topic)  # UnknownTopic names `topic` itself, not its dead-letter topic
+        if kind != "queue":
+            raise WrongTopicKind(f"topic {topic!r} is a {kind} topic, not a queue topic")
         moved = 0
         for p in range(self.router.partitions_for(f"{topic}.dlq")):
             while max_messages is None or moved < max_messages:
