@@ -363,6 +363,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# A path the user named that cannot be used as given: INVALID_ARGUMENT, as a missing --tls-ca file is.
+PATH_ERRNOS = {errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EACCES, errno.EPERM, errno.EEXIST,
+               errno.ENAMETOOLONG, errno.ELOOP, errno.EROFS}
+
+
+def os_error_line(exc: OSError) -> str:
+    """An OS error as the one line the commands print: a path that cannot be used is INVALID_ARGUMENT naming it;
+    others (a full disk, ...) say what the system said, and about which file."""
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    if exc.filename and exc.errno in PATH_ERRNOS:
+        return f"error: {errors.InvalidArgument.code}: {exc.filename}: {reason}"
+    return f"error: {exc.filename}: {reason}" if exc.filename else f"error: {reason}"
+
+
 def run(args) -> int:
     """Run `broker start` or `dev` from parsed flags (add_start_arguments / add_dev_arguments): the exit code,
     with a broker's typed error or an OS error as one line on stderr."""
@@ -372,8 +386,7 @@ def run(args) -> int:
         print(f"error: {exc.code}: {exc.message}", file=sys.stderr)
         return 1
     except OSError as exc:
-        where = f" {exc.filename}" if exc.filename else ""
-        print(f"error: {exc.strerror or exc}{where}", file=sys.stderr)
+        print(os_error_line(exc), file=sys.stderr)
         return 1
 
 

@@ -404,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
         _silence_stdout()
         return 0
     except OSError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(broker_main.os_error_line(exc), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

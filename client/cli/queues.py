@@ -208,8 +208,10 @@ def run_delete(args, bootstrap: str) -> int:
         if args.json:
             print(json.dumps({"message_id": mid, "deleted": error is None,
                               "error": None if error is None else error.code}))
+        elif error is None:
+            print(f"deleted {mid}")
         else:
-            print(f"deleted {mid}" if error is None else f"{mid}: {error.code}: {error.message}")
+            print(f"error: {error.code}: {error.message}", file=sys.stderr)
         failed += error is not None
     return 1 if failed else 0
 

@@ -188,8 +188,8 @@ def test_queue_commands_call_the_sdk(calls, capsys, argv, call):
 
 
 def test_delete_reports_per_id_and_fails_when_one_did(calls, capsys):
-    code, out, _ = run(capsys, "queues", "delete", "jobs", "3", "4")
-    assert code == 1 and out.splitlines() == ["deleted 3", "4: UNKNOWN_MESSAGE: gone"]
+    code, out, err = run(capsys, "queues", "delete", "jobs", "3", "4")
+    assert code == 1 and out.splitlines() == ["deleted 3"] and err == "error: UNKNOWN_MESSAGE: gone\n"
 
 
 def test_change_priority_with_a_delay_and_usage_errors(calls, capsys):
