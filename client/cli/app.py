@@ -82,8 +82,9 @@ def _add_topic_commands(sub, common) -> None:
     actions = topics.add_subparsers(dest="topics_command", required=True)
     create = actions.add_parser("create", parents=[common], help="create a topic")
     create.add_argument("name")
-    create.add_argument("--partitions", type=int, default=3)
-    create.add_argument("--replication-factor", type=int, default=3)
+    create.add_argument("--partitions", type=int, help="default: the cluster's default_partitions (3)")
+    create.add_argument("--replication-factor", type=int,
+                        help="default: the cluster's default_replication_factor (3)")
     create.add_argument("--kind", choices=("stream", "queue"), default="stream")
     create.add_argument("--ordering", choices=("priority", "fair"))
     create.add_argument("--retention-ms", type=int)

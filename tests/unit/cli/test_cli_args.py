@@ -153,7 +153,7 @@ def parse(*argv) -> argparse.Namespace:
 # ---------------------------------------------------------------------- parsing
 
 @pytest.mark.parametrize("argv, expected", [
-    (["topics", "create", "t"], {"name": "t", "partitions": 3, "replication_factor": 3, "kind": "stream",
+    (["topics", "create", "t"], {"name": "t", "partitions": None, "replication_factor": None, "kind": "stream",
                                  "ordering": None, "retention_ms": None, "retention_bytes": None}),
     (["topics", "create", "q", "--partitions", "6", "--replication-factor", "1", "--kind", "queue",
       "--ordering", "fair", "--retention-ms", "60000", "--retention-bytes", "1000"],
@@ -252,12 +252,13 @@ def test_usage_errors_exit_2(calls, capsys, argv):
 # ---------------------------------------------------------------------- topics and cluster
 
 def test_topics_create_passes_every_option(calls, capsys):
-    """topics create hands its flags to Admin.create_topic and prints the topic as JSON with --json."""
+    """topics create hands its flags to Admin.create_topic (a flag not given is the cluster's default, None) and
+    prints the topic as JSON with --json."""
     code, out, _ = run(capsys, "--bootstrap", "h:1", "topics", "create", "orders", "--partitions", "2",
                        "--retention-ms", "1000", "--json")
     assert code == 0
     assert calls.items[1] == ("create_topic", "orders", {
-        "partitions": 2, "replication_factor": 3, "kind": "stream", "ordering": None, "retention_ms": 1000,
+        "partitions": 2, "replication_factor": None, "kind": "stream", "ordering": None, "retention_ms": 1000,
         "retention_bytes": None})
     assert json.loads(out) == TOPIC.to_dict()
 
