@@ -14,6 +14,7 @@ from pathlib import Path
 
 from raftbus.broker import ports as broker_ports
 from raftbus.broker.supervisor import DEV_RESTART_DELAY_MS, BrokerSupervisor, Supervised
+from raftbus.broker.storage.private import private_dir, restrict_umask
 from raftbus.client import errors
 
 _RESERVED = set(vars(logging.LogRecord("", 0, "", 0, "", (), None)).keys()) | {"message", "asctime"}
@@ -83,6 +84,7 @@ def check_files(settings) -> None:
 def start_broker(args) -> int:
     from raftbus.broker.settings import load_settings
 
+    restrict_umask()  # every file the broker writes is owner-only (docs/security.md, "Data at rest")
     setup_logging(args.log_level)
     settings = load_settings(args.config, node_id=args.node_id, data_dir=args.data_dir, listen=args.listen,
                              raft_listen=args.raft_listen, peers=args.peers, join=args.join,
@@ -198,12 +200,11 @@ def run_dev(args) -> int:
     problem = broker_ports.dev_port_problem(args.brokers, args.base_port, args.metrics_base_port)
     if problem:
         raise errors.InvalidArgument(problem)
-    data_dir = Path(args.data_dir)
     ports = broker_ports.dev_broker_ports(args.brokers, args.base_port, args.metrics_base_port)
-    known_id = _known_cluster_id(data_dir)
     broker_ports.check_free([listener for b in ports for listener in b.listeners()], hint=DEV_HINT,
-                            own_cluster_id=known_id)
-    data_dir.mkdir(parents=True, exist_ok=True)
+                            own_cluster_id=_known_cluster_id(Path(args.data_dir)))
+    restrict_umask()  # the dev cluster's secrets, tokens, keys and logs are owner-only
+    data_dir = private_dir(args.data_dir)
     supervisor = BrokerSupervisor(_dev_brokers(args, ports), restart=not args.no_restart,
                                   restart_delay_ms=args.restart_delay_ms, say=lambda text: print(text, flush=True))
     supervisor.start_all()

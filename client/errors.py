@@ -318,6 +318,48 @@ class UnknownRoute(RaftbusError):
     code = "UNKNOWN_ROUTE"
 
 
+class HostNotAllowed(InvalidArgument):
+    """The request's Host header names no host the HTTP gateway serves (`--allowed-hosts`): a DNS-rebinding page
+    or a misrouted request (raised by the HTTP gateway only)."""
+
+    code = "HOST_NOT_ALLOWED"
+
+
+class OriginNotAllowed(PermissionDenied):
+    """A browser request from a page of another origin than the HTTP gateway's own or `--allowed-origins`
+    (raised by the HTTP gateway only)."""
+
+    code = "ORIGIN_NOT_ALLOWED"
+
+
+class JsonRequired(InvalidArgument):
+    """A state-changing HTTP call (POST, PUT, PATCH, DELETE) without `Content-Type: application/json` or an
+    `X-Raftbus-Request` header, the two things a cross-site form cannot send (raised by the HTTP gateway only)."""
+
+    code = "JSON_REQUIRED"
+
+
+class RequestTooLarge(InvalidArgument):
+    """An HTTP request body above the gateway's `request_body_bytes_max` (raised by the HTTP gateway only)."""
+
+    code = "REQUEST_TOO_LARGE"
+
+
+# ---------------------------------------------------------------------- backups (raised in the client only)
+class CorruptBackup(RaftbusError):
+    """A backup that does not verify: a file changed, missing or swapped, an encrypted file that fails
+    authentication, a malformed manifest, or a manifest path outside the backup."""
+
+    code = "CORRUPT_BACKUP"
+
+
+class BackupKeyMismatch(InvalidArgument):
+    """The key file is not the key the backup was encrypted with, or a key is missing for an encrypted backup (or
+    given for one that is not encrypted)."""
+
+    code = "BACKUP_KEY_MISMATCH"
+
+
 # ---------------------------------------------------------------------- membership and data movement
 class UnknownBroker(RaftbusError):
     """No broker of that id is registered (or it is not a member of the group named)."""
@@ -400,6 +442,13 @@ GRPC_STATUS: dict[type[RaftbusError], grpc.StatusCode] = {
     SparkSetupError: grpc.StatusCode.FAILED_PRECONDITION,
     # HTTP gateway (raised in the client only)
     UnknownRoute: grpc.StatusCode.NOT_FOUND,
+    HostNotAllowed: grpc.StatusCode.INVALID_ARGUMENT,
+    OriginNotAllowed: grpc.StatusCode.PERMISSION_DENIED,
+    JsonRequired: grpc.StatusCode.INVALID_ARGUMENT,
+    RequestTooLarge: grpc.StatusCode.INVALID_ARGUMENT,
+    # backups (raised in the client only)
+    CorruptBackup: grpc.StatusCode.DATA_LOSS,
+    BackupKeyMismatch: grpc.StatusCode.INVALID_ARGUMENT,
 }
 
 ERRORS_BY_CODE: dict[str, type[RaftbusError]] = {cls.code: cls for cls in GRPC_STATUS}

@@ -39,6 +39,7 @@ from raftbus.broker.raft.throttle import CatchUpThrottle, snapshot_bytes
 from raftbus.broker.raft.journal import JournalCorrupt, create_journal
 from raftbus.broker.raft.latency import LatencyHistogram
 from raftbus.broker.storage.base import is_disk_full
+from raftbus.broker.storage.private import private_dir, private_opener
 
 log = logging.getLogger(__name__)
 
@@ -435,7 +436,7 @@ class SnapshotWriter:
 
         def run():
             try:
-                with open(self.partial, "wb") as f:
+                with open(self.partial, "wb", opener=private_opener) as f:
                     pinned.write_to(f)
                     f.flush()
                     os.fsync(f.fileno())
@@ -489,7 +490,7 @@ class RaftGroup:
         self.settings = settings
         self.preferred_leader = preferred_leader
         self.data_dir = Path(data_dir)
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.data_dir)
         self._loop = loop
         self._snapshot = SnapshotWriter(self.data_dir)
         self._bytes_since_compaction = 0
@@ -960,7 +961,7 @@ class RaftGroup:
             "entries": [(bytes(entry[0]), entry[1]) for entry in tail],
             "membership": (self.membership.index, sorted(self.membership.voters), sorted(self.membership.learners)),
         }
-        with open(tmp_file, "ab") as f:
+        with open(tmp_file, "ab", opener=private_opener) as f:
             snapshot_footer.write_footer(f, footer)
             f.flush()
             os.fsync(f.fileno())

@@ -19,6 +19,8 @@ import os
 import time
 from dataclasses import dataclass
 
+from raftbus.broker.storage.private import private_opener
+
 DIGEST_BYTES = 32  # SHA-256
 ID_CHARS_MAX = 128
 
@@ -190,7 +192,7 @@ class SnapshotReceiver:
 
     def _start(self, chunk: Chunk) -> None:
         self._reset()
-        self._file = open(self.path, "wb")
+        self._file = open(self.path, "wb", opener=private_opener)
         self.id, self.size, self.written = chunk.snapshot_id, chunk.size, 0
         self._hasher = hashlib.sha256()
 

@@ -39,7 +39,7 @@ BROKER_ALLOWED = {
 BROKER_CLIENT_MODULES = ("errors", "records", "wire", "router", "credentials", "queues.codec", "queues.ids")
 
 CLIENT_KERNEL = {"errors", "records", "router", "settings", "murmur2", "wire", "produce_stream", "sender",
-                 "credentials", "record_batch", "record_future", "reachability"}
+                 "producer_lane", "credentials", "record_batch", "record_future", "reachability"}
 CLIENT_FACADES = {"", "admin", "producer", "consumer", "reader", "security", "cluster_admin"}
 CLIENT_APPS = {"spark", "aio", "backup"}
 CLIENT_ALLOWED = {
