@@ -29,7 +29,7 @@ from raftbus.client.wire import raftbus_pb2 as pb
 from raftbus.client.wire import raftbus_pb2_grpc as pb_grpc
 
 METRICS_PORT_OFFSET = 2500  # broker N's metrics port: base_port + 2500 + N - 1
-KAFKA_PORT_OFFSET = 2022    # kept for a Kafka port: base_port + 2022 + N - 1 (9092 from the default base 7070)
+KAFKA_PORT_OFFSET = 2022    # where a broker's Kafka port goes: base_port + 2022 + N - 1 (Kafka's 9092 from base 7070)
 WHO_ANSWERS_TIMEOUT_S = 1.0  # how long the question to a taken port's owner may take
 
 
