@@ -290,7 +290,6 @@ def _wait_ready(addresses: dict[int, str], cluster_id: str, stop: threading.Even
     """Until every dev broker answers at its own address as itself (node id, cluster id) and a controller is
     elected; Unavailable, with the broker's last words, if one of them exits first."""
     from raftbus.client import Admin
-    from raftbus.client.router import Router
 
     deadline = time.monotonic() + timeout_s
     last = "no answer yet"
@@ -303,7 +302,7 @@ def _wait_ready(addresses: dict[int, str], cluster_id: str, stop: threading.Even
         for node, address in addresses.items():
             try:
                 # a broker still starting refuses connections: ask again on the next round, not 2 s from now
-                with Admin(router=Router(address, request_timeout_ms=2_000, connect_timeout_ms=300)) as admin:
+                with Admin(address, request_timeout_ms=2_000, connect_timeout_ms=300) as admin:
                     answers[node] = admin.cluster_status()
             except errors.RaftbusError as exc:
                 answers[node] = f"{exc.code}: {exc.message}"

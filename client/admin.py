@@ -186,6 +186,7 @@ class Admin(SecurityCalls, MembershipCalls):
         bootstrap: str | list[str] | None = None,
         *,
         request_timeout_ms: int = settings.REQUEST_TIMEOUT_MS,
+        connect_timeout_ms: int = settings.CONNECT_TIMEOUT_MS,
         tls_ca: TlsSource = None, tls_cert: TlsSource = None, tls_key: TlsSource = None, token: str | None = None,
         topic_ready_timeout_ms: int = settings.TOPIC_READY_TIMEOUT_MS,
         topic_ready_poll_ms: int = settings.TOPIC_READY_POLL_MS,
@@ -194,6 +195,7 @@ class Admin(SecurityCalls, MembershipCalls):
         clock: Callable[[], float] = time.monotonic,
     ):
         self.router = router or Router(bootstrap, request_timeout_ms=request_timeout_ms,
+                                       connect_timeout_ms=connect_timeout_ms,
                                        tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, token=token)
         self.request_timeout_s = request_timeout_ms / 1000
         self.topic_ready_timeout_s = topic_ready_timeout_ms / 1000

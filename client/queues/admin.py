@@ -49,10 +49,12 @@ class Queues:
     """Queue-topic operations; a context manager that closes its channels."""
 
     def __init__(self, bootstrap: str | list[str] | None = None, *,
-                 request_timeout_ms: int = settings.REQUEST_TIMEOUT_MS, router: Router | None = None,
+                 request_timeout_ms: int = settings.REQUEST_TIMEOUT_MS,
+                 connect_timeout_ms: int = settings.CONNECT_TIMEOUT_MS, router: Router | None = None,
                  tls_ca: TlsSource = None, tls_cert: TlsSource = None, tls_key: TlsSource = None,
                  token: str | None = None):
         self.router = router or Router(bootstrap, request_timeout_ms=request_timeout_ms,
+                                       connect_timeout_ms=connect_timeout_ms,
                                        tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, token=token)
         self._owns_router = router is None
         self.stubs = QueueStubs(self.router)

@@ -188,3 +188,21 @@ def test_the_asyncio_router_fails_at_the_connect_timeout_too():
 
     asyncio.run(main())
     assert brokers.probed and set(brokers.probed) == {"h1:1"}
+
+
+def test_admin_and_queues_take_the_connect_timeout_and_fail_on_a_closed_port():
+    """Through the real probe and gRPC on loopback: a closed port is BROKER_UNREACHABLE, named, for either facade."""
+    import socket
+
+    from raftbus.client import Admin, Queues
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{s.getsockname()[1]}"
+    with Admin(address, connect_timeout_ms=300, tls_ca=False) as admin:
+        assert admin.router.connect_timeout_s == 0.3
+        with pytest.raises(BrokerUnreachable, match=address):
+            admin.list_topics()
+    with Queues(address, connect_timeout_ms=300, tls_ca=False) as queues:
+        with pytest.raises(BrokerUnreachable, match=address):
+            queues.stats("jobs")
