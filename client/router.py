@@ -5,6 +5,7 @@ call to the right broker, follows NOT_LEADER hints at once and refreshes the map
 """
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Callable
@@ -186,7 +187,9 @@ class Router:
 
         Refreshes run one at a time; a caller that waited while another ran takes the map of a refresh that
         started after its own call, if one has completed meanwhile (it is as fresh as one of its own): when many
-        partitions fail over at once, their retries share one request."""
+        partitions fail over at once, their retries share one request. While every address refuses connections,
+        it tries again (retry_backoff_ms apart) until each has refused for connect_timeout_ms, then raises
+        BrokerUnreachable: every caller meets a closed bootstrap address the same way."""
         called = self._refreshes_started
         with self._refresh_lock:
             if self._refreshed_since(called):
@@ -194,29 +197,41 @@ class Router:
                     return self._map
             self._refreshes_started += 1
             started = self._refreshes_started
+            for attempt in itertools.count(1):
+                candidates = self.candidates()
+                fresh = self._refresh_from(candidates, started)
+                if isinstance(fresh, ClusterMap):
+                    return fresh
+                gone = self.unreachable(candidates)
+                if gone is not None:
+                    raise gone
+                if not self.all_refusing(candidates):
+                    raise fresh
+                self._sleep(exponential_backoff_s(attempt, self.retry_backoff_s, self.retry_backoff_leader_max_s))
+
+    def _refresh_from(self, candidates: list[str], started: int) -> "ClusterMap | RaftbusError":
+        """The map from the first of `candidates` that answers, or the last failure (TlsMismatch is raised)."""
+        last: RaftbusError = Unavailable(f"no broker answered among {candidates}")
+        for address in candidates:
+            try:
+                response = self.connection(address).admin.GetMetadata(
+                    pb.MetadataRequest(), timeout=self.request_timeout_s
+                )
+            except grpc.RpcError as exc:
+                last = self.failure_at(address, exc)
+                if isinstance(last, TlsMismatch):
+                    raise last
+                continue
+            self._reachability.reached(address)
+            fresh = ClusterMap.from_proto(response, self._clock())
             with self._lock:
-                candidates = list(dict.fromkeys([*self.bootstrap, *self._map.brokers.values()]))
-            last: RaftbusError = Unavailable(f"no broker answered among {candidates}")
-            for address in candidates:
-                try:
-                    response = self.connection(address).admin.GetMetadata(
-                        pb.MetadataRequest(), timeout=self.request_timeout_s
-                    )
-                except grpc.RpcError as exc:
-                    last = self.failure_at(address, exc)
-                    if isinstance(last, TlsMismatch):
-                        raise last
-                    continue
-                self._reachability.reached(address)
-                fresh = ClusterMap.from_proto(response, self._clock())
-                with self._lock:
-                    self._map = fresh
-                    self.map_version += 1
-                    self._leader_hints.clear()
-                    self._controller_hint = None
-                self._refreshed = started
-                return fresh
-            raise self.unreachable(candidates) or last
+                self._map = fresh
+                self.map_version += 1
+                self._leader_hints.clear()
+                self._controller_hint = None
+            self._refreshed = started
+            return fresh
+        return last
 
     def _refreshed_since(self, called: int) -> bool:
         """Whether a refresh that started after the one numbered `called` has completed (refresh lock held)."""
@@ -325,6 +340,10 @@ class Router:
         """The addresses a refresh or an any-broker call tries: the bootstrap list, then the known brokers."""
         with self._lock:
             return list(dict.fromkeys([*self.bootstrap, *self._map.brokers.values()]))
+
+    def all_refusing(self, candidates: list[str]) -> bool:
+        """Whether every one of `candidates` refused its last connection attempt (none has answered since)."""
+        return bool(candidates) and all(self._reachability.refusing_for_s(a) is not None for a in candidates)
 
     def unreachable(self, candidates: list[str]) -> BrokerUnreachable | None:
         """BrokerUnreachable when every one of `candidates` has refused connections for connect_timeout_ms."""

@@ -8,6 +8,7 @@ touch the network are coroutines here (`refresh`, the lookups that may refresh, 
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -17,7 +18,7 @@ from raftbus.client import settings
 from raftbus.client.credentials import Credentials, TlsSource
 from raftbus.client.errors import (LeaderNotAvailable, RaftbusError, TlsMismatch, Unavailable, UnknownTopic,
                                    error_from_rpc)
-from raftbus.client.router import ClusterMap, Connection, Router
+from raftbus.client.router import ClusterMap, Connection, Router, exponential_backoff_s
 from raftbus.client.wire import raftbus_pb2 as pb
 from raftbus.client.wire import raftbus_pb2_grpc as pb_grpc
 
@@ -47,7 +48,8 @@ class AsyncRouter(Router):
 
     async def refresh(self, topics: list[str] | None = None) -> ClusterMap:
         """Fetch metadata from the bootstrap addresses, then known brokers, until one answers; concurrent callers
-        share refreshes as the sync Router's do."""
+        share refreshes as the sync Router's do, and addresses that all refuse connections are waited out as there
+        (BrokerUnreachable after connect_timeout_ms)."""
         if self._refreshing is None:
             self._refreshing = asyncio.Lock()
         called = self._refreshes_started
@@ -56,24 +58,37 @@ class AsyncRouter(Router):
                 return self._map
             self._refreshes_started += 1
             started = self._refreshes_started
-            candidates = list(dict.fromkeys([*self.bootstrap, *self._map.brokers.values()]))
-            failure: RaftbusError = Unavailable(f"no broker answered among {candidates}")
-            for address in candidates:
-                try:
-                    answer = await self.connection(address).admin.GetMetadata(
-                        pb.MetadataRequest(), timeout=self.request_timeout_s)
-                except grpc.RpcError as exc:
-                    failure = await asyncio.to_thread(self.failure_at, address, exc)  # a probe may block
-                    if isinstance(failure, TlsMismatch):
-                        raise failure
-                    continue
-                self._reachability.reached(address)
-                self._map = ClusterMap.from_proto(answer, self._clock())
-                self._leader_hints.clear()
-                self._controller_hint = None
-                self._refreshed = started
-                return self._map
-            raise self.unreachable(candidates) or failure
+            for attempt in itertools.count(1):
+                candidates = self.candidates()
+                fresh = await self._refresh_from_async(candidates, started)
+                if isinstance(fresh, ClusterMap):
+                    return fresh
+                gone = self.unreachable(candidates)
+                if gone is not None:
+                    raise gone
+                if not self.all_refusing(candidates):
+                    raise fresh
+                await asyncio.sleep(exponential_backoff_s(attempt, self.retry_backoff_s,
+                                                          self.retry_backoff_leader_max_s))
+
+    async def _refresh_from_async(self, candidates: list[str], started: int) -> "ClusterMap | RaftbusError":
+        failure: RaftbusError = Unavailable(f"no broker answered among {candidates}")
+        for address in candidates:
+            try:
+                answer = await self.connection(address).admin.GetMetadata(
+                    pb.MetadataRequest(), timeout=self.request_timeout_s)
+            except grpc.RpcError as exc:
+                failure = await asyncio.to_thread(self.failure_at, address, exc)  # a probe may block
+                if isinstance(failure, TlsMismatch):
+                    raise failure
+                continue
+            self._reachability.reached(address)
+            self._map = ClusterMap.from_proto(answer, self._clock())
+            self._leader_hints.clear()
+            self._controller_hint = None
+            self._refreshed = started
+            return self._map
+        return failure
 
     def fresh_map(self) -> ClusterMap | None:
         """The cached map while it is younger than metadata_max_age_ms, else None (without refreshing)."""

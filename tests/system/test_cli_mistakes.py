@@ -208,7 +208,8 @@ def closed_port() -> int:
 def test_a_closed_port_fails_with_broker_unreachable():
     address = f"127.0.0.1:{closed_port()}"
     for command in (["topics", "list"], ["cluster", "status"], ["groups", "list"], ["brokers", "drain", "1"],
-                    ["consume", "events", "--timeout-ms", "100"]):
+                    ["consume", "events", "--timeout-ms", "100"], ["produce", "events", "--value", "x"],
+                    ["queues", "stats", "jobs"], ["topics", "verify", "events"]):
         assert one_line(["--bootstrap", address, *command]).startswith(
             f"error: BROKER_UNREACHABLE: cannot connect to {address} (connection refused or timed out for 2 s"), command
 
