@@ -2,8 +2,9 @@
 
 `--bootstrap host:port[,...]` (else RAFTBUS_BOOTSTRAP, else localhost:7070) says where the cluster is and
 `--json` switches read commands to JSON output; both go before or after the subcommand. Failures print
-`error: CODE: message` to stderr and exit 1; usage errors exit 2. `broker start` and `dev` run the broker
-process's own entry point (raftbus.broker.main, which declares their flags) in this process.
+`error: CODE: message` to stderr and exit 1, one line whatever failed (an unexpected failure is `INTERNAL`; its
+traceback follows with RAFTBUS_LOG_LEVEL=DEBUG); usage errors are one line and exit 2. `broker start` and `dev` run
+the broker process's own entry point (raftbus.broker.main, which declares their flags) in this process.
 """
 from __future__ import annotations
 
@@ -409,3 +410,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # noqa: BLE001 - a bug: still one line, the traceback on request
+        if os.environ.get("RAFTBUS_LOG_LEVEL", "").upper() == "DEBUG":
+            raise
+        print(f"error: INTERNAL: {type(exc).__name__}: {exc} (RAFTBUS_LOG_LEVEL=DEBUG shows where)", file=sys.stderr)
+        return 1

@@ -422,3 +422,16 @@ def test_topics_alter_changes_retention_and_queue_options_then_partitions(calls,
                "--partitions", "6")[0] == 0
     assert [c for c in calls.items if c[0] != "Admin"] == [
         ("alter_topic", "jobs", {"retention_ms": -1, "max_deliveries": 9}), ("alter_partitions", "jobs", 6)]
+
+
+def test_an_unexpected_failure_is_one_line_unless_debugging(monkeypatch, capsys):
+    def broken(args):
+        raise ValueError("no such thing")
+
+    monkeypatch.setattr(cli, "run_topics_list", broken)
+    assert cli.main(["topics", "list"]) == 1
+    assert capsys.readouterr().err == ("error: INTERNAL: ValueError: no such thing (RAFTBUS_LOG_LEVEL=DEBUG shows "
+                                       "where)\n")
+    monkeypatch.setenv("RAFTBUS_LOG_LEVEL", "debug")
+    with pytest.raises(ValueError):
+        cli.main(["topics", "list"])
