@@ -44,11 +44,13 @@ def setup_logging(level: str) -> None:
 def broker_listeners(settings) -> list[broker_ports.Listener]:
     """The addresses `broker start` binds, by the setting that names each (unset and port 0 are left out)."""
     named = [("client port, listen", settings.node.listen), ("Raft port, raft_listen", settings.node.raft_listen),
-             ("metrics port, metrics_listen", settings.metrics.metrics_listen)]
+             ("metrics port, metrics_listen", settings.metrics.metrics_listen),
+             ("Kafka port, kafka_listen", settings.kafka.kafka_listen)]
     return [broker_ports.Listener(role, address) for role, address in named if address]
 
 
-START_HINT = "stop it, or give this broker other addresses (--listen, --raft-listen, --metrics-listen)"
+START_HINT = ("stop it, or give this broker other addresses (--listen, --raft-listen, --metrics-listen, "
+              "--kafka-listen)")
 
 
 def pem_files(settings) -> list[tuple[str, str, str]]:
@@ -88,7 +90,8 @@ def start_broker(args) -> int:
     setup_logging(args.log_level)
     settings = load_settings(args.config, node_id=args.node_id, data_dir=args.data_dir, listen=args.listen,
                              raft_listen=args.raft_listen, peers=args.peers, join=args.join,
-                             advertised_listen=args.advertised_listen, metrics_listen=args.metrics_listen)
+                             advertised_listen=args.advertised_listen, metrics_listen=args.metrics_listen,
+                             kafka_listen=args.kafka_listen)
     check_files(settings)
     listeners = broker_listeners(settings)
     broker_ports.check_free(listeners, hint=START_HINT)
@@ -98,7 +101,7 @@ def start_broker(args) -> int:
     broker = _started(settings, listeners)
     print(json.dumps({"event": "ready", "node_id": settings.node.node_id, "listen": settings.node.listen,
                       "grpc_port": broker.grpc_port, "raft_listen": settings.node.raft_listen,
-                      "metrics_url": broker.metrics.url}), flush=True)
+                      "metrics_url": broker.metrics.url, "kafka_port": broker.features.kafka.port}), flush=True)
     stop.wait()
     broker.stop()
     return 0
@@ -106,14 +109,15 @@ def start_broker(args) -> int:
 
 def _bind_failure(exc: BaseException, listeners: list[broker_ports.Listener]) -> errors.RaftbusError | None:
     """A port taken between the check and the bind (another process was quicker), named as the check names it.
-    The broker binds its Raft port, then metrics, then the client port: a failed client bind says its address
-    (gRPC), and of the other two the metrics port is checked first (the Raft port may be this broker's own by then).
+    The broker binds its Raft port, then metrics, then the client port, then the Kafka port: a failed client bind
+    says its address (gRPC); of the others the one bound later is checked first (an earlier one may be this
+    broker's own by then).
     """
     grpc_bind = isinstance(exc, (RuntimeError, OSError)) and ("Failed to bind" in str(exc)
                                                               or "cannot listen on" in str(exc))
     if not grpc_bind and not (isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE):
         return None
-    roles = ("client port",) if grpc_bind else ("metrics port", "Raft port")
+    roles = ("client port",) if grpc_bind else ("Kafka port", "metrics port", "Raft port")
     for role in roles:
         for listener in listeners:
             if listener.role.startswith(role):
@@ -171,6 +175,12 @@ def dev_metrics_ports(count: int, metrics_base_port: int | None, base_port: int 
     return [b.metrics for b in broker_ports.dev_broker_ports(count, base_port, metrics_base_port)]
 
 
+def dev_kafka_ports(count: int, kafka_base_port: int | None, base_port: int = 7070) -> list[int]:
+    """One Kafka port per broker from kafka_base_port on (None: from base_port + KAFKA_PORT_OFFSET); none when it
+    is 0."""
+    return [b.kafka for b in broker_ports.dev_broker_ports(count, base_port, 0, kafka_base_port) if b.kafka]
+
+
 def _dev_brokers(args, ports: list[broker_ports.DevBrokerPorts]) -> list[Supervised]:
     peers = ",".join(f"{b.node_id}@127.0.0.1:{b.raft}" for b in ports)
     data_dir = Path(args.data_dir)
@@ -183,6 +193,8 @@ def _dev_brokers(args, ports: list[broker_ports.DevBrokerPorts]) -> list[Supervi
                "--raft-listen", f"127.0.0.1:{broker.raft}", "--peers", peers, "--log-level", args.log_level]
         if broker.metrics is not None:
             cmd += ["--metrics-listen", f"127.0.0.1:{broker.metrics}"]
+        if broker.kafka is not None:
+            cmd += ["--kafka-listen", f"127.0.0.1:{broker.kafka}"]
         env = dev_broker_env(data_dir, node, raft_pki=pki)
         env.update(secure_env.get(node, {}))
         brokers.append(Supervised(node, cmd, str(data_dir / f"broker-{node}.log"), env=env))
@@ -197,10 +209,11 @@ def run_dev(args) -> int:
     --restart-delay-ms (unless --no-restart) while the others keep serving; Ctrl-C stops it cleanly. Every port is
     checked free before anything starts, and the cluster is ready when its own brokers answer (node ids and the
     data dir's cluster id), never another cluster that holds the ports."""
-    problem = broker_ports.dev_port_problem(args.brokers, args.base_port, args.metrics_base_port)
+    problem = broker_ports.dev_port_problem(args.brokers, args.base_port, args.metrics_base_port,
+                                            args.kafka_base_port)
     if problem:
         raise errors.InvalidArgument(problem)
-    ports = broker_ports.dev_broker_ports(args.brokers, args.base_port, args.metrics_base_port)
+    ports = broker_ports.dev_broker_ports(args.brokers, args.base_port, args.metrics_base_port, args.kafka_base_port)
     broker_ports.check_free([listener for b in ports for listener in b.listeners()], hint=DEV_HINT,
                             own_cluster_id=_known_cluster_id(Path(args.data_dir)))
     restrict_umask()  # the dev cluster's secrets, tokens, keys and logs are owner-only
@@ -211,6 +224,9 @@ def run_dev(args) -> int:
     addresses = {b.node_id: f"127.0.0.1:{b.client}" for b in ports}
     bootstrap = ",".join(addresses.values())
     print(f"raftbus dev: {args.brokers} brokers, bootstrap {bootstrap}, logs in {data_dir}/broker-N.log", flush=True)
+    kafka_ports = [b.kafka for b in ports if b.kafka is not None]
+    if kafka_ports:
+        print(f"raftbus dev: kafka-bootstrap {','.join(f'127.0.0.1:{p}' for p in kafka_ports)}", flush=True)
     if args.secure:
         print(f"raftbus dev: secure: TLS on both ports, tokens and ACLs; export RAFTBUS_TLS_CA={data_dir / 'ca.pem'} "
               f"RAFTBUS_TOKEN_FILE={data_dir / 'admin.token'}", flush=True)
@@ -325,6 +341,7 @@ def add_start_arguments(start: argparse.ArgumentParser) -> None:
     start.add_argument("--peers", help="id@host:port,... Raft addresses of all brokers")
     start.add_argument("--join", help="client address host:port of a running cluster to join (instead of --peers)")
     start.add_argument("--metrics-listen", help="host:port serving Prometheus metrics at /metrics")
+    start.add_argument("--kafka-listen", help="host:port of the Kafka protocol port (Kafka clients)")
     start.add_argument("--log-level", default=os.environ.get("RAFTBUS_LOG_LEVEL", "INFO"))
     start.set_defaults(run=start_broker)
 
@@ -337,6 +354,9 @@ def add_dev_arguments(dev: argparse.ArgumentParser) -> None:
     dev.add_argument("--metrics-base-port", type=int, default=None,
                      help=f"broker N serves metrics on this port + N - 1 (default: --base-port + "
                           f"{broker_ports.METRICS_PORT_OFFSET}; 0 = no metrics)")
+    dev.add_argument("--kafka-base-port", type=int, default=None,
+                     help=f"broker N serves the Kafka protocol on this port + N - 1 (default: --base-port + "
+                          f"{broker_ports.KAFKA_PORT_OFFSET}, 9092 from 7070; 0 = no Kafka port)")
     dev.add_argument("--demo", action="store_true", help="create a topic, produce and consume a few records")
     dev.add_argument("--secure", action="store_true",
                      help="TLS, tokens and ACLs on; writes ca.pem and admin.token into --data-dir")

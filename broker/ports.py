@@ -2,9 +2,10 @@
 is taken, who answers there.
 
 `raftbus dev` derives every port from --base-port, so a second cluster on another base collides nowhere: broker N
-(1, 2, ...) listens for clients on base + 2(N-1), for Raft on base + 2(N-1) + 1, and serves metrics on
-base + METRICS_PORT_OFFSET + N - 1 (9570-9572 from the default base 7070). A listener of another role gets an
-offset of its own beside METRICS_PORT_OFFSET (Kafka's: base + KAFKA_PORT_OFFSET + N - 1, 9092 from 7070).
+(1, 2, ...) listens for clients on base + 2(N-1), for Raft on base + 2(N-1) + 1, serves metrics on
+base + METRICS_PORT_OFFSET + N - 1 (9570-9572 from the default base 7070) and the Kafka protocol on
+base + KAFKA_PORT_OFFSET + N - 1 (9092-9094, Kafka's own, from 7070). A listener of another role gets an offset
+of its own beside these.
 
 Before starting anything, `check_free` binds each address as its server would (SO_REUSEADDR, so a port left in
 TIME_WAIT by an earlier run counts as free) and, for the first one taken, asks what answers there: a raftbus
@@ -29,7 +30,7 @@ from raftbus.client.wire import raftbus_pb2 as pb
 from raftbus.client.wire import raftbus_pb2_grpc as pb_grpc
 
 METRICS_PORT_OFFSET = 2500  # broker N's metrics port: base_port + 2500 + N - 1
-KAFKA_PORT_OFFSET = 2022    # where a broker's Kafka port goes: base_port + 2022 + N - 1 (Kafka's 9092 from base 7070)
+KAFKA_PORT_OFFSET = 2022    # broker N's Kafka port: base_port + 2022 + N - 1
 WHO_ANSWERS_TIMEOUT_S = 1.0  # how long the question to a taken port's owner may take
 
 
@@ -47,34 +48,41 @@ class DevBrokerPorts:
     client: int
     raft: int
     metrics: int | None
+    kafka: int | None = None
 
     def listeners(self) -> list[Listener]:
         found = [Listener(f"client port of broker {self.node_id}", f"127.0.0.1:{self.client}"),
                  Listener(f"Raft port of broker {self.node_id}", f"127.0.0.1:{self.raft}")]
-        if self.metrics is not None:
-            found.append(Listener(f"metrics port of broker {self.node_id}", f"127.0.0.1:{self.metrics}"))
+        for role, port in (("metrics", self.metrics), ("Kafka", self.kafka)):
+            if port is not None:
+                found.append(Listener(f"{role} port of broker {self.node_id}", f"127.0.0.1:{port}"))
         return found
 
-
-def dev_broker_ports(count: int, base_port: int, metrics_base_port: int | None = None) -> list[DevBrokerPorts]:
-    """Every port of `count` dev brokers from `base_port`; metrics from `metrics_base_port` when given (0: none),
-    else from base_port + METRICS_PORT_OFFSET."""
-    if metrics_base_port is None:
-        metrics_base_port = base_port + METRICS_PORT_OFFSET
-    return [DevBrokerPorts(i + 1, base_port + 2 * i, base_port + 2 * i + 1,
-                           metrics_base_port + i if metrics_base_port else None) for i in range(count)]
+    @property
+    def ports(self) -> list[int]:
+        return [p for p in (self.client, self.raft, self.metrics, self.kafka) if p is not None]
 
 
-def dev_port_problem(count: int, base_port: int, metrics_base_port: int | None) -> str | None:
+def dev_broker_ports(count: int, base_port: int, metrics_base_port: int | None = None,
+                     kafka_base_port: int | None = None) -> list[DevBrokerPorts]:
+    """Every port of `count` dev brokers from `base_port`; metrics (Kafka) from `metrics_base_port`
+    (`kafka_base_port`) when given, 0 for none, else from base_port + METRICS_PORT_OFFSET (KAFKA_PORT_OFFSET)."""
+    metrics = base_port + METRICS_PORT_OFFSET if metrics_base_port is None else metrics_base_port
+    kafka = base_port + KAFKA_PORT_OFFSET if kafka_base_port is None else kafka_base_port
+    return [DevBrokerPorts(i + 1, base_port + 2 * i, base_port + 2 * i + 1, metrics + i if metrics else None,
+                           kafka + i if kafka else None) for i in range(count)]
+
+
+def dev_port_problem(count: int, base_port: int, metrics_base_port: int | None,
+                     kafka_base_port: int | None = None) -> str | None:
     """Why these dev flags give no usable ports (out of range, or two roles on one port), or None."""
-    ports = [p for b in dev_broker_ports(count, base_port, metrics_base_port)
-             for p in (b.client, b.raft, b.metrics) if p is not None]
     if count < 1:
         return f"--brokers must be >= 1, not {count}"
+    ports = [p for b in dev_broker_ports(count, base_port, metrics_base_port, kafka_base_port) for p in b.ports]
     if min(ports) < 1 or max(ports) > 65535:
         return f"--base-port {base_port} gives ports outside 1-65535 ({min(ports)}-{max(ports)})"
     if len(set(ports)) != len(ports):
-        return "--metrics-base-port overlaps the client and Raft ports of --base-port"
+        return "--metrics-base-port or --kafka-base-port overlaps another port of this cluster"
     return None
 
 

@@ -47,16 +47,16 @@ from raftbus.client.queues.producer import QueueSender, queue_partition
 from raftbus.client.wire import queues_pb2 as qpb
 from raftbus.client.record_batch import RecordBatch
 from raftbus.client.record_future import RecordFuture
+from raftbus.client.kafka_batch import keyless_record
 from raftbus.client.records import (
-    NO_HEADERS, RECORD_OVERHEAD_BYTES, Header, RecordMetadata, RecordTuple, append_record, encode_batch,
-    keyless_record_head, record_size,
+    RECORD_OVERHEAD_BYTES, Header, RecordMetadata, RecordTuple, append_record, encode_stream_batch, record_size,
 )
 from raftbus.client.credentials import TlsSource
 from raftbus.client.router import Router
 from raftbus.client.sender import PendingBatch, SenderCore
 from raftbus.client.wire import raftbus_pb2 as pb
 
-_KEYLESS_HEAD = keyless_record_head  # (timestamp_ms, -1, value length) -> the record's head
+_KEYLESS_RECORD = keyless_record  # (offset delta, timestamp delta, value) -> one Kafka record's bytes
 
 ProduceDone = Callable[["pb.ProduceResponse | None", "RaftbusError | None"], None]
 
@@ -129,7 +129,7 @@ def encode_bulk(records: Sequence[Any], batch_bytes_max: int) -> tuple[bytes, in
             tuples.append((now_ms, to_bytes(key, "key"), to_bytes(value, "value"), ()))
         else:
             tuples.append((now_ms, None, to_bytes(item, "value"), ()))
-    encoded = encode_batch(tuples)
+    encoded = encode_stream_batch(tuples)
     if len(encoded[0]) > batch_bytes_max:
         raise BatchTooLarge(f"batch of {len(encoded[0])} bytes exceeds batch_bytes_max={batch_bytes_max}")
     return encoded
@@ -174,7 +174,7 @@ class _Batch(PendingBatch):
 
     def encode(self) -> tuple[bytes, int, int]:
         if self.encoded is None:
-            self.encoded = encode_batch(self.records)
+            self.encoded = encode_stream_batch(self.records)
         return self.encoded
 
     def resolve(self, base_offset: int) -> None:
@@ -294,10 +294,7 @@ class Producer(SenderCore):
                     if index and not batch.closed and batch.size_bytes + size < self.batch_bytes_max \
                             and self._buffer_used_bytes + size <= self.buffer_bytes_max and not self._closed:
                         self._buffer_used_bytes += size
-                        buffer = batch.buffer
-                        buffer += _KEYLESS_HEAD(timestamp_ms, -1, len(value))
-                        buffer += value
-                        buffer += NO_HEADERS
+                        batch.buffer += _KEYLESS_RECORD(index, timestamp_ms - batch.base_timestamp_ms, value)
                         if timestamp_ms > batch.max_timestamp_ms:
                             batch.max_timestamp_ms = timestamp_ms
                         batch.size_bytes += size

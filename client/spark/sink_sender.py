@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from raftbus.client import settings
 from raftbus.client.errors import RaftbusError, RequestTimedOut
 from raftbus.client.producer_lane import RENEW, Complete, LaneBatch, PartitionLane
-from raftbus.client.records import encode_batch
+from raftbus.client.records import encode_stream_batch
 from raftbus.client.wire import raftbus_pb2 as pb
 
 TopicPartition = tuple[str, int]
@@ -170,7 +170,7 @@ class SequencedSender:
 
     def _send(self, batch: _Batch) -> None:
         if batch.encoded is None:
-            batch.encoded = encode_batch(batch.records)
+            batch.encoded = encode_stream_batch(batch.records)
         blob, count, max_ts = batch.encoded
         attempt = batch.attempts
         request = pb.ProduceRequest(request_id=next(self._request_ids), topic=batch.tp[0], partition=batch.tp[1],

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from raftbus.broker.ports import METRICS_PORT_OFFSET
+from raftbus.broker.ports import KAFKA_PORT_OFFSET, METRICS_PORT_OFFSET
 from raftbus.client import Admin
 from tests.helpers import wait_until
 from tests.system.test_dev import Output, free_port_block
@@ -29,12 +29,12 @@ def dev_command(data_dir, base: int, *extra: str) -> list[str]:
 
 
 def free_dev_base(brokers: int) -> int:
-    """A base port whose client, Raft and derived metrics ports are all free now."""
+    """A base port whose client, Raft and derived metrics and Kafka ports are all free now."""
     for _ in range(100):
         base = free_port_block(2 * brokers)
-        metrics = [base + METRICS_PORT_OFFSET + i for i in range(brokers)]
+        derived = [base + offset + i for offset in (METRICS_PORT_OFFSET, KAFKA_PORT_OFFSET) for i in range(brokers)]
         try:
-            for port in metrics:
+            for port in derived:
                 with socket.socket() as s:
                     s.bind(("127.0.0.1", port))
             return base
@@ -87,9 +87,11 @@ def one_line_failure(argv, timeout_s=60, env=None) -> str:
     return done.stderr.strip()
 
 
-def test_the_metrics_ports_follow_the_base_port(first):
+def test_the_metrics_and_kafka_ports_follow_the_base_port(first):
     urls = [line.split()[-1] for line in first.out.lines if " metrics http://" in line]
     assert urls == [f"http://127.0.0.1:{first.base + METRICS_PORT_OFFSET + i}/metrics" for i in range(3)]
+    kafka = ",".join(f"127.0.0.1:{first.base + KAFKA_PORT_OFFSET + i}" for i in range(3))
+    assert first.out.has(f"raftbus dev: kafka-bootstrap {kafka}")
 
 
 def test_dev_on_taken_ports_names_the_other_cluster_and_starts_nothing(first, tmp_path):
@@ -113,24 +115,31 @@ def test_dev_checks_the_raft_and_metrics_ports_too(first, tmp_path):
                                         str(first.base + METRICS_PORT_OFFSET)))
     assert line.startswith(f"error: ADDRESS_IN_USE: 127.0.0.1:{first.base + METRICS_PORT_OFFSET} (metrics port of "
                            "broker 1) is in use by the metrics endpoint of raftbus broker 1;")
+    line = one_line_failure(dev_command(tmp_path / "fourth", free_dev_base(3), "--kafka-base-port",
+                                        str(first.base + KAFKA_PORT_OFFSET)))
+    assert line.startswith(f"error: ADDRESS_IN_USE: 127.0.0.1:{first.base + KAFKA_PORT_OFFSET} (Kafka port of "
+                           "broker 1) is in use by another process;")
 
 
 @pytest.mark.parametrize("taken, role, who", [
     ("listen", "client port, listen", "another raftbus cluster (cluster_id {cluster_id}, broker 2)"),
     ("raft", "Raft port, raft_listen", "the Raft port of raftbus broker 2"),
     ("metrics", "metrics port, metrics_listen", "the metrics endpoint of raftbus broker 2"),
+    ("kafka", "Kafka port, kafka_listen", "another process"),
 ])
 def test_broker_start_on_a_taken_port_names_it_and_who_answers(first, tmp_path, taken, role, who):
-    free = free_port_block(3)
-    address = {"listen": first.base + 2, "raft": first.base + 3, "metrics": first.base + METRICS_PORT_OFFSET + 1}
-    ports = {"listen": free, "raft": free + 1, "metrics": free + 2, taken: address[taken]}
+    free = free_port_block(4)
+    address = {"listen": first.base + 2, "raft": first.base + 3, "metrics": first.base + METRICS_PORT_OFFSET + 1,
+               "kafka": first.base + KAFKA_PORT_OFFSET + 1}
+    ports = {"listen": free, "raft": free + 1, "metrics": free + 2, "kafka": free + 3, taken: address[taken]}
     argv = [*RAFTBUS, "broker", "start", "--node-id", "1", "--data-dir", str(tmp_path / "b"),
             "--listen", f"127.0.0.1:{ports['listen']}", "--raft-listen", f"127.0.0.1:{ports['raft']}",
-            "--peers", f"1@127.0.0.1:{ports['raft']}", "--metrics-listen", f"127.0.0.1:{ports['metrics']}"]
+            "--peers", f"1@127.0.0.1:{ports['raft']}", "--metrics-listen", f"127.0.0.1:{ports['metrics']}",
+            "--kafka-listen", f"127.0.0.1:{ports['kafka']}"]
     line = one_line_failure(argv)
     assert line == (f"error: ADDRESS_IN_USE: 127.0.0.1:{address[taken]} ({role}) is in use by "
                     f"{who.format(cluster_id=first.cluster_id)}; stop it, or give this broker other addresses "
-                    "(--listen, --raft-listen, --metrics-listen)")
+                    "(--listen, --raft-listen, --metrics-listen, --kafka-listen)")
 
 
 def test_a_second_dev_cluster_on_another_base_port_runs_beside_the_first(first, tmp_path):

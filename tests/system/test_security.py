@@ -188,7 +188,8 @@ def test_dev_secure_writes_the_ca_and_an_admin_token_and_serves_only_with_them(t
     base = free_base_port(2)
     data = tmp_path / "dev"
     proc = subprocess.Popen([sys.executable, "-m", "raftbus.broker", "dev", "--secure", "--brokers", "1",
-                             "--data-dir", str(data), "--base-port", str(base), "--log-level", "WARNING"],
+                             "--data-dir", str(data), "--base-port", str(base), "--kafka-base-port", "0",
+                             "--log-level", "WARNING"],
                             stdout=subprocess.PIPE, text=True, start_new_session=True)
     try:
         lines = []

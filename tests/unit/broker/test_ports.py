@@ -24,16 +24,17 @@ from raftbus.client.wire import raftbus_pb2_grpc as pb_grpc
 
 def test_every_dev_port_follows_the_base_port():
     default = ports.dev_broker_ports(3, 7070)
-    assert [(b.client, b.raft, b.metrics) for b in default] == [(7070, 7071, 9570), (7072, 7073, 9571),
-                                                                (7074, 7075, 9572)]
+    assert [(b.client, b.raft, b.metrics, b.kafka) for b in default] == [
+        (7070, 7071, 9570, 9092), (7072, 7073, 9571, 9093), (7074, 7075, 9572, 9094)]
     other = ports.dev_broker_ports(3, 17070)
-    assert [b.metrics for b in other] == [19570, 19571, 19572]
-    used = {p for cluster in (default, other) for b in cluster for p in (b.client, b.raft, b.metrics)}
-    assert len(used) == 18  # two clusters, nothing shared
-    assert [b.metrics for b in ports.dev_broker_ports(2, 7070, 0)] == [None, None]
-    assert [b.metrics for b in ports.dev_broker_ports(2, 7070, 8000)] == [8000, 8001]
+    assert [(b.metrics, b.kafka) for b in other] == [(19570, 19092), (19571, 19093), (19572, 19094)]
+    used = {p for cluster in (default, other) for b in cluster for p in b.ports}
+    assert len(used) == 24  # two clusters, nothing shared
+    assert [(b.metrics, b.kafka) for b in ports.dev_broker_ports(2, 7070, 0, 0)] == [(None, None)] * 2
+    assert [(b.metrics, b.kafka) for b in ports.dev_broker_ports(2, 7070, 8000, 8100)] == [(8000, 8100),
+                                                                                          (8001, 8101)]
     assert [listener.role for listener in default[1].listeners()] == [
-        "client port of broker 2", "Raft port of broker 2", "metrics port of broker 2"]
+        "client port of broker 2", "Raft port of broker 2", "metrics port of broker 2", "Kafka port of broker 2"]
 
 
 @pytest.mark.parametrize("count, base, metrics, problem", [
@@ -41,6 +42,7 @@ def test_every_dev_port_follows_the_base_port():
     (0, 7070, None, "--brokers must be >= 1"),
     (3, 65533, 0, "outside 1-65535"),
     (3, 7070, 7073, "overlaps"),
+    (3, 7070, 9092, "overlaps"),  # metrics on the derived Kafka ports
 ])
 def test_dev_port_problems(count, base, metrics, problem):
     found = ports.dev_port_problem(count, base, metrics)
@@ -171,6 +173,9 @@ def test_a_port_taken_between_the_check_and_the_bind_is_named(held):
             ports.Listener("metrics port, metrics_listen", free_address())]
     taken = broker_main._bind_failure(OSError(errno.EADDRINUSE, "Address already in use"), raft)
     assert taken.message.startswith(f"{address} (Raft port, raft_listen) is in use")
+    kafka = [*raft[:1], ports.Listener("Kafka port, kafka_listen", address)]
+    taken = broker_main._bind_failure(OSError(errno.EADDRINUSE, "Address already in use"), kafka)
+    assert taken.message.startswith(f"{address} (Kafka port, kafka_listen) is in use")
     assert broker_main._bind_failure(OSError(errno.ENOENT, "No such file"), raft) is None
 
 
