@@ -13,7 +13,12 @@ fails with "Address already in use". Two ways remain, and each server uses the o
   127.0.0.1:0 with SO_REUSEPORT and holds the socket, never listening, until the cluster stops; the brokers run
   with `listen_reuse_port` and bind the same ports beside it. While it is held, the kernel hands the port to no
   other bind to port 0 and to no outgoing connection, and a bind without SO_REUSEPORT fails, so nothing can take
-  it during a restart; a connection while the broker is down is refused, as in production.
+  it during a restart; a connection while the broker is down is refused, as in production. The broker's check of
+  its ports before it starts (broker/ports.py) binds as the broker does, beside the hold, so a held port is its
+  own, and taken only while something listens there.
+
+A test that needs a port taken by someone else binds it itself and keeps it bound while the broker tries; a closed
+port is one the test holds without listening.
 
 Why not the alternative, the harness binding each Raft socket and handing it to the broker as an inherited file
 descriptor (socket activation): it keeps the Raft address, but gRPC Python cannot serve on a socket it is given,

@@ -37,12 +37,11 @@ def pids(bootstrap: str) -> dict[int, int]:
 
 
 def start_dev(data_dir):
-    """`raftbus dev` on ports it picks and holds (--base-port 0; its brokers' Kafka ports on port 0 then):
-    (process, its output, bootstrap)."""
+    """`raftbus dev` on ports it picks and holds (--base-port 0; its brokers pick their Kafka ports then, and
+    metrics are off): (process, its output, bootstrap)."""
     proc = subprocess.Popen([sys.executable, "-m", "raftbus.broker", "dev", "--brokers", "3",
-                             "--data-dir", str(data_dir), "--base-port", "0", "--restart-delay-ms", "500",
-                             "--kafka-base-port", "9092",  # on: with --base-port 0, on ports the brokers pick
-                             "--log-level", "WARNING"], stdout=subprocess.PIPE, text=True)
+                             "--data-dir", str(data_dir), "--base-port", "0", "--metrics-base-port", "0",
+                             "--restart-delay-ms", "500", "--log-level", "WARNING"], stdout=subprocess.PIPE, text=True)
     out = Output(proc.stdout)
     wait_until(lambda: out.has("Raft peers"), 30, what="the address lines")
     return proc, out, dev_addresses(out.lines)[0]
