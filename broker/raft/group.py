@@ -34,7 +34,7 @@ from pysyncobj.transport import Transport
 from raftbus.client import errors
 
 from raftbus.broker.raft import entry_codec, reconfigure, snapshot_footer, transfer
-from raftbus.broker.raft import membership as config
+from raftbus.broker.raft import configuration
 from raftbus.broker.raft.throttle import CatchUpThrottle, snapshot_bytes
 from raftbus.broker.raft.journal import JournalCorrupt, create_journal
 from raftbus.broker.raft.latency import LatencyHistogram
@@ -152,7 +152,7 @@ class GroupTransport(Transport):
         self.nodes = {peer_id: Node(str(peer_id)) for peer_id in peer_ids}
         self.raft: SyncObj | None = None
         self.stopped = False  # a stopped group neither receives nor answers: to its peers it is down
-        self.voters: frozenset | None = None  # votes from or to anyone else are dropped (membership.py)
+        self.voters: frozenset | None = None  # votes from or to anyone else are dropped (configuration.py)
         self.votes_here = True  # whether this replica is a voter: a learner neither grants nor asks for votes
         self.learners: frozenset = frozenset()
         self.throttle: CatchUpThrottle | None = None  # bounds what is sent to learners
@@ -406,7 +406,7 @@ class _Raft(SyncObj):
         kind = entry[0] if entry else None
         if kind == _REGULAR_COMMAND:
             return self._owner._apply_committed(entry[1:])
-        if kind == config.ENTRY_TYPE:
+        if kind == configuration.ENTRY_TYPE:
             return self._owner._apply_membership(entry)
         if kind != _NO_OP_COMMAND:
             log.warning("%s: ignored a committed entry of type %s", self._owner.group_id, kind)
@@ -510,7 +510,7 @@ class RaftGroup:
         self._hub, self._self_id = hub, self_id
         learners = {int(n) for n in learner_ids}
         # The configuration the group starts from; its own configuration entries (and snapshots) replace it.
-        self.membership = config.Membership.of(({self_id} | {int(p) for p in peer_ids}) - learners, learners)
+        self.membership = configuration.Membership.of(({self_id} | {int(p) for p in peer_ids}) - learners, learners)
         self._membership_proposal: Future | None = None
         self._leader_lost: int | None = None  # the leader's broker whose connection closed (on_peer_lost)
         self._start_raft()
@@ -522,7 +522,7 @@ class RaftGroup:
         voters = [node for peer_id, node in self.transport.nodes.items() if peer_id in members.voters]
         self.raft = _Raft(self, Node(str(self._self_id)), voters, conf, self.transport)
         self.transport.raft = self.raft
-        self._install_membership(config.Membership(members.voters, frozenset(), members.index), members)
+        self._install_membership(configuration.Membership(members.voters, frozenset(), members.index), members)
         journal = self.raft._SyncObj__raftLog
         if self._journal_budget is not None and hasattr(journal, "attach_budget"):
             journal.attach_budget(self._journal_budget)
@@ -551,8 +551,8 @@ class RaftGroup:
         self._loop.mark_dirty(self.group_id)
         log.warning("raft group %s reopened", self.group_id, extra={"group": self.group_id})
 
-    # ------------------------------------------------------------------ membership (membership.py)
-    def _install_membership(self, old: config.Membership, new: config.Membership) -> None:
+    # ------------------------------------------------------------------ membership (configuration.py)
+    def _install_membership(self, old: configuration.Membership, new: configuration.Membership) -> None:
         reconfigure.install(self.raft, self.transport, self._self_id, old, new, self._hub.connected_peers())
         self.membership = new
         self.transport.voters = new.voters
@@ -566,14 +566,14 @@ class RaftGroup:
         if self.stopped is not None:
             raise GroupStopped(self.stopped)
         try:
-            based_on, voters, learners = config.decode_change(entry)
-        except config.MembershipCodecError as exc:
+            based_on, voters, learners = configuration.decode_change(entry)
+        except configuration.ConfigurationCodecError as exc:
             log.warning("%s: ignored configuration entry %s: %s", self.group_id, index, exc)
             return errors.InvalidArgument(str(exc))
         if based_on != self.membership.index:
             return errors.MembershipChangeInProgress(
                 f"configuration entry {index} was derived from configuration {based_on}, not {self.membership.index}")
-        installed = config.Membership(voters, learners, index)
+        installed = configuration.Membership(voters, learners, index)
         self._install_membership(self.membership, installed)
         log.info("raft group membership changed", extra={"group": self.group_id, **installed.to_dict()})
         self._loop.on_applied(self)
@@ -614,13 +614,13 @@ class RaftGroup:
                                    leader_id=self.leader_id)
         pending = self._membership_proposal is not None and not self._membership_proposal.done()
         if pending or not reconfigure.own_term_applied(self.raft) or \
-                reconfigure.config_entry_pending(self.raft, config.is_change):
+                reconfigure.config_entry_pending(self.raft, configuration.is_change):
             raise errors.MembershipChangeInProgress(f"{self.group_id}: the previous membership change is not applied")
         current = self.membership
         target = step(current)
         if self._self_id not in target.voters:
             raise errors.InvalidReplicas(f"the leader of {self.group_id} cannot remove itself; move leadership first")
-        return config.encode_change(target, current.index)
+        return configuration.encode_change(target, current.index)
 
     def learner_progress(self) -> dict[int, int]:
         """Leader only: how many committed entries each member other than the leader still lacks."""
@@ -995,5 +995,5 @@ class RaftGroup:
         saved = footer.get("membership")
         if saved is not None and saved[0] >= self.membership.index:
             index, voters, learners = saved
-            self._install_membership(self.membership, config.Membership.of(voters, learners, index))
+            self._install_membership(self.membership, configuration.Membership.of(voters, learners, index))
         return footer["last"], footer["prev"], tuple(footer["cluster"])

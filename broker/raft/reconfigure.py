@@ -12,7 +12,7 @@ import logging
 from pysyncobj.monotonic import monotonic as raft_monotonic
 from pysyncobj.node import Node
 
-from raftbus.broker.raft.membership import Membership
+from raftbus.broker.raft.configuration import Membership
 
 log = logging.getLogger(__name__)
 

@@ -103,10 +103,10 @@ def test_one_change_at_a_time(cluster):
         leader.propose_membership(lambda m: m.remove(leader._self_id)).result(0)
 
     stale = leader.membership.index - 1
-    from raftbus.broker.raft import membership
+    from raftbus.broker.raft import configuration
     future = leader.raft  # a forged proposal derived from an older configuration changes nothing
     results = []
-    future._applyCommand(membership.encode_change(membership.Membership.of([leader._self_id]), stale),
+    future._applyCommand(configuration.encode_change(configuration.Membership.of([leader._self_id]), stale),
                          lambda result, reason: results.append(result))
     cluster.run_until(lambda: results, what="the stale change applied")
     assert isinstance(results[0], errors.MembershipChangeInProgress)

@@ -8,7 +8,7 @@ from types import MappingProxyType, SimpleNamespace
 
 from raftbus.broker import model
 from raftbus.broker.admin.reassigner import Reassigner
-from raftbus.broker.raft.membership import Membership
+from raftbus.broker.raft.configuration import Membership
 
 
 class Throttle:
