@@ -22,4 +22,4 @@ def _packages():
 
 
 packages, package_dir = _packages()
-setup(packages=packages, package_dir=package_dir, package_data={"raftbus.config": ["*.toml"], "raftbus.client.http": ["static/*", "static/swagger/*"]})
+setup(packages=packages, package_dir=package_dir, package_data={"raftbus.config": ["*.toml"], "raftbus.broker.raft.pysyncobj": ["LICENSE"], "raftbus.client.http": ["static/*", "static/swagger/*"]})

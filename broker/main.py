@@ -35,7 +35,6 @@ def setup_logging(level: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-    logging.getLogger("pysyncobj").setLevel(logging.WARNING)
 
 
 def _start(args) -> int:

@@ -1,8 +1,6 @@
 """The broker's Raft transport: one authenticated TCP connection per broker pair, shared by every Raft group.
 
-pysyncobj's stock transport zlib-compresses and *unpickles* every frame, so anyone who reaches a Raft port
-can run code on the broker, and compression costs more CPU than the rest of the replication path. `RaftHub`
-replaces it:
+Nothing a peer sends is unpickled or decompressed, and nothing is decoded before it is authenticated:
 
 - **Optional mutual TLS underneath.** With `tls` set, each TCP connection first completes a TLS 1.3 handshake in
   which both sides present a certificate signed by the configured CA; the hello, proofs and frames below then

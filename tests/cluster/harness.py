@@ -1,4 +1,4 @@
-"""Several brokers' Raft machinery in one process: real pysyncobj groups, real hubs on loopback, manual ticking."""
+"""Several brokers' Raft machinery in one process: real Raft groups, real hubs on loopback, manual ticking."""
 from __future__ import annotations
 
 import time
@@ -11,7 +11,6 @@ from raftbus.broker.raft.group import RaftGroup, RaftSettings
 from raftbus.broker.log.state import PartitionStateMachine
 from raftbus.broker.storage.lmdb_store import LmdbStore
 from raftbus.broker.raft.hub import RaftHub
-from pysyncobj.monotonic import monotonic as raft_monotonic
 from tests.helpers import free_ports
 
 SECRET = b"k" * 32
@@ -152,7 +151,7 @@ def first_leader(cluster: RaftCluster, node_id: int = 1, group_id: str = "p1.0")
     are committed through it. Returns its group."""
     for n in (1, 2, 3):
         cluster.start(n)
-    cluster.nodes[node_id].groups[group_id].raft._SyncObj__raftElectionDeadline = raft_monotonic()
+    cluster.nodes[node_id].groups[group_id].raft.set_election_timeout(0)
     leader = cluster.wait_leader(group_id)
     cluster.produce(3, group_id)
     return leader

@@ -1,6 +1,6 @@
 """A leadership hand-over refuses new commands only while it can still happen: not after the replica has stopped
 leading (and leads again later), not once the target's broker is gone, and it is not started towards a broker that
-is not connected. Real pysyncobj groups over real hubs; a 60 s election timeout keeps every hand-over's window open
+is not connected. Real Raft groups over real hubs; a 60 s election timeout keeps every hand-over's window open
 for the whole test, so only these rules can end a refusal."""
 from __future__ import annotations
 

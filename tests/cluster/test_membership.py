@@ -1,4 +1,4 @@
-"""Cluster tests of membership changes: real pysyncobj groups over real hubs in one process, ticked by hand."""
+"""Cluster tests of membership changes: real Raft groups over real hubs in one process, ticked by hand."""
 from __future__ import annotations
 
 import pytest
@@ -73,14 +73,14 @@ def test_a_learner_does_not_count_for_the_commit(cluster):
     leader = cluster.wait_leader()
     for node_id in [n for n in ORIGINAL if n != leader._self_id]:
         cluster.stop(node_id)
-    before = leader.raft._SyncObj__raftLog[-1][1]
+    before = leader.raft.last_index
     future = leader.submit(commands.encode_produce(5_000, PRODUCER, 10, 1, 5_000, b"only-two-hold-it"))
-    leader_log = leader.raft._SyncObj__raftLog
+    leader_log = leader.raft.log
     cluster.run_until(lambda: leader_log[-1][1] > before, what="the leader appending the entry")
     last = leader_log[-1][1]
-    learner_log = cluster.nodes[4].groups[GROUP].raft._SyncObj__raftLog
+    learner_log = cluster.nodes[4].groups[GROUP].raft.log
     cluster.run_until(lambda: learner_log[-1][1] >= last, what="the learner holding the new entry")
-    assert leader.raft.raftCommitIndex < last
+    assert leader.raft.commit_index < last
     assert not future.done() or not isinstance(future.exception(), type(None))  # never acknowledged
 
 
@@ -104,10 +104,9 @@ def test_one_change_at_a_time(cluster):
 
     stale = leader.membership.index - 1
     from raftbus.broker.raft import configuration
-    future = leader.raft  # a forged proposal derived from an older configuration changes nothing
-    results = []
-    future._applyCommand(configuration.encode_change(configuration.Membership.of([leader._self_id]), stale),
-                         lambda result, reason: results.append(result))
+    results = []  # a forged proposal derived from an older configuration changes nothing
+    leader.raft.propose_entry(configuration.encode_change(configuration.Membership.of([leader._self_id]), stale),
+                              lambda result, reason: results.append(result))
     cluster.run_until(lambda: results, what="the stale change applied")
     assert isinstance(results[0], errors.MembershipChangeInProgress)
     assert leader.membership.voters == {1, 2, 3, 4}
@@ -171,7 +170,7 @@ def test_a_learner_behind_the_compacted_log_gets_a_snapshot_with_the_configurati
         cluster.change_membership(lambda m: m.remove(4))  # a configuration entry before the snapshot
         cluster.produce(400, first_sequence=10)
         leader = cluster.wait_leader()
-        cluster.run_until(lambda: leader.raft._SyncObj__raftLog[0][1] > 50, what="the leader's log compacted")
+        cluster.run_until(lambda: leader.raft.first_index > 50, what="the leader's log compacted")
         cluster.start(4, replicas=ORIGINAL + [4], learners=[4])
         installed = cluster.change_membership(lambda m: m.add_learner(4))
         learner = cluster.nodes[4].groups[GROUP]

@@ -1,4 +1,4 @@
-"""Cluster tests: real pysyncobj groups over real hubs in one process, ticked by hand."""
+"""Cluster tests: real Raft groups over real hubs in one process, ticked by hand."""
 from __future__ import annotations
 
 import pytest
@@ -72,7 +72,7 @@ def test_snapshot_brings_an_empty_replica_up_to_date(tmp_path):
         cluster.start(2)
         cluster.produce(400)
         leader = cluster.leader()
-        cluster.run_until(lambda: leader.raft._SyncObj__raftLog[0][1] > 50, what="the leader's log compacted")
+        cluster.run_until(lambda: leader.raft.first_index > 50, what="the leader's log compacted")
         cluster.start(3)
         cluster.run_until(lambda: replicas_equal(cluster, 400), 30, what="empty replica caught up by snapshot")
         cluster.produce(10, first_sequence=400)

@@ -99,25 +99,3 @@ def test_throttle_grants_the_budget_per_second():
     assert CatchUpThrottle(0).grant([1 << 30] * 3) == 3
     with pytest.raises(ValueError):
         CatchUpThrottle(-1)
-
-
-def test_only_voters_take_part_in_elections():
-    """Goal: pysyncobj counts every response_vote it receives, so the group's channel drops votes and vote requests
-    from non-voters, and a learner neither answers nor asks for votes."""
-    from pysyncobj.node import Node
-
-    from raftbus.broker.raft.group import GroupTransport
-
-    transport = GroupTransport(hub=None, channel="p1.0", peer_ids=[2, 3, 4])
-    seen = []
-    transport.setOnMessageReceivedCallback(lambda node, message: seen.append((node.id, message["type"])))
-    transport.voters, transport.votes_here = frozenset({1, 2, 3}), True
-    for peer, kind in [(2, "request_vote"), (4, "request_vote"), (3, "response_vote"), (4, "response_vote")]:
-        transport.deliver(peer, {"type": kind, "term": 5})
-    assert seen == [("2", "request_vote"), ("3", "response_vote")]
-    seen.clear()
-    transport.votes_here = False  # this replica is a learner now
-    transport.deliver(2, {"type": "request_vote", "term": 6})
-    transport.deliver(3, {"type": "response_vote", "term": 6})
-    assert seen == []
-    assert isinstance(transport.nodes[4], Node)
