@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections import deque
 
 from boltons.statsutils import Stats
 
+from raftbus.broker.raft.clock import Clock, monotonic_s
 from raftbus.broker.storage.base import is_disk_full
 
 log = logging.getLogger(__name__)
@@ -28,7 +28,7 @@ WINDOW_SAMPLES_MAX = 4096
 
 
 class GroupCommit:
-    def __init__(self, interval_ms: int, *, samples_max: int = WINDOW_SAMPLES_MAX, clock=time.monotonic):
+    def __init__(self, interval_ms: int, *, samples_max: int = WINDOW_SAMPLES_MAX, clock: Clock = monotonic_s):
         self.interval_s = interval_ms / 1000
         self._clock = clock
         self._lock = threading.Lock()

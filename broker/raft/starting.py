@@ -14,15 +14,16 @@ Only when replicas are started changes; elections, votes and logs follow Raft as
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Container
+
+from raftbus.broker.raft.clock import Clock, monotonic_s
 
 
 class StartingReplicas:
     """New replicas that have not quiesced yet (`started` and `settle` on the loop thread, `wait_for_room` on the
     opener thread)."""
 
-    def __init__(self, starting_max: int, starting_timeout_ms: int, clock=time.monotonic):
+    def __init__(self, starting_max: int, starting_timeout_ms: int, clock: Clock = monotonic_s):
         self.starting_max = starting_max
         self.timeout_s = starting_timeout_ms / 1000
         self._clock = clock

@@ -30,7 +30,8 @@ class Node:
         self.hub = RaftHub(node_id, raft_addresses[node_id], peers, SECRET, on_message=self.loop.on_message,
                            on_peer_connected=self.loop.on_peer_connected,
                            on_peer_disconnected=self.loop.on_peer_disconnected, frame_bytes_max=64 << 20,
-                           send_buffer_bytes_max=send_buffer_bytes_max, connect_retry_ms=50, handshake_timeout_ms=2000)
+                           send_buffer_bytes_max=send_buffer_bytes_max, connect_retry_ms=50, handshake_timeout_ms=2000,
+                           clock=self.loop.clock)
         self.loop.attach(self.hub)
         self.hub.start()
         self.groups: dict[str, RaftGroup] = {}
