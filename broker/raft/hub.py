@@ -18,7 +18,7 @@ Nothing a peer sends is unpickled or decompressed, and nothing is decoded before
   a connection are tagged with keyed BLAKE2b, which every raftbus broker verifies; each side offers AES-256-GCM
   tags at once (a `~hub` record, the first it sends), and a side that received the offer tags the rest of its
   frames with GMAC (AES-GCM over no plaintext, the payload as associated data, the sequence number as nonce),
-  ~20x cheaper per byte where the CPU has AES and carry-less multiply instructions. A peer that never offers
+  cheaper per byte where the CPU has AES and carry-less multiply instructions. A peer that never offers
   (a broker from before the offer, which drops the record as a message for no group) keeps getting BLAKE2b
   frames, so brokers of both kinds stay connected through a rolling upgrade.
 - **No pickle, no zlib.** Messages are `marshal`-encoded plain data; after the tag checks out the decoded

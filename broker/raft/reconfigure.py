@@ -18,8 +18,8 @@ def install(raft, transport, self_id: int, old: Membership, new: Membership, con
     transport.nodes.update(new.members - {self_id})
     for peer_id in sorted(old.voters - new.voters - {self_id}):
         raft.remove_voter(peer_id)
-    for peer_id in sorted(old.learners - new.learners - {self_id}):
-        raft.remove_learner(peer_id)
+    for peer_id in sorted(old.learners - new.learners - new.voters - {self_id}):
+        raft.remove_learner(peer_id)  # a promoted learner moves to the voters below, with its progress
     for peer_id in sorted(new.voters - old.voters - {self_id}):
         _add_voter(raft, peer_id)
     for peer_id in sorted(new.learners - old.learners - {self_id}):

@@ -1,9 +1,9 @@
 """Starting many new replicas at once: a bounded number at a time.
 
-A new replica is awake until its group quiesces: its leader ticks and heartbeats, its followers answer. Creating
-thousands of partitions at once woke thousands of groups on every broker; the Raft loop could not keep up with
-their heartbeats, followers' election timers fired, each new election cost more messages and durable term writes,
-and the groups never settled (3,000 partitions on 3 brokers had fewer leaders after 7 minutes than after 3).
+A new replica is awake until its group quiesces: its leader ticks and heartbeats, its followers answer. Thousands
+of partitions created at once would wake thousands of groups on every broker: a Raft loop that cannot keep up with
+their heartbeats lets followers' election timers fire, each new election costs more messages and durable term
+writes, and the groups do not settle.
 
 So the replica opener waits while `starting_max` replicas it started have not quiesced yet. Every broker opens
 the new replicas of one metadata change in the same order, so the replicas of a group start at about the same

@@ -16,8 +16,9 @@ Changed, each with its test (docs/replication.md, "pysyncobj: adapter or vendore
   no-ops; a chunked `transmission` and a whole snapshot in a message (`serialized`) are refused, since raftbus
   streams snapshots in checked chunks (transfer.py);
 - a follower truncates its log only at an entry whose term conflicts with the leader's, keeps what matches, and
-  commits no further than the entries the leader's message proved (pysyncobj truncated after every append
-  whose previous index was below its last entry, dropping entries it had acknowledged);
+  commits no further than the entries the leader's message proved, so a heartbeat without a log position commits
+  nothing (pysyncobj truncated after every append whose previous index was below its last entry, dropping entries
+  it had acknowledged, and let a heartbeat commit a follower's whole log);
 - a successful reply never moves the leader's next index for that follower back, and replies carry the
   replier's term (`term_tag`) so a leader ignores those of an earlier term;
 - only voters elect: vote requests and answers from non-voters are dropped, and a replica that is not a voter
@@ -419,13 +420,13 @@ class RaftNode:
             self._refused(peer, "a snapshot in a message (raftbus streams snapshots in checked chunks)")
             return
         self._follow(peer, term)
-        leader_commit = message["commit_index"]
-        verified = None
-        if "prevLogIdx" in message:
-            verified = self._append(peer, message)
-            if verified is None:
-                return
-        self._commit_to(leader_commit, verified)
+        if "prevLogIdx" not in message:
+            # A heartbeat to a follower being sent a snapshot: no log position, so it proves nothing of this log.
+            self._commit_to(message["commit_index"], self.commit_index)
+            return
+        verified = self._append(peer, message)
+        if verified is not None:
+            self._commit_to(message["commit_index"], verified)
 
     def _follow(self, peer: int, term: int) -> None:
         """An append or a snapshot of `term` (>= ours) from `peer`: it leads."""
@@ -472,13 +473,13 @@ class RaftNode:
         self._reply(peer, verified + 1, success=True)
         return verified
 
-    def _commit_to(self, leader_commit: int, verified: int | None) -> None:
-        """Follow the leader's commit index, no further than this log is known to match the leader's
-        (`verified`; a message without entries or log position proves nothing new)."""
+    def _commit_to(self, leader_commit: int, verified: int) -> None:
+        """Follow the leader's commit index, no further than the last index this log is known to share with the
+        leader's (`verified`)."""
         last = self.last_index
         if self.commit_index > last:
             self.commit_index = last
-        bound = last if verified is None else verified
+        bound = min(verified, last)
         if leader_commit > self.commit_index and bound > self.commit_index:
             self.commit_index = min(leader_commit, bound)
         self.log.set_commit_index(self.commit_index)
@@ -552,7 +553,7 @@ class RaftNode:
         os.replace(path, self._options.snapshot_path)
         self._load_snapshot(clear_log=True)
         self._reply(peer, success=True)
-        self._commit_to(commit_index, None)
+        self._commit_to(commit_index, self.last_index)  # a snapshot holds committed entries only
         return True
 
     # ------------------------------------------------------------------ leadership

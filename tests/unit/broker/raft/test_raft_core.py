@@ -118,6 +118,16 @@ def test_a_follower_commits_no_further_than_the_entries_a_message_proved(followe
     assert follower.node.commit_index == 5 and follower.entries()[-1] == (5, 2)
 
 
+def test_a_heartbeat_without_a_log_position_commits_nothing(follower):
+    """A leader streaming a snapshot to a follower heartbeats it without a log position: such a message proves
+    nothing of the follower's log, whose entries 2..6 (never committed) may be a deposed leader's."""
+    before = follower.node.commit_index
+    follower.node.receive(3, {"type": "append_entries", "term": 2, "serialized": None, "commit_index": 6})
+    assert follower.node.commit_index == before < 2 and follower.node.leader_id == 3
+    follower.node.tick()
+    assert follower.applied == []
+
+
 # ---------------------------------------------------------------------------------------------- leader's view
 @pytest.fixture
 def leader(tmp_path):
