@@ -39,7 +39,7 @@ bench: $(STAMP)
 # raftbus (`raftbus bench all`), a 3-node NATS JetStream R3 cluster and a Redis server, same records and counts,
 # side by side in one run: JSON lines, bench-peers.json and the Markdown table (also in bench-peers.md).
 bench-peers: $(PEERS_STAMP) peers-servers
-	$(PY) -m raftbus.client.bench.peers --out bench-peers.json --table-out bench-peers.md $(PEERS_ARGS)
+	$(PY) -m raftbus.bench.peers --out bench-peers.json --table-out bench-peers.md $(PEERS_ARGS)
 
 $(PEERS_STAMP): $(STAMP)
 	$(PIP) install -q -e '.[test,peers]'

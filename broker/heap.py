@@ -2,10 +2,8 @@
 
 CPython's collector stops every thread of the process for a full pass over every container object it tracks, and
 a broker's long-lived objects (each replica's Raft group, state machine, store and their dicts) grow with the
-replicas it hosts. Measured with `raftbus bench idle --idle-partitions 10000` on the 2-core development machine:
-full passes grew with every replica (114 ms at 110,000 tracked objects, 847 ms at 648,000), peers reported the
-broker silent for longer than `raft_liveness_timeout_ms` and woke the groups it led, and elections repeated until
-fewer and fewer groups settled.
+replicas it hosts. A pass long enough leaves the broker silent for longer than `raft_liveness_timeout_ms`: its
+peers wake the groups it leads and elect again (docs/performance.md, "Many partitions", has the pause times).
 
 So once a second (`gc_freeze_interval_ms`), after replicas were opened, the Raft loop collects the two young
 generations (their cyclic garbage is freed, not frozen) and moves every object alive into the collector's
@@ -19,20 +17,17 @@ pause per that many drops.
 
 The C heap: each LMDB environment mallocs ~3 MiB of transaction lists when it opens and frees them when it
 closes. glibc serves an allocation that large from its own mapping, but after the first such free it raises its
-threshold and serves the next ones from the heap, whose freed pages it keeps: a process reopening 2,000 parked
-stores under a bound of 500 grew to 1,649 MB RSS (77 MB with the threshold held). So the broker holds glibc's
+threshold and serves the next ones from the heap, whose freed pages it keeps, so a broker parking and reopening
+stores would grow with every reopen (docs/storage.md, "The C heap under parking"). So the broker holds glibc's
 mmap threshold at `malloc_mmap_threshold_bytes` (1 MiB): allocations that large always get a mapping of their own,
 returned to the system when freed (`pin_malloc_mmap_threshold`).
 
 Holding the mmap threshold also holds glibc's trim threshold at its 128 KiB default: whenever more than that is
 free at the top of a heap, it goes back to the system, and the next large allocation faults it in and zeroes it
-again. Under a produce load every batch (up to a MiB) is copied through several such buffers per replica, and page
-faults with their zeroing made up ~20 % of the brokers' CPU samples (perf). So the broker also holds the trim
-threshold at `malloc_trim_threshold_bytes` (16 MiB; `hold_malloc_trim_threshold`): up to that much stays free at
-the top of each heap for the next batch. Measured with `raftbus bench produce --records 1000000` (send_batch, 2
-producer processes) against fresh 3-broker clusters, three alternated pairs: the brokers' CPU per record 2.03, 1.99,
-2.01 µs with the default and 1.84, 1.86, 1.84 µs with 16 MiB; the largest broker RSS after the load 251–256 MB
-and 265–268 MB.
+again. Under a produce load every batch (up to a MiB) is copied through several such buffers per replica, each
+faulted in and zeroed afresh. So the broker also holds the trim threshold at `malloc_trim_threshold_bytes`
+(16 MiB; `hold_malloc_trim_threshold`): up to that much stays free at the top of each heap for the next batch, at
+the price of that much more RSS (docs/performance.md, "Produce", has what it saves).
 """
 from __future__ import annotations
 

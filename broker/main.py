@@ -37,7 +37,7 @@ def setup_logging(level: str) -> None:
     root.setLevel(level.upper())
 
 
-def _start(args) -> int:
+def start_broker(args) -> int:
     from raftbus.broker.server import Broker
     from raftbus.broker.settings import load_settings
 
@@ -101,7 +101,7 @@ def _dev_brokers(args) -> list[Supervised]:
     return brokers
 
 
-def _dev(args) -> int:
+def run_dev(args) -> int:
     """A local N-broker cluster on loopback, one process per broker; a broker that exits is restarted after
     --restart-delay-ms (unless --no-restart) while the others keep serving; Ctrl-C stops it cleanly."""
     data_dir = Path(args.data_dir)
@@ -177,10 +177,8 @@ def _wait_ready(bootstrap: str, brokers: int, stop: threading.Event, procs, time
         raise errors.Unavailable(f"cluster not ready after {timeout_s:.0f} s (last: {last})")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="raftbus broker")
-    sub = parser.add_subparsers(dest="command", required=True)
-    start = sub.add_parser("start", help="run one broker")
+def add_start_arguments(start: argparse.ArgumentParser) -> None:
+    """The flags of `raftbus broker start` (declared here only; the `raftbus` command uses this function)."""
     start.add_argument("--config", help="per-broker TOML settings file")
     start.add_argument("--node-id", type=int)
     start.add_argument("--data-dir")
@@ -191,7 +189,11 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--join", help="client address host:port of a running cluster to join (instead of --peers)")
     start.add_argument("--metrics-listen", help="host:port serving Prometheus metrics at /metrics")
     start.add_argument("--log-level", default=os.environ.get("RAFTBUS_LOG_LEVEL", "INFO"))
-    dev = sub.add_parser("dev", help="a local N-broker cluster on loopback")
+    start.set_defaults(run=start_broker)
+
+
+def add_dev_arguments(dev: argparse.ArgumentParser) -> None:
+    """The flags of `raftbus dev` (declared here only; the `raftbus` command uses this function)."""
     dev.add_argument("--brokers", type=int, default=3)
     dev.add_argument("--data-dir", default="./data")
     dev.add_argument("--base-port", type=int, default=7070)
@@ -204,16 +206,29 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("--restart-delay-ms", type=int, default=DEV_RESTART_DELAY_MS,
                      help="wait before restarting a broker that exited")
     dev.add_argument("--no-restart", action="store_true", help="leave a broker that exited down")
+    dev.set_defaults(run=run_dev)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="raftbus broker")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_start_arguments(sub.add_parser("start", help="run one broker"))
+    add_dev_arguments(sub.add_parser("dev", help="a local N-broker cluster on loopback (Ctrl-C stops it)"))
     return parser
 
 
-def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+def run(args) -> int:
+    """Run `broker start` or `dev` from parsed flags (add_start_arguments / add_dev_arguments): the exit code,
+    with a broker's typed error or an OS error as one line on stderr."""
     try:
-        return _start(args) if args.command == "start" else _dev(args)
+        return args.run(args)
     except errors.RaftbusError as exc:
         print(f"error: {exc.code}: {exc.message}", file=sys.stderr)
         return 1
     except OSError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+
+
+def main(argv=None) -> int:
+    return run(build_parser().parse_args(argv))

@@ -14,7 +14,7 @@ _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]+")
 @dataclass(frozen=True)
 class PartitionPlacement:
     """Where one partition's replicas live; replicas[0] is the preferred leader. While a reassignment runs,
-    `target` is where they are going (the partition's leader moves them one step at a time, admin/reassigner.py)
+    `target` is where they are going (the partition's leader moves them one step at a time, metadata/reassignment_driver.py)
     and `throttle_bytes_per_s` bounds what new replicas are sent while they catch up (0 = the broker default)."""
 
     partition: int

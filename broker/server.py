@@ -21,13 +21,13 @@ from raftbus.broker.raft.starting import StartingReplicas
 from raftbus.broker.raft.first_election import stagger_first_election
 from raftbus.broker.raft.group import RaftGroup
 from raftbus.broker.raft.reboot import BootRecord, discard_stores
-from raftbus.broker.admin.service import AdminService
+from raftbus.broker.metadata.service import AdminService
 from raftbus.broker.context import METADATA_GROUP, BrokerContext, PartitionReplica, replica_plan
 from raftbus.broker.queues.dead_letters import DeadLetters
 from raftbus.broker.leaders import LeaderGossip, LeaderTable
 from raftbus.broker.log.service import LogService
 from raftbus.broker.queues.service import QueueService
-from raftbus.broker.admin.state import MetadataStateMachine
+from raftbus.broker.metadata.state import MetadataStateMachine
 from raftbus.broker.log.state import PartitionStateMachine
 from raftbus.broker.log.verify import check_on_open
 from raftbus.broker.queues.state.machine import QueueStateMachine
@@ -35,8 +35,8 @@ from raftbus.broker.storage.base import is_disk_full
 from raftbus.broker.storage.lmdb_store import LmdbStore
 from raftbus.broker.storage.open_files import OpenBudget, derived_limit
 from raftbus.broker.heap import FrozenHeap, hold_malloc_trim_threshold, pin_malloc_mmap_threshold
-from raftbus.broker.admin.integrity import integrity_servicers
-from raftbus.broker.admin.servicer import admin_servicers
+from raftbus.broker.metadata.integrity import integrity_servicers
+from raftbus.broker.metadata.servicer import admin_servicers
 from raftbus.broker.call_limits import LongCallSlots
 from raftbus.broker.grpc_server import build_server
 from raftbus.broker.log.servicer import log_servicers
@@ -50,11 +50,11 @@ from raftbus.broker.queues.forwarder import QueueForwarder
 from raftbus.broker.queues.servicer import queue_servicers
 from raftbus.broker.security import wiring as security
 # membership and data movement
-from raftbus.broker.admin.join import join_cluster, joined_state
-from raftbus.broker.admin.membership import MembershipService
-from raftbus.broker.admin.membership_servicer import membership_servicers
-from raftbus.broker.admin.reassigner import Reassigner
-from raftbus.broker.admin.decommission import Decommissions
+from raftbus.broker.metadata.join import join_cluster, joined_state
+from raftbus.broker.metadata.voters import MembershipService
+from raftbus.broker.metadata.membership_servicer import membership_servicers
+from raftbus.broker.metadata.reassignment_driver import Reassigner
+from raftbus.broker.metadata.decommission import Decommissions
 from raftbus.broker.security import tls as security_tls
 from raftbus.broker.security.tokens import internal_token
 

@@ -11,7 +11,7 @@ from dynaconf import Dynaconf
 
 from raftbus.client import errors
 
-from raftbus.broker.raft import cluster_secret as secret_policy
+from raftbus.broker.raft import cluster_secret as cluster_secret_policy
 from raftbus.broker.raft.group import RaftSettings
 from raftbus.broker.raft.quiesce import QuiesceSettings
 
@@ -42,8 +42,8 @@ class BrokerSettings:
     advertised_listen: str = ""
     raft_listen: str = "127.0.0.1:7071"
     peers: str = ""
-    cluster_secret: str = secret_policy.DEFAULT_SECRET
-    cluster_id: str = secret_policy.DEFAULT_CLUSTER_ID
+    cluster_secret: str = cluster_secret_policy.DEFAULT_SECRET
+    cluster_id: str = cluster_secret_policy.DEFAULT_CLUSTER_ID
     cluster_secret_bytes_min: int = 32
     cluster_secret_accepted: str = ""
     metrics_listen: str = ""
@@ -217,19 +217,19 @@ class BrokerSettings:
     @property
     def raft_secret(self) -> bytes:
         """The Raft key, derived from the secret and the cluster id; the transport never sees the string itself."""
-        return secret_policy.raft_key(self.cluster_secret, self.cluster_id)
+        return cluster_secret_policy.raft_key(self.cluster_secret, self.cluster_id)
 
     @property
     def raft_accepted_secrets(self) -> list[bytes]:
         """Keys of `cluster_secret_accepted`: proofs under them are accepted, never sent (secret rotation)."""
         if not self.cluster_secret_accepted:
             return []
-        return [secret_policy.raft_key(self.cluster_secret_accepted, self.cluster_id)]
+        return [cluster_secret_policy.raft_key(self.cluster_secret_accepted, self.cluster_id)]
 
     @property
     def loopback_only(self) -> bool:
         """Whether every listener (listen, raft_listen) is on a loopback address."""
-        return all(secret_policy.is_loopback(host) for host, _ in (self.listen_address, self.raft_address))
+        return all(cluster_secret_policy.is_loopback(host) for host, _ in (self.listen_address, self.raft_address))
 
     def raft(self) -> RaftSettings:
         return RaftSettings(
@@ -327,10 +327,11 @@ class BrokerSettings:
             raise errors.InvalidArgument("auth_bootstrap_token_file is set but auth_enabled is false")
 
     def _validate_raft_port(self) -> None:
-        problem = secret_policy.secret_problem(self.cluster_secret, self.cluster_id, self.cluster_secret_bytes_min)
+        problem = cluster_secret_policy.secret_problem(self.cluster_secret, self.cluster_id,
+                                                       self.cluster_secret_bytes_min)
         if not problem and self.cluster_secret_accepted:
-            problem = secret_policy.secret_problem(self.cluster_secret_accepted, self.cluster_id,
-                                                   self.cluster_secret_bytes_min)
+            problem = cluster_secret_policy.secret_problem(self.cluster_secret_accepted, self.cluster_id,
+                                                           self.cluster_secret_bytes_min)
             problem = problem and problem.replace("cluster_secret", "cluster_secret_accepted", 1)
         if problem and not self.loopback_only:
             raise errors.InvalidArgument(

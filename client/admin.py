@@ -20,7 +20,7 @@ from raftbus.client.groups.calls import GroupCalls, TopicPartition
 from raftbus.client.credentials import TlsSource
 from raftbus.client.reader import Reader
 from raftbus.client.router import Router
-from raftbus.client.membership import MembershipCalls
+from raftbus.client.cluster_admin import MembershipCalls
 from raftbus.client.security import SecurityCalls
 from raftbus.client.wire import raftbus_pb2 as pb
 
@@ -177,7 +177,7 @@ def create_topic_request(name: str, partitions: int | None, replication_factor: 
 
 class Admin(SecurityCalls, MembershipCalls):
     """Topic and cluster administration, tokens and ACLs (client/security.py), membership and data movement
-    (client/membership.py); a context manager that closes its channels."""
+    (client/cluster_admin.py); a context manager that closes its channels."""
 
     def __init__(
         self,

@@ -33,7 +33,7 @@ from raftbus.client.errors import (
 )
 from raftbus.client.groups.fetcher import ConsumerRecords, Fetcher
 from raftbus.client.groups.calls import GroupCalls, TopicPartition
-from raftbus.client.groups.membership import REJOIN, RESYNC, MemberOptions, Membership, PartitionHooks
+from raftbus.client.groups.member import REJOIN, RESYNC, MemberOptions, Membership, PartitionHooks
 from raftbus.client.credentials import TlsSource
 from raftbus.client.router import Router
 from raftbus.client.wire import raftbus_pb2 as pb

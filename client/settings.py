@@ -25,10 +25,9 @@ RETRY_BACKOFF_MAX_MS = 1_000          # the longest wait between retries of an o
 RETRY_BACKOFF_LEADER_MAX_MS = 100     # ... while a partition has no reachable leader (an election: 0.4-1.2 s); each
 #                                       such retry refreshes the map, and concurrent refreshes share one request
 # A channel to a broker that went away dials it again after RECONNECT_BACKOFF_MS, growing (gRPC's 1.6x, jittered
-# +-20 %) up to RECONNECT_BACKOFF_MAX_MS; while it waits, calls to that broker fail at once. gRPC's own default of 1 s
-# growing to 120 s left a channel to a restarted broker failing seconds after the broker was back, when it next led;
-# a 1 s cap still did when it led again within about a second of its return. The cost: a channel to a broker that is
-# down makes a connection attempt every 250 ms.
+# +-20 %) up to RECONNECT_BACKOFF_MAX_MS; while it waits, calls to that broker fail at once. The cap is short so that
+# a broker back from a restart is reachable as soon as it leads again (gRPC's own default grows to 120 s); the cost is
+# one connection attempt every RECONNECT_BACKOFF_MAX_MS to a broker that is down (docs/performance.md, "Failover").
 RECONNECT_BACKOFF_MS = 100
 RECONNECT_BACKOFF_MAX_MS = 250
 

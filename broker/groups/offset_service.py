@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 from raftbus.client import errors
 
-from raftbus.broker.groups import commands as gc
-from raftbus.broker.groups import state as rules
+from raftbus.broker.groups import commands as group_commands
+from raftbus.broker.groups import rules
 from raftbus.broker.groups.offset_state import CommittedOffset
 from raftbus.broker.context import BrokerContext, wait_result
 
@@ -64,7 +64,7 @@ class OffsetService:
                 f"offset metadata exceeds offset_metadata_bytes_max={self.settings.offset_metadata_bytes_max}")
         replica = self.context.leader_replica(topic, partition, kind="stream")
         check_member(self.context, group, member_id, generation, topic, partition)
-        command = gc.encode_commit_offset(group=group, member_id=member_id, generation=generation, offset=offset,
+        command = group_commands.encode_commit_offset(group=group, member_id=member_id, generation=generation, offset=offset,
                                           metadata=metadata, reset=reset, now_ms=self.context.clock.now_ms())
         return wait_result(replica.group.submit(command), self.settings.produce_timeout_ms / 1000)
 
@@ -84,7 +84,7 @@ class OffsetService:
             raise errors.OffsetOutOfRange(f"offset {offset} of {topic}/{partition} is outside the log "
                                           f"[{log_start}, {high_watermark}]")
         generation = replica.state_machine.highest_generation(group)
-        command = gc.encode_commit_offset(group=group, member_id="", generation=generation, offset=offset,
+        command = group_commands.encode_commit_offset(group=group, member_id="", generation=generation, offset=offset,
                                           metadata="", reset=True, now_ms=self.context.clock.now_ms())
         return wait_result(replica.group.submit(command), self.settings.produce_timeout_ms / 1000)
 
@@ -99,7 +99,7 @@ class OffsetService:
         stale = [g for g in replica.state_machine.offsets_committed_before(cutoff_ms) if g not in live_groups]
         stale = stale[:self.settings.offsets_expire_groups_per_command_max]
         if stale:
-            replica.group.submit(gc.encode_expire_offsets(groups=stale, committed_before_ms=cutoff_ms))
+            replica.group.submit(group_commands.encode_expire_offsets(groups=stale, committed_before_ms=cutoff_ms))
         return stale
 
     def fetch(self, group: str, topic: str, partition: int, *, consistent: bool = False,
@@ -115,7 +115,7 @@ class OffsetService:
             check_member(self.context, group, member[0], member[1], topic, partition)
             generation = member[1]
         if consistent:
-            committed = wait_result(replica.group.submit(gc.encode_read_offset(group=group, generation=generation)),
+            committed = wait_result(replica.group.submit(group_commands.encode_read_offset(group=group, generation=generation)),
                                     self.settings.produce_timeout_ms / 1000)
         else:
             committed = sm.committed(group)

@@ -9,11 +9,11 @@ from collections.abc import Mapping
 
 from raftbus.client import errors
 
-from raftbus.broker.groups import commands as gc
-from raftbus.broker.groups import state as rules
+from raftbus.broker.groups import commands as group_commands
+from raftbus.broker.groups import rules
 
-_MEMBER_CHANGES = {gc.LEAVE_GROUP: rules.leave, gc.EXPIRE_MEMBERS: rules.expire,
-                   gc.RELEASE_PARTITIONS: rules.release}
+_MEMBER_CHANGES = {group_commands.LEAVE_GROUP: rules.leave, group_commands.EXPIRE_MEMBERS: rules.expire,
+                   group_commands.RELEASE_PARTITIONS: rules.release}
 
 
 def plan_group_command(groups: Mapping[str, rules.ConsumerGroup], topics: Mapping, index: int, kind: str,
@@ -22,12 +22,12 @@ def plan_group_command(groups: Mapping[str, rules.ConsumerGroup], topics: Mappin
     name = payload["group"]
     group = groups.get(name)
     counts = rules.partition_counts_of(topics.values())
-    if kind == gc.DELETE_GROUP:
+    if kind == group_commands.DELETE_GROUP:
         return None, _delete(group, name)
-    if kind == gc.JOIN_GROUP:
+    if kind == group_commands.JOIN_GROUP:
         changed = rules.join(group, payload, counts, len(groups), index)
     else:
-        if kind == gc.EXPIRE_MEMBERS:
+        if kind == group_commands.EXPIRE_MEMBERS:
             _check_ids(payload["member_ids"])
         changed = _MEMBER_CHANGES[kind](group, payload, counts, index)
     return changed, (((name, changed),) if changed is not group else ())

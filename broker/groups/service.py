@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from raftbus.client import errors
 
-from raftbus.broker.groups import commands as gc
-from raftbus.broker.groups import state as rules
+from raftbus.broker.groups import commands as group_commands
+from raftbus.broker.groups import rules
 from raftbus.broker.context import METADATA_GROUP, BrokerContext, wait_result
 from raftbus.broker.groups.heartbeats import HeartbeatTable
 
@@ -83,7 +83,7 @@ class GroupService:
         else:
             member_id = f"{client_id or 'consumer'}-{uuid.uuid4().hex}"
         now_ms = self.context.clock.now_ms()
-        command = gc.encode_join_group(group=group, member_id=member_id, client_id=client_id, topics=topics,
+        command = group_commands.encode_join_group(group=group, member_id=member_id, client_id=client_id, topics=topics,
                                        session_timeout_ms=session_timeout_ms,
                                        rebalance_timeout_ms=rebalance_timeout_ms, members_max=s.group_members_max,
                                        groups_max=s.groups_max, now_ms=now_ms)
@@ -114,13 +114,13 @@ class GroupService:
             owned = current.owned_by(member_id)
             if len(released) > len(owned):
                 raise errors.InvalidArgument(f"released {len(released)} partitions; the member owns {len(owned)}")
-            current = self._submit(gc.encode_release_partitions(
+            current = self._submit(group_commands.encode_release_partitions(
                 group=group, member_id=member_id, generation=generation, partitions=released, now_ms=now_ms))
         return assignment_view(current, member_id)
 
     def leave(self, group: str, member_id: str) -> None:
         self.context.require_controller()
-        self._submit(gc.encode_leave_group(group=group, member_id=member_id, now_ms=self.context.clock.now_ms()))
+        self._submit(group_commands.encode_leave_group(group=group, member_id=member_id, now_ms=self.context.clock.now_ms()))
         log.info("member left", extra={"group": group, "member": member_id})
 
     # ------------------------------------------------------------------ reads (any broker)
@@ -164,11 +164,11 @@ class GroupService:
         doomed = rules.overdue_members(group, self.heartbeats.last_of(group.name), since_ms, now_ms)
         if doomed:
             log.info("members expired", extra={"group": group.name, "members": doomed})
-            return gc.encode_expire_members(group=group.name, member_ids=doomed, now_ms=now_ms)
+            return group_commands.encode_expire_members(group=group.name, member_ids=doomed, now_ms=now_ms)
         empty_for_ms = now_ms - max(group.empty_since_ms, since_ms)
         if not group.members and group.empty_since_ms >= 0 and empty_for_ms > self.settings.group_empty_retention_ms:
             log.info("empty group deleted", extra={"group": group.name})
-            return gc.encode_delete_group(group=group.name, now_ms=now_ms)
+            return group_commands.encode_delete_group(group=group.name, now_ms=now_ms)
         return None
 
     # ------------------------------------------------------------------ helpers

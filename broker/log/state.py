@@ -22,8 +22,8 @@ from raftbus.client import errors
 
 from raftbus.broker import commands
 from raftbus.broker.groups import commands as group_commands
-from raftbus.broker.groups import offset_state as offsets
-from raftbus.broker.log import digest as checks
+from raftbus.broker.groups import offset_state
+from raftbus.broker.log import digest as batch_digest
 
 META, BATCHES, PRODUCERS, TIME_INDEX = "meta", "batches", "producers", "time_index"
 STATE_KEY = b"state"
@@ -98,7 +98,7 @@ def _next_in_order(raw: bytes | None, produce: commands.ProduceCommand) -> bytes
 
 
 class PartitionStateMachine:
-    TABLES = (META, BATCHES, PRODUCERS, TIME_INDEX, offsets.OFFSETS)
+    TABLES = (META, BATCHES, PRODUCERS, TIME_INDEX, offset_state.OFFSETS)
 
     def __init__(self, store):
         self._store = store
@@ -139,11 +139,11 @@ class PartitionStateMachine:
         if kind == commands.CHECKPOINT:
             return self._checkpoint(txn, index), self._state
         if kind == group_commands.COMMIT_OFFSET:  # consumer groups
-            return offsets.commit(txn, self._state.high_watermark, payload), self._state
+            return offset_state.commit(txn, self._state.high_watermark, payload), self._state
         if kind == group_commands.READ_OFFSET:
-            return offsets.read(txn, payload), self._state
+            return offset_state.read(txn, payload), self._state
         if kind == group_commands.EXPIRE_OFFSETS:
-            return offsets.expire(txn, payload), self._state
+            return offset_state.expire(txn, payload), self._state
         return errors.InvalidArgument(f"{kind} is not a partition command"), self._state
 
     def _produce(self, txn, produce: commands.ProduceCommand):
@@ -162,9 +162,10 @@ class PartitionStateMachine:
         key = _offset_key(base_offset)
         txn.put(BATCHES, key, produce.value)
         digest = None if state.log_start_offset != state.high_watermark else 0  # an empty store starts tracking
-        digest = checks.load(txn.get(META, checks.DIGEST_KEY)) if digest is None else digest
+        digest = batch_digest.load(txn.get(META, batch_digest.DIGEST_KEY)) if digest is None else digest
         if digest is not None:
-            txn.put(META, checks.DIGEST_KEY, checks.dump(checks.add(digest, checks.batch_term(key, produce.value))))
+            term = batch_digest.batch_term(key, produce.value)
+            txn.put(META, batch_digest.DIGEST_KEY, batch_digest.dump(batch_digest.add(digest, term)))
         if producer_id:
             batch = _PRODUCER_BATCH.pack(produce.base_sequence, produce.record_count, base_offset,
                                          produce.append_time_ms)
@@ -181,11 +182,11 @@ class PartitionStateMachine:
         )
         return ProduceResult(base_offset, False, produce.append_time_ms), state
 
-    def _checkpoint(self, txn, index: int) -> checks.Checkpoint:
+    def _checkpoint(self, txn, index: int) -> batch_digest.Checkpoint:
         state = self._state
-        checkpoint = checks.Checkpoint(index, state.log_start_offset, state.high_watermark,
-                                       checks.load(txn.get(META, checks.DIGEST_KEY)))
-        txn.put(META, checks.CHECKPOINT_KEY, checks.dump_checkpoint(checkpoint))
+        checkpoint = batch_digest.Checkpoint(index, state.log_start_offset, state.high_watermark,
+                                       batch_digest.load(txn.get(META, batch_digest.DIGEST_KEY)))
+        txn.put(META, batch_digest.CHECKPOINT_KEY, batch_digest.dump_checkpoint(checkpoint))
         return checkpoint
 
     def _start_at(self, offset: int):
@@ -244,35 +245,35 @@ class PartitionStateMachine:
         return max(_OFFSET.unpack(found[1])[0], state.log_start_offset)
 
     # checksums (log/digest.py)
-    def checkpoint(self) -> checks.Checkpoint | None:
+    def checkpoint(self) -> batch_digest.Checkpoint | None:
         """The last checkpoint applied here."""
         with self._store.read() as txn:
-            return checks.load_checkpoint(txn.get(META, checks.CHECKPOINT_KEY))
+            return batch_digest.load_checkpoint(txn.get(META, batch_digest.CHECKPOINT_KEY))
 
     def store_consistent(self) -> bool | None:
         """Whether the stored batches still add up to the kept digest (one read transaction; None: untracked)."""
         with self._store.read() as txn:
-            kept = checks.load(txn.get(META, checks.DIGEST_KEY))
+            kept = batch_digest.load(txn.get(META, batch_digest.DIGEST_KEY))
             state = _state_in(txn)
             if kept is None:
                 return None if state.log_start_offset != state.high_watermark else True
-            return checks.of_batches(txn.items(BATCHES)) == kept
+            return batch_digest.of_batches(txn.items(BATCHES)) == kept
 
     # consumer groups
-    def committed(self, group: str) -> offsets.CommittedOffset | None:
+    def committed(self, group: str) -> offset_state.CommittedOffset | None:
         """The group's committed offset here as applied so far (not a read barrier)."""
         with self._store.read() as txn:
-            return offsets.load(txn, group)
+            return offset_state.load(txn, group)
 
     def highest_generation(self, group: str) -> int:
         """The highest generation seen here for the group (commits and new owners' reads), as applied so far."""
         with self._store.read() as txn:
-            return offsets.highest_generation(txn, group)
+            return offset_state.highest_generation(txn, group)
 
     def offsets_committed_before(self, cutoff_ms: int) -> list[str]:
         """Groups whose offset here was last committed before `cutoff_ms` (as applied so far)."""
         with self._store.read() as txn:
-            return offsets.committed_before(txn, cutoff_ms)
+            return offset_state.committed_before(txn, cutoff_ms)
 
     def append_time_ms_at(self, offset: int) -> int | None:
         """When the batch holding `offset` was appended (the oldest batch for an offset below the log start);
@@ -340,7 +341,7 @@ def _remove_old_batches(txn, state: _LogState, trim: commands.TrimCommand) -> _L
     size_bytes = state.size_bytes
     doomed: list[bytes] = []
     next_start, oldest_ms = state.high_watermark, -1
-    digest = checks.load(txn.get(META, checks.DIGEST_KEY))
+    digest = batch_digest.load(txn.get(META, batch_digest.DIGEST_KEY))
     for key, value in txn.items(BATCHES):
         _, append_time_ms, _, _ = commands.stored_header(value)
         too_old = cutoff_ms is not None and append_time_ms <= cutoff_ms
@@ -349,12 +350,12 @@ def _remove_old_batches(txn, state: _LogState, trim: commands.TrimCommand) -> _L
             next_start, oldest_ms = _OFFSET.unpack(key)[0], append_time_ms
             break
         doomed.append(key)
-        digest = checks.remove(digest, checks.batch_term(bytes(key), value))
+        digest = batch_digest.remove(digest, batch_digest.batch_term(bytes(key), value))
         size_bytes -= len(key) + len(value)
     for key in doomed:
         txn.delete(BATCHES, key)
     if digest is not None and doomed:
-        txn.put(META, checks.DIGEST_KEY, checks.dump(digest))
+        txn.put(META, batch_digest.DIGEST_KEY, batch_digest.dump(digest))
     return state._replace(log_start_offset=next_start if doomed else state.log_start_offset,
                           size_bytes=size_bytes,
                           oldest_append_time_ms=oldest_ms if doomed else state.oldest_append_time_ms)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from raftbus.client import errors
 from raftbus.client.queues.ids import message_id, split_message_id
 
-from raftbus.broker.queues import commands as qc
+from raftbus.broker.queues import commands as queue_commands
 from raftbus.broker.queues.state.records import DEAD, READY
 from raftbus.broker.context import BrokerContext
 from raftbus.broker.queues.model import NewMessage
@@ -67,7 +67,7 @@ class DeadLetters:
                                origin_id=message_id(replica.partition, seq), delivery_count=m.delivery_count,
                                enqueued_ms=m.enqueued_ms, last_error=_text(m.last_error)) for seq, m in dead]
         self.forward(dlq.name, replica.partition % len(dlq.partitions), messages)
-        command = qc.encode_dead_remove(self.queues.now_ms(replica), self.queues.policy(topic.name),
+        command = queue_commands.encode_dead_remove(self.queues.now_ms(replica), self.queues.policy(topic.name),
                                         [s for s, _ in dead])
         return self.queues.submit(replica, command)
 
@@ -92,7 +92,7 @@ class DeadLetters:
             self.forward(topic, target, messages)
         if not ready:
             return 0
-        command = qc.encode_delete(self.queues.now_ms(replica), self.queues.policy(dlq_name),
+        command = queue_commands.encode_delete(self.queues.now_ms(replica), self.queues.policy(dlq_name),
                                    [seq for seq, _ in ready])
         return sum(1 for answer in self.queues.submit(replica, command) if answer is None)
 

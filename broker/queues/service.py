@@ -19,7 +19,7 @@ from raftbus.client.queues.codec import LEASE_REF, unpack_leases
 from raftbus.client.records import check_framing
 
 from raftbus.broker.clock import TermClock
-from raftbus.broker.queues import commands as qc
+from raftbus.broker.queues import commands as queue_commands
 from raftbus.broker.queues.state.records import DEAD, DELAYED, IN_FLIGHT, READY
 from raftbus.broker.context import BrokerContext, PartitionReplica, partition_group_id, wait_result
 from raftbus.broker.queues.config import policy_for
@@ -46,7 +46,7 @@ class QueueService:
     def replica(self, topic: str, partition: int) -> PartitionReplica:
         return self.context.leader_replica(topic, partition, kind="queue")
 
-    def policy(self, topic: str) -> qc.QueuePolicy:
+    def policy(self, topic: str) -> queue_commands.QueuePolicy:
         return policy_for(self.context.topic(topic), self.settings)
 
     def submit(self, replica: PartitionReplica, command: bytes):
@@ -77,7 +77,7 @@ class QueueService:
                                        f"{self.settings.batch_bytes_max}")
         if len(producer_id) not in (0, 16) or base_sequence < 0:
             raise errors.InvalidArgument("producer_id must be empty or 16 bytes and base_sequence >= 0")
-        command = qc.encode_enqueue(now, self.policy(topic), items, producer_id=producer_id,
+        command = queue_commands.encode_enqueue(now, self.policy(topic), items, producer_id=producer_id,
                                     base_sequence=base_sequence, runs=self.settings.queue_runs_enabled)
         result = self.submit(replica, command)
         return result.enqueued_ms, [(message_id(partition, m.seq), m.duplicate) for m in result.messages]
@@ -90,12 +90,12 @@ class QueueService:
                                        f"{self.settings.queue_batch_messages_max}")
         return items
 
-    def _item(self, m: NewMessage, now: int) -> qc.EnqueueItem:
+    def _item(self, m: NewMessage, now: int) -> queue_commands.EnqueueItem:
         s = self.settings
         if len(m.record) > s.record_bytes_max:
             raise errors.RecordTooLarge(f"message of {len(m.record)} bytes exceeds record_bytes_max={s.record_bytes_max}")
         group = _utf8(m.group, "group", s.queue_group_bytes_max)
-        qc.check_group(group)
+        queue_commands.check_group(group)
         key = _utf8(m.idempotency_key, "idempotency_key", s.queue_idempotency_key_bytes_max)
         if key and min(key) < 0x20:
             raise errors.InvalidArgument("idempotency_key must not hold control characters")
@@ -110,7 +110,7 @@ class QueueService:
             raise errors.InvalidArgument(f"delivery_count must be at most queue_max_deliveries_max="
                                          f"{s.queue_max_deliveries_max}")
         check_framing(m.record, 1)
-        return qc.EnqueueItem(m.priority, m.deliver_at_ms, m.delivery_count, m.enqueued_ms, m.origin_id, group, key,
+        return queue_commands.EnqueueItem(m.priority, m.deliver_at_ms, m.delivery_count, m.enqueued_ms, m.origin_id, group, key,
                               _utf8(m.last_error, "last_error", s.queue_nack_reason_bytes_max), m.record)
 
     # ------------------------------------------------------------------ lease
@@ -137,7 +137,7 @@ class QueueService:
 
     def _lease_now(self, replica: PartitionReplica, topic: str, max_messages: int,
                    visibility_ms: int) -> LeasedMessages:
-        command = qc.encode_lease(self.now_ms(replica), self.policy(topic), max_messages, self.settings.queue_lease_bytes_max,
+        command = queue_commands.encode_lease(self.now_ms(replica), self.policy(topic), max_messages, self.settings.queue_lease_bytes_max,
                                   visibility_ms)
         return LeasedMessages(replica.partition, self.submit(replica, command))
 
@@ -281,7 +281,7 @@ class QueueService:
         _check_settler(settler_id)
         ids = [mid for mid, _ in leases]
         pairs = [(mid & SEQ_MASK, count) for mid, count in leases]
-        answers = self._settle(topic, partition, ids, lambda chosen, now: qc.encode_ack(
+        answers = self._settle(topic, partition, ids, lambda chosen, now: queue_commands.encode_ack(
             now, self.policy(topic), chosen, settler_id=settler_id, sequence=sequence), pairs)
         self._freed(topic, partition, ids, answers)
         return answers
@@ -304,7 +304,7 @@ class QueueService:
         seq_leases = bytearray(packed)
         for position in range(_PARTITION_BYTES):
             seq_leases[position::LEASE_REF.size] = bytes(count)
-        answers = self.submit(replica, qc.encode_ack_packed(self.now_ms(replica), self.policy(topic), bytes(seq_leases),
+        answers = self.submit(replica, queue_commands.encode_ack_packed(self.now_ms(replica), self.policy(topic), bytes(seq_leases),
                                                             settler_id=settler_id, sequence=sequence))
         if self.streams.holding():
             self._freed(topic, partition, [mid for mid, _ in LEASE_REF.iter_unpack(packed)], answers)
@@ -321,10 +321,10 @@ class QueueService:
         for mid, count, delay_ms, reason in nacks:
             if delay_ms is not None and not 0 <= delay_ms <= s.queue_delay_max_ms:
                 raise errors.InvalidArgument(f"delay_ms must be between 0 and queue_delay_max_ms={s.queue_delay_max_ms}")
-            items.append(qc.Nack(mid & SEQ_MASK, count, qc.BACKOFF if delay_ms is None else delay_ms,
+            items.append(queue_commands.Nack(mid & SEQ_MASK, count, queue_commands.BACKOFF if delay_ms is None else delay_ms,
                                  _utf8(reason, "reason", s.queue_nack_reason_bytes_max)))
         ids = [n[0] for n in nacks]
-        answers = self._settle(topic, partition, ids, lambda chosen, now: qc.encode_nack(
+        answers = self._settle(topic, partition, ids, lambda chosen, now: queue_commands.encode_nack(
             now, self.policy(topic), chosen, settler_id=settler_id, sequence=sequence), items)
         self._freed(topic, partition, ids, answers)
         return answers
@@ -337,7 +337,7 @@ class QueueService:
         ids = [e[0] for e in extensions]
         items = [(mid & SEQ_MASK, count, visibility_ms) for mid, count, visibility_ms in extensions]
         answers = self._settle(topic, partition, ids,
-                               lambda chosen, now: qc.encode_extend(now, self.policy(topic), chosen), items)
+                               lambda chosen, now: queue_commands.encode_extend(now, self.policy(topic), chosen), items)
         self.streams.extended(self._group_id(topic, partition), [(mid & SEQ_MASK, answer) for mid, answer in zip(ids, answers)
                                          if isinstance(answer, int)])
         return answers
@@ -368,7 +368,7 @@ class QueueService:
         """Delete (cancel) messages in any state; a leased one is gone too and its holder's ack is refused."""
         self._bounded(ids, "delete")
         answers = self._settle(topic, partition, ids,
-                               lambda chosen, now: qc.encode_delete(now, self.policy(topic), chosen),
+                               lambda chosen, now: queue_commands.encode_delete(now, self.policy(topic), chosen),
                                [mid & SEQ_MASK for mid in ids])
         self._freed(topic, partition, ids, answers)
         return answers
@@ -385,7 +385,7 @@ class QueueService:
         if deliver_at_ms is not None and not 0 <= deliver_at_ms <= now + self.settings.queue_delay_max_ms:
             raise errors.InvalidArgument(f"deliver_at_ms must be 0 or a time at most queue_delay_max_ms="
                                          f"{self.settings.queue_delay_max_ms} ahead")
-        changed = self.submit(replica, qc.encode_change(now, self.policy(topic), seq, priority, deliver_at_ms))
+        changed = self.submit(replica, queue_commands.encode_change(now, self.policy(topic), seq, priority, deliver_at_ms))
         return MessageView.of(partition, seq, changed)
 
     def peek(self, topic: str, partition: int, *, state: str = "ready", max_messages: int = 10) -> list[MessageView]:
@@ -439,7 +439,7 @@ class QueueService:
         if due is None or due > now or topic.queue is None:
             self._ticks.pop(replica.group_id, None)
             return
-        self._ticks[replica.group_id] = replica.group.submit(qc.encode_tick(now, policy_for(topic, self.settings)))
+        self._ticks[replica.group_id] = replica.group.submit(queue_commands.encode_tick(now, policy_for(topic, self.settings)))
 
     def forget(self, group_id: str) -> None:
         self._ticks.pop(group_id, None)

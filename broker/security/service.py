@@ -4,7 +4,7 @@ from __future__ import annotations
 from raftbus.client import errors
 
 from raftbus.broker.context import BrokerContext, wait_result
-from raftbus.broker.security import commands as sc
+from raftbus.broker.security import commands as security_commands
 from raftbus.broker.security.acl import Acl, validate_acl, validate_principal
 from raftbus.broker.security.state import TokenRecord
 from raftbus.broker.security.tokens import new_token, token_hash
@@ -27,13 +27,13 @@ class SecurityService:
         """(token, token id) of a new token of `principal`; the token itself is never stored or logged."""
         validate_principal(principal)
         token = new_token()
-        return token, self._commit(sc.encode_create_token(principal=principal, token_hash=token_hash(token),
+        return token, self._commit(security_commands.encode_create_token(principal=principal, token_hash=token_hash(token),
                                                           now_ms=self._now_ms()))
 
     def revoke_tokens(self, principal: str, token_id: str = "") -> int:
         """How many tokens of `principal` were revoked (all of them, or the one with that id)."""
         validate_principal(principal)
-        return self._commit(sc.encode_revoke_tokens(principal=principal, token_id=token_id, now_ms=self._now_ms()))
+        return self._commit(security_commands.encode_revoke_tokens(principal=principal, token_id=token_id, now_ms=self._now_ms()))
 
     def list_tokens(self, principal: str = "") -> list[tuple[str, TokenRecord]]:
         return self.context.metadata_sm.security().tokens_of(principal)
@@ -42,15 +42,15 @@ class SecurityService:
         """Make `principal` (holding `token`) the first admin while the cluster has no token and no ACL yet."""
         if self.context.metadata_sm.security().tokens:
             return False
-        return self._commit(sc.encode_bootstrap_admin(principal=validate_principal(principal),
+        return self._commit(security_commands.encode_bootstrap_admin(principal=validate_principal(principal),
                                                       token_hash=token_hash(token), now_ms=self._now_ms()))
 
     # ------------------------------------------------------------------ ACLs
     def grant_acl(self, acl: Acl) -> bool:
-        return self._commit(sc.encode_grant_acl(validate_acl(acl), now_ms=self._now_ms()))
+        return self._commit(security_commands.encode_grant_acl(validate_acl(acl), now_ms=self._now_ms()))
 
     def revoke_acl(self, acl: Acl) -> int:
-        return self._commit(sc.encode_revoke_acl(acl, now_ms=self._now_ms()))
+        return self._commit(security_commands.encode_revoke_acl(acl, now_ms=self._now_ms()))
 
     def list_acls(self, principal: str = "") -> list[Acl]:
         return self.context.metadata_sm.security().acls_of(principal)

@@ -14,7 +14,7 @@ from typing import Mapping, NamedTuple
 
 from raftbus.client import errors
 
-from raftbus.broker.security import commands as sc
+from raftbus.broker.security import commands as security_commands
 from raftbus.broker.security.acl import ADMIN, CLUSTER, Acl, validate_acl, validate_principal
 from raftbus.broker.security.tokens import token_id
 
@@ -53,11 +53,11 @@ class SecurityChange(NamedTuple):
 def plan(tables: SecurityTables, kind: str, payload: dict):
     """(result, SecurityChange) of one token or ACL command; a typed error when refused."""
     planner = {
-        sc.CREATE_TOKEN: _plan_create_token,
-        sc.REVOKE_TOKENS: _plan_revoke_tokens,
-        sc.GRANT_ACL: _plan_grant_acl,
-        sc.REVOKE_ACL: _plan_revoke_acl,
-        sc.BOOTSTRAP_ADMIN: _plan_bootstrap_admin,
+        security_commands.CREATE_TOKEN: _plan_create_token,
+        security_commands.REVOKE_TOKENS: _plan_revoke_tokens,
+        security_commands.GRANT_ACL: _plan_grant_acl,
+        security_commands.REVOKE_ACL: _plan_revoke_acl,
+        security_commands.BOOTSTRAP_ADMIN: _plan_bootstrap_admin,
     }[kind]
     return planner(tables, payload)
 
@@ -83,14 +83,14 @@ def _plan_revoke_tokens(tables: SecurityTables, p: dict):
 
 
 def _plan_grant_acl(tables: SecurityTables, p: dict):
-    acl = validate_acl(sc.acl_of(p))
+    acl = validate_acl(security_commands.acl_of(p))
     if acl in tables.acls:
         return False, SecurityChange()
     return True, SecurityChange(put_acls=((acl, p["now_ms"]),))
 
 
 def _plan_revoke_acl(tables: SecurityTables, p: dict):
-    acl = sc.acl_of(p)
+    acl = security_commands.acl_of(p)
     if acl not in tables.acls:
         return 0, SecurityChange()
     return 1, SecurityChange(deleted_acls=(acl,))

@@ -30,7 +30,7 @@ from raftbus.client.wire import raftbus_pb2 as pb
 from raftbus.client.aio.fetcher import AsyncFetcher
 from raftbus.client.aio.group_calls import AsyncGroupCalls
 from raftbus.client.aio.lifecycle import AsyncClient
-from raftbus.client.aio.membership import AsyncMembership, LoopWake
+from raftbus.client.aio.group_member import AsyncMembership, LoopWake
 from raftbus.client.aio.router import AsyncRouter
 from raftbus.client.aio.shared import REJOIN, RESYNC, ConsumerRecords, MemberOptions, PartitionHooks, TopicPartition
 

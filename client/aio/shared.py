@@ -2,7 +2,7 @@
 the rest of client/aio names one place for them."""
 from raftbus.client.groups.calls import Assignment, JoinAnswer, TopicPartition, partitions_of, partitions_proto
 from raftbus.client.groups.fetcher import ConsumerRecords, Fetcher
-from raftbus.client.groups.membership import REJOIN, RESYNC, MemberOptions, Membership, PartitionHooks
+from raftbus.client.groups.member import REJOIN, RESYNC, MemberOptions, Membership, PartitionHooks
 from raftbus.client.queues.consumer import settle_entries, settlement_request
 from raftbus.client.queues.messages import Message, MessageMetadata, leased_messages
 from raftbus.client.queues.producer import queue_partition

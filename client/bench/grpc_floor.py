@@ -1,6 +1,6 @@
 """What gRPC Python alone costs per message at a fixed rate: the floor under any raftbus light-load figure.
 
-`python -m raftbus.client.bench.grpc_floor [--rate N] [--seconds S] [--payload-bytes B]` starts an echo server in
+`python -m raftbus.bench.grpc_floor [--rate N] [--seconds S] [--payload-bytes B]` starts an echo server in
 a child process (gRPC Python's synchronous server with a thread pool, as the broker runs it) on 127.0.0.1 and,
 from this process, sends B-byte messages at N per second for S seconds each way: a bidi stream with the
 synchronous API (a request iterator fed from a queue, as the Producer's produce stream does), the same with
@@ -29,7 +29,7 @@ import time
 
 import grpc
 
-from raftbus.client.bench.runner import paced, paced_async, percentile
+from raftbus.bench.runner import paced, paced_async, percentile
 
 METHOD_STREAM, METHOD_UNARY = "/raftbus.bench.Echo/Stream", "/raftbus.bench.Echo/Unary"
 SERVER_WORKERS = 8
@@ -265,7 +265,7 @@ def run(rate: int, seconds: float, payload_bytes: int) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m raftbus.client.bench.grpc_floor",
+    parser = argparse.ArgumentParser(prog="python -m raftbus.bench.grpc_floor",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--rate", type=int, default=1_000, help="messages per second, each way")
     parser.add_argument("--seconds", type=float, default=5.0, help="seconds of messages, each way")

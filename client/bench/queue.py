@@ -24,7 +24,7 @@ import time
 
 from raftbus.client import settings
 from raftbus.client.admin import Admin
-from raftbus.client.bench.ops import with_brokers_cpu
+from raftbus.bench.ops import with_brokers_cpu
 from raftbus.client.errors import RequestTimedOut
 from raftbus.client.producer import Producer
 from raftbus.client.queues.consumer import QueueConsumer

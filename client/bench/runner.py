@@ -20,7 +20,7 @@ consume: fills a topic with `records` records (or reuses one already holding the
 topic) and reads everything from the beginning with `readers` Reader processes; with --group, `readers`
 Consumer processes of one consumer group read it, committing per batch, and rebalance times are measured
 (see client/bench/groups.py for every figure).
-spark: records/s through one Spark Structured Streaming micro-batch, Arrow and tuples (client/spark/bench.py).
+spark: records/s through one Spark Structured Streaming micro-batch, Arrow and tuples (client/bench/spark.py).
 queue: see client/bench/queue.py (lease+ack throughput with priority ordering, delayed-delivery lateness).
 scale: produce and consume at 3, 30 and 300 partitions, produce with 1, 4 and 16 producer processes, and
 Producer.send per record, each row bounded (client/bench/scale.py).
@@ -57,11 +57,11 @@ from pathlib import Path
 
 from boltons.statsutils import Stats
 
-from raftbus.client.bench import groups as bench_groups
-from raftbus.client.bench import ops as bench_ops
-from raftbus.client.bench import queue as bench_queue
-from raftbus.client.bench import scale as bench_scale
-from raftbus.client.bench import table as bench_table
+from raftbus.bench import groups as bench_groups
+from raftbus.bench import ops as bench_ops
+from raftbus.bench import queue as bench_queue
+from raftbus.bench import scale as bench_scale
+from raftbus.bench import table as bench_table
 from raftbus.client import settings
 from raftbus.client.admin import Admin
 from raftbus.client.errors import InternalError, InvalidArgument, RaftbusError, RequestTimedOut, TopicExists, Unavailable
@@ -595,14 +595,14 @@ def run_workloads(bootstrap: str, args) -> list[dict]:
     if args.workload in ("queue", "all"):
         results.append(emit(bench_queue.bench_queue(bootstrap, args, run_workers, WorkerSpec, percentile, rounded_ms,
                                                     progress)))
-    if args.workload in ("aio", "all"):  # the asyncio SDK, see client/aio/bench.py
-        from raftbus.client.aio.bench import bench_aio
+    if args.workload in ("aio", "all"):  # the asyncio SDK, see client/bench/aio.py
+        from raftbus.bench.aio import bench_aio
         results.append(emit(bench_aio(bootstrap, args, sys.modules[__name__])))
-    if args.workload == "spark":  # needs the spark extra (pyspark, pyarrow); see client/spark/bench.py
-        from raftbus.client.spark.bench import bench_spark
+    if args.workload == "spark":  # needs the spark extra (pyspark, pyarrow); see client/bench/spark.py
+        from raftbus.bench.spark import bench_spark
         results.append(emit(bench_spark(bootstrap, args, fill_topic, progress)))
-    if args.workload == "http":  # through a `raftbus http` gateway process (the http extra): client/http/bench.py
-        from raftbus.client.http.bench import bench_http
+    if args.workload == "http":  # through a `raftbus http` gateway process (the http extra): client/bench/http.py
+        from raftbus.bench.http import bench_http
         results.append(emit(bench_http(bootstrap, args, progress)))
     return results
 
@@ -686,8 +686,8 @@ def main(args: argparse.Namespace | list[str] | None = None) -> int:
 
 def reference_loop_ms() -> float:
     """How long this machine takes for BENCH_REFERENCE_LOOP_ITERATIONS additions in a pure-Python loop: a shared VM
-    runs at different speeds at different times (the same loop took 0.83 s and 1.61 s on one day), so a table
-    says how fast the machine was while its figures were taken."""
+    runs at different speeds at different times, so a table says how fast the machine was while its figures were
+    taken."""
     started, total = time.perf_counter(), 0
     for i in range(settings.BENCH_REFERENCE_LOOP_ITERATIONS):
         total += i
@@ -696,7 +696,7 @@ def reference_loop_ms() -> float:
 
 def machine_description(loop_ms_before: float | None = None, loop_ms_after: float | None = None) -> str:
     """Cores, CPU model, Python, the load average when the figures were taken and the reference loop's time."""
-    from raftbus.client.bench.peers.report import machine_figures
+    from raftbus.bench.peers.report import machine_figures
 
     m = machine_figures()
     speed = ""

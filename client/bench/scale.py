@@ -30,7 +30,7 @@ from dataclasses import replace
 
 from raftbus.client import settings
 from raftbus.client.admin import Admin
-from raftbus.client.bench import ops as bench_ops
+from raftbus.bench import ops as bench_ops
 from raftbus.client.errors import RaftbusError
 
 

@@ -1,4 +1,4 @@
-"""What TLS and authorization cost on produce: `python -m raftbus.client.bench.security_cost [--pairs N] [--records N]`.
+"""What TLS and authorization cost on produce: `python -m raftbus.bench.security_cost [--pairs N] [--records N]`.
 
 Starts two local 3-broker clusters side by side, one plaintext (`raftbus dev`) and one secure (`raftbus dev
 --secure`: TLS on the client port, bearer token, ACL check on every call), then runs `raftbus bench produce
@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 from raftbus.client.admin import Admin
-from raftbus.client.bench.runner import DevCluster
+from raftbus.bench.runner import DevCluster
 from raftbus.client.credentials import TLS_CA_ENV, TOKEN_FILE_ENV
 
 MODES = ("plaintext", "secure")
@@ -46,7 +46,7 @@ def one_run(mode: str, cluster: DevCluster, records: int) -> dict:
     env.update(credentials(cluster))
     broker_before, client_before = broker_cpu_s(cluster), resource.getrusage(resource.RUSAGE_CHILDREN)
     load = os.getloadavg()[0]
-    command = [sys.executable, "-c", "from raftbus.client.cli import main; raise SystemExit(main())", "bench",
+    command = [sys.executable, "-c", "from raftbus.cli import main; raise SystemExit(main())", "bench",
                "produce", "--bootstrap", cluster.bootstrap, "--records", str(records)]
     done = subprocess.run(command, capture_output=True, text=True, env=env)
     client_after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -74,7 +74,7 @@ def medians(runs: list[dict]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m raftbus.client.bench.security_cost")
+    parser = argparse.ArgumentParser(prog="python -m raftbus.bench.security_cost")
     parser.add_argument("--pairs", type=int, default=5)
     parser.add_argument("--records", type=int, default=1_000_000)
     args = parser.parse_args(argv)

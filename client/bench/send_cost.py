@@ -1,6 +1,6 @@
 """What one process spends per `Producer.send` record, without a cluster around it.
 
-`python -m raftbus.client.bench.send_cost [--records N] [--rounds R]` sends N keyless 100-byte records with
+`python -m raftbus.bench.send_cost [--records N] [--rounds R]` sends N keyless 100-byte records with
 `Producer.send` (linger 5 ms, the SDK's defaults otherwise) through a transport that answers every batch at once
 on the sender thread, keeps every future, flushes, reads every future's `result()`, and prints one JSON line: the
 CPU time per record of the sends (the caller's thread) and of the `result()` reads, the least of R rounds. With a
@@ -84,7 +84,7 @@ def _contiguous(landed: list[tuple[int, int]], next_offset: dict[int, int]) -> b
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m raftbus.client.bench.send_cost",
+    parser = argparse.ArgumentParser(prog="python -m raftbus.bench.send_cost",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=100_000, help="records per round")
     parser.add_argument("--rounds", type=int, default=7, help="rounds; the least CPU time of them is reported")

@@ -2,8 +2,8 @@
 
 `--bootstrap host:port[,...]` (else RAFTBUS_BOOTSTRAP, else localhost:7070) says where the cluster is and
 `--json` switches read commands to JSON output; both go before or after the subcommand. Failures print
-`error: CODE: message` to stderr and exit 1; usage errors exit 2. `broker start` and `dev` replace this
-process with `python -m raftbus.broker ...`, passing the flags through unchanged.
+`error: CODE: message` to stderr and exit 1; usage errors exit 2. `broker start` and `dev` run the broker
+process's own entry point (raftbus.broker.main, which declares their flags) in this process.
 """
 from __future__ import annotations
 
@@ -18,28 +18,23 @@ from collections.abc import Iterable, Iterator
 
 from boltons.strutils import bytes2human
 
+from raftbus.broker import main as broker_main
 from raftbus.client import settings
-from raftbus.client.bench import runner as bench
-from raftbus.client.cli import backup as backup_cli
-from raftbus.client.cli import brokers as broker_cli
-from raftbus.client.cli import groups as group_cli
-from raftbus.client.cli import membership as membership_cli
-from raftbus.client.cli import queues as cli_queues
-from raftbus.client.cli import security as security_cli
-from raftbus.client.cli import verify as cli_verify
+from raftbus.bench import runner as bench_runner
+from raftbus.cli import backup as backup_cli
+from raftbus.cli import brokers as broker_cli
+from raftbus.cli import groups as group_cli
+from raftbus.cli import movement as movement_cli
+from raftbus.cli import queues as cli_queues
+from raftbus.cli import security as security_cli
+from raftbus.cli import verify as cli_verify
 from raftbus.client.admin import Admin, ClusterStatus, TopicDescription
 from raftbus.client.errors import InvalidArgument, RaftbusError
-from raftbus.client.http.cli import add_http_command
+from raftbus.gateway.cli import add_http_command
 from raftbus.client.producer import Producer
 from raftbus.client.queues.messages import MessageMetadata
 from raftbus.client.reader import EARLIEST, LATEST, Reader
 from raftbus.client.records import Record, RecordMetadata
-
-# Flags passed through to `python -m raftbus.broker start|dev` (same names, same meaning).
-BROKER_START_FLAGS = ("config", "node_id", "data_dir", "listen", "advertised_listen", "raft_listen", "peers",
-                      "join", "metrics_listen", "log_level")
-DEV_FLAGS = ("brokers", "data_dir", "base_port", "metrics_base_port", "log_level", "restart_delay_ms")
-
 
 # ---------------------------------------------------------------------- parser
 
@@ -72,32 +67,14 @@ def offset_position(text: str) -> str | int:
 
 
 def _add_broker_commands(sub, common) -> None:
+    """`broker start` and `dev`, with the broker's own flags (raftbus.broker.main declares them)."""
     broker = sub.add_parser("broker", help="run a broker").add_subparsers(dest="broker_command", required=True)
     start = broker.add_parser("start", help="run one broker")
-    start.add_argument("--config", help="per-broker TOML settings file")
-    start.add_argument("--node-id", type=int)
-    start.add_argument("--data-dir")
-    start.add_argument("--listen", help="client gRPC address host:port")
-    start.add_argument("--advertised-listen", help="address clients should use, if not --listen")
-    start.add_argument("--raft-listen", help="peer Raft address host:port (private or loopback)")
-    start.add_argument("--peers", help="id@host:port,... Raft addresses of all brokers")
-    start.add_argument("--join", help="client address host:port of a running cluster to join (instead of --peers)")
-    start.add_argument("--metrics-listen", help="host:port serving Prometheus metrics at /metrics")
-    start.add_argument("--log-level")
-    start.set_defaults(handler=run_broker_start)
+    broker_main.add_start_arguments(start)
+    start.set_defaults(handler=broker_main.run)
     dev = sub.add_parser("dev", help="a local N-broker cluster on loopback (Ctrl-C stops it)")
-    dev.add_argument("--brokers", type=int, default=3)
-    dev.add_argument("--data-dir", default="./data")
-    dev.add_argument("--base-port", type=int, default=7070)
-    dev.add_argument("--metrics-base-port", type=int, default=9570,
-                     help="broker N serves metrics on this port + N - 1 (0 = no metrics)")
-    dev.add_argument("--demo", action="store_true", help="create a topic, produce and consume a few records")
-    dev.add_argument("--secure", action="store_true",
-                     help="TLS, tokens and ACLs on; writes ca.pem and admin.token into --data-dir")
-    dev.add_argument("--log-level")
-    dev.add_argument("--restart-delay-ms", type=int, help="wait before restarting a broker that exited (2000)")
-    dev.add_argument("--no-restart", action="store_true", help="leave a broker that exited down")
-    dev.set_defaults(handler=run_dev)
+    broker_main.add_dev_arguments(dev)
+    dev.set_defaults(handler=broker_main.run)
 
 
 def _add_topic_commands(sub, common) -> None:
@@ -158,9 +135,9 @@ def _add_data_commands(sub, common) -> None:
         .set_defaults(handler=run_cluster_status)
     cli_verify.add_cluster_verify(cluster, common, bootstrap_of)
     bench_parser = sub.add_parser("bench", help="throughput and latency figures (one JSON line each)")
-    bench.add_arguments(bench_parser)
+    bench_runner.add_arguments(bench_parser)
     security_cli.add_credential_options(bench_parser)
-    bench_parser.set_defaults(handler=bench.main)
+    bench_parser.set_defaults(handler=bench_runner.main)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -178,7 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     group_cli.add_group_commands(sub, common, {"list": run_groups_list, "describe": run_groups_describe,
                                                "reset-offsets": run_groups_reset_offsets})
     cli_queues.add_queue_commands(sub, common, bootstrap_of)
-    membership_cli.add_reassign_command(cli_verify.add_partition_commands(sub, common, bootstrap_of), common,
+    movement_cli.add_reassign_command(cli_verify.add_partition_commands(sub, common, bootstrap_of), common,
                                         bootstrap_of)
     broker_cli.add_broker_admin_commands(sub, common, bootstrap_of)
     backup_cli.add_backup_commands(sub, common, bootstrap_of)
@@ -201,37 +178,6 @@ def check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
 
 def bootstrap_of(args: argparse.Namespace) -> str:
     return args.bootstrap or settings.bootstrap_default()
-
-
-# ---------------------------------------------------------------------- broker processes
-
-def broker_argv(command: str, args: argparse.Namespace, flags: Iterable[str]) -> list[str]:
-    """`command` plus every flag the user gave, spelled as raftbus.broker expects it."""
-    argv = [command]
-    for name in flags:
-        value = getattr(args, name)
-        if value is not None:
-            argv += [f"--{name.replace('_', '-')}", str(value)]
-    for switch in ("demo", "no_restart", "secure"):
-        if getattr(args, switch, False):
-            argv.append(f"--{switch.replace('_', '-')}")
-    return argv
-
-
-def exec_broker(argv: list[str]) -> int:
-    """Replace this process with `python -m raftbus.broker <argv>` (signals then reach the broker directly)."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execv(sys.executable, [sys.executable, "-m", "raftbus.broker", *argv])
-    return 1  # not reached
-
-
-def run_broker_start(args) -> int:
-    return exec_broker(broker_argv("start", args, BROKER_START_FLAGS))
-
-
-def run_dev(args) -> int:
-    return exec_broker(broker_argv("dev", args, DEV_FLAGS))
 
 
 # ---------------------------------------------------------------------- output

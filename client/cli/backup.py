@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from raftbus.client.cli.progress import ProgressBar
+from raftbus.cli.progress import ProgressBar
 
 from raftbus.client.backup import create_backup, restore_backup, verify_backup
 

@@ -7,7 +7,7 @@ import json
 import sys
 
 from raftbus.client.admin import Admin, BrokerDescription
-from raftbus.client.cli.membership import add_decommission_command
+from raftbus.cli.movement import add_decommission_command
 
 
 def add_broker_admin_commands(sub, common: argparse.ArgumentParser, bootstrap_of) -> None:

@@ -1,6 +1,6 @@
 """`raftbus topics verify TOPIC [--json]`: compare every replica of every partition of a topic (stream or queue);
 `raftbus partitions rebuild TOPIC PARTITION --broker N`: replace broker N's replica by a copy of the leader's;
-`raftbus cluster verify [--json]`: compare the metadata store of every broker (broker/admin/integrity.py).
+`raftbus cluster verify [--json]`: compare the metadata store of every broker (broker/metadata/integrity.py).
 
 For each partition of a stream topic the leader proposes a checkpoint (one Raft command); every replica records,
 at that log index, its log start, high watermark and the checksum of its stored batches. For a queue topic the

@@ -9,7 +9,7 @@ import json
 import subprocess
 import sys
 
-from raftbus.broker.admin.state import MetadataStateMachine
+from raftbus.broker.metadata.state import MetadataStateMachine
 from raftbus.broker.context import METADATA_GROUP, partition_group_id
 from raftbus.broker.queues.state import runs
 from raftbus.broker.queues.state import tables as q
@@ -23,7 +23,7 @@ STRAY_KEY = b"stray"  # a pair the metadata state machine never wrote
 
 
 def raftbus_json(bootstrap: str, *argv: str) -> tuple[int, dict]:
-    command = [sys.executable, "-c", "from raftbus.client.cli import main; raise SystemExit(main())",
+    command = [sys.executable, "-c", "from raftbus.cli import main; raise SystemExit(main())",
                "--bootstrap", bootstrap, "--json", *argv]
     done = subprocess.run(command, capture_output=True, text=True, timeout=180)
     assert done.returncode in (0, 1) and done.stdout, done.stderr

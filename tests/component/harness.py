@@ -8,11 +8,11 @@ from __future__ import annotations
 from raftbus.broker import commands
 from raftbus.broker.clock import ManualClock
 from raftbus.broker.raft.inprocess import InProcessGroup
-from raftbus.broker.admin.service import AdminService
+from raftbus.broker.metadata.service import AdminService
 from raftbus.broker.context import METADATA_GROUP, BrokerContext, PartitionReplica, replica_plan
 from raftbus.broker.log.service import LogService
 from raftbus.broker.settings import BrokerSettings
-from raftbus.broker.admin.state import MetadataStateMachine
+from raftbus.broker.metadata.state import MetadataStateMachine
 from raftbus.broker.log.state import PartitionStateMachine
 from raftbus.broker.storage.memory_store import MemoryStore
 from raftbus.client.records import encode_batch

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 from raftbus.broker.clock import ManualClock
 from raftbus.broker.raft.inprocess import InProcessGroup
-from raftbus.broker.admin.service import AdminService
+from raftbus.broker.metadata.service import AdminService
 from raftbus.broker.context import METADATA_GROUP, BrokerContext, PartitionReplica, partition_group_id, replica_plan
 from raftbus.broker.queues.dead_letters import DeadLetters
 from raftbus.broker.queues.model import NewMessage
 from raftbus.broker.queues.service import QueueService
 from raftbus.broker.settings import BrokerSettings
-from raftbus.broker.admin.state import MetadataStateMachine
+from raftbus.broker.metadata.state import MetadataStateMachine
 from raftbus.broker.log.state import PartitionStateMachine
 from raftbus.broker.queues.state.machine import QueueStateMachine
 from raftbus.broker.storage.memory_store import MemoryStore

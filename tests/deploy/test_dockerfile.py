@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from raftbus.broker.settings import load_settings, parse_address
-from raftbus.client.cli.app import build_parser
+from raftbus.cli.app import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "config" / "deploy"
@@ -107,8 +107,12 @@ def test_the_copied_tree_builds_a_wheel_with_the_broker_client_and_settings(tmp_
                     str(tmp_path / "dist"), str(context)], check=True, capture_output=True, timeout=300)
     (wheel,) = (tmp_path / "dist").glob("raftbus-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert {"raftbus/broker/main.py", "raftbus/broker/metrics/exporter.py", "raftbus/client/cli/app.py",
+    assert {"raftbus/broker/main.py", "raftbus/broker/metrics/exporter.py", "raftbus/cli/app.py",
+            "raftbus/bench/runner.py", "raftbus/gateway/app.py", "raftbus/gateway/static/dashboard.js",
             "raftbus/config/defaults.toml", "raftbus/client/wire/raftbus_pb2.py"} <= names
+    # the SDK's package holds the SDK only: the CLI, benchmarks and gateway are packages of their own
+    assert not [n for n in names if n.startswith(("raftbus/client/cli/", "raftbus/client/bench/",
+                                                   "raftbus/client/gateway/"))]
 
 
 def test_the_entrypoint_is_the_console_script_and_the_command_is_a_broker_start():

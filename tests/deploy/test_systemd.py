@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from raftbus.broker.settings import load_settings
-from raftbus.client.cli.app import build_parser
+from raftbus.cli.app import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 SYSTEMD = ROOT / "config" / "deploy" / "systemd"

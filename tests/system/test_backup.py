@@ -21,7 +21,7 @@ ENV = {"RAFTBUS_RETENTION_CHECK_INTERVAL_MS": "200"}
 
 
 def raftbus_cli(bootstrap: str, *argv: str) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-c", "from raftbus.client.cli import main; raise SystemExit(main())",
+    command = [sys.executable, "-c", "from raftbus.cli import main; raise SystemExit(main())",
                "--bootstrap", bootstrap, *argv]
     return subprocess.run(command, capture_output=True, text=True, timeout=120)
 

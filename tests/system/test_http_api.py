@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from raftbus.client.http.bench import bench_http
-from raftbus.client.http.settings import BENCH_LIGHT_LOAD_REQUESTS
+from raftbus.bench.http import bench_http
+from raftbus.gateway.settings import BENCH_LIGHT_LOAD_REQUESTS
 
 from tests.helpers import wait_until
 from tests.system.conftest import running_cluster

@@ -109,7 +109,7 @@ def test_dashboard_shows_the_cluster_live_in_a_real_browser(gateway, browser):
     assert (ARTIFACTS / "dashboard.png").stat().st_size > 10_000
 
 
-def test_interactive_docs_render_every_endpoint_from_the_vendored_swagger_ui(gateway, browser):
+def test_interactive_docs_render_every_endpoint_from_the_served_swagger_ui(gateway, browser):
     """Goal: /docs works offline (Swagger UI served by the gateway) and lists the operations of /openapi.json."""
     browser.get(f"{gateway.url}/docs")
     wait_until(lambda: len(browser.find_elements(By.CSS_SELECTOR, ".opblock-summary-path")) >= 20, 30, 0.2,

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from raftbus.client import Admin, errors
-from raftbus.client.http.instances import ConsumerInstances, InstanceOptions
+from raftbus.gateway.instances import ConsumerInstances, InstanceOptions
 from tests.helpers import wait_until
 
 pytestmark = pytest.mark.system

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.system
 
 
 def cli_json(*argv: str) -> dict:
-    command = [sys.executable, "-c", "from raftbus.client.cli import main; raise SystemExit(main())", *argv, "--json"]
+    command = [sys.executable, "-c", "from raftbus.cli import main; raise SystemExit(main())", *argv, "--json"]
     out = subprocess.run(command, capture_output=True, text=True, timeout=60, check=True)
     return json.loads(out.stdout)
 

@@ -36,7 +36,7 @@ def total(samples_by_broker: list, name: str, **labels) -> float:
 
 def metrics_urls(bootstrap: str) -> list[str]:
     """Each broker's metrics_url, as `raftbus cluster status --json` prints them."""
-    command = [sys.executable, "-c", "from raftbus.client.cli import main; raise SystemExit(main())",
+    command = [sys.executable, "-c", "from raftbus.cli import main; raise SystemExit(main())",
                "--bootstrap", bootstrap, "cluster", "status", "--json"]
     out = subprocess.run(command, capture_output=True, text=True, timeout=60, check=True).stdout
     brokers = json.loads(out)["brokers"]

@@ -200,7 +200,7 @@ def test_delayed_message_is_streamed_when_due_and_idempotency_keys_deduplicate(c
 
 
 def raftbus_cli(bootstrap: str, *argv: str, stdin: str | None = None) -> str:
-    command = [sys.executable, "-c", "from raftbus.client.cli import main; raise SystemExit(main())",
+    command = [sys.executable, "-c", "from raftbus.cli import main; raise SystemExit(main())",
                "--bootstrap", bootstrap, *argv]
     done = subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr

@@ -149,7 +149,7 @@ def test_a_client_certificate_is_not_required_but_a_token_is(secure, tmp_path):
 
 
 def cli(*argv: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-c", "from raftbus.client.cli import main; raise SystemExit(main())", *argv]
+    command = [sys.executable, "-c", "from raftbus.cli import main; raise SystemExit(main())", *argv]
     clean = {k: v for k, v in os.environ.items() if k not in ("RAFTBUS_TLS_CA", "RAFTBUS_TOKEN_FILE")}
     return subprocess.run(command, capture_output=True, text=True, timeout=60, env={**clean, **(env or {})})
 
@@ -182,7 +182,7 @@ def test_cli_creates_lists_and_revokes_tokens_and_acls(secure, tmp_path):
 
 
 def test_dev_secure_writes_the_ca_and_an_admin_token_and_serves_only_with_them(tmp_path):
-    from raftbus.client.bench.runner import free_base_port
+    from raftbus.bench.runner import free_base_port
 
     base = free_base_port(2)
     data = tmp_path / "dev"

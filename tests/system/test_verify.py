@@ -22,7 +22,7 @@ PARTITIONS = 2
 
 
 def raftbus_json(bootstrap: str, *argv: str) -> tuple[int, dict]:
-    command = [sys.executable, "-c", "from raftbus.client.cli import main; raise SystemExit(main())",
+    command = [sys.executable, "-c", "from raftbus.cli import main; raise SystemExit(main())",
                "--bootstrap", bootstrap, "--json", *argv]
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert done.returncode in (0, 1) and done.stdout, done.stderr

@@ -3,6 +3,9 @@ package never reaches up into the server or sideways into a feature it does not 
 from __future__ import annotations
 
 import ast
+import importlib
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # broker: layer of a module -> layers it may import (its own layer always allowed)
 BROKER_KERNEL = {"model", "clock", "commands", "context", "leaders", "grpc_server", "settings", "call_limits",
                  "content_digest"}
-BROKER_TOP = {"server", "main", "demo", "queue_apply_cost", "__main__", ""}
+BROKER_TOP = {"server", "main", "demo", "__main__", ""}
 BROKER_ALLOWED = {
     "storage": set(),
     "raft": {"storage"},
@@ -20,7 +23,7 @@ BROKER_ALLOWED = {
     "groups": {"kernel"},
     "log": {"kernel", "groups"},
     "queues": {"kernel"},
-    "admin": {"kernel", "groups", "queues", "security"},
+    "metadata": {"kernel", "groups", "queues", "security"},
     "security": {"kernel"},
     "metrics": {"kernel", "raft"},  # reads live state through the broker object it is handed, imports no feature
 }
@@ -29,8 +32,8 @@ BROKER_CLIENT_MODULES = ("errors", "records", "wire", "router", "credentials", "
 
 CLIENT_KERNEL = {"errors", "records", "router", "settings", "murmur2", "wire", "produce_stream", "sender",
                  "credentials", "record_batch", "record_future"}
-CLIENT_FACADES = {"", "admin", "producer", "consumer", "reader", "security", "membership"}
-CLIENT_APPS = {"cli", "bench", "spark", "http", "aio", "backup"}
+CLIENT_FACADES = {"", "admin", "producer", "consumer", "reader", "security", "cluster_admin"}
+CLIENT_APPS = {"spark", "aio", "backup"}
 CLIENT_ALLOWED = {
     "kernel": set(),
     "queues": {"kernel"},
@@ -39,8 +42,21 @@ CLIENT_ALLOWED = {
 }
 
 
+# folders of client/ installed as packages of their own (setup.py), not as part of the SDK
+APP_FOLDERS = {("client", "cli"): "cli", ("client", "bench"): "bench", ("client", "gateway"): "gateway"}
+# what each of those packages may import (raftbus.<name>); the SDK imports none of them
+APPS_ALLOWED = {
+    "cli": {"raftbus.client", "raftbus.broker.main", "raftbus.broker.supervisor", "raftbus.gateway", "raftbus.bench"},
+    "bench": {"raftbus.client", "raftbus.broker", "raftbus.gateway"},
+    "gateway": {"raftbus.client"},
+}
+
+
 def module_name(path: Path, root: Path = ROOT) -> str:
     parts = [p for p in path.relative_to(root).with_suffix("").parts if p != "__init__"]
+    app = APP_FOLDERS.get(tuple(parts[:2]))
+    if app is not None:
+        return ".".join(["raftbus", app, *parts[2:]])
     return ".".join(["raftbus", *parts])
 
 
@@ -76,8 +92,11 @@ def client_layer(name: str) -> str:
     return layer_of(name, CLIENT_GROUPS)
 
 
-def source_files(folder: str):
-    return sorted(p for p in (ROOT / folder).rglob("*.py") if "wire" not in p.relative_to(ROOT).parts)
+def source_files(folder: str, root: Path = ROOT):
+    """The modules of `folder`, without generated code and without the app folders nested in it."""
+    nested = [root.joinpath(*parts) for parts in APP_FOLDERS if root.joinpath(*parts) != root / folder]
+    return sorted(p for p in (root / folder).rglob("*.py") if "wire" not in p.relative_to(root).parts
+                  and not any(n in p.parents for n in nested))
 
 
 def broker_violations(path: Path, root: Path = ROOT) -> list[str]:
@@ -101,7 +120,9 @@ def client_violations(path: Path, root: Path = ROOT) -> list[str]:
     name, found = module_name(path, root), []
     layer = client_layer(name)
     for target in imported_modules(path):
-        if target.startswith("raftbus.broker"):
+        if target.split(".")[1] in APPS_ALLOWED:
+            found.append(f"{name} (the SDK) imports {target}, which is not the SDK")
+        elif target.startswith("raftbus.broker"):
             found.append(f"{name} imports the broker: {target}")
         elif target.startswith("raftbus.client") and layer != "apps":
             other = client_layer(target)
@@ -115,9 +136,44 @@ def test_broker_modules_import_only_downwards(path):
     assert broker_violations(path) == []
 
 
+def app_violations(path: Path, root: Path = ROOT) -> list[str]:
+    name = module_name(path, root)
+    app = name.split(".")[1]
+    allowed = APPS_ALLOWED[app] | {f"raftbus.{app}"}
+    return [f"{name} imports {target}" for target in imported_modules(path)
+            if target == "<relative>" or not any(target == a or target.startswith(a + ".") for a in allowed)]
+
+
 @pytest.mark.parametrize("path", source_files("client"), ids=lambda p: str(p.relative_to(ROOT)))
 def test_client_modules_import_only_downwards(path):
     assert client_violations(path) == []
+
+
+APP_SOURCES = [p for parts in APP_FOLDERS for p in source_files("/".join(parts))]
+
+
+@pytest.mark.parametrize("path", APP_SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_cli_bench_and_gateway_import_only_what_they_build_on(path):
+    assert app_violations(path) == []
+
+
+def test_importing_the_sdk_loads_neither_the_broker_nor_the_cli_bench_or_gateway():
+    """Goal: `import raftbus.client` is the SDK and nothing else (no broker, CLI, benchmarks, gateway or their
+    dependencies), in a fresh interpreter."""
+    code = ("import sys, raftbus.client\n"
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('fastapi', 'uvicorn', 'nats', 'redis', 'pyspark')"
+            " or m.split('.')[:2] in (['raftbus', 'broker'], ['raftbus', 'cli'], ['raftbus', 'bench'], ['raftbus', 'gateway']))\n"
+            "print(bad)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize("app", sorted(APPS_ALLOWED))
+def test_an_app_package_is_not_importable_as_part_of_the_sdk(app):
+    """Goal: the CLI, benchmarks and gateway exist under one name only (raftbus.cli, not raftbus.client.cli)."""
+    folder = {v: k for k, v in APP_FOLDERS.items()}[app][1]
+    with pytest.raises(ImportError):
+        importlib.import_module(f"raftbus.client.{folder}")
 
 
 def test_the_checker_rejects_upward_and_sideways_imports(tmp_path):
@@ -125,7 +181,7 @@ def test_the_checker_rejects_upward_and_sideways_imports(tmp_path):
         "broker/groups/bad.py": ("from raftbus.broker.log.state import PartitionStateMachine\n", "imports"),
         "broker/storage/bad.py": ("from raftbus.broker.server import Broker\n", "imports"),
         "broker/queues/bad.py": ("from raftbus.client.producer import Producer\n", "imports"),
-        "broker/log/rel.py": ("from ..groups import state\n", "relative"),
+        "broker/log/rel.py": ("from ..groups import rules\n", "relative"),
     }
     for rel, (text, word) in cases.items():
         path = tmp_path / rel
@@ -134,7 +190,7 @@ def test_the_checker_rejects_upward_and_sideways_imports(tmp_path):
         assert any(word in v for v in broker_violations(path, tmp_path)), rel
     client_cases = {
         "client/queues/bad.py": "from raftbus.client.producer import Producer\n",
-        "client/router.py": "from raftbus.client.bench.runner import main\n",
+        "client/router.py": "from raftbus.bench.runner import main\n",
         "client/reader.py": "from raftbus.broker.model import Topic\n",
     }
     for rel, text in client_cases.items():

@@ -6,7 +6,7 @@ leases go back to ready after a backoff or are marked dead, due delayed messages
 idempotency keys and idle producers are forgotten), then its own work (queue_work), and writes all of it with
 the applied Raft index in one transaction. A refused command writes nothing but the applied index and returns a
 typed error value; every command also updates the store's content digest in the same transaction
-(broker/storage/content_digest.py); per-message refusals inside a batch (an ack from a lost lease) are error values in the result
+(broker/content_digest.py); per-message refusals inside a batch (an ack from a lost lease) are error values in the result
 list. Time never goes backwards: a command stamped earlier than the last one (a new leader's clock) uses the
 last. The tables are described in queue_tables.
 """
@@ -16,7 +16,7 @@ import itertools
 
 from raftbus.client import errors
 
-from raftbus.broker.queues import commands as qc
+from raftbus.broker.queues import commands as queue_commands
 from raftbus.broker import content_digest
 from raftbus.broker.content_digest import DigestingTxn
 from raftbus.broker.queues.state.fair import group_path
@@ -79,7 +79,7 @@ class QueueStateMachine:
         if index <= self._state.applied_index:
             return None
         try:
-            cmd = qc.decode(command)
+            cmd = queue_commands.decode(command)
             now_ms = max(cmd.now_ms, self._state.now_ms)
             with self._store.write() as raw_txn:
                 txn = DigestingTxn(raw_txn, self._digest, META)

@@ -9,10 +9,10 @@ from __future__ import annotations
 import struct
 from collections import Counter
 
-from raftbus.broker.queues import commands as qc
+from raftbus.broker.queues import commands as queue_commands
 from raftbus.broker.queues.state.backoff import retry_delay_ms
 from raftbus.broker.queues.state.fair import FairRotation, group_path
-from raftbus.broker.queues.state import runs as run_store
+from raftbus.broker.queues.state import runs
 from raftbus.broker.queues.state.reads import due_in, in_flight_entry, stored_message
 from raftbus.broker.queues.state.records import (
     DEAD,
@@ -64,7 +64,7 @@ class MessageMoves:
     """One command's changes over its write transaction: every state change of a message goes through
     enter/leave/move/remove, which keep the indexes, the counters and the fair rotation in step."""
 
-    def __init__(self, txn, state: QueueState, now_ms: int, policy: qc.QueuePolicy, fair: bool):
+    def __init__(self, txn, state: QueueState, now_ms: int, policy: queue_commands.QueuePolicy, fair: bool):
         self.txn = txn
         self.now = now_ms
         self.policy = policy
@@ -74,7 +74,7 @@ class MessageMoves:
         self._groups: dict[bytes, list[int]] = {}
         self._leaves: dict[bytes, bool] = {}
         self.rotation = FairRotation(txn, LEAVES, CURSORS) if fair else None
-        self.runs = run_store.RunFinder(txn)  # fair partitions never hold runs: it finds none there
+        self.runs = runs.RunFinder(txn)  # fair partitions never hold runs: it finds none there
 
     # ------------------------------------------------------------------ messages and indexes
     def message(self, seq: int) -> StoredMessage | None:
@@ -87,22 +87,22 @@ class MessageMoves:
     def open_run_of(self, seq: int) -> bool:
         """Open the run holding `seq` if the message is live in it; whether it was."""
         key = self.runs.run_key(seq)
-        run = None if key is None else run_store.load_run(self.txn, key)
+        run = None if key is None else runs.load_run(self.txn, key)
         if run is None:
             return False
         i = run.index_of(seq)
-        if i is None or run.states[i] == run_store.GONE:
+        if i is None or run.states[i] == runs.GONE:
             return False
         self.open_run(run)
         return True
 
-    def open_run(self, run: run_store.Run) -> None:
+    def open_run(self, run: runs.Run) -> None:
         """Turn a run's live messages into rows (with their locators and ready entries) and drop the run: the
         counters do not change, and in-flight messages are already listed in the in-flight index."""
         rows, locators, ready = [], [], []
         for i in range(run.n):
             state = run.states[i]
-            if state == run_store.GONE:
+            if state == runs.GONE:
                 continue
             key = run.row_key(i)
             row = run.message_row(i)
@@ -116,19 +116,19 @@ class MessageMoves:
         txn.put_new_many(READY_T, ready)
         entry = run.ready_entry()
         if entry is not None:
-            txn.delete(run_store.RUN_READY, entry[0])
-        txn.delete(run_store.RUNS, run.key)
-        txn.delete(run_store.RUN_STATE, run.key)
-        run_store.drop_from_batch(txn, run)
+            txn.delete(runs.RUN_READY, entry[0])
+        txn.delete(runs.RUNS, run.key)
+        txn.delete(runs.RUN_STATE, run.key)
+        runs.drop_from_batch(txn, run)
 
     def open_runs_in_flight(self, deadline_ms: int, packed_seqs: bytes) -> None:
         """Open the runs holding any of these seqs in flight under deadline_ms (their lease has expired)."""
-        loaded: dict[bytes, run_store.Run | None] = {}
+        loaded: dict[bytes, runs.Run | None] = {}
         for (seq,) in SEQ.iter_unpack(packed_seqs):
             key = self.runs.run_key(seq)
             if key is None:
                 continue
-            run = loaded[key] if key in loaded else loaded.setdefault(key, run_store.load_run(self.txn, key))
+            run = loaded[key] if key in loaded else loaded.setdefault(key, runs.load_run(self.txn, key))
             if run is None:
                 continue
             i = run.index_of(seq)
@@ -215,7 +215,7 @@ class MessageMoves:
         error = reason or m.last_error
         if p.max_deliveries and m.delivery_count >= p.max_deliveries:
             return self.move(seq, m, state=DEAD, deadline_ms=0, last_error=error)
-        if delay_ms == qc.BACKOFF:
+        if delay_ms == queue_commands.BACKOFF:
             delay_ms = retry_delay_ms(seq, m.delivery_count, p.backoff_base_ms, p.backoff_max_ms)
         state = DELAYED if delay_ms > 0 else READY
         return self.move(seq, m, state=state, available_ms=self.now + max(delay_ms, 0), deadline_ms=0,
@@ -301,7 +301,7 @@ class MessageMoves:
             entry = in_flight_entry(self.txn, key, value)
             self.txn.delete(IN_FLIGHT_T, key)
             for seq, m in entry:
-                self.retry(seq, m, qc.BACKOFF, LEASE_EXPIRED)
+                self.retry(seq, m, queue_commands.BACKOFF, LEASE_EXPIRED)
             expired += len(entry)
         for key in self._due_keys(DELAYED_T, time_of, budget):
             seq = seq_of(key)

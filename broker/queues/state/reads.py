@@ -4,7 +4,7 @@ from __future__ import annotations
 import heapq
 import itertools
 
-from raftbus.broker.queues.state import runs as run_store
+from raftbus.broker.queues.state import runs
 from raftbus.broker.queues.state.records import (
     IN_FLIGHT,
     StoredMessage,
@@ -52,7 +52,7 @@ def any_message(txn, seq: int) -> StoredMessage | None:
     """The message of a seq, stored as a row or inside a run (readers)."""
     m = stored_message(txn, seq)
     if m is None:
-        row = run_store.run_message(txn, seq)
+        row = runs.run_message(txn, seq)
         m = None if row is None else decode_message(row)
     return m
 
@@ -62,7 +62,7 @@ def messages_after(txn, after_seq: int, max_messages: int) -> list[tuple[int, St
     the rows' locators and the runs' live messages, merged."""
     rows = ((SEQ.unpack(bytes(key))[0], bytes(row_key), True)
             for key, row_key in txn.items(LOCATORS, seq_key(after_seq + 1)))
-    in_runs = ((seq, row, False) for seq, row in run_store.live_in_runs(txn, after_seq))
+    in_runs = ((seq, row, False) for seq, row in runs.live_in_runs(txn, after_seq))
     found = []
     for seq, where, is_row in heapq.merge(rows, in_runs):
         found.append((seq, decode_message(txn.get(MESSAGES, where) if is_row else where)))
@@ -75,7 +75,7 @@ def ready_messages(txn, max_messages: int) -> list[tuple[int, StoredMessage]]:
     """The first max_messages ready messages in delivery order: ready rows and the runs' ready messages, merged."""
     rows = ((bytes(key), seq_of(bytes(key)), None) for key, _ in txn.items(READY_T))
     found = []
-    for key, seq, raw in heapq.merge(rows, run_store.ready_in_runs(txn)):
+    for key, seq, raw in heapq.merge(rows, runs.ready_in_runs(txn)):
         found.append((seq, decode_message(raw) if raw is not None else stored_message(txn, seq)))
         if len(found) >= max_messages:
             break
@@ -91,7 +91,7 @@ def in_flight_entry(txn, key: bytes, value: bytes) -> list[tuple[int, StoredMess
     size = SEQ.size
     seq_keys = [value[i:i + size] for i in range(0, len(value), size)]
     row_keys = txn.get_many(LOCATORS, seq_keys)
-    finder = run_store.RunFinder(txn)
+    finder = runs.RunFinder(txn)
     found = [(seq_key, bytes(row_key)) for seq_key, row_key in zip(seq_keys, row_keys) if row_key is not None]
     if not found and not finder.any:
         return []
@@ -99,7 +99,7 @@ def in_flight_entry(txn, key: bytes, value: bytes) -> list[tuple[int, StoredMess
     live, loaded = [], {}
     for seq_key, row_key in zip(seq_keys, row_keys):
         seq = SEQ.unpack(seq_key)[0]
-        raw = next(stored) if row_key is not None else run_store.run_message(txn, seq, finder, loaded) if finder.any \
+        raw = next(stored) if row_key is not None else runs.run_message(txn, seq, finder, loaded) if finder.any \
             else None
         if raw is None:
             continue
@@ -132,11 +132,11 @@ def oldest_in_buckets(txn, prefix: bytes, buckets_max: int) -> int | None:
         start = key[:-8] + b"\xff" * 9
     start = prefix  # the runs' ready messages (priority ordering only), bucket by bucket the same way
     for _ in range(buckets_max if not prefix else 0):
-        found = next(txn.items(run_store.RUN_READY, start or None), None)
+        found = next(txn.items(runs.RUN_READY, start or None), None)
         if found is None:
             break
         key = bytes(found[0])
-        enqueued_ms, _ = read_ready_value(bytes(found[1])[run_store.RUN_KEY_BYTES:])
+        enqueued_ms, _ = read_ready_value(bytes(found[1])[runs.RUN_KEY_BYTES:])
         oldest = enqueued_ms if oldest is None else min(oldest, enqueued_ms)
         start = key[:-8] + b"\xff" * 9
     return oldest
@@ -148,7 +148,7 @@ def oldest_per_group(txn, wanted: set[bytes], scan_max: int) -> dict[bytes, int]
     if not wanted:
         return oldest
     rows = ((bytes(key), 1, bytes(value)) for key, value in txn.items(READY_T))
-    in_runs = ((key, count, value) for key, count, value in run_store.ready_run_entries(txn))
+    in_runs = ((key, count, value) for key, count, value in runs.ready_run_entries(txn))
     seen = 0
     for _, count, value in heapq.merge(rows, in_runs):  # a run's entry stands for its ready messages
         if seen >= scan_max:

@@ -10,7 +10,7 @@ import struct
 
 from raftbus.client import errors
 
-from raftbus.broker.queues import commands as qc
+from raftbus.broker.queues import commands as queue_commands
 from raftbus.broker.queues.state.tables import (
     EXPIRES,
     PRODUCER_EXPIRY,
@@ -47,7 +47,7 @@ def producer_batches(txn, producer_id: bytes) -> list[bytes]:
     return batches
 
 
-def check_sequence(remembered: list[bytes], body: qc.Enqueue):
+def check_sequence(remembered: list[bytes], body: queue_commands.Enqueue):
     """None to enqueue; the original results of a retried batch; OutOfOrderSequence for a gap or an old one."""
     if not remembered:
         return None
@@ -75,7 +75,7 @@ def _replayed_batch(batch: bytes, count: int, first_seq: int, duplicates: int) -
     return tuple(results)
 
 
-def remember_batch(txn, body: qc.Enqueue, remembered: list[bytes], first_seq: int, results, expires_ms: int) -> None:
+def remember_batch(txn, body: queue_commands.Enqueue, remembered: list[bytes], first_seq: int, results, expires_ms: int) -> None:
     duplicates = [(i, r.seq) for i, r in enumerate(results) if r.duplicate]
     batch = _BATCH.pack(body.base_sequence, len(results), first_seq, len(duplicates)) + b"".join(
         _DUPLICATE.pack(*d) for d in duplicates)
@@ -92,7 +92,7 @@ def _renew_expiry(txn, expiry_table: str, owner: bytes, old, expires_ms: int) ->
 
 
 # ---------------------------------------------------------------------- settlers (ack and nack batches)
-def settled_before(txn, body: qc.Settle) -> list | None:
+def settled_before(txn, body: queue_commands.Settle) -> list | None:
     """The answers given to this very batch (same settler, sequence and size) when first applied, or None."""
     if not body.settler_id:
         return None
@@ -109,7 +109,7 @@ def settled_before(txn, body: qc.Settle) -> list | None:
     return answers
 
 
-def remember_settled(txn, body: qc.Settle, results: list, expires_ms: int) -> None:
+def remember_settled(txn, body: queue_commands.Settle, results: list, expires_ms: int) -> None:
     if not body.settler_id:
         return
     _renew_expiry(txn, SETTLER_EXPIRY, body.settler_id, txn.get(SETTLERS, body.settler_id), expires_ms)

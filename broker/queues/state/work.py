@@ -8,10 +8,10 @@ from array import array
 
 from raftbus.client import errors
 
-from raftbus.broker.queues import commands as qc
+from raftbus.broker.queues import commands as queue_commands
 from raftbus.broker.queues.state.fair import group_path
 from raftbus.broker.queues.state.moves import IDEMPOTENCY_VALUE, NO_STATE, MessageMoves
-from raftbus.broker.queues.state import runs as run_store
+from raftbus.broker.queues.state import runs
 from raftbus.broker.queues.state.records import (
     DEAD,
     DELAYED,
@@ -82,11 +82,11 @@ class QueueWork(MessageMoves):
     """The handlers of a queue command: each returns its result, per-message refusals as error values in a
     list, or one typed error that refuses the whole command (the state machine then writes nothing of it)."""
 
-    def enqueue_runs(self, body: qc.Enqueue):
+    def enqueue_runs(self, body: queue_commands.Enqueue):
         """ENQUEUE, with the batch's plain ready messages stored as runs where a priority class allows."""
         return self.enqueue(body, runs=not self.fair)
 
-    def enqueue(self, body: qc.Enqueue, runs: bool = False):
+    def enqueue(self, body: queue_commands.Enqueue, runs: bool = False):
         remembered: list[bytes] = []
         if body.producer_id:
             remembered = producer_batches(self.txn, body.producer_id)
@@ -156,38 +156,38 @@ class QueueWork(MessageMoves):
         """Store each priority class of plain ready messages that shares a group and an enqueue time as runs
         (pieces of it bounded by RUN_MESSAGES_MAX and RUN_ROW_BYTES_MAX); the classes and pieces that cannot be
         runs are returned (stored as rows)."""
-        runs, states, run_ready, run_keys, left = [], [], [], [], []
-        run_of_seq = bytearray((run_store.NOT_IN_RUN,)) * (self.next_seq - first_seq)
+        new_runs, states, run_ready, run_keys, left = [], [], [], [], []
+        run_of_seq = bytearray((runs.NOT_IN_RUN,)) * (self.next_seq - first_seq)
         for priority, members in classes.items():
             group, enqueued_ms = members[0][3], members[0][4]
             if any(m[3] != group or m[4] != enqueued_ms for m in members):
                 left.append(members)
                 continue
-            for piece in run_store.pieces(members, 2):
-                if len(piece) < run_store.RUN_MESSAGES_MIN or len(run_keys) >= run_store.RUNS_PER_BATCH_MAX:
+            for piece in runs.pieces(members, 2):
+                if len(piece) < runs.RUN_MESSAGES_MIN or len(run_keys) >= runs.RUNS_PER_BATCH_MAX:
                     left.append(piece)
                     continue
                 seqs = [m[0] for m in piece]
-                run, state = run_store.new_run(seqs, [m[2] for m in piece], group, priority)
+                run, state = runs.new_run(seqs, [m[2] for m in piece], group, priority)
                 number = len(run_keys)
                 for seq in seqs:
                     run_of_seq[seq - first_seq] = number
-                runs.append(run)
+                new_runs.append(run)
                 states.append(state)
                 run_ready.append((piece[0][1], run[0] + ready_value(enqueued_ms, group)))
                 run_keys.append(run[0])
                 self.count_moves_n(group, len(seqs), NO_STATE, READY)
         if run_keys:
             txn = self.txn
-            txn.put_new_many(run_store.RUNS, runs)
-            txn.put_new_many(run_store.RUN_STATE, states)
-            txn.put_new_many(run_store.RUN_READY, run_ready)
-            txn.put_new_many(run_store.RUN_BATCHES, [run_store.batch_entry(first_seq, self.next_seq - 1, run_keys,
+            txn.put_new_many(runs.RUNS, new_runs)
+            txn.put_new_many(runs.RUN_STATE, states)
+            txn.put_new_many(runs.RUN_READY, run_ready)
+            txn.put_new_many(runs.RUN_BATCHES, [runs.batch_entry(first_seq, self.next_seq - 1, run_keys,
                                                                              run_of_seq)])
             self.runs.any = True
         return left
 
-    def _enqueue_one(self, item: qc.EnqueueItem) -> Enqueued:
+    def _enqueue_one(self, item: queue_commands.EnqueueItem) -> Enqueued:
         now = self.now
         key = MOVE_KEY_PREFIX + seq_key(item.origin_id) if item.origin_id else item.idempotency_key
         if key:
@@ -210,7 +210,7 @@ class QueueWork(MessageMoves):
             self.txn.put(IDEMPOTENCY_EXPIRY, time8(expires) + key, b"")
         return Enqueued(seq, False)
 
-    def lease(self, body: qc.Lease) -> LeasedBatch:
+    def lease(self, body: queue_commands.Lease) -> LeasedBatch:
         """The hot path: the first ready keys are the rows to lease (neighbours in `messages`), each row is
         patched in place, and each table is written once for the batch."""
         if self.fair:
@@ -233,7 +233,7 @@ class QueueWork(MessageMoves):
         self.add_in_flight_keys(deadline, seq_keys)
         return LeasedBatch(seq_keys, rows)
 
-    def _lease_merged(self, body: qc.Lease) -> LeasedBatch:
+    def _lease_merged(self, body: queue_commands.Lease) -> LeasedBatch:
         """A lease over rows and runs: delivery order is the merge of `ready` and `run_ready` (both keyed by the
         row key of a ready message); each step takes from whichever source is first, up to the other's next key.
         The byte bound counts across steps, as one lease of rows does (at least one message)."""
@@ -242,7 +242,7 @@ class QueueWork(MessageMoves):
         remaining, budget = body.max_messages, body.max_bytes
         parts, seq_keys = [], []
         while remaining > 0:
-            row_first, run_first = txn.first(READY_T), txn.first(run_store.RUN_READY)
+            row_first, run_first = txn.first(READY_T), txn.first(runs.RUN_READY)
             if row_first is None and run_first is None:
                 break
             row_key_first = None if row_first is None else bytes(row_first[0])
@@ -274,7 +274,7 @@ class QueueWork(MessageMoves):
         keys = [key for key, _ in ready]
         stored = txn.get_many(MESSAGES, keys)
         sizes = [record_bytes(raw) for raw in stored]
-        count = run_store.fitting(sizes, budget, first)
+        count = runs.fitting(sizes, budget, first)
         if not count:
             return 0, 0, True
         del keys[count:], ready[count:], stored[count:]
@@ -292,7 +292,7 @@ class QueueWork(MessageMoves):
         """Lease the next ready messages of the run whose `run_ready` pair is given, below `bound` (the first
         ready row's key): (messages, record bytes, whether the byte bound cut it)."""
         txn = self.txn
-        run = run_store.load_run(txn, ready_entry[:run_store.RUN_KEY_BYTES])
+        run = runs.load_run(txn, ready_entry[:runs.RUN_KEY_BYTES])
         start = run.ready_from
         stop = min(run.n, start + remaining)
         if bound is not None and bound[:4] == run.key[:4]:  # a ready row of the same priority: stop before it
@@ -302,7 +302,7 @@ class QueueWork(MessageMoves):
             count, used = stop - start, total
         else:
             sizes = run.record_bytes(start, stop)
-            count = run_store.fitting(sizes, budget, first)
+            count = runs.fitting(sizes, budget, first)
             used = sum(sizes[:count])
         if not count:
             return 0, 0, True
@@ -311,17 +311,17 @@ class QueueWork(MessageMoves):
         run.counts[start:end] = array("I", [c + 1 for c in run.counts[start:end]])
         run.deadlines[start:end] = array("q", [deadline]) * count
         run.ready_from = end
-        txn.put(run_store.RUN_STATE, run.key, run.state_value())
-        txn.delete(run_store.RUN_READY, ready_key)
+        txn.put(runs.RUN_STATE, run.key, run.state_value())
+        txn.delete(runs.RUN_READY, ready_key)
         entry = run.ready_entry()
         if entry is not None:
-            txn.put(run_store.RUN_READY, *entry)
+            txn.put(runs.RUN_READY, *entry)
         self.count_moves_n(run.group, count, READY, IN_FLIGHT)
-        parts.append(run_store.RunSpan(run, start, end))
+        parts.append(runs.RunSpan(run, start, end))
         seq_keys.append(run.seq_keys(start, end))
         return count, used, count < stop - start
 
-    def _lease_fair(self, body: qc.Lease) -> LeasedBatch:
+    def _lease_fair(self, body: queue_commands.Lease) -> LeasedBatch:
         """One rotation pick at a time: each message leaves the ready index (and is counted) before the next
         pick, which depends on it."""
         txn = self.txn
@@ -353,13 +353,13 @@ class QueueWork(MessageMoves):
             return _lease_lost(delivery_count, m.state, m.delivery_count)
         return None
 
-    def ack(self, body: qc.Settle) -> list:
+    def ack(self, body: queue_commands.Settle) -> list:
         return self._settle(body, self._ack_many)
 
-    def nack(self, body: qc.Settle) -> list:
+    def nack(self, body: queue_commands.Settle) -> list:
         return self._settle(body, lambda nacks: [self._nack_one(nack) for nack in nacks])
 
-    def _ack_many(self, leases: qc.PackedLeases) -> list:
+    def _ack_many(self, leases: queue_commands.PackedLeases) -> list:
         """The hot path: each locator and each row is taken out of its table in one step (found and deleted
         together), and the rows' headers decide. A batch with a refusal is put back as it was and goes one by
         one, as does one naming a message twice (the end state does not depend on the path taken). Messages
@@ -391,7 +391,7 @@ class QueueWork(MessageMoves):
             key = finder.run_key(seqs[p])
             entry = None if key is None else touched.get(key)
             if entry is None and key is not None:
-                run = run_store.load_run(txn, key)
+                run = runs.load_run(txn, key)
                 entry = touched[key] = [run, 0] if run is not None else None
             i = None if entry is None else entry[0].index_of(seqs[p])
             if i is None:
@@ -406,12 +406,12 @@ class QueueWork(MessageMoves):
             else:
                 for q in range(k):
                     state, stored = run.states[i + q], run.counts[i + q]
-                    if state == run_store.GONE:
+                    if state == runs.GONE:
                         continue
                     if state != IN_FLIGHT or stored != counts[p + q]:
                         answers[p + q] = _lease_lost(counts[p + q], state, stored)
                         continue
-                    run.states[i + q] = run_store.GONE
+                    run.states[i + q] = runs.GONE
                     answers[p + q] = None
                     entry[1] += 1
             p += k
@@ -422,11 +422,11 @@ class QueueWork(MessageMoves):
             run.live -= acked
             self.count_moves_n(run.group, acked, IN_FLIGHT, NO_STATE)
             if run.live:
-                txn.put(run_store.RUN_STATE, key, run.state_value())
+                txn.put(runs.RUN_STATE, key, run.state_value())
             else:
-                txn.delete(run_store.RUNS, key)
-                txn.delete(run_store.RUN_STATE, key)
-                run_store.drop_from_batch(txn, run)
+                txn.delete(runs.RUNS, key)
+                txn.delete(runs.RUN_STATE, key)
+                runs.drop_from_batch(txn, run)
 
     def _ack_rows(self, leases, seq_keys, counts) -> list:
         """The ack hot path over rows (see _ack_many)."""
@@ -451,14 +451,14 @@ class QueueWork(MessageMoves):
             self.count_moves([m.group], IN_FLIGHT, NO_STATE)
         return refusal
 
-    def _nack_one(self, nack: qc.Nack):
+    def _nack_one(self, nack: queue_commands.Nack):
         m = self.message(nack.seq)
         refusal = self._check_lease(nack.seq, m, nack.delivery_count)
         if refusal is None:
             self.retry(nack.seq, m, nack.delay_ms, nack.reason)
         return refusal
 
-    def _settle(self, body: qc.Settle, settle_items) -> list:
+    def _settle(self, body: queue_commands.Settle, settle_items) -> list:
         """Per item: None or a refusal. A retry of the settler's last batch gets that batch's answers again."""
         answers = settled_before(self.txn, body)
         if answers is not None:
@@ -498,7 +498,7 @@ class QueueWork(MessageMoves):
                 removed += 1
         return removed
 
-    def change(self, change: qc.Change):
+    def change(self, change: queue_commands.Change):
         seq = change.seq
         m = self.message(seq)
         if m is None:
@@ -523,14 +523,14 @@ class QueueWork(MessageMoves):
 
 
 HANDLERS = {
-    qc.ENQUEUE: QueueWork.enqueue,
-    qc.ENQUEUE_RUNS: QueueWork.enqueue_runs,
-    qc.LEASE: QueueWork.lease,
-    qc.ACK: QueueWork.ack,
-    qc.NACK: QueueWork.nack,
-    qc.EXTEND: QueueWork.extend,
-    qc.DELETE: QueueWork.delete,
-    qc.DEAD_REMOVE: QueueWork.dead_remove,
-    qc.CHANGE: QueueWork.change,
-    qc.TICK: QueueWork.tick,
+    queue_commands.ENQUEUE: QueueWork.enqueue,
+    queue_commands.ENQUEUE_RUNS: QueueWork.enqueue_runs,
+    queue_commands.LEASE: QueueWork.lease,
+    queue_commands.ACK: QueueWork.ack,
+    queue_commands.NACK: QueueWork.nack,
+    queue_commands.EXTEND: QueueWork.extend,
+    queue_commands.DELETE: QueueWork.delete,
+    queue_commands.DEAD_REMOVE: QueueWork.dead_remove,
+    queue_commands.CHANGE: QueueWork.change,
+    queue_commands.TICK: QueueWork.tick,
 }

@@ -1,4 +1,4 @@
-"""`python -m raftbus.client.bench.peers` (`make bench-peers`): raftbus next to NATS JetStream and Redis Streams.
+"""`python -m raftbus.bench.peers` (`make bench-peers`): raftbus next to NATS JetStream and Redis Streams.
 
 One run benchmarks raftbus (`raftbus bench all`, unchanged) and then the peers with the same record size, counts,
 producer and reader processes, each on its own servers on free loopback ports in a temp dir, and prints one JSON

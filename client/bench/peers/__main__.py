@@ -1,6 +1,6 @@
-"""`python -m raftbus.client.bench.peers ...`"""
+"""`python -m raftbus.bench.peers ...`"""
 import sys
 
-from raftbus.client.bench.peers.cli import main
+from raftbus.bench.peers.cli import main
 
 sys.exit(main())

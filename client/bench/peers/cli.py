@@ -1,4 +1,4 @@
-"""`python -m raftbus.client.bench.peers`: raftbus, NATS JetStream and Redis Streams benchmarked in one run.
+"""`python -m raftbus.bench.peers`: raftbus, NATS JetStream and Redis Streams benchmarked in one run.
 
 raftbus runs first, exactly as `raftbus bench all` with the same counts; then each peer on its own fresh servers.
 Every workload prints one JSON line on stdout; at the end the report (machine, command, table of
@@ -14,11 +14,11 @@ import sys
 import traceback
 from pathlib import Path
 
-from raftbus.client.bench import runner as bench
-from raftbus.client.bench.peers import report
+from raftbus.bench import runner
+from raftbus.bench.peers import report
 from raftbus.client.errors import InvalidArgument, RaftbusError, Unavailable
 
-PROG = "python -m raftbus.client.bench.peers"
+PROG = "python -m raftbus.bench.peers"
 BATCH_RECORDS_DEFAULT = 1_000
 REDIS_APPENDONLY = ("everysec", "no")
 COUNT_FLAGS = ("records", "queue_records", "record_bytes", "partitions", "producers", "readers", "batch_records")
@@ -34,7 +34,7 @@ def systems_list(text: str) -> tuple[str, ...]:
 
 def build_parser() -> argparse.ArgumentParser:
     """Counts default to `raftbus bench`'s own defaults, so a plain run compares like with like."""
-    defaults = bench.build_parser().parse_args(["all"])
+    defaults = runner.build_parser().parse_args(["all"])
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=defaults.records, help="produced, then consumed")
     parser.add_argument("--queue-records", type=int, default=None,
@@ -81,14 +81,14 @@ def settings_figures(args: argparse.Namespace) -> dict:
 # ---------------------------------------------------------------------- systems
 
 def run_raftbus(args: argparse.Namespace, lines: list[dict]) -> None:
-    bench_args = bench.build_parser().parse_args(raftbus_argv(args))
-    bench.check_args(bench_args)
-    lines += [{"system": "raftbus", **line} for line in bench.run_benchmarks(bench_args)]
+    bench_args = runner.build_parser().parse_args(raftbus_argv(args))
+    runner.check_args(bench_args)
+    lines += [{"system": "raftbus", **line} for line in runner.run_benchmarks(bench_args)]
 
 
 def run_nats(args: argparse.Namespace, lines: list[dict]) -> None:
     try:
-        from raftbus.client.bench.peers import nats_bench
+        from raftbus.bench.peers import nats_bench
     except ModuleNotFoundError as exc:
         raise Unavailable(f"{exc.name} is missing: pip install 'raftbus[peers]' (make bench-peers does)") from None
     nats_bench.run(args, lines)
@@ -96,7 +96,7 @@ def run_nats(args: argparse.Namespace, lines: list[dict]) -> None:
 
 def run_redis(args: argparse.Namespace, lines: list[dict]) -> None:
     try:
-        from raftbus.client.bench.peers import redis_bench
+        from raftbus.bench.peers import redis_bench
     except ModuleNotFoundError as exc:
         raise Unavailable(f"{exc.name} is missing: pip install 'raftbus[peers]' (make bench-peers does)") from None
     redis_bench.run(args, lines)
@@ -117,7 +117,7 @@ def run_systems(args: argparse.Namespace) -> tuple[list[dict], list[dict]]:
             else:
                 traceback.print_exc()
                 message = f"{type(exc).__name__}: {exc}"
-            bench.progress(f"{system} failed: {message}")
+            runner.progress(f"{system} failed: {message}")
             errors.append({"system": system, "error": message})
     return lines, errors
 
@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     markdown = report.report_markdown(document)
     if args.out:
         Path(args.out).write_text(json.dumps(document, indent=2) + "\n")
-        bench.progress(f"results written to {args.out}")
+        runner.progress(f"results written to {args.out}")
     if args.table_out:
         Path(args.table_out).write_text(markdown + "\n")
     print(markdown, flush=True)

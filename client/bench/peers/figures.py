@@ -1,7 +1,7 @@
 """Figures shared by the peers' workloads, in the field names `raftbus bench` uses."""
 from __future__ import annotations
 
-from raftbus.client.bench.runner import combined, percentile, rate_figures, rounded_ms, split_count
+from raftbus.bench.runner import combined, percentile, rate_figures, rounded_ms, split_count
 from raftbus.client.errors import InternalError
 
 

@@ -16,8 +16,8 @@ from importlib.metadata import version
 import nats
 
 from raftbus.client import settings
-from raftbus.client.bench.runner import emit, paced_async, progress, run_workers
-from raftbus.client.bench.peers.figures import (
+from raftbus.bench.runner import emit, paced_async, progress, run_workers
+from raftbus.bench.peers.figures import (
     check_count,
     latency_figures,
     load_result,
@@ -25,8 +25,8 @@ from raftbus.client.bench.peers.figures import (
     shares,
     throughput_line,
 )
-from raftbus.client.bench.peers.nats_failover import bench_failover
-from raftbus.client.bench.peers.nats_streams import (
+from raftbus.bench.peers.nats_failover import bench_failover
+from raftbus.bench.peers.nats_streams import (
     QUEUE_CONSUMER,
     QUEUE_STREAM,
     QUEUE_SUBJECT,
@@ -40,7 +40,7 @@ from raftbus.client.bench.peers.nats_streams import (
     partition_subject,
     stream_state,
 )
-from raftbus.client.bench.peers.servers import NatsCluster, binary_version, running_nats
+from raftbus.bench.peers.servers import NatsCluster, binary_version, running_nats
 from raftbus.client.errors import InternalError
 
 DURABILITY = ("file storage, replicas=3: acknowledged once a majority stored it (page cache; "

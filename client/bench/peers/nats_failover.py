@@ -10,9 +10,9 @@ from dataclasses import dataclass
 import nats
 import nats.errors
 
-from raftbus.client.bench.runner import progress
-from raftbus.client.bench.peers.nats_streams import FAILOVER_STREAM, FAILOVER_SUBJECT, SYSTEM, stream_state
-from raftbus.client.bench.peers.servers import NatsCluster
+from raftbus.bench.runner import progress
+from raftbus.bench.peers.nats_streams import FAILOVER_STREAM, FAILOVER_SUBJECT, SYSTEM, stream_state
+from raftbus.bench.peers.servers import NatsCluster
 from raftbus.client.errors import RequestTimedOut
 
 FAILOVER_SEND_INTERVAL_MS = 2

@@ -15,8 +15,8 @@ from importlib.metadata import PackageNotFoundError, version
 import redis
 
 from raftbus.client import settings
-from raftbus.client.bench.runner import LOOPBACK, emit, paced, progress, run_workers
-from raftbus.client.bench.peers.figures import (
+from raftbus.bench.runner import LOOPBACK, emit, paced, progress, run_workers
+from raftbus.bench.peers.figures import (
     check_count,
     latency_figures,
     load_result,
@@ -24,7 +24,7 @@ from raftbus.client.bench.peers.figures import (
     shares,
     throughput_line,
 )
-from raftbus.client.bench.peers.servers import RedisServer, binary_version, running_redis
+from raftbus.bench.peers.servers import RedisServer, binary_version, running_redis
 
 SYSTEM = "redis"
 FIELD = b"v"

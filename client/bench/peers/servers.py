@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from raftbus.client.bench.runner import LOOPBACK, free_base_port, progress, stop_by_pid
+from raftbus.bench.runner import LOOPBACK, free_base_port, progress, stop_by_pid
 from raftbus.client.errors import Unavailable
 
 SERVER_READY_TIMEOUT_MS = 30_000

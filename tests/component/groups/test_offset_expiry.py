@@ -1,6 +1,6 @@
 """Goal: a partition leader drops the committed offsets of a group that no longer exists once they are older than
 offsets_retention_ms, and keeps those of live groups and of groups committed recently."""
-from raftbus.broker.groups import commands as gc
+from raftbus.broker.groups import commands as group_commands
 from tests.component.broker_harness import Broker
 
 TOPIC = "orders"
@@ -58,7 +58,7 @@ def test_a_deleted_group_committed_within_the_retention_keeps_its_offsets():
     broker.create_topic(TOPIC, partitions=1)
     broker.produce(TOPIC, 0, 5)
     replica = next(iter(broker.context.partitions.values()))
-    replica.group.submit(gc.encode_commit_offset(group="orphan", member_id="m", generation=1, offset=2, metadata="",
+    replica.group.submit(group_commands.encode_commit_offset(group="orphan", member_id="m", generation=1, offset=2, metadata="",
                                                  reset=False, now_ms=broker.clock.now_ms()))
     broker.clock.advance(RETENTION_MS - 1)
     assert broker.offsets.expire_if_due(replica, live_groups=set()) == []
@@ -73,7 +73,7 @@ def test_expiry_is_off_with_retention_minus_one_and_bounded_per_command():
     broker.produce(TOPIC, 0, 5)
     replica = next(iter(broker.context.partitions.values()))
     for name in ("a", "b", "c"):
-        replica.group.submit(gc.encode_commit_offset(group=name, member_id="m", generation=1, offset=1, metadata="",
+        replica.group.submit(group_commands.encode_commit_offset(group=name, member_id="m", generation=1, offset=1, metadata="",
                                                      reset=False, now_ms=broker.clock.now_ms()))
     broker.clock.advance(10 ** 12)
     assert broker.offsets.expire_if_due(replica, live_groups=set()) == []

@@ -8,14 +8,14 @@ import random
 import pytest
 
 from raftbus.broker import content_digest
-from raftbus.broker.admin.state import TOPICS
-from raftbus.broker.admin.state import MetadataStateMachine
+from raftbus.broker.metadata.state import TOPICS
+from raftbus.broker.metadata.state import MetadataStateMachine
 from raftbus.broker.content_digest import DIGEST_KEY, DigestHistory, DigestingTxn
 from raftbus.broker.queues.state import runs
 from raftbus.broker.queues.state import tables as q
 from raftbus.broker.storage.lmdb_store import LmdbStore
 from raftbus.broker.storage.memory_store import MemoryStore
-from tests.unit.broker.admin.test_metadata_state_machine import Metadata
+from tests.unit.broker.metadata.test_metadata_state_machine import Metadata
 from tests.unit.broker.queues.harness import QueueHarness
 
 TABLES = ("meta", "a", "b")

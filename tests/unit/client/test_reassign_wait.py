@@ -1,7 +1,7 @@
 """Unit test of `reassign_partition(wait=True)`: an answer from a metadata replica that lags is not taken as done."""
 from __future__ import annotations
 
-from raftbus.client.membership import MembershipCalls
+from raftbus.client.cluster_admin import MembershipCalls
 from raftbus.client.wire import membership_pb2 as mpb
 
 

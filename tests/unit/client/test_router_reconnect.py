@@ -11,7 +11,7 @@ from concurrent import futures
 import grpc
 
 from raftbus.client import settings
-from raftbus.client.bench import grpc_floor
+from raftbus.bench import grpc_floor
 from raftbus.client.router import grpc_connect
 from tests.helpers import free_ports
 

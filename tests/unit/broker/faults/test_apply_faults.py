@@ -5,14 +5,14 @@ import errno
 
 import pytest
 
-from raftbus.broker.admin.state import MetadataStateMachine
+from raftbus.broker.metadata.state import MetadataStateMachine
 from raftbus.broker.queues.state.machine import QueueStateMachine
 from raftbus.broker.raft.group_commit import GroupCommit
 from raftbus.broker.storage.base import StorageFailure, is_disk_full
 from raftbus.broker.storage.memory_store import MemoryStore
 from raftbus.client import errors
 from tests.faulty_store import FaultyStore
-from tests.unit.broker.admin.test_metadata_state_machine import Metadata
+from tests.unit.broker.metadata.test_metadata_state_machine import Metadata
 from tests.unit.broker.queues.harness import QueueHarness
 
 DISK_FULL = StorageFailure("mdb_txn_commit: No space left on device", disk_full=True)

@@ -3,7 +3,7 @@ generations, stay within the log, survive reopen, and give the append time of th
 import pytest
 
 from raftbus.broker import commands
-from raftbus.broker.groups import commands as gc
+from raftbus.broker.groups import commands as group_commands
 from raftbus.broker.groups.offset_state import CommittedOffset
 from raftbus.broker.log.state import PartitionStateMachine
 from raftbus.broker.storage.lmdb_store import LmdbStore
@@ -26,11 +26,11 @@ class Partition:
         return self.apply(commands.encode_produce(now_ms, b"", 0, record_count, max_ts, blob))
 
     def commit(self, offset, generation=10, reset=False, group="g", metadata="", now_ms=5_000):
-        return self.apply(gc.encode_commit_offset(group=group, member_id="m", generation=generation, offset=offset,
+        return self.apply(group_commands.encode_commit_offset(group=group, member_id="m", generation=generation, offset=offset,
                                                   metadata=metadata, reset=reset, now_ms=now_ms))
 
     def read(self, group="g", generation=0):
-        return self.apply(gc.encode_read_offset(group=group, generation=generation))
+        return self.apply(group_commands.encode_read_offset(group=group, generation=generation))
 
 
 @pytest.fixture(params=["memory", "lmdb"])
@@ -124,7 +124,7 @@ def test_expiry_drops_only_offsets_still_older_than_the_cutoff(part):
     part.commit(8, group="fresh", now_ms=9_000)
     assert sorted(part.sm.offsets_committed_before(5_000)) == ["gone", "recommitted"]
     part.commit(7, group="recommitted", now_ms=6_000)  # committed again before the expiry applies
-    dropped = part.apply(gc.encode_expire_offsets(groups=["gone", "recommitted", "never"], committed_before_ms=5_000))
+    dropped = part.apply(group_commands.encode_expire_offsets(groups=["gone", "recommitted", "never"], committed_before_ms=5_000))
     assert dropped == ["gone"]
     assert part.sm.committed("gone") is None and part.read("gone") is None
     assert part.sm.committed("recommitted").offset == 7 and part.sm.committed("fresh").offset == 8
@@ -162,5 +162,5 @@ def test_a_fence_keeps_the_committed_offset_and_never_lowers_the_highest_generat
 def test_a_fence_only_entry_expires_like_an_old_commit(part):
     part.read(group="gone", generation=3)
     assert part.sm.offsets_committed_before(1) == ["gone"]
-    assert part.apply(gc.encode_expire_offsets(groups=["gone"], committed_before_ms=1)) == ["gone"]
+    assert part.apply(group_commands.encode_expire_offsets(groups=["gone"], committed_before_ms=1)) == ["gone"]
     assert part.commit(1, group="gone", generation=1).offset == 1

@@ -4,9 +4,9 @@ stale or foreign members."""
 import pytest
 
 from raftbus.broker import commands
-from raftbus.broker.groups import commands as gc
-from raftbus.broker.groups import state as groups
-from raftbus.broker.admin.state import MetadataStateMachine
+from raftbus.broker.groups import commands as group_commands
+from raftbus.broker.groups import rules
+from raftbus.broker.metadata.state import MetadataStateMachine
 from raftbus.broker.storage.lmdb_store import LmdbStore
 from raftbus.broker.storage.memory_store import MemoryStore
 from raftbus.client import errors
@@ -30,22 +30,22 @@ class Metadata:
 
     def join(self, member, topics=("orders",), group=G, now_ms=100, members_max=100, groups_max=100,
              session_timeout_ms=10_000, rebalance_timeout_ms=20_000, client_id="c"):
-        return self.apply(gc.encode_join_group(
+        return self.apply(group_commands.encode_join_group(
             group=group, member_id=member, client_id=client_id, topics=list(topics),
             session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=rebalance_timeout_ms,
             members_max=members_max, groups_max=groups_max, now_ms=now_ms))
 
     def leave(self, member, group=G):
-        return self.apply(gc.encode_leave_group(group=group, member_id=member, now_ms=200))
+        return self.apply(group_commands.encode_leave_group(group=group, member_id=member, now_ms=200))
 
     def expire(self, *members, group=G):
-        return self.apply(gc.encode_expire_members(group=group, member_ids=members, now_ms=300))
+        return self.apply(group_commands.encode_expire_members(group=group, member_ids=members, now_ms=300))
 
     def release(self, member, partitions=None, generation=None, group=G):
         group_now = self.sm.group(group)
         partitions = group_now.revoking(member) if partitions is None else partitions
         generation = group_now.generation if generation is None else generation
-        return self.apply(gc.encode_release_partitions(group=group, member_id=member, generation=generation,
+        return self.apply(group_commands.encode_release_partitions(group=group, member_id=member, generation=generation,
                                                        partitions=partitions, now_ms=400))
 
     @property
@@ -72,8 +72,8 @@ def check_one_owner_each(group):
 
 def test_first_member_owns_everything_at_the_join_index(meta):
     group = meta.join("a")
-    assert isinstance(group, groups.ConsumerGroup) and meta.group == group
-    assert group.generation == meta.index and group.state == groups.STABLE
+    assert isinstance(group, rules.ConsumerGroup) and meta.group == group
+    assert group.generation == meta.index and group.state == rules.STABLE
     assert group.owned_by("a") == tuple(("orders", p) for p in range(4))
     assert all(o.since_generation == meta.index for o in group.owners.values())
 
@@ -82,13 +82,13 @@ def test_new_member_waits_until_the_old_owner_releases(meta):
     meta.join("a")
     first = meta.group.generation
     joined = meta.join("b")
-    assert joined.generation > first and joined.state == groups.REBALANCING
+    assert joined.generation > first and joined.state == rules.REBALANCING
     assert joined.owned_by("b") == () and len(joined.pending("b")) == 2
     assert set(joined.revoking("a")) == set(joined.pending("b"))
     assert joined.members["a"].revoking_since_ms == 100
     check_one_owner_each(joined)
     released = meta.release("a")
-    assert released.generation > joined.generation and released.state == groups.STABLE
+    assert released.generation > joined.generation and released.state == rules.STABLE
     assert set(released.owned_by("b")) == set(joined.pending("b"))
     assert all(released.owners[tp].since_generation == released.generation for tp in released.owned_by("b"))
     assert released.members["a"].revoking_since_ms == -1
@@ -109,7 +109,7 @@ def test_leave_frees_partitions_for_the_rest_at_once(meta):
     meta.join("b")
     meta.release("a")
     left = meta.leave("b")
-    assert left.owned_by("a") == tuple(("orders", p) for p in range(4)) and left.state == groups.STABLE
+    assert left.owned_by("a") == tuple(("orders", p) for p in range(4)) and left.state == rules.STABLE
     assert isinstance(meta.leave("b"), errors.UnknownMember)
     assert isinstance(meta.leave("x", group="nope"), errors.UnknownGroup)
 
@@ -120,7 +120,7 @@ def test_expiry_removes_listed_members_and_ignores_gone_ones(meta):
     expired = meta.expire("a", "ghost")
     assert sorted(expired.members) == ["b"] and len(expired.owned_by("b")) == 4
     last = meta.expire("b")
-    assert last.members == {} and last.owners == {} and last.state == groups.EMPTY
+    assert last.members == {} and last.owners == {} and last.state == rules.EMPTY
     assert last.empty_since_ms == 300 and last.topics == ("orders",)  # kept: describe still shows its offsets
 
 
@@ -139,7 +139,7 @@ def test_resubscribe_moves_partitions_of_dropped_topics(meta):
     assert changed.members["a"].target == (("audit", 0), ("audit", 1))
     assert {tp[0] for tp in changed.revoking("a")} == {"orders"}  # held until released, like any revocation
     released = meta.release("a")
-    assert released.owned_by("a") == (("audit", 0), ("audit", 1)) and released.state == groups.STABLE
+    assert released.owned_by("a") == (("audit", 0), ("audit", 1)) and released.state == rules.STABLE
 
 
 def test_alter_partitions_assigns_new_partitions(meta):
@@ -193,10 +193,10 @@ def test_members_max_is_enforced_for_new_members_only(meta):
 
 def test_delete_group_only_when_empty(meta):
     meta.join("a")
-    assert isinstance(meta.apply(gc.encode_delete_group(group=G, now_ms=1)), errors.InvalidArgument)
+    assert isinstance(meta.apply(group_commands.encode_delete_group(group=G, now_ms=1)), errors.InvalidArgument)
     meta.leave("a")
-    assert meta.apply(gc.encode_delete_group(group=G, now_ms=1)) is None and meta.group is None
-    assert isinstance(meta.apply(gc.encode_delete_group(group=G, now_ms=1)), errors.UnknownGroup)
+    assert meta.apply(group_commands.encode_delete_group(group=G, now_ms=1)) is None and meta.group is None
+    assert isinstance(meta.apply(group_commands.encode_delete_group(group=G, now_ms=1)), errors.UnknownGroup)
     recreated = meta.join("a")
     assert recreated.generation == meta.index  # still above every generation of the deleted group
 
@@ -257,10 +257,10 @@ def test_check_owner(settled, case, error):
         "before-ownership": (group, applied, G, "b", group.owners[b_tp].since_generation - 1, b_tp),
     }[case]
     if error is None:
-        groups.check_owner(*args)
+        rules.check_owner(*args)
     else:
         with pytest.raises(error):
-            groups.check_owner(*args)
+            rules.check_owner(*args)
 
 
 def test_overdue_members_by_session_rebalance_timeout_and_grace(meta):
@@ -268,16 +268,16 @@ def test_overdue_members_by_session_rebalance_timeout_and_grace(meta):
     meta.join("b", now_ms=1_000, session_timeout_ms=5_000)
     group = meta.group
     assert group.members["a"].revoking_since_ms == 1_000
-    assert groups.overdue_members(group, {"a": 3_500, "b": 3_500}, 0, 4_000) == []
-    assert groups.overdue_members(group, {"a": 3_500, "b": 3_500}, 0, 4_001) == ["a"]  # held revoked too long
-    assert groups.overdue_members(group, {"a": 8_000}, 0, 8_500) == ["a", "b"]
-    assert groups.overdue_members(group, {}, 8_000, 8_500) == []  # a new controller's grace period
-    assert groups.overdue_members(group, {"b": 9_000}, 0, 9_000) == ["a"]
+    assert rules.overdue_members(group, {"a": 3_500, "b": 3_500}, 0, 4_000) == []
+    assert rules.overdue_members(group, {"a": 3_500, "b": 3_500}, 0, 4_001) == ["a"]  # held revoked too long
+    assert rules.overdue_members(group, {"a": 8_000}, 0, 8_500) == ["a", "b"]
+    assert rules.overdue_members(group, {}, 8_000, 8_500) == []  # a new controller's grace period
+    assert rules.overdue_members(group, {"b": 9_000}, 0, 9_000) == ["a"]
 
 
 def test_group_round_trips_through_json(settled):
     group = settled.group
-    assert groups.ConsumerGroup.from_dict(group.to_dict()) == group
+    assert rules.ConsumerGroup.from_dict(group.to_dict()) == group
 
 
 @pytest.mark.parametrize("command", [

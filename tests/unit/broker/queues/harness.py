@@ -4,7 +4,7 @@ from __future__ import annotations
 import itertools
 import struct
 
-from raftbus.broker.queues import commands as qc
+from raftbus.broker.queues import commands as queue_commands
 from raftbus.broker.queues.state import runs
 from raftbus.broker.queues.state import tables as q
 from raftbus.broker.queues.state.machine import QueueStateMachine
@@ -21,14 +21,14 @@ from raftbus.broker.queues.state.records import (
     time_of,
 )
 
-POLICY = qc.QueuePolicy(max_deliveries=5, backoff_base_ms=0, backoff_max_ms=0, max_in_flight_per_group=0,
+POLICY = queue_commands.QueuePolicy(max_deliveries=5, backoff_base_ms=0, backoff_max_ms=0, max_in_flight_per_group=0,
                         idempotency_window_ms=10_000, producer_idle_ms=100_000, due_per_command_max=1000)
 
 
 def item(value: bytes, *, priority=0, group=b"", deliver_at_ms=0, key=b"", origin_id=0, delivery_count=0,
-         enqueued_ms=0, last_error=b"") -> qc.EnqueueItem:
+         enqueued_ms=0, last_error=b"") -> queue_commands.EnqueueItem:
     """An enqueue item whose record is just the value (records are opaque to the broker)."""
-    return qc.EnqueueItem(priority, deliver_at_ms, delivery_count, enqueued_ms, origin_id, group, key, last_error,
+    return queue_commands.EnqueueItem(priority, deliver_at_ms, delivery_count, enqueued_ms, origin_id, group, key, last_error,
                           value)
 
 
@@ -53,7 +53,7 @@ class QueueHarness:
 
     # ------------------------------------------------------------------ commands
     def enqueue(self, *items, producer_id=b"", base_sequence=0):
-        return self.apply(qc.encode_enqueue(self.now_ms, self.policy, list(items), producer_id=producer_id,
+        return self.apply(queue_commands.encode_enqueue(self.now_ms, self.policy, list(items), producer_id=producer_id,
                                             base_sequence=base_sequence, runs=self.runs))
 
     def put(self, *values, **fields) -> list[int]:
@@ -62,33 +62,33 @@ class QueueHarness:
         return [m.seq for m in result.messages]
 
     def lease(self, max_messages=100, visibility_ms=1_000, max_bytes=1 << 20):
-        return self.apply(qc.encode_lease(self.now_ms, self.policy, max_messages, max_bytes, visibility_ms))
+        return self.apply(queue_commands.encode_lease(self.now_ms, self.policy, max_messages, max_bytes, visibility_ms))
 
     def lease_values(self, max_messages=100, visibility_ms=1_000) -> list[bytes]:
         return [leased.message.record for leased in self.lease(max_messages, visibility_ms)]
 
     def ack(self, *leases, settler_id=b"", sequence=0):
-        return self.apply(qc.encode_ack(self.now_ms, self.policy, list(leases), settler_id=settler_id,
+        return self.apply(queue_commands.encode_ack(self.now_ms, self.policy, list(leases), settler_id=settler_id,
                                         sequence=sequence))
 
-    def nack(self, seq, delivery_count, delay_ms=qc.BACKOFF, reason=b"", settler_id=b"", sequence=0):
-        return self.apply(qc.encode_nack(self.now_ms, self.policy, [qc.Nack(seq, delivery_count, delay_ms, reason)],
+    def nack(self, seq, delivery_count, delay_ms=queue_commands.BACKOFF, reason=b"", settler_id=b"", sequence=0):
+        return self.apply(queue_commands.encode_nack(self.now_ms, self.policy, [queue_commands.Nack(seq, delivery_count, delay_ms, reason)],
                                          settler_id=settler_id, sequence=sequence))
 
     def extend(self, seq, delivery_count, visibility_ms):
-        return self.apply(qc.encode_extend(self.now_ms, self.policy, [(seq, delivery_count, visibility_ms)]))
+        return self.apply(queue_commands.encode_extend(self.now_ms, self.policy, [(seq, delivery_count, visibility_ms)]))
 
     def delete(self, *seqs):
-        return self.apply(qc.encode_delete(self.now_ms, self.policy, list(seqs)))
+        return self.apply(queue_commands.encode_delete(self.now_ms, self.policy, list(seqs)))
 
     def change(self, seq, priority=None, deliver_at_ms=None):
-        return self.apply(qc.encode_change(self.now_ms, self.policy, seq, priority, deliver_at_ms))
+        return self.apply(queue_commands.encode_change(self.now_ms, self.policy, seq, priority, deliver_at_ms))
 
     def tick(self):
-        return self.apply(qc.encode_tick(self.now_ms, self.policy))
+        return self.apply(queue_commands.encode_tick(self.now_ms, self.policy))
 
     def dead_remove(self, *seqs):
-        return self.apply(qc.encode_dead_remove(self.now_ms, self.policy, list(seqs)))
+        return self.apply(queue_commands.encode_dead_remove(self.now_ms, self.policy, list(seqs)))
 
     # ------------------------------------------------------------------ views
     def dump(self) -> dict:

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from raftbus.broker.queues import commands as qc
+from raftbus.broker.queues import commands as queue_commands
 from raftbus.broker.queues.state import runs
 from raftbus.broker.queues.state.machine import QueueStateMachine
 from raftbus.broker.queues.state.records import DEAD, DELAYED, IN_FLIGHT, READY, decode_message
@@ -91,7 +91,7 @@ def random_step(twins: Twins, rng: random.Random) -> None:
         twins.both("ack", *picked)
     elif op == "nack" and twins.leased:
         seq, count = rng.choice(twins.leased)
-        twins.both("nack", seq, count, rng.choice([0, 100, qc.BACKOFF]), b"no")
+        twins.both("nack", seq, count, rng.choice([0, 100, queue_commands.BACKOFF]), b"no")
     elif op == "extend" and twins.leased:
         seq, count = rng.choice(twins.leased)
         twins.both("extend", seq, count, rng.randrange(100, 900))

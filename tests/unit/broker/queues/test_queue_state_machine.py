@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from raftbus.broker.queues import commands as qc
+from raftbus.broker.queues import commands as queue_commands
 from raftbus.broker.queues.state.machine import EnqueueResult, Enqueued, QueueStateMachine
 from raftbus.broker.queues.state.backoff import retry_delay_ms
 from raftbus.broker.queues.state import tables as q
@@ -475,12 +475,12 @@ def test_get_and_peek_show_messages_without_leasing(queue):
 # ---------------------------------------------------------------------- refusals, replay, time
 @pytest.mark.parametrize("bad", [
     b"", b"Q", b"QE", b"Z" * 60,
-    qc.encode_tick(1, POLICY) + b"x",
-    qc.encode_ack(1, POLICY, [(1, 1)])[:-1],
-    qc.encode_enqueue(1, POLICY, [item(b"x")])[:-1],
-    qc.encode_enqueue(1, POLICY, [item(b"x", group=b"a..b")]),
-    qc.encode_enqueue(1, POLICY, [item(b"x", group=b"\x00")]),
-    qc.encode_lease(1, POLICY, 1, 1, 1) + b"\x00",
+    queue_commands.encode_tick(1, POLICY) + b"x",
+    queue_commands.encode_ack(1, POLICY, [(1, 1)])[:-1],
+    queue_commands.encode_enqueue(1, POLICY, [item(b"x")])[:-1],
+    queue_commands.encode_enqueue(1, POLICY, [item(b"x", group=b"a..b")]),
+    queue_commands.encode_enqueue(1, POLICY, [item(b"x", group=b"\x00")]),
+    queue_commands.encode_lease(1, POLICY, 1, 1, 1) + b"\x00",
 ])
 def test_malformed_commands_are_refused_and_change_nothing(queue, bad):
     queue.put(b"a")
@@ -501,7 +501,7 @@ def test_refused_change_of_an_unknown_message_changes_nothing(queue):
 
 def test_replay_at_or_below_the_applied_index_is_ignored(queue):
     queue.put(b"a")
-    command = qc.encode_enqueue(queue.now_ms, POLICY, [item(b"b")])
+    command = queue_commands.encode_enqueue(queue.now_ms, POLICY, [item(b"b")])
     assert queue.sm.apply(1, command) is None and queue.sm.apply(0, command) is None
     assert queue.sm.counts() == (1, 0, 0, 0)
 
