@@ -38,6 +38,8 @@ __all__ = ["RaftGroup", "RaftSettings", "GroupStopped", "compaction_due", "error
 
 log = logging.getLogger(__name__)
 
+_LEADER = Role.LEADER
+
 
 def raft_options(settings: RaftSettings, data_dir: Path, eager_commit_notify: bool) -> RaftOptions:
     return RaftOptions(
@@ -273,7 +275,7 @@ class RaftGroup:
 
     @property
     def is_leader(self) -> bool:
-        return self.stopped is None and self.raft.role == Role.LEADER
+        return self.stopped is None and self.raft.role == _LEADER
 
     @property
     def caught_up_as_leader(self) -> bool:
@@ -338,7 +340,7 @@ class RaftGroup:
         raft = self.raft
         try:
             raft.tick()
-            if not raft.voters and raft.role == Role.LEADER and raft.commit_index < raft.last_index:
+            if not raft.voters and raft.role == _LEADER and raft.commit_index < raft.last_index:
                 # The only voter: the core appends the tick's new commands after it counted the commit index, and
                 # no follower's answer will tick the group again; the loop's next pass commits them.
                 self._loop.mark_dirty(self.group_id)
@@ -489,13 +491,13 @@ class RaftGroup:
         log.warning("%s: ignored a committed entry of type %s", self.group_id, entry[0] if entry else None)
         return None
 
-    def _on_state_changed(self, old: Role, new: Role) -> None:
+    def _on_state_changed(self, old: int, new: int) -> None:
         # A hand-over belongs to the leadership it was started in: a replica that leads again later (the target
         # was killed and this one was elected) takes commands at once, not after the old hand-over's window.
         self._handing_over = None
         self.leader_changes += 1
-        self.role = new.name.lower()
-        log.info("raft role changed", extra={"group": self.group_id, "from": old.name.lower(), "to": self.role,
+        self.role = Role.NAMES[new]
+        log.info("raft role changed", extra={"group": self.group_id, "from": Role.NAMES[old], "to": self.role,
                                              "term": self.term})
         self._loop.on_leadership_changed(self)
 
