@@ -13,7 +13,7 @@ PEERS_ARGS ?=
 BROWSER_PACKAGES := chromium:chromium chromedriver:chromium-driver
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test test-fast bench bench-peers peers-servers browser proto proto-check clean
+.PHONY: run test test-fast bench bench-peers peers-servers browser proto proto-check defaults clean
 
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -87,6 +87,10 @@ proto-check: $(STAMP)
 	for f in $$(cd client/wire && ls *_pb2*); do \
 	  [ -e $$tmp/$$f ] || { echo "client/wire/$$f has no proto source: run 'make proto' and remove it"; exit 1; }; \
 	done; rm -rf $$tmp
+
+# Write config/defaults.toml from the settings sections in the code (a unit test fails while it differs).
+defaults: $(STAMP)
+	$(PY) -m raftbus.broker.settings --write-defaults config/defaults.toml
 
 clean:
 	rm -rf $(VENV) data bench-results.json bench-results.md bench-peers.json bench-peers.md

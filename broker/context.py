@@ -76,23 +76,34 @@ def wait_result(future: Future, timeout_s: float):
 
 
 class BrokerContext:
-    def __init__(self, *, node_id: int, settings, clock, metadata_sm, metadata_group,
-                 leaders: LeaderTable | None = None, alive: Callable[[], set[int]] | None = None):
+    """Built once per broker by the assembly (broker/server.py) and handed to every service."""
+
+    def __init__(self, *, node_id: int, clock, metadata_sm, metadata_group, commit_timeout_ms: int,
+                 leaders: LeaderTable | None = None, alive: Callable[[], set[int]] | None = None,
+                 run_on_loop: Callable[[Callable[[], object]], object] | None = None,
+                 on_store_rebuilt: Callable[[str], None] | None = None):
         self.node_id = node_id
-        self.settings = settings
         self.clock = clock
         self.metadata_sm = metadata_sm
         self.metadata_group = metadata_group
+        # How long a service waits for a command it proposed to commit (produce_timeout_ms).
+        self.commit_timeout_s = commit_timeout_ms / 1000
         self.leaders = leaders or LeaderTable()
         self.partitions: dict[str, PartitionReplica] = {}
         self._alive = alive or (lambda: {node_id})
         self.stopping = threading.Event()  # set by Broker.stop before it hands its groups over
-        # What the broker process reports about itself (BrokerStats); the server replaces it.
-        self.process_stats: Callable[[], dict] = lambda: {}
-        # Runs fn where commands are applied (the server's Raft loop thread), so nothing applies meanwhile.
-        self.run_on_loop: Callable[[Callable[[], object]], object] = lambda fn: fn()
+        # Runs fn where commands are applied (the broker's Raft loop thread), so nothing applies meanwhile.
+        self.run_on_loop: Callable[[Callable[[], object]], object] = run_on_loop or (lambda fn: fn())
         # Told that a replica's store was replaced by a copy of its leader's (`partitions rebuild`).
-        self.on_store_rebuilt: Callable[[str], None] = lambda group_id: None
+        self.on_store_rebuilt: Callable[[str], None] = on_store_rebuilt or (lambda group_id: None)
+
+    def led_partitions(self, kind: str):
+        """(replica, topic) of every partition of `kind` ("stream", "queue") this broker leads and has caught up."""
+        topics = {t.topic_id: t for t in self.metadata_sm.topics().values()}
+        for replica in list(self.partitions.values()):
+            topic = topics.get(replica.topic_id)
+            if topic is not None and topic.kind == kind and replica.group.caught_up_as_leader:
+                yield replica, topic
 
     # ------------------------------------------------------------------ brokers
     def alive_brokers(self) -> set[int]:

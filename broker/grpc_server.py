@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 from concurrent import futures
+from dataclasses import dataclass
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -15,8 +16,31 @@ from raftbus.client import errors
 from raftbus.client.wire import raftbus_pb2 as pb
 
 from raftbus.broker.call_limits import LongCallInterceptor, LongCallSlots
+from raftbus.broker.section import at_least, require, setting
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class GrpcSettings:
+    TITLE = "gRPC server (the client port)"
+
+    grpc_workers_max: int = setting(128, "threads serving calls")
+    grpc_concurrent_rpcs_max: int = setting(1024, "calls served or queued at once; beyond: RESOURCE_EXHAUSTED")
+    grpc_long_calls_max: int = setting(96, "streams and long-polls held at once (each holds a worker): OVERLOADED "
+                                           "beyond")
+    grpc_long_calls_per_connection_max: int = setting(
+        64, "... and from one client connection (channels of a process share one)")
+    grpc_message_bytes_max: int = setting(64 * 1024 * 1024, "largest message either way (64 MiB)")
+
+    def long_call_slots(self) -> LongCallSlots:
+        return LongCallSlots(self.grpc_long_calls_max, self.grpc_long_calls_per_connection_max)
+
+    def validate(self) -> None:
+        at_least(self, 1, "grpc_concurrent_rpcs_max")
+        require(0 < self.grpc_long_calls_per_connection_max <= self.grpc_long_calls_max < self.grpc_workers_max,
+                "need 0 < grpc_long_calls_per_connection_max <= grpc_long_calls_max < grpc_workers_max (short calls "
+                "need workers of their own)")
 
 
 def _abort(context: grpc.ServicerContext, error: errors.RaftbusError):

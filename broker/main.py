@@ -49,8 +49,8 @@ def start_broker(args) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):  # before "ready": a SIGTERM right after it stops cleanly
         signal.signal(sig, lambda *_: stop.set())
     broker = Broker(settings).start()
-    print(json.dumps({"event": "ready", "node_id": settings.node_id, "listen": settings.listen,
-                      "grpc_port": broker.grpc_port, "raft_listen": settings.raft_listen,
+    print(json.dumps({"event": "ready", "node_id": settings.node.node_id, "listen": settings.node.listen,
+                      "grpc_port": broker.grpc_port, "raft_listen": settings.node.raft_listen,
                       "metrics_url": broker.metrics.url}), flush=True)
     stop.wait()
     broker.stop()

@@ -14,6 +14,7 @@ from raftbus.client import errors
 from raftbus.broker.groups import commands as group_commands
 from raftbus.broker.groups import rules
 from raftbus.broker.groups.offset_state import CommittedOffset
+from raftbus.broker.groups.settings import GroupSettings
 from raftbus.broker.context import BrokerContext, wait_result
 
 
@@ -49,9 +50,9 @@ def lag_of(state_machine, committed: CommittedOffset | None, now_ms: int) -> tup
 
 
 class OffsetService:
-    def __init__(self, context: BrokerContext):
+    def __init__(self, context: BrokerContext, settings: GroupSettings):
         self.context = context
-        self.settings = context.settings
+        self.settings = settings
 
     def commit(self, group: str, *, member_id: str, generation: int, topic: str, partition: int, offset: int,
                metadata: str = "", reset: bool = False) -> CommittedOffset:
@@ -66,7 +67,7 @@ class OffsetService:
         check_member(self.context, group, member_id, generation, topic, partition)
         command = group_commands.encode_commit_offset(group=group, member_id=member_id, generation=generation, offset=offset,
                                           metadata=metadata, reset=reset, now_ms=self.context.clock.now_ms())
-        return wait_result(replica.group.submit(command), self.settings.produce_timeout_ms / 1000)
+        return wait_result(replica.group.submit(command), self.context.commit_timeout_s)
 
     def reset(self, group: str, *, topic: str, partition: int, offset: int) -> CommittedOffset:
         """An operator sets the group's offset for the partition, backwards too; only while the group has no
@@ -86,7 +87,7 @@ class OffsetService:
         generation = replica.state_machine.highest_generation(group)
         command = group_commands.encode_commit_offset(group=group, member_id="", generation=generation, offset=offset,
                                           metadata="", reset=True, now_ms=self.context.clock.now_ms())
-        return wait_result(replica.group.submit(command), self.settings.produce_timeout_ms / 1000)
+        return wait_result(replica.group.submit(command), self.context.commit_timeout_s)
 
     def expire_if_due(self, replica, live_groups) -> list[str]:
         """On a partition leader: propose dropping the offsets of groups that no longer exist and were last
@@ -116,7 +117,7 @@ class OffsetService:
             generation = member[1]
         if consistent:
             committed = wait_result(replica.group.submit(group_commands.encode_read_offset(group=group, generation=generation)),
-                                    self.settings.produce_timeout_ms / 1000)
+                                    self.context.commit_timeout_s)
         else:
             committed = sm.committed(group)
         log_start, high_watermark = sm.offsets()

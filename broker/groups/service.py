@@ -17,6 +17,7 @@ from raftbus.client import errors
 
 from raftbus.broker.groups import commands as group_commands
 from raftbus.broker.groups import rules
+from raftbus.broker.groups.settings import GroupSettings
 from raftbus.broker.context import METADATA_GROUP, BrokerContext, wait_result
 from raftbus.broker.groups.heartbeats import HeartbeatTable
 
@@ -50,9 +51,9 @@ def assignment_view(group: rules.ConsumerGroup, member_id: str) -> AssignmentVie
 
 
 class GroupService:
-    def __init__(self, context: BrokerContext):
+    def __init__(self, context: BrokerContext, settings: GroupSettings):
         self.context = context
-        self.settings = context.settings
+        self.settings = settings
         self.heartbeats = HeartbeatTable()
         self._changed = threading.Condition()
         self._waiting = 0
@@ -211,4 +212,4 @@ class GroupService:
 
     def _submit(self, command: bytes) -> rules.ConsumerGroup:
         future = self.context.metadata_group.submit(command)
-        return wait_result(future, self.settings.produce_timeout_ms / 1000)
+        return wait_result(future, self.context.commit_timeout_s)

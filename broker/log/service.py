@@ -8,6 +8,7 @@ from raftbus.client import errors
 from raftbus.client.records import check_framing
 
 from raftbus.broker import commands
+from raftbus.broker.log.settings import LogSettings
 from raftbus.broker.context import BrokerContext, wait_result
 from raftbus.broker.groups.offset_service import check_member
 from raftbus.broker.log.read_barrier import ReadBarrier
@@ -17,9 +18,9 @@ LATEST = -1
 
 
 class LogService:
-    def __init__(self, context: BrokerContext):
+    def __init__(self, context: BrokerContext, settings: LogSettings):
         self.context = context
-        self.settings = context.settings
+        self.settings = settings
         self._barriers_lock = threading.Lock()
 
     def produce(self, topic: str, partition: int, *, producer_id: bytes, base_sequence: int, record_count: int,

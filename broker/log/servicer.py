@@ -19,10 +19,12 @@ from raftbus.broker.log.verify import VerifyService
 
 
 class LogServicer(pb_grpc.LogServicer):
-    def __init__(self, log_service, verify_service: VerifyService, rebuild_service: RebuildService):
+    def __init__(self, log_service, verify_service: VerifyService, rebuild_service: RebuildService,
+                 rebuild_dir: Path):
         self.service = log_service
         self.verify = verify_service
         self.rebuild = rebuild_service
+        self.rebuild_dir = rebuild_dir  # where a replica's store copy is written before it is installed
 
     def _produce(self, request) -> pb.ProduceResponse:
         result = self.service.produce(
@@ -120,8 +122,7 @@ class LogServicer(pb_grpc.LogServicer):
 
     @unary
     def RebuildReplica(self, request, context):
-        data_dir = Path(self.service.settings.data_dir)
-        leader, index, size = self.rebuild.rebuild(request.topic, request.partition, data_dir / "rebuild")
+        leader, index, size = self.rebuild.rebuild(request.topic, request.partition, self.rebuild_dir)
         return pb.RebuildReplicaResponse(broker_id=self.service.context.node_id, source_broker_id=leader,
                                          applied_index=index, image_bytes=size)
 
@@ -153,11 +154,12 @@ def _next_offset(batches: bytes, offset: int) -> int:
     return max(last, offset)
 
 
-def log_servicers(log_service, peer_credentials: dict | None = None) -> list:
+def log_servicers(log_service, rebuild_dir: Path, peer_credentials: dict | None = None) -> list:
     """(add_to_server, servicer) pairs of the Log service; `peer_credentials` (the SDK's tls_ca, tls_cert, tls_key,
-    token) are how this broker reaches a leader's client port to copy its store (rebuild)."""
+    token) are how this broker reaches a leader's client port to copy its store (rebuild) into `rebuild_dir`."""
     context = log_service.context
     credentials = Credentials.of(**(peer_credentials or {}))
     copy = functools.partial(copy_from_leader, credentials=credentials)
-    servicer = LogServicer(log_service, VerifyService(context), RebuildService(context, copy))
+    verify = VerifyService(context, log_service.settings.fetch_wait_max_ms)
+    servicer = LogServicer(log_service, verify, RebuildService(context, copy), rebuild_dir)
     return [(pb_grpc.add_LogServicer_to_server, servicer)]

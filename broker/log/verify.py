@@ -72,9 +72,9 @@ class ReplicaReport(NamedTuple):
 
 
 class VerifyService:
-    def __init__(self, context: BrokerContext):
+    def __init__(self, context: BrokerContext, fetch_wait_max_ms: int):
         self.context = context
-        self.settings = context.settings
+        self.fetch_wait_max_ms = fetch_wait_max_ms
 
     def checkpoint(self, topic: str, partition: int) -> tuple[int, list[tuple[int, str]]]:
         """The index at which the replicas of a partition this broker leads are compared, and the replicas
@@ -85,7 +85,7 @@ class VerifyService:
             index = replica.state_machine.applied_index()
         else:
             index = wait_result(replica.group.submit(commands.CHECKPOINT_COMMAND),
-                                self.settings.produce_timeout_ms / 1000).index
+                                self.context.commit_timeout_s).index
         placement = self.context.topic(topic).partitions[partition]
         return index, [(b, self.context.broker_address(b) or "") for b in placement.replicas]
 
@@ -98,7 +98,7 @@ class VerifyService:
         if replica is None:
             raise errors.UnknownPartition(f"broker {self.context.node_id} holds no replica of {topic}/{partition}")
         sm = replica.state_machine
-        wait_s = min(max(max_wait_ms, 0), self.settings.fetch_wait_max_ms) / 1000
+        wait_s = min(max(max_wait_ms, 0), self.fetch_wait_max_ms) / 1000
         deadline = time.monotonic() + wait_s
         with replica.appended:
             replica.appended.wait_for(lambda: sm.applied_index() >= index or time.monotonic() >= deadline, wait_s)

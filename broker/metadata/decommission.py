@@ -18,6 +18,7 @@ from raftbus.client import errors
 from raftbus.broker import commands, model
 from raftbus.broker.metadata import reassignment_commands
 from raftbus.broker.context import BrokerContext, wait_result
+from raftbus.broker.metadata.settings import MembershipSettings
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +64,9 @@ def moves(topics, leaving: int, candidates) -> list[tuple[str, int, list[int]]]:
 
 
 class Decommissions:
-    def __init__(self, context: BrokerContext):
+    def __init__(self, context: BrokerContext, settings: MembershipSettings):
         self.context = context
+        self.settings = settings
         self._in_flight: dict[tuple[str, int], object] = {}
         self._removal = None
 
@@ -81,7 +83,7 @@ class Decommissions:
         command = commands.encode_set_broker_state(broker_id=broker_id, state=model.DECOMMISSIONING,
                                                    now_ms=self.context.clock.now_ms())
         wait_result(self.context.metadata_group.submit(command),
-                    self.context.settings.membership_change_timeout_ms / 1000)
+                    self.settings.membership_change_timeout_ms / 1000)
         return self.describe(broker_id)
 
     def describe(self, broker_id: int) -> DecommissionView:
@@ -108,7 +110,7 @@ class Decommissions:
     def _advance_one(self, broker_id: int, brokers) -> None:
         topics = list(self.context.metadata_sm.topics().values())
         candidates = [b.broker_id for b in brokers.values() if b.placeable and b.broker_id != broker_id]
-        s = self.context.settings
+        s = self.settings
         room = s.reassignments_running_max - reassignment_commands.running(self.context.metadata_sm.topics())
         for topic, partition, replicas in moves(topics, broker_id, candidates)[:max(0, room)]:
             pending = self._in_flight.get((topic, partition))

@@ -29,15 +29,16 @@ class MetadataReport(NamedTuple):
 
 
 class IntegrityService:
-    def __init__(self, context: BrokerContext):
+    def __init__(self, context: BrokerContext, wait_max_ms: int):
         self.context = context
+        self.wait_max_ms = wait_max_ms  # fetch_wait_max_ms
 
     def metadata_report(self, index: int, max_wait_ms: int) -> MetadataReport:
         sm = self.context.metadata_sm
         if index < 0:
             raise errors.InvalidArgument(f"index must be 0 or more, not {index}")
         index = index or sm.applied_index()
-        wait_s = min(max(max_wait_ms, 0), self.context.settings.fetch_wait_max_ms) / 1000
+        wait_s = min(max(max_wait_ms, 0), self.wait_max_ms) / 1000
         deadline = time.monotonic() + wait_s
         while sm.applied_index() < index and time.monotonic() < deadline:
             time.sleep(APPLY_POLL_S)
@@ -63,6 +64,6 @@ class IntegrityServicer(ipb_grpc.IntegrityServicer):
                                           store_consistent=bool(r.store_consistent))
 
 
-def integrity_servicers(context: BrokerContext) -> list:
+def integrity_servicers(context: BrokerContext, wait_max_ms: int) -> list:
     """(add_to_server, servicer) pairs of the Integrity service."""
-    return [(ipb_grpc.add_IntegrityServicer_to_server, IntegrityServicer(IntegrityService(context)))]
+    return [(ipb_grpc.add_IntegrityServicer_to_server, IntegrityServicer(IntegrityService(context, wait_max_ms)))]

@@ -16,6 +16,8 @@ from raftbus.client.router import Router
 from raftbus.client.wire import membership_pb2 as mpb
 from raftbus.client.wire import membership_pb2_grpc as mpb_grpc
 
+from raftbus.broker.metadata.settings import MembershipSettings
+
 log = logging.getLogger(__name__)
 JOINED_FILE = "joined.json"
 
@@ -30,10 +32,20 @@ def joined_state(metadata_dir: Path) -> dict | None:
             "learners": data["learners"]}
 
 
-def join_cluster(settings, metrics_url: str, credentials: dict, metadata_dir: Path) -> dict:
+def membership_at_start(node, settings: MembershipSettings, credentials: dict, metadata_dir: Path) -> dict | None:
+    """The metadata members and Raft peers of a broker that joined a running cluster (`join`), asking the cluster
+    on its first start; None for a broker bootstrapped from `peers`. `node` is the broker's NodeSettings,
+    `credentials` the SDK's (tls_ca, tls_cert, tls_key, token) toward the cluster's client port."""
+    state = joined_state(metadata_dir)
+    if state is not None or not settings.join:
+        return state
+    return join_cluster(node, settings, "", credentials, metadata_dir)
+
+
+def join_cluster(node, settings: MembershipSettings, metrics_url: str, credentials: dict, metadata_dir: Path) -> dict:
     """Ask the cluster at `settings.join` to add this broker (retrying until join_timeout_ms); save the answer."""
-    request = mpb.JoinClusterRequest(broker_id=settings.node_id, address=settings.client_address,
-                                     raft_address=settings.raft_listen, metrics_url=metrics_url)
+    request = mpb.JoinClusterRequest(broker_id=node.node_id, address=node.client_address,
+                                     raft_address=node.raft_listen, metrics_url=metrics_url)
     deadline = time.monotonic() + settings.join_timeout_ms / 1000
     with Router(settings.join, **credentials) as router:
         while True:

@@ -15,6 +15,7 @@ from raftbus.client import errors
 from raftbus.broker.metadata import reassignment_commands
 from raftbus.broker.metadata.reassignment_steps import ADD_LEARNER, COMPLETE, HAND_OVER, PROMOTE, REMOVE, next_step
 from raftbus.broker.context import BrokerContext, partition_group_id
+from raftbus.broker.metadata.settings import MembershipSettings
 
 log = logging.getLogger(__name__)
 
@@ -26,8 +27,9 @@ _STEPS = {
 
 
 class Reassigner:
-    def __init__(self, context: BrokerContext):
+    def __init__(self, context: BrokerContext, settings: MembershipSettings):
         self.context = context
+        self.settings = settings
         self._in_flight: dict[str, object] = {}  # group id -> future of the step proposed last
         self._throttled: set[str] = set()  # groups whose catch-up throttle this broker set
         self._moving: tuple = (None, [])  # (the metadata's topics, [(group id, topic, placement) with a target])
@@ -65,13 +67,13 @@ class Reassigner:
         pending = self._in_flight.get(group.group_id)
         if pending is not None and not pending.done():
             return
-        throttle = placement.throttle_bytes_per_s or self.context.settings.reassign_throttle_bytes_per_s
+        throttle = placement.throttle_bytes_per_s or self.settings.reassign_throttle_bytes_per_s
         if (group.transport.throttle.bytes_per_s if group.transport.throttle else 0) != throttle:
             group.set_catch_up_throttle(throttle)
             self._throttled.add(group.group_id)
         membership = group.membership
         step = next_step(membership.voters, membership.learners, placement.target, group.learner_progress(),
-                         self.context.node_id, self.context.settings.membership_promote_lag_entries_max)
+                         self.context.node_id, self.settings.membership_promote_lag_entries_max)
         if step.action in _STEPS:
             future = group.propose_membership(_STEPS[step.action](step.broker_id))
         elif step.action == HAND_OVER:

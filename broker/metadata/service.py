@@ -1,13 +1,16 @@
 """Topics and cluster metadata: the rules, independent of gRPC."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from raftbus.client import errors
 
 from raftbus.broker import commands, model
 from raftbus.broker.context import BrokerContext, partition_group_id, wait_result
+from raftbus.broker.metadata.settings import TopicSettings
 from raftbus.broker.queues.config import check_altered_options, resolve_queue_options
+from raftbus.broker.queues.settings import QueueSettings
 
 
 @dataclass(frozen=True)
@@ -35,9 +38,12 @@ class ClusterView:
 
 
 class AdminService:
-    def __init__(self, context: BrokerContext):
+    def __init__(self, context: BrokerContext, settings: TopicSettings, queue_settings: QueueSettings,
+                 process_stats: Callable[[], dict] = dict):
         self.context = context
-        self.settings = context.settings
+        self.settings = settings
+        self.queue_settings = queue_settings
+        self._process_stats = process_stats  # this process's resource use (broker/process_stats.py)
 
     # ------------------------------------------------------------------ writes (controller only)
     def create_topic(self, name: str, *, partitions: int | None = None, replication_factor: int | None = None,
@@ -68,20 +74,20 @@ class AdminService:
         if not 1 <= replication_factor <= max(brokers, 1):
             raise errors.InvalidReplicationFactor(
                 f"replication factor {replication_factor} needs between 1 and {brokers} brokers")
-        queue = resolve_queue_options(s, kind, **queue_options)
+        queue = resolve_queue_options(self.queue_settings, kind, **queue_options)
         self.context.require_controller()
         command = commands.encode_create_topic(
             name=name, kind=kind, ordering=ordering, partitions=partitions, replication_factor=replication_factor,
             retention_ms=retention_ms, retention_bytes=retention_bytes, now_ms=self.context.clock.now_ms(),
             queue=queue, limits=self._limits())
-        topic = wait_result(self.context.metadata_group.submit(command), s.produce_timeout_ms / 1000)
+        topic = wait_result(self.context.metadata_group.submit(command), self.context.commit_timeout_s)
         return self.describe_topic(topic.name, topic=topic)
 
     def delete_topic(self, name: str) -> None:
         self.context.require_controller()
         self.context.topic(name)
         command = commands.encode_delete_topic(name=name, now_ms=self.context.clock.now_ms())
-        wait_result(self.context.metadata_group.submit(command), self.settings.produce_timeout_ms / 1000)
+        wait_result(self.context.metadata_group.submit(command), self.context.commit_timeout_s)
 
     def alter_partitions(self, name: str, partitions: int):
         self.context.require_controller()
@@ -91,7 +97,7 @@ class AdminService:
                 f"partitions must be at most partitions_per_topic_max={self.settings.partitions_per_topic_max}")
         command = commands.encode_alter_partitions(name=name, partitions=partitions,
                                                    now_ms=self.context.clock.now_ms(), limits=self._limits())
-        topic = wait_result(self.context.metadata_group.submit(command), self.settings.produce_timeout_ms / 1000)
+        topic = wait_result(self.context.metadata_group.submit(command), self.context.commit_timeout_s)
         return self.describe_topic(topic.name, topic=topic)
 
     def alter_topic(self, name: str, *, retention_ms: int | None = None, retention_bytes: int | None = None,
@@ -99,7 +105,7 @@ class AdminService:
         """Change a topic's retention and, for a queue topic, its queue options (None = unchanged)."""
         self.context.require_controller()
         self.context.topic(name)
-        changes = check_altered_options(self.settings, **queue_options)
+        changes = check_altered_options(self.queue_settings, **queue_options)
         for field, value in (("retention_ms", retention_ms), ("retention_bytes", retention_bytes)):
             if value is not None:
                 if value < -1:
@@ -108,7 +114,7 @@ class AdminService:
         if not changes:
             raise errors.InvalidArgument("alter a topic's retention_ms, retention_bytes or queue options")
         command = commands.encode_alter_topic(name=name, changes=changes, now_ms=self.context.clock.now_ms())
-        topic = wait_result(self.context.metadata_group.submit(command), self.settings.produce_timeout_ms / 1000)
+        topic = wait_result(self.context.metadata_group.submit(command), self.context.commit_timeout_s)
         return self.describe_topic(topic.name, topic=topic)
 
     def set_broker_state(self, broker_id: int, state: str):
@@ -116,7 +122,7 @@ class AdminService:
         self.context.require_controller()
         command = commands.encode_set_broker_state(broker_id=broker_id, state=state,
                                                    now_ms=self.context.clock.now_ms())
-        return wait_result(self.context.metadata_group.submit(command), self.settings.produce_timeout_ms / 1000)
+        return wait_result(self.context.metadata_group.submit(command), self.context.commit_timeout_s)
 
     def _limits(self) -> dict:
         s = self.settings
@@ -125,7 +131,7 @@ class AdminService:
     def register_broker(self, broker_id: int, address: str, raft_address: str, metrics_url: str = "") -> None:
         command = commands.encode_register_broker(broker_id=broker_id, address=address, raft_address=raft_address,
                                                   now_ms=self.context.clock.now_ms(), metrics_url=metrics_url)
-        wait_result(self.context.metadata_group.submit(command), self.settings.produce_timeout_ms / 1000)
+        wait_result(self.context.metadata_group.submit(command), self.context.commit_timeout_s)
 
     # ------------------------------------------------------------------ reads (any broker)
     def list_topics(self) -> list[TopicView]:
@@ -153,7 +159,7 @@ class AdminService:
 
     def broker_stats(self) -> dict:
         """This broker's resource use and group-commit durability window (see BrokerStatsResponse)."""
-        return {"broker_id": self.context.node_id, **self.context.process_stats()}
+        return {"broker_id": self.context.node_id, **self._process_stats()}
 
     def cluster(self, topic_names=()) -> ClusterView:
         self.context.require_running()

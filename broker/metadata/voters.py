@@ -15,6 +15,7 @@ from raftbus.client import errors
 
 from raftbus.broker.metadata import reassignment_commands
 from raftbus.broker.context import BrokerContext, wait_result
+from raftbus.broker.metadata.settings import MembershipSettings
 
 log = logging.getLogger(__name__)
 
@@ -48,10 +49,10 @@ def members_view(context: BrokerContext) -> MembersView:
                        context.controller_id())
 
 
-def change_membership(context: BrokerContext, group, step, what: str):
+def change_membership(context: BrokerContext, group, step, what: str, timeout_ms: int):
     """Propose `step` on `group` from the loop thread and wait for it (retrying while another change is in flight,
-    up to membership_change_timeout_ms); returns the installed configuration."""
-    deadline = time.monotonic() + context.settings.membership_change_timeout_ms / 1000
+    up to `timeout_ms`, membership_change_timeout_ms); returns the installed configuration."""
+    deadline = time.monotonic() + timeout_ms / 1000
     while True:
         future = context.run_on_loop(lambda: group.propose_membership(step))
         try:
@@ -67,8 +68,9 @@ def change_membership(context: BrokerContext, group, step, what: str):
 
 
 class MembershipService:
-    def __init__(self, context: BrokerContext, register_broker):
+    def __init__(self, context: BrokerContext, settings: MembershipSettings, register_broker):
         self.context = context
+        self.settings = settings
         self._register_broker = register_broker  # AdminService.register_broker
 
     def members(self) -> MembersView:
@@ -89,14 +91,15 @@ class MembershipService:
         self._register_broker(broker_id, address, raft_address, metrics_url)
         group = self.context.metadata_group
         if broker_id not in group.membership.members:
-            change_membership(self.context, group, lambda m: m.add_learner(broker_id), f"join {broker_id}")
+            change_membership(self.context, group, lambda m: m.add_learner(broker_id), f"join {broker_id}",
+                              self.settings.membership_change_timeout_ms)
         brokers = {b.broker_id: b.raft_address for b in self.context.metadata_sm.brokers().values()}
         return brokers, members_view(self.context)
 
     # ------------------------------------------------------------------ partition reassignment
     def reassign(self, topic: str, partition: int, replicas, throttle_bytes_per_s: int) -> ReassignmentView:
         """Record that a partition moves to `replicas` (controller only); its leader carries it out."""
-        s = self.context.settings
+        s = self.settings
         if throttle_bytes_per_s < 0:
             raise errors.InvalidArgument("throttle_bytes_per_s must be >= 0 (0 = reassign_throttle_bytes_per_s)")
         self.context.require_controller()
@@ -134,7 +137,7 @@ class MembershipService:
         if not group.is_leader or not group.membership.learners:
             return
         lag = group.learner_progress()
-        bound = self.context.settings.membership_promote_lag_entries_max
+        bound = self.settings.membership_promote_lag_entries_max
         brokers = self.context.metadata_sm.brokers()
         for learner in sorted(group.membership.learners):
             if learner in brokers and not brokers[learner].placeable:

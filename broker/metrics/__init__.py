@@ -2,6 +2,6 @@
 
 Most values are read from the broker's live state at scrape time (collectors.py); what cannot be read back
 later — client traffic, gRPC calls, Raft role changes — is counted as it happens (traffic.py, calls.py).
-The broker builds an `exporter.MetricsExporter`; Raft groups keep their own latency histograms
+The broker builds an `exporter.MetricsExporter` from its section (settings.py); Raft groups keep their own latency histograms
 (broker/raft/latency.py).
 """

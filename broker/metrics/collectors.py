@@ -82,7 +82,7 @@ class PartitionCollector:
         if topic.kind == "queue":
             for state, count in zip(_QUEUE_STATES, sm.counts()):
                 queue.add_metric([*labels, state], count)
-            stats = sm.stats(0, self.broker.settings.queue_stats_scan_max)
+            stats = sm.stats(0, self.broker.settings.queues.queue_stats_scan_max)
             if stats.oldest_ready_enqueued_ms is not None:
                 age_ms = max(0, self.broker.clock.now_ms() - stats.oldest_ready_enqueued_ms)
                 g["raftbus_queue_oldest_ready_age_seconds"].add_metric(labels, age_ms / 1000)
@@ -118,7 +118,7 @@ class GroupLagCollector:
     def _partition(self, records, seconds, replica) -> None:
         groups = replica.state_machine.offsets_committed_before(_NO_LIMIT_MS)[:self.groups_per_partition_max]
         for name in groups:
-            lag = self.broker.offset_service.fetch(name, replica.topic, replica.partition)
+            lag = self.broker.features.groups.offsets.fetch(name, replica.topic, replica.partition)
             if lag.lag_records < 0:
                 continue
             labels = [name, replica.topic, str(replica.partition)]

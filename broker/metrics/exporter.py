@@ -12,7 +12,8 @@ from raftbus.broker.metrics.calls import CallMetrics
 from raftbus.broker.metrics.collectors import BrokerCollector, GroupLagCollector, PartitionCollector
 from raftbus.broker.metrics.traffic import Traffic
 from raftbus.broker.metrics.transport import RaftTransportCollector
-from raftbus.broker.settings import parse_address
+from raftbus.broker.metrics.settings import MetricsSettings
+from raftbus.broker.section import parse_address
 
 
 class RoleChanges:
@@ -34,8 +35,9 @@ class RoleChanges:
 class MetricsExporter:
     """Built before the broker's gRPC server (its interceptor counts every call); `start` once the broker runs."""
 
-    def __init__(self, settings):
+    def __init__(self, settings: MetricsSettings, client_address: str):
         self.settings = settings
+        self.client_address = client_address  # the host of the URL when metrics_listen names every interface
         self.registry = CollectorRegistry(auto_describe=False)
         self.traffic = Traffic(self.registry)
         self.interceptor = CallMetrics(self.registry, self.traffic)
@@ -55,6 +57,10 @@ class MetricsExporter:
         if self.enabled:
             loop.leadership_listeners.append(self.role_changes.on_changed)
 
+    def register(self, registry) -> None:
+        """The interceptor counting every call of the client port (first: it sees what the others refuse)."""
+        registry.intercept(self.interceptors())
+
     def start(self, broker) -> "MetricsExporter":
         """Register the collectors over `broker` and serve /metrics; no-op when metrics_listen is empty."""
         if not self.enabled:
@@ -65,7 +71,7 @@ class MetricsExporter:
         self.registry.register(RaftTransportCollector(broker))
         host, port = parse_address(self.settings.metrics_listen)
         self._server, _thread = start_http_server(port, addr=host.strip("[]"), registry=self.registry)
-        self.url = metrics_url(self.settings.metrics_listen, self.settings.client_address,
+        self.url = metrics_url(self.settings.metrics_listen, self.client_address,
                                self._server.server_port)
         return self
 

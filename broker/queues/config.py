@@ -1,4 +1,4 @@
-"""Queue topic options: defaults and bounds from the broker settings, and the policy stamped into commands."""
+"""Queue topic options: defaults and bounds from the queue settings (QueueSettings), and the policy stamped into commands."""
 from __future__ import annotations
 
 from raftbus.client import errors
@@ -61,7 +61,7 @@ def _check(ok: bool, message: str) -> None:
         raise errors.InvalidArgument(message)
 
 
-def policy_for(topic, settings) -> QueuePolicy:
+def policy_for(topic, settings, producer_idle_ms: int) -> QueuePolicy:
     """The policy a leader stamps into the commands of `topic`'s partitions."""
     config = topic.queue
     if config is None:
@@ -69,5 +69,5 @@ def policy_for(topic, settings) -> QueuePolicy:
     return QueuePolicy(
         max_deliveries=config.max_deliveries, backoff_base_ms=config.backoff_base_ms,
         backoff_max_ms=config.backoff_max_ms, max_in_flight_per_group=config.max_in_flight_per_group,
-        idempotency_window_ms=config.idempotency_window_ms, producer_idle_ms=settings.producer_idle_ms,
+        idempotency_window_ms=config.idempotency_window_ms, producer_idle_ms=producer_idle_ms,
         due_per_command_max=settings.queue_due_per_command_max)

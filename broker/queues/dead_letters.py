@@ -21,6 +21,7 @@ from raftbus.broker.queues.state.records import DEAD, READY
 from raftbus.broker.context import BrokerContext
 from raftbus.broker.queues.model import NewMessage
 from raftbus.broker.queues.service import QueueService
+from raftbus.broker.queues.settings import QueueSettings
 
 log = logging.getLogger(__name__)
 
@@ -33,11 +34,11 @@ def _text(raw: bytes) -> str:
 
 
 class DeadLetters:
-    def __init__(self, context: BrokerContext, queues: QueueService, forward: Forward):
+    def __init__(self, context: BrokerContext, settings: QueueSettings, queues: QueueService, forward: Forward):
         self.context = context
         self.queues = queues
         self.forward = forward
-        self.settings = context.settings
+        self.settings = settings
 
     # ------------------------------------------------------------------ source -> dead-letter topic
     def move_once(self) -> int:

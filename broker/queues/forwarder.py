@@ -23,8 +23,9 @@ def enqueue_message_proto(m: NewMessage) -> qpb.EnqueueMessage:
 
 
 class QueueForwarder:
-    def __init__(self, context, queues, *, timeout_ms: int, credentials: dict | None = None):
+    def __init__(self, context, queues, *, timeout_ms: int, client_address: str, credentials: dict | None = None):
         self.context = context
+        self.client_address = client_address  # this broker's: the router's first address before any is registered
         self.credentials = credentials or {}  # the SDK's tls_ca/tls_cert/tls_key/token: the broker's own
         self.queues = queues
         self.timeout_s = timeout_ms / 1000
@@ -47,7 +48,7 @@ class QueueForwarder:
         with self._lock:
             if self._router is None:
                 addresses = [b.address for b in self.context.metadata_sm.brokers().values()]
-                self._router = Router(addresses or [self.context.settings.client_address],
+                self._router = Router(addresses or [self.client_address],
                                       request_timeout_ms=int(self.timeout_s * 1000), **self.credentials)
             return self._router
 

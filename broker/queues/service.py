@@ -24,6 +24,7 @@ from raftbus.broker.queues.state.records import DEAD, DELAYED, IN_FLIGHT, READY
 from raftbus.broker.context import BrokerContext, PartitionReplica, partition_group_id, wait_result
 from raftbus.broker.queues.config import policy_for
 from raftbus.broker.queues.history import HistorySigner
+from raftbus.broker.queues.settings import QueueSettings
 from raftbus.broker.queues.streams import StreamRegistry
 from raftbus.broker.queues.model import GroupStatsView, LeasedMessages, MessageView, NewMessage, PartitionStatsView
 
@@ -32,12 +33,13 @@ _PARTITION_BYTES = (64 - SEQ_BITS) // 8  # the leading bytes of a big-endian mes
 
 
 class QueueService:
-    def __init__(self, context: BrokerContext):
+    def __init__(self, context: BrokerContext, settings: QueueSettings, log_settings, cluster_secret: str):
         self.context = context
-        self.settings = context.settings
+        self.settings = settings
+        self.log_settings = log_settings  # LogSettings: the produce bounds hold for enqueues too
         self.streams = StreamRegistry()
         self.term_clock = TermClock(context.clock)
-        self.history = HistorySigner(context.settings.cluster_secret)
+        self.history = HistorySigner(cluster_secret)
         self._ticks: dict[str, Future] = {}
         self._waiting_lock = threading.Lock()
         self._waiting_calls = 0
@@ -47,10 +49,10 @@ class QueueService:
         return self.context.leader_replica(topic, partition, kind="queue")
 
     def policy(self, topic: str) -> queue_commands.QueuePolicy:
-        return policy_for(self.context.topic(topic), self.settings)
+        return policy_for(self.context.topic(topic), self.settings, self.log_settings.producer_idle_ms)
 
     def submit(self, replica: PartitionReplica, command: bytes):
-        return wait_result(replica.group.submit(command), self.settings.produce_timeout_ms / 1000)
+        return wait_result(replica.group.submit(command), self.context.commit_timeout_s)
 
     def now_ms(self, replica: PartitionReplica) -> int:
         """The time stamped into the replica's commands and compared with its deadlines: term-relative and
@@ -72,9 +74,9 @@ class QueueService:
         now = self.now_ms(replica)
         items = [self._item(m, now) for m in self._bounded(messages, "enqueue")]
         size = sum(len(i.record) for i in items)
-        if size > self.settings.batch_bytes_max:
+        if size > self.log_settings.batch_bytes_max:
             raise errors.BatchTooLarge(f"enqueue of {size} record bytes exceeds batch_bytes_max="
-                                       f"{self.settings.batch_bytes_max}")
+                                       f"{self.log_settings.batch_bytes_max}")
         if len(producer_id) not in (0, 16) or base_sequence < 0:
             raise errors.InvalidArgument("producer_id must be empty or 16 bytes and base_sequence >= 0")
         command = queue_commands.encode_enqueue(now, self.policy(topic), items, producer_id=producer_id,
@@ -92,8 +94,9 @@ class QueueService:
 
     def _item(self, m: NewMessage, now: int) -> queue_commands.EnqueueItem:
         s = self.settings
-        if len(m.record) > s.record_bytes_max:
-            raise errors.RecordTooLarge(f"message of {len(m.record)} bytes exceeds record_bytes_max={s.record_bytes_max}")
+        record_bytes_max = self.log_settings.record_bytes_max
+        if len(m.record) > record_bytes_max:
+            raise errors.RecordTooLarge(f"message of {len(m.record)} bytes exceeds record_bytes_max={record_bytes_max}")
         group = _utf8(m.group, "group", s.queue_group_bytes_max)
         queue_commands.check_group(group)
         key = _utf8(m.idempotency_key, "idempotency_key", s.queue_idempotency_key_bytes_max)
@@ -439,7 +442,7 @@ class QueueService:
         if due is None or due > now or topic.queue is None:
             self._ticks.pop(replica.group_id, None)
             return
-        self._ticks[replica.group_id] = replica.group.submit(queue_commands.encode_tick(now, policy_for(topic, self.settings)))
+        self._ticks[replica.group_id] = replica.group.submit(queue_commands.encode_tick(now, policy_for(topic, self.settings, self.log_settings.producer_idle_ms)))
 
     def forget(self, group_id: str) -> None:
         self._ticks.pop(group_id, None)

@@ -72,7 +72,7 @@ class RaftGroup:
 
     def __init__(self, group_id: str, state_machine, store, *, hub, loop, self_id: int, peer_ids,
                  data_dir: Path, settings: RaftSettings, preferred_leader: int | None = None, learner_ids=(),
-                 eager_commit_notify: bool = False, journal_budget=None):
+                 eager_commit_notify: bool = False, journal_budget=None, disk=None):
         self.group_id = group_id
         self._journal_budget = journal_budget  # broker/storage/open_files.py: idle journals may close their file
         # Followers learn each new commit index at once (the metadata group: every broker answers metadata reads
@@ -98,7 +98,7 @@ class RaftGroup:
         self.stopped_disk_full = False   # it stopped because its disk was full (the broker may reopen it)
         self.journal_disk_full = False   # the last journal write failed for lack of space
         self._pending: set[Future] = set()  # submitted commands not answered yet
-        self.disk = None  # the broker's DiskSpace: while it is full, a leader takes no new commands
+        self.disk = disk  # the broker's DiskSpace: while it is full, a leader takes no new commands
         # While this broker leads the group quiesced: the brokers it hears from (quiesce.py); its followers send
         # nothing then, and hold the whole log, so they are in sync while their broker is live.
         self.quiesced_live_peers = None

@@ -13,7 +13,7 @@ from raftbus.broker.security.tokens import new_token, token_hash
 class SecurityService:
     def __init__(self, context: BrokerContext):
         self.context = context
-        self.timeout_s = context.settings.produce_timeout_ms / 1000
+        self.timeout_s = context.commit_timeout_s
 
     def _commit(self, command: bytes):
         self.context.require_controller()

@@ -2,6 +2,7 @@
 service, the credentials the broker itself uses toward other brokers, and the bootstrap of the first admin."""
 from __future__ import annotations
 
+import functools
 import logging
 
 from raftbus.broker.security import tls
@@ -9,19 +10,29 @@ from raftbus.broker.security.bootstrap import seed_first_admin
 from raftbus.broker.security.interceptor import AuthInterceptor, Authorizer
 from raftbus.broker.security.service import SecurityService, bootstrap_token
 from raftbus.broker.security.servicer import security_servicers
+from raftbus.broker.security.settings import SecuritySettings
 from raftbus.broker.security.tokens import internal_token
 
 log = logging.getLogger(__name__)
 
 
+def peer_credentials(settings: SecuritySettings, cluster_secret: str) -> dict:
+    """The SDK credentials of this broker toward other brokers' client ports (joining, dead-letter moves,
+    redrives, store copies): their TLS files and, with auth on, the internal token of the cluster secret."""
+    files = tls.peer_tls_files(settings)
+    if settings.auth_enabled:
+        files["token"] = internal_token(cluster_secret)
+    return files
+
+
 class ClientPortSecurity:
-    def __init__(self, context):
+    def __init__(self, context, settings: SecuritySettings, cluster_secret: str, cluster_secret_accepted: str = ""):
         self.context = context
-        self.settings = s = context.settings
+        self.settings = s = settings
+        self.cluster_secret = cluster_secret
         self.service = SecurityService(context)
-        self.internal_token = internal_token(s.cluster_secret) if s.auth_enabled else None
         # during a secret rotation (cluster_secret_accepted) a broker still on the other secret presents its token
-        accepted = tuple(internal_token(secret) for secret in (s.cluster_secret, s.cluster_secret_accepted) if secret)
+        accepted = tuple(internal_token(secret) for secret in (cluster_secret, cluster_secret_accepted) if secret)
         self.authorizer = Authorizer(context.metadata_sm.security, internal_tokens=accepted) \
             if s.auth_enabled else None
         self.first_admin_token = bootstrap_token(s.auth_bootstrap_token_file) if s.auth_bootstrap_token_file else None
@@ -40,15 +51,16 @@ class ClientPortSecurity:
 
     def peer_credentials(self) -> dict:
         """The SDK credentials of this broker toward other brokers' client ports (dead-letter moves, redrives)."""
-        files = tls.peer_tls_files(self.settings)
-        if self.internal_token is not None:
-            files["token"] = self.internal_token
-        return files
+        return peer_credentials(self.settings, self.cluster_secret)
 
-    def start(self, spawn, stopping) -> None:
-        if self.first_admin_token is None:
-            return
-        principal, token = self.settings.auth_bootstrap_principal, self.first_admin_token
-        is_controller = lambda: self.context.metadata_group.is_leader  # noqa: E731
-        spawn(lambda: seed_first_admin(self.service, principal, token, stopping, is_controller),
-              "raftbus-first-admin")
+    def register(self, registry) -> None:
+        """The Security servicer, the auth interceptor and, with a bootstrap token file, the first admin's seeding."""
+        registry.serve(self.servicers())
+        registry.intercept(self.interceptors())
+        if self.first_admin_token is not None:
+            registry.thread("raftbus-first-admin", self.seed_first_admin)
+
+    def seed_first_admin(self, stopping) -> None:
+        is_controller = functools.partial(getattr, self.context.metadata_group, "is_leader")
+        seed_first_admin(self.service, self.settings.auth_bootstrap_principal, self.first_admin_token, stopping,
+                         is_controller)

@@ -87,7 +87,7 @@ def test_leader_lost_settings_that_could_disrupt_a_live_leader_are_refused(overr
 def test_leader_lost_settings_reach_the_raft_groups():
     from raftbus.broker.settings import load_settings
 
-    raft = load_settings(raft_leader_lost_election_min_ms=500, raft_leader_lost_election_max_ms=800).raft()
+    raft = load_settings(raft_leader_lost_election_min_ms=500, raft_leader_lost_election_max_ms=800).raft.group
     assert (raft.leader_lost_election_min_ms, raft.leader_lost_election_max_ms) == (500, 800)
-    assert (load_settings().raft_leader_lost_election_min_ms, load_settings().raft_leader_lost_election_max_ms) == \
-        (400, 600)
+    defaults = load_settings().raft.group
+    assert (defaults.leader_lost_election_min_ms, defaults.leader_lost_election_max_ms) == (400, 600)

@@ -1,23 +1,20 @@
-"""One broker's services over in-process replication, in-memory stores and a manual clock (component tests)."""
+"""One broker as the server assembles it, with a metadata group that keeps its log (component tests of groups and
+offsets): `lagging_copy` is another broker's view with an older metadata replica."""
 from __future__ import annotations
 
-import dataclasses
+from pathlib import Path
 
 from raftbus.broker.clock import ManualClock
-from raftbus.broker.raft.inprocess import InProcessGroup
-from raftbus.broker.metadata.service import AdminService
-from raftbus.broker.context import METADATA_GROUP, BrokerContext, PartitionReplica, replica_plan
-from raftbus.broker.groups.service import GroupService
-from raftbus.broker.log.service import LogService
-from raftbus.broker.groups.offset_service import OffsetService
-from raftbus.broker.settings import BrokerSettings
+from raftbus.broker.context import METADATA_GROUP, BrokerContext
 from raftbus.broker.metadata.state import MetadataStateMachine
-from raftbus.broker.log.state import PartitionStateMachine
+from raftbus.broker.raft.inprocess import InProcessGroup
+from raftbus.broker.assembly import build_features
 from raftbus.broker.storage.memory_store import MemoryStore
 from raftbus.client.records import encode_batch
+from tests.component.harness import InProcessBroker, MetadataGroup
 
 
-class RecordingGroup(InProcessGroup):
+class RecordingGroup(MetadataGroup):
     """An in-process group that also keeps every submitted command (to feed a lagging replica)."""
 
     def __init__(self, *args, **kwargs):
@@ -29,21 +26,11 @@ class RecordingGroup(InProcessGroup):
         return super().submit(command)
 
 
-class Broker:
+class Broker(InProcessBroker):
     """Metadata and every partition replica in one process; this broker leads all of them."""
 
     def __init__(self, clock: ManualClock | None = None, **settings):
-        self.clock = clock or ManualClock()
-        self.settings = dataclasses.replace(BrokerSettings(), **settings)
-        self.metadata_sm = MetadataStateMachine(MemoryStore(MetadataStateMachine.TABLES))
-        self.metadata_group = RecordingGroup(METADATA_GROUP, self.metadata_sm)
-        self.context = BrokerContext(node_id=1, settings=self.settings, clock=self.clock, metadata_sm=self.metadata_sm,
-                                     metadata_group=self.metadata_group)
-        self.admin = AdminService(self.context)
-        self.log = LogService(self.context)
-        self.groups = GroupService(self.context)
-        self.offsets = OffsetService(self.context)
-        self.metadata_group.listeners.append(self.groups.on_metadata_event)
+        super().__init__(1, clock=clock, metadata_group_type=RecordingGroup, **settings)
         self.admin.register_broker(1, "127.0.0.1:1", "127.0.0.1:2")
 
     def create_topic(self, name: str, partitions: int = 4, kind: str = "stream") -> None:
@@ -53,16 +40,6 @@ class Broker:
     def alter_partitions(self, name: str, partitions: int) -> None:
         self.admin.alter_partitions(name, partitions)
         self.reconcile()
-
-    def reconcile(self) -> None:
-        create, drop = replica_plan(self.metadata_sm.topics().values(), 1, set(self.context.partitions))
-        for group_id in drop:
-            self.context.partitions.pop(group_id)
-        for group_id, (topic, placement) in create.items():
-            sm = PartitionStateMachine(MemoryStore(PartitionStateMachine.TABLES))
-            group = InProcessGroup(group_id, sm)
-            self.context.partitions[group_id] = PartitionReplica(topic.name, topic.topic_id, placement.partition,
-                                                                 group, sm, None)
 
     def produce(self, topic: str, partition: int, count: int) -> int:
         blob, record_count, max_ts = encode_batch([(self.clock.now_ms(), None, b"v", ())] * count)
@@ -84,8 +61,10 @@ class LaggingReplica:
             self.metadata_sm.apply(index, command)
         group = InProcessGroup(METADATA_GROUP, self.metadata_sm, self_id=2)
         group.set_leader(1)
-        self.context = BrokerContext(node_id=2, settings=leader.settings, clock=leader.clock,
-                                     metadata_sm=self.metadata_sm, metadata_group=group)
+        settings = leader.settings.replace(node_id=2)
+        self.context = BrokerContext(node_id=2, clock=leader.clock, metadata_sm=self.metadata_sm, metadata_group=group,
+                                     commit_timeout_ms=settings.log.produce_timeout_ms)
         self.context.partitions = leader.context.partitions
-        self.offsets = OffsetService(self.context)
-        self.log = LogService(self.context)
+        features = build_features(self.context, settings, data_dir=Path(settings.node.data_dir))
+        self.offsets = features.groups.offsets
+        self.log = features.log.service

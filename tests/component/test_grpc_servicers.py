@@ -5,7 +5,6 @@ import grpc
 import pytest
 
 from raftbus.broker.grpc_server import build_server
-from raftbus.broker.server import core_servicers
 from raftbus.client import errors
 from raftbus.client.records import decode_fetched, encode_batch
 from raftbus.client.wire import raftbus_pb2 as pb
@@ -17,7 +16,7 @@ from tests.component.harness import PRODUCER, ServiceBroker
 def served():
     broker = ServiceBroker()
     broker.create_topic("orders", partitions=2)
-    server, health, port = build_server("127.0.0.1:0", core_servicers(broker.log, broker.admin),
+    server, health, port = build_server("127.0.0.1:0", broker.servicers(),
                                         workers_max=8, message_bytes_max=8 << 20)
     server.start()
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
@@ -93,4 +92,4 @@ def test_explicit_zero_partitions_or_replicas_are_refused_and_unset_ones_take_th
         assert type(errors.error_from_rpc(caught.value)) is error
     assert "zero" not in [t.name for t in admin.ListTopics(pb.ListTopicsRequest()).topics]
     created = admin.CreateTopic(pb.CreateTopicRequest(name="defaults")).topic
-    assert len(created.partitions) == broker.settings.default_partitions
+    assert len(created.partitions) == broker.settings.topics.default_partitions

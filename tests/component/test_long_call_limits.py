@@ -8,7 +8,6 @@ import pytest
 
 from raftbus.broker.call_limits import LongCallSlots
 from raftbus.broker.grpc_server import build_server
-from raftbus.broker.server import core_servicers
 from raftbus.client import errors
 from raftbus.client.wire import raftbus_pb2 as pb
 from raftbus.client.wire import raftbus_pb2_grpc as pb_grpc
@@ -21,7 +20,7 @@ def served():
     broker = ServiceBroker()
     broker.create_topic("orders", partitions=1)
     slots = LongCallSlots(broker_max=2, connection_max=1)
-    server, _, port = build_server("127.0.0.1:0", core_servicers(broker.log, broker.admin), workers_max=8,
+    server, _, port = build_server("127.0.0.1:0", broker.servicers(), workers_max=8,
                                    message_bytes_max=8 << 20, long_calls=slots)
     server.start()
     # a channel of its own subchannel pool is a connection of its own (channels share connections by default)

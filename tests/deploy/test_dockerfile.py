@@ -130,10 +130,10 @@ def test_exposed_ports_are_the_ones_the_image_settings_listen_on():
     settings = load_settings(str(DEPLOY / "broker.toml"), cluster_secret="0123456789abcdef" * 4,
                              cluster_id="raftbus-test")  # given by the environment of a deployed broker
     exposed = {int(p) for args in of("EXPOSE") for p in args.split()}
-    assert exposed == {parse_address(settings.listen)[1], parse_address(settings.raft_listen)[1],
-                       parse_address(settings.metrics_listen)[1]}
+    assert exposed == {parse_address(settings.node.listen)[1], parse_address(settings.node.raft_listen)[1],
+                       parse_address(settings.metrics.metrics_listen)[1]}
     (volume,) = of("VOLUME")
-    assert Path(settings.data_dir).is_relative_to(exec_form(volume)[0])
+    assert Path(settings.node.data_dir).is_relative_to(exec_form(volume)[0])
 
 
 def test_the_build_context_leaves_out_local_state():

@@ -143,7 +143,7 @@ def test_every_pod_starts_a_broker_whose_settings_agree_with_the_peers_list(ordi
                              advertised_listen=args.advertised_listen, raft_listen=args.raft_listen, peers=peers,
                              metrics_listen=args.metrics_listen, cluster_id=cluster_id,
                              cluster_secret=SECRET)  # validate(): peers[node_id] == raft_listen, a real secret
-    assert settings.node_id == ordinal + 1
-    assert settings.client_address == f"{pod}.{service}.{namespace}.svc.cluster.local:7070"
+    assert settings.node.node_id == ordinal + 1
+    assert settings.node.client_address == f"{pod}.{service}.{namespace}.svc.cluster.local:7070"
     metrics_port = next(p["containerPort"] for p in container()["ports"] if p["name"] == "metrics")
-    assert parse_address(settings.metrics_listen)[1] == metrics_port
+    assert parse_address(settings.metrics.metrics_listen)[1] == metrics_port

@@ -61,7 +61,7 @@ def test_execstart_is_a_broker_start_the_cli_accepts_for_an_instance():
     assert service["KillSignal"] == "SIGTERM"
     settings = load_settings(str(ROOT / "config" / "deploy" / "broker.toml"), cluster_secret="0123456789abcdef" * 4,
                              cluster_id="raftbus-test")  # given by the environment file
-    assert int(service["TimeoutStopSec"]) * 1000 > settings.shutdown_timeout_ms
+    assert int(service["TimeoutStopSec"]) * 1000 > settings.node.shutdown_timeout_ms
 
 
 def test_the_environment_file_example_loads_as_broker_settings(monkeypatch):
@@ -70,7 +70,8 @@ def test_the_environment_file_example_loads_as_broker_settings(monkeypatch):
             name, _, value = line.partition("=")
             monkeypatch.setenv(name, value)
     settings = load_settings(str(ROOT / "config" / "deploy" / "broker.toml"), node_id=1)
-    assert settings.peer_addresses[1] == settings.raft_address and len(settings.peer_addresses) == 3
+    node = settings.node
+    assert node.peer_addresses[1] == node.raft_address and len(node.peer_addresses) == 3
 
 
 def systemd_verify(unit_text: str, tmp_path: Path) -> list[str]:

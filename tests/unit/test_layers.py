@@ -13,19 +13,26 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 # broker: layer of a module -> layers it may import (its own layer always allowed)
-BROKER_KERNEL = {"model", "clock", "commands", "context", "leaders", "grpc_server", "settings", "call_limits",
-                 "content_digest"}
-BROKER_TOP = {"server", "main", "demo", "__main__", ""}
+BROKER_KERNEL = {"model", "clock", "commands", "context", "leaders", "grpc_server", "call_limits", "content_digest",
+                 "node", "raft_settings", "registry", "process_stats"}
+# settings composes every feature's section, assembly builds every feature, replicas makes the partition replicas of
+# each kind: they build a broker from its parts, as server does
+BROKER_TOP = {"server", "main", "demo", "__main__", "", "settings", "replicas", "assembly"}
 BROKER_ALLOWED = {
-    "storage": set(),
-    "raft": {"storage"},
-    "kernel": {"raft", "storage"},
-    "groups": {"kernel"},
-    "log": {"kernel", "groups"},
-    "queues": {"kernel"},
-    "metadata": {"kernel", "groups", "queues", "security"},
-    "security": {"kernel"},
-    "metrics": {"kernel", "raft"},  # reads live state through the broker object it is handed, imports no feature
+    # a settings section is declared beside its feature, infra included: `section` (its fields and checks) is
+    # below everything and imports nothing of the broker
+    "section": set(),
+    "storage": {"section"},
+    "raft": {"storage", "section"},
+    "kernel": {"raft", "storage", "section"},
+    "groups": {"kernel", "section"},
+    "log": {"kernel", "groups", "section"},
+    "queues": {"kernel", "section"},
+    "metadata": {"kernel", "groups", "queues", "security", "section"},
+    "security": {"kernel", "section"},
+    "metrics": {"kernel", "raft", "section"},  # reads live state through the broker object it is handed
+    # where leaderships go (gossip, preferred leaders, drain): over the loop, transport and faults of raft/
+    "leadership": {"kernel", "raft", "section"},
 }
 # what the broker below its top layer may use of the client package: the wire protocol and shared codecs
 BROKER_CLIENT_MODULES = ("errors", "records", "wire", "router", "credentials", "queues.codec", "queues.ids")

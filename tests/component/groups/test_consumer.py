@@ -7,8 +7,6 @@ import pytest
 
 from raftbus.broker.groups import commands as group_commands
 from raftbus.broker.grpc_server import build_server
-from raftbus.broker.server import core_servicers
-from raftbus.broker.groups.servicer import group_servicers
 from raftbus.client import Admin, Consumer, TopicPartition
 from raftbus.client.errors import OffsetRegression, PartitionNotAssigned
 from tests.component.broker_harness import Broker
@@ -21,8 +19,7 @@ P0, P1 = TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)
 @pytest.fixture
 def served():
     broker = Broker(session_timeout_min_ms=1_000, heartbeat_interval_ms=200)
-    servicers = core_servicers(broker.log, broker.admin) + group_servicers(broker.groups, broker.offsets)
-    server, _, port = build_server("127.0.0.1:0", servicers, workers_max=16, message_bytes_max=1 << 24)
+    server, _, port = build_server("127.0.0.1:0", broker.servicers(), workers_max=16, message_bytes_max=1 << 24)
     server.start()
     broker.admin.register_broker(1, f"127.0.0.1:{port}", "127.0.0.1:2")
     broker.create_topic(TOPIC, partitions=2)

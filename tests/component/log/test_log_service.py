@@ -49,7 +49,7 @@ def test_a_retried_batch_returns_its_original_offsets_and_a_gap_is_refused(broke
     (lambda b: b.log.produce("orders", 0, producer_id=PRODUCER, base_sequence=0, record_count=0,
                              max_timestamp_ms=0, records=b""), errors.EmptyBatch),
     (lambda b: b.log.produce("orders", 0, producer_id=PRODUCER, base_sequence=0, record_count=1,
-                             max_timestamp_ms=0, records=bytes(b.settings.batch_bytes_max + 1)), errors.BatchTooLarge),
+                             max_timestamp_ms=0, records=bytes(b.settings.log.batch_bytes_max + 1)), errors.BatchTooLarge),
     (lambda b: b.log.produce("orders", 0, producer_id=b"short", base_sequence=0, record_count=1,
                              max_timestamp_ms=0, records=b"x"), errors.InvalidArgument),
     (lambda b: b.produce("nope", 0, [b"v"]), errors.UnknownTopic),

@@ -81,9 +81,9 @@ def test_cluster_view_lists_brokers_and_the_controller(broker):
     assert view.controller_id == 1
 
 
-def test_broker_stats_report_this_broker(broker):
+def test_broker_stats_report_this_broker():
     """Goal: broker_stats answers for the broker asked, with whatever the process reports about itself."""
-    broker.context.process_stats = lambda: {"rss_bytes": 123, "groups_hosted": 4}
+    broker = ServiceBroker(process_stats=lambda: {"rss_bytes": 123, "groups_hosted": 4})
     assert broker.admin.broker_stats() == {"broker_id": 1, "rss_bytes": 123, "groups_hosted": 4}
 
 

@@ -46,7 +46,7 @@ def test_a_brokers_mac_admits_history_only_for_the_messages_it_covers(broker):
 
 
 def test_history_counts_stay_bounded_even_for_brokers(broker):
-    moved = [message(b"moved", delivery_count=broker.settings.queue_max_deliveries_max + 1)]
+    moved = [message(b"moved", delivery_count=broker.settings.queues.queue_max_deliveries_max + 1)]
     with pytest.raises(errors.InvalidArgument, match="queue_max_deliveries_max"):
         broker.queues.enqueue("jobs", 0, moved, history_mac=broker.queues.history.sign("jobs", 0, moved))
 

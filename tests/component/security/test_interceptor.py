@@ -8,8 +8,6 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from raftbus.broker.grpc_server import build_server
 from raftbus.broker.security.acl import Acl
-from raftbus.broker.security.wiring import ClientPortSecurity
-from raftbus.broker.server import core_servicers
 from raftbus.broker.tls_dev import write_dev_pki
 from raftbus.client import errors
 from raftbus.client.credentials import Credentials
@@ -27,12 +25,11 @@ class Served:
     def __init__(self, **settings):
         self.broker = ServiceBroker(auth_enabled=True, cluster_secret="component-secret", **settings)
         self.broker.create_topic("orders", partitions=1)
-        self.security = ClientPortSecurity(self.broker.context)
+        self.security = self.broker.security
         self.service = self.security.service
-        servicers = core_servicers(self.broker.log, self.broker.admin) + self.security.servicers()
         self.server, health, self.port = build_server(
-            "127.0.0.1:0", servicers, workers_max=8, message_bytes_max=8 << 20,
-            credentials=self.security.server_credentials(), interceptors=self.security.interceptors())
+            "127.0.0.1:0", self.broker.servicers(), workers_max=8, message_bytes_max=8 << 20,
+            credentials=self.security.server_credentials(), interceptors=self.broker.registry.interceptors)
         from grpc_health.v1 import health_pb2 as h
         health.set("", h.HealthCheckResponse.SERVING)
         self.server.start()

@@ -94,5 +94,5 @@ def test_the_mmap_and_trim_thresholds_are_held_on_glibc_and_left_alone_at_zero()
     if platform.libc_ver()[0] == "glibc":
         assert pin_malloc_mmap_threshold(1 << 20) is True
         assert hold_malloc_trim_threshold(16 << 20) is True
-    assert load_settings().malloc_mmap_threshold_bytes == 1 << 20
-    assert load_settings().malloc_trim_threshold_bytes == 16 << 20
+    assert load_settings().storage.malloc_mmap_threshold_bytes == 1 << 20
+    assert load_settings().storage.malloc_trim_threshold_bytes == 16 << 20

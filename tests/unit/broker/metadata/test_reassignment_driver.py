@@ -8,7 +8,10 @@ from types import MappingProxyType, SimpleNamespace
 
 from raftbus.broker import model
 from raftbus.broker.metadata.reassignment_driver import Reassigner
+from raftbus.broker.metadata.settings import MembershipSettings
 from raftbus.broker.raft.configuration import Membership
+
+MEMBERSHIP = MembershipSettings(reassign_throttle_bytes_per_s=0, membership_promote_lag_entries_max=100)
 
 
 class Throttle:
@@ -51,14 +54,13 @@ def cluster(target=()):
     groups = {f"p7.{p}": Group(f"p7.{p}", (1, 2, 3)) for p in (0, 1)}
     context = SimpleNamespace(
         node_id=1, metadata_sm=Metadata(topic), metadata_group=None,
-        partitions={g: SimpleNamespace(group=group) for g, group in groups.items()},
-        settings=SimpleNamespace(reassign_throttle_bytes_per_s=0, membership_promote_lag_entries_max=100))
+        partitions={g: SimpleNamespace(group=group) for g, group in groups.items()})
     return context, groups
 
 
 def test_the_moving_partitions_leader_throttles_adds_the_learner_and_lifts_the_throttle_when_it_is_done():
     context, groups = cluster(target=(1, 2, 4))
-    reassigner = Reassigner(context)
+    reassigner = Reassigner(context, MEMBERSHIP)
     reassigner.advance()
     moving, still = groups["p7.0"], groups["p7.1"]
     assert moving.transport.throttle.bytes_per_s == 5000
@@ -75,5 +77,5 @@ def test_the_moving_partitions_leader_throttles_adds_the_learner_and_lifts_the_t
 def test_a_follower_takes_no_step_and_sets_no_throttle():
     context, groups = cluster(target=(1, 2, 4))
     groups["p7.0"].is_leader = False
-    Reassigner(context).advance()
+    Reassigner(context, MEMBERSHIP).advance()
     assert groups["p7.0"].transport.throttle is None and not groups["p7.0"].proposals

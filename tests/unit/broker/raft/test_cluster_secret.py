@@ -53,13 +53,13 @@ def test_settings_refuse_a_weak_secret_beyond_loopback(overrides):
 
 def test_settings_accept_a_weak_secret_on_loopback_and_a_strong_one_anywhere():
     """The default secret serves loopback; a strong one any address; the minimum is a setting."""
-    assert load_settings().cluster_secret == policy.DEFAULT_SECRET
+    assert load_settings().node.cluster_secret == policy.DEFAULT_SECRET
     settings = load_settings(raft_listen="0.0.0.0:7071", peers="1@0.0.0.0:7071", cluster_secret=STRONG,
                              cluster_id="prod")
-    assert settings.raft_secret == policy.raft_key(STRONG, "prod")
+    assert settings.node.raft_secret == policy.raft_key(STRONG, "prod")
     short_allowed = load_settings(raft_listen="0.0.0.0:7071", peers="1@0.0.0.0:7071", cluster_secret="x" * 20,
                                   cluster_id="prod", cluster_secret_bytes_min=16)
-    assert short_allowed.cluster_secret == "x" * 20
+    assert short_allowed.node.cluster_secret == "x" * 20
 
 
 def test_handshake_bounds_must_be_consistent():
@@ -85,5 +85,5 @@ def test_an_accepted_secret_is_held_to_the_same_rules():
     with pytest.raises(errors.InvalidArgument, match="cluster_secret_accepted"):
         load_settings(**beyond, cluster_secret_accepted="short")
     settings = load_settings(**beyond, cluster_secret_accepted="t" * 40)
-    assert settings.raft_accepted_secrets == [policy.raft_key("t" * 40, "prod")]
-    assert load_settings(**beyond).raft_accepted_secrets == []
+    assert settings.node.raft_accepted_secrets == [policy.raft_key("t" * 40, "prod")]
+    assert load_settings(**beyond).node.raft_accepted_secrets == []

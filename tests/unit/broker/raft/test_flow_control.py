@@ -72,7 +72,7 @@ def test_flow_control_settings_that_could_overflow_the_buffer_are_refused(overri
 
 
 def test_flow_control_settings_reach_the_raft_groups():
-    raft = load_settings(raft_snapshot_chunk_bytes=2 << 20, raft_catch_up_bytes_in_flight_max=3 << 20).raft()
+    raft = load_settings(raft_snapshot_chunk_bytes=2 << 20, raft_catch_up_bytes_in_flight_max=3 << 20).raft.group
     assert (raft.snapshot_chunk_bytes, raft.catch_up_bytes_in_flight_max) == (2 << 20, 3 << 20)
     assert raft.snapshot_chunks_in_flight_max == 8 and raft.bulk_send_buffer_bytes_max == 64 << 20
 

@@ -9,7 +9,7 @@ from raftbus.client import errors
 
 
 def test_defaults_are_plaintext_with_auth_off():
-    s = load_settings()
+    s = load_settings().security
     assert (s.tls_cert_file, s.tls_client_ca_file, s.auth_enabled, s.auth_bootstrap_principal) == ("", "", False,
                                                                                                    "admin")
     assert tls.server_credentials(s) is None
@@ -18,9 +18,9 @@ def test_defaults_are_plaintext_with_auth_off():
 
 def test_auth_switch_comes_from_the_environment_as_a_boolean(monkeypatch):
     monkeypatch.setenv("RAFTBUS_AUTH_ENABLED", "true")
-    assert load_settings().auth_enabled is True
+    assert load_settings().security.auth_enabled is True
     monkeypatch.setenv("RAFTBUS_AUTH_ENABLED", "false")
-    assert load_settings().auth_enabled is False
+    assert load_settings().security.auth_enabled is False
 
 
 def test_a_non_boolean_switch_is_refused(tmp_path):
@@ -45,12 +45,13 @@ def test_tls_files_are_read_and_checked(tmp_path):
     cert, key = dev.broker(1)
     pki, files = {"ca": str(dev.ca_file)}, {"cert": str(cert), "key": str(key)}
     s = load_settings(tls_cert_file=files["cert"], tls_key_file=files["key"], tls_client_ca_file=pki["ca"],
-                      tls_ca_file=pki["ca"])
+                      tls_ca_file=pki["ca"]).security
     assert tls.server_credentials(s) is not None
     assert tls.peer_tls_files(s) == {"tls_ca": pki["ca"], "tls_cert": files["cert"], "tls_key": files["key"]}
     not_pem = tmp_path / "not.pem"
     not_pem.write_text("hello")
     with pytest.raises(errors.InvalidArgument, match="tls_cert_file .* no PEM"):
-        tls.server_credentials(load_settings(tls_cert_file=str(not_pem), tls_key_file=files["key"]))
+        tls.server_credentials(load_settings(tls_cert_file=str(not_pem), tls_key_file=files["key"]).security)
     with pytest.raises(errors.InvalidArgument, match="tls_key_file"):
-        tls.server_credentials(load_settings(tls_cert_file=files["cert"], tls_key_file=str(tmp_path / "missing")))
+        tls.server_credentials(
+            load_settings(tls_cert_file=files["cert"], tls_key_file=str(tmp_path / "missing")).security)

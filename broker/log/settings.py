@@ -1,0 +1,28 @@
+"""LogSettings: produce, fetch and retention of stream partitions (the produce bounds hold for queue enqueues too)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from raftbus.broker.section import setting
+
+WEEK_MS = 7 * 24 * 3600 * 1000
+
+
+@dataclass(frozen=True)
+class LogSettings:
+    TITLE = "Produce and fetch"
+
+    batch_bytes_max: int = setting(4 * 1024 * 1024, "largest produce batch (records bytes)")
+    record_bytes_max: int = setting(1024 * 1024, "largest single record, enforced by the SDK")
+    produce_timeout_ms: int = setting(10_000, "wait for majority commit before answering REQUEST_TIMED_OUT (every "
+                                              "command a service proposes waits this long)")
+    produce_stream_in_flight_max: int = setting(64, "unanswered batches per produce stream (the reader waits "
+                                                    "beyond it)")
+    fetch_bytes_max: int = setting(16 * 1024 * 1024, "cap on one fetch answer")
+    fetch_wait_max_ms: int = setting(30_000, "cap on a fetch long-poll")
+    fetch_waiters_max: int = setting(4096, "fetch long-polls and streams waiting on one partition")
+    retention_check_interval_ms: int = setting(5000, "how often partition leaders trim what retention drops")
+    producer_idle_ms: int = setting(WEEK_MS, "idempotent producer state kept this long after last use")
+
+    def validate(self) -> None:
+        """Nothing of its own: batch_bytes_max is checked against raft_command_bytes_max (BrokerSettings)."""

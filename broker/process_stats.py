@@ -1,0 +1,48 @@
+"""What a broker reports about its process in BrokerStats: memory, CPU, uptime, groups, the group-commit window
+and its faults."""
+from __future__ import annotations
+
+import os
+import time
+
+_PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
+_MISSING = -1.0
+
+
+def resident_bytes() -> int:
+    """Resident memory of this process now (Linux /proc), 0 where unknown."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * _PAGE_BYTES
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+class ProcessStats:
+    """Called from any thread (AdminService.broker_stats)."""
+
+    def __init__(self, loop, group_commit, faults):
+        self.loop = loop
+        self.group_commit = group_commit
+        self.faults = faults
+        self.started_monotonic = time.monotonic()
+
+    def __call__(self) -> dict:
+        times = os.times()
+        groups = list(self.loop.groups.values())
+        window = self.group_commit.percentiles()
+        quiescence = self.loop.quiescence
+        return {
+            "rss_bytes": resident_bytes(), "cpu_user_s": times.user, "cpu_system_s": times.system,
+            "uptime_s": time.monotonic() - self.started_monotonic, "groups_hosted": len(groups),
+            "groups_led": sum(1 for g in groups if g.is_leader),
+            "durability_window_p50_ms": _or_missing(window["p50_ms"]),
+            "durability_window_p99_ms": _or_missing(window["p99_ms"]),
+            "durability_window_max_ms": _or_missing(window["max_ms"]),
+            "group_commit_rounds": self.group_commit.rounds, "pid": os.getpid(), **self.faults.stats(),
+            "groups_quiesced": len(quiescence.quiesced) if quiescence is not None else 0,
+        }
+
+
+def _or_missing(value):
+    return value if value is not None else _MISSING
