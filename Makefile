@@ -11,9 +11,11 @@ PEERS_SERVERS := nats-server redis-server
 PEERS_ARGS ?=
 # Debian packages of the headless browser the dashboard test drives (binary -> package).
 BROWSER_PACKAGES := chromium:chromium chromedriver:chromium-driver
+# Debian packages of the Kafka tools the kafka tier drives (binary -> package).
+KAFKA_TOOL_PACKAGES := kcat:kcat
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test test-fast bench bench-peers peers-servers browser proto proto-check defaults clean
+.PHONY: run test test-fast test-kafka bench bench-peers peers-servers browser kafka-tools proto proto-check defaults clean
 
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -27,11 +29,15 @@ install: $(STAMP)
 run: $(STAMP)
 	$(VENV)/bin/raftbus dev --brokers 3 --data-dir ./data --demo
 
-test: $(STAMP) proto-check browser
+test: $(STAMP) proto-check browser kafka-tools
 	$(PY) -m pytest -q -x -p no:cacheprovider tests
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider tests/unit tests/component
+
+# The kafka tier alone: the real Kafka clients and kcat against real brokers' Kafka ports (docs/kafka.md).
+test-kafka: $(STAMP) kafka-tools
+	$(PY) -m pytest -q -x -p no:cacheprovider tests/kafka
 
 bench: $(STAMP)
 	$(VENV)/bin/raftbus bench all --out bench-results.json --table-out bench-results.md
@@ -60,6 +66,18 @@ peers-servers:
 # Installs Debian's chromium and chromium-driver when missing: the dashboard's browser test drives them headless.
 browser:
 	@missing=""; for pair in $(BROWSER_PACKAGES); do \
+	  command -v $${pair%%:*} >/dev/null || missing="$$missing $${pair#*:}"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing$$missing"; \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing || \
+	  { $(SUDO) apt-get update && \
+	    $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; }; \
+	fi
+
+# Installs Debian's kcat when missing: the kafka tier lists, produces and consumes with it.
+kafka-tools:
+	@missing=""; for pair in $(KAFKA_TOOL_PACKAGES); do \
 	  command -v $${pair%%:*} >/dev/null || missing="$$missing $${pair#*:}"; \
 	done; \
 	if [ -n "$$missing" ]; then \

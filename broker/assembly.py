@@ -12,6 +12,7 @@ from pathlib import Path
 
 from raftbus.broker.context import BrokerContext
 from raftbus.broker.groups.feature import GroupsFeature
+from raftbus.broker.kafka.port import KafkaFeature, PortSettings
 from raftbus.broker.log.feature import LogFeature
 from raftbus.broker.metadata.feature import MetadataFeature
 from raftbus.broker.metadata.raft_peers import RaftPeers
@@ -32,6 +33,7 @@ class Features:
     log: LogFeature
     groups: GroupsFeature
     queues: QueuesFeature
+    kafka: KafkaFeature
 
     def register(self, registry: Registry) -> None:
         """Each feature registers its own, in the order of the fields."""
@@ -45,16 +47,23 @@ def build_features(context: BrokerContext, settings: BrokerSettings, *, data_dir
     node = settings.node
     security = ClientPortSecurity(context, settings.security, node.cluster_secret, node.cluster_secret_accepted)
     credentials = security.peer_credentials()
+    kafka: list[KafkaFeature] = []  # its address is registered by the metadata feature, built first
+    metadata = MetadataFeature(context, settings.topics, settings.membership, settings.queues,
+                               client_address=node.client_address, raft_address=node.raft_listen,
+                               fetch_wait_max_ms=settings.log.fetch_wait_max_ms, process_stats=process_stats,
+                               metrics_url=metrics_url, kafka_address=lambda: kafka[0].address if kafka else "",
+                               raft_peers=raft_peers)
+    log = LogFeature(context, settings.log, rebuild_dir=data_dir / "rebuild", peer_credentials=credentials)
+    kafka.append(KafkaFeature(context, PortSettings.of(settings), log.service, metadata.admin,
+                              policy=security.policy()))
     return Features(
         security=security,
-        metadata=MetadataFeature(context, settings.topics, settings.membership, settings.queues,
-                                 client_address=node.client_address, raft_address=node.raft_listen,
-                                 fetch_wait_max_ms=settings.log.fetch_wait_max_ms, process_stats=process_stats,
-                                 metrics_url=metrics_url, raft_peers=raft_peers),
-        log=LogFeature(context, settings.log, rebuild_dir=data_dir / "rebuild", peer_credentials=credentials),
+        metadata=metadata,
+        log=log,
         groups=GroupsFeature(context, settings.groups),
         queues=QueuesFeature(context, settings.queues, settings.log, cluster_secret=node.cluster_secret,
                              client_address=node.client_address, peer_credentials=credentials),
+        kafka=kafka[0],
     )
 
 

@@ -136,9 +136,12 @@ def _encode_json(command_type: str, **fields) -> bytes:
 
 
 def encode_register_broker(*, broker_id: int, address: str, raft_address: str, now_ms: int,
-                           metrics_url: str = "") -> bytes:
-    """`metrics_url` (optional, "" = metrics off) is where the broker's Prometheus metrics are served."""
+                           metrics_url: str = "", kafka_address: str = "") -> bytes:
+    """`metrics_url` (optional, "" = metrics off) is where the broker's Prometheus metrics are served;
+    `kafka_address` (optional, "" = off) is its Kafka port."""
     optional = {"metrics_url": metrics_url} if metrics_url else {}
+    if kafka_address:
+        optional["kafka_address"] = kafka_address
     return _encode_json(REGISTER_BROKER, broker_id=broker_id, address=address, raft_address=raft_address,
                         now_ms=now_ms, **optional)
 

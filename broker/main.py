@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from raftbus.broker.supervisor import DEV_RESTART_DELAY_MS, BrokerSupervisor, Supervised
+from raftbus.broker.storage.private import private_dir, restrict_umask
 from raftbus.client import errors
 
 _RESERVED = set(vars(logging.LogRecord("", 0, "", 0, "", (), None)).keys()) | {"message", "asctime"}
@@ -41,17 +42,19 @@ def start_broker(args) -> int:
     from raftbus.broker.server import Broker
     from raftbus.broker.settings import load_settings
 
+    restrict_umask()  # every file the broker writes is owner-only (docs/security.md, "Data at rest")
     setup_logging(args.log_level)
     settings = load_settings(args.config, node_id=args.node_id, data_dir=args.data_dir, listen=args.listen,
                              raft_listen=args.raft_listen, peers=args.peers, join=args.join,
-                             advertised_listen=args.advertised_listen, metrics_listen=args.metrics_listen)
+                             advertised_listen=args.advertised_listen, metrics_listen=args.metrics_listen,
+                             kafka_listen=args.kafka_listen)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):  # before "ready": a SIGTERM right after it stops cleanly
         signal.signal(sig, lambda *_: stop.set())
     broker = Broker(settings).start()
     print(json.dumps({"event": "ready", "node_id": settings.node.node_id, "listen": settings.node.listen,
                       "grpc_port": broker.grpc_port, "raft_listen": settings.node.raft_listen,
-                      "metrics_url": broker.metrics.url}), flush=True)
+                      "metrics_url": broker.metrics.url, "kafka_port": broker.features.kafka.port}), flush=True)
     stop.wait()
     broker.stop()
     return 0
@@ -81,9 +84,15 @@ def dev_metrics_ports(count: int, metrics_base_port: int) -> list[int | None]:
     return [metrics_base_port + i if metrics_base_port else None for i in range(count)]
 
 
+def dev_kafka_ports(count: int, kafka_base_port: int) -> list[int]:
+    """One Kafka port per broker from kafka_base_port on; none when it is 0."""
+    return [kafka_base_port + i for i in range(count)] if kafka_base_port else []
+
+
 def _dev_brokers(args) -> list[Supervised]:
     ports = dev_ports(args.brokers, args.base_port)
     metrics_ports = dev_metrics_ports(args.brokers, args.metrics_base_port)
+    kafka_ports = dev_kafka_ports(args.brokers, args.kafka_base_port)
     peers = ",".join(f"{i + 1}@127.0.0.1:{raft}" for i, (_, raft) in enumerate(ports))
     data_dir = Path(args.data_dir)
     pki, secure_env = _secure_dev_env(data_dir, args.brokers) if args.secure else (None, {})
@@ -95,6 +104,8 @@ def _dev_brokers(args) -> list[Supervised]:
                "--raft-listen", f"127.0.0.1:{raft_port}", "--peers", peers, "--log-level", args.log_level]
         if metrics_ports[i] is not None:
             cmd += ["--metrics-listen", f"127.0.0.1:{metrics_ports[i]}"]
+        if kafka_ports:
+            cmd += ["--kafka-listen", f"127.0.0.1:{kafka_ports[i]}"]
         env = dev_broker_env(data_dir, node, raft_pki=pki)
         env.update(secure_env.get(node, {}))
         brokers.append(Supervised(node, cmd, str(data_dir / f"broker-{node}.log"), env=env))
@@ -104,14 +115,17 @@ def _dev_brokers(args) -> list[Supervised]:
 def run_dev(args) -> int:
     """A local N-broker cluster on loopback, one process per broker; a broker that exits is restarted after
     --restart-delay-ms (unless --no-restart) while the others keep serving; Ctrl-C stops it cleanly."""
-    data_dir = Path(args.data_dir)
-    data_dir.mkdir(parents=True, exist_ok=True)
+    restrict_umask()  # the dev cluster's secrets, tokens, keys and logs are owner-only
+    data_dir = private_dir(args.data_dir)
     metrics_ports = dev_metrics_ports(args.brokers, args.metrics_base_port)
     supervisor = BrokerSupervisor(_dev_brokers(args), restart=not args.no_restart,
                                   restart_delay_ms=args.restart_delay_ms, say=lambda text: print(text, flush=True))
     supervisor.start_all()
     bootstrap = ",".join(f"127.0.0.1:{g}" for g, _ in dev_ports(args.brokers, args.base_port))
     print(f"raftbus dev: {args.brokers} brokers, bootstrap {bootstrap}, logs in {data_dir}/broker-N.log", flush=True)
+    kafka_ports = dev_kafka_ports(args.brokers, args.kafka_base_port)
+    if kafka_ports:
+        print(f"raftbus dev: kafka-bootstrap {','.join(f'127.0.0.1:{p}' for p in kafka_ports)}", flush=True)
     if args.secure:
         print(f"raftbus dev: secure: TLS on both ports, tokens and ACLs; export RAFTBUS_TLS_CA={data_dir / 'ca.pem'} "
               f"RAFTBUS_TOKEN_FILE={data_dir / 'admin.token'}", flush=True)
@@ -188,6 +202,7 @@ def add_start_arguments(start: argparse.ArgumentParser) -> None:
     start.add_argument("--peers", help="id@host:port,... Raft addresses of all brokers")
     start.add_argument("--join", help="client address host:port of a running cluster to join (instead of --peers)")
     start.add_argument("--metrics-listen", help="host:port serving Prometheus metrics at /metrics")
+    start.add_argument("--kafka-listen", help="host:port of the Kafka protocol port (Kafka clients)")
     start.add_argument("--log-level", default=os.environ.get("RAFTBUS_LOG_LEVEL", "INFO"))
     start.set_defaults(run=start_broker)
 
@@ -199,6 +214,8 @@ def add_dev_arguments(dev: argparse.ArgumentParser) -> None:
     dev.add_argument("--base-port", type=int, default=7070)
     dev.add_argument("--metrics-base-port", type=int, default=9570,
                      help="broker N serves metrics on this port + N - 1 (0 = no metrics)")
+    dev.add_argument("--kafka-base-port", type=int, default=9092,
+                     help="broker N serves the Kafka protocol on this port + N - 1 (0 = no Kafka port)")
     dev.add_argument("--demo", action="store_true", help="create a topic, produce and consume a few records")
     dev.add_argument("--secure", action="store_true",
                      help="TLS, tokens and ACLs on; writes ca.pem and admin.token into --data-dir")

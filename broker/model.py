@@ -79,6 +79,10 @@ class QueueConfig:
         return self
 
 
+CREATE_TIME, LOG_APPEND_TIME = "CreateTime", "LogAppendTime"
+TIMESTAMP_TYPES = (CREATE_TIME, LOG_APPEND_TIME)
+
+
 def dead_letter_name(topic: str) -> str:
     return topic + DEAD_LETTER_SUFFIX
 
@@ -94,6 +98,7 @@ class Topic:
     created_ms: int
     partitions: tuple[PartitionPlacement, ...]
     queue: QueueConfig | None = None  # queue topics only
+    timestamp_type: str = "CreateTime"  # stream topics: CreateTime (the producer's) or LogAppendTime (the leader's)
 
     def to_dict(self) -> dict:
         data = {
@@ -103,6 +108,8 @@ class Topic:
         }
         if self.queue is not None:
             data["queue"] = self.queue.to_dict()
+        if self.timestamp_type != CREATE_TIME:
+            data["timestamp_type"] = self.timestamp_type
         return data
 
     @classmethod
@@ -113,6 +120,7 @@ class Topic:
             created_ms=int(data["created_ms"]),
             partitions=tuple(PartitionPlacement.from_dict(p) for p in data["partitions"]),
             queue=QueueConfig.from_dict(data["queue"]) if data.get("queue") else None,
+            timestamp_type=data.get("timestamp_type", CREATE_TIME),
         )
 
 
@@ -124,16 +132,20 @@ class Broker:
     registered_ms: int
     state: str = "active"  # BROKER_STATES: a draining broker hands its leaderships away and is not given any
     metrics_url: str = ""  # where its Prometheus metrics are served; "" = off
+    kafka_address: str = ""  # host:port of its Kafka port; "" = off
 
     def to_dict(self) -> dict:
-        return {"broker_id": self.broker_id, "address": self.address, "raft_address": self.raft_address,
+        data = {"broker_id": self.broker_id, "address": self.address, "raft_address": self.raft_address,
                 "registered_ms": self.registered_ms, "state": self.state, "metrics_url": self.metrics_url}
+        if self.kafka_address:
+            data["kafka_address"] = self.kafka_address
+        return data
 
     @classmethod
     def from_dict(cls, data: dict) -> "Broker":
         return cls(broker_id=int(data["broker_id"]), address=data["address"], raft_address=data["raft_address"],
                    registered_ms=int(data["registered_ms"]), state=data.get("state", "active"),
-                   metrics_url=str(data.get("metrics_url", "")))
+                   metrics_url=str(data.get("metrics_url", "")), kafka_address=str(data.get("kafka_address", "")))
 
     @property
     def draining(self) -> bool:

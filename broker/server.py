@@ -42,6 +42,7 @@ from raftbus.broker.security.wiring import peer_credentials
 from raftbus.broker.settings import BrokerSettings
 from raftbus.broker.storage.lmdb_store import LmdbStore
 from raftbus.broker.storage.open_files import OpenBudget, derived_limit
+from raftbus.broker.storage.private import private_data_dir
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +78,7 @@ class Broker:
     def _open_data_dir(self) -> None:
         """The boot record (stores discarded after an unclean reboot, docs/storage.md), the bounds on open stores and
         journals, the disk's free space."""
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        private_data_dir(self.data_dir)  # 0700, everything under it owner-only (docs/security.md)
         self.boot = BootRecord(self.data_dir)
         if self.boot.unclean_reboot():
             discard_stores(self.data_dir)

@@ -22,6 +22,7 @@ from raftbus.client import errors
 
 from raftbus.broker.grpc_server import GrpcSettings
 from raftbus.broker.groups.settings import GroupSettings
+from raftbus.broker.kafka.settings import KafkaSettings
 from raftbus.broker.leadership.settings import LeadershipSettings
 from raftbus.broker.log.settings import LogSettings
 from raftbus.broker.metadata.settings import MembershipSettings, TopicSettings
@@ -52,6 +53,7 @@ class BrokerSettings:
     groups: GroupSettings = field(default_factory=GroupSettings)
     queues: QueueSettings = field(default_factory=QueueSettings)
     security: SecuritySettings = field(default_factory=SecuritySettings)
+    kafka: KafkaSettings = field(default_factory=KafkaSettings)
 
     @classmethod
     def from_keys(cls, **values) -> "BrokerSettings":

@@ -94,11 +94,12 @@ class BrokerDescription:
     alive: bool
     state: str = "active"  # "draining" or "decommissioning": it hands its leaderships away and is given none
     metrics_url: str = ""
+    kafka_address: str = ""  # host:port of its Kafka port ("" when its kafka_listen is off)
 
     @classmethod
     def from_proto(cls, info: pb.BrokerInfo) -> "BrokerDescription":
         return cls(info.broker_id, info.address, info.raft_address, info.alive, info.state or "active",
-                   info.metrics_url)
+                   info.metrics_url, info.kafka_address)
 
     def to_dict(self) -> dict:
         return asdict(self)

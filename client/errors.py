@@ -1,8 +1,9 @@
 """The one error hierarchy of raftbus, shared by the broker and the SDK.
 
-Every error has a stable string `code`, a `retriable` flag and one row in `GRPC_STATUS` that says which
-gRPC status code carries it. The broker raises these; the servicers turn them into a status plus the
-code in trailing metadata; the SDK rebuilds the same class from the code (never from message text).
+Every error has a stable string `code`, a `retriable` flag, one row in `GRPC_STATUS` that says which
+gRPC status code carries it and one in `KAFKA_ERROR` that says which Kafka error code carries it on the Kafka
+port. The broker raises these; the servicers turn them into a status plus the code in trailing metadata; the
+SDK rebuilds the same class from the code (never from message text).
 """
 from __future__ import annotations
 
@@ -285,6 +286,48 @@ class UnknownRoute(RaftbusError):
     code = "UNKNOWN_ROUTE"
 
 
+class HostNotAllowed(InvalidArgument):
+    """The request's Host header names no host the HTTP gateway serves (`--allowed-hosts`): a DNS-rebinding page
+    or a misrouted request (raised by the HTTP gateway only)."""
+
+    code = "HOST_NOT_ALLOWED"
+
+
+class OriginNotAllowed(PermissionDenied):
+    """A browser request from a page of another origin than the HTTP gateway's own or `--allowed-origins`
+    (raised by the HTTP gateway only)."""
+
+    code = "ORIGIN_NOT_ALLOWED"
+
+
+class JsonRequired(InvalidArgument):
+    """A state-changing HTTP call (POST, PUT, PATCH, DELETE) without `Content-Type: application/json` or an
+    `X-Raftbus-Request` header, the two things a cross-site form cannot send (raised by the HTTP gateway only)."""
+
+    code = "JSON_REQUIRED"
+
+
+class RequestTooLarge(InvalidArgument):
+    """An HTTP request body above the gateway's `request_body_bytes_max` (raised by the HTTP gateway only)."""
+
+    code = "REQUEST_TOO_LARGE"
+
+
+# ---------------------------------------------------------------------- backups (raised in the client only)
+class CorruptBackup(RaftbusError):
+    """A backup that does not verify: a file changed, missing or swapped, an encrypted file that fails
+    authentication, a malformed manifest, or a manifest path outside the backup."""
+
+    code = "CORRUPT_BACKUP"
+
+
+class BackupKeyMismatch(InvalidArgument):
+    """The key file is not the key the backup was encrypted with, or a key is missing for an encrypted backup (or
+    given for one that is not encrypted)."""
+
+    code = "BACKUP_KEY_MISMATCH"
+
+
 # ---------------------------------------------------------------------- membership and data movement
 class UnknownBroker(RaftbusError):
     """No broker of that id is registered (or it is not a member of the group named)."""
@@ -364,9 +407,76 @@ GRPC_STATUS: dict[type[RaftbusError], grpc.StatusCode] = {
     SparkSetupError: grpc.StatusCode.FAILED_PRECONDITION,
     # HTTP gateway (raised in the client only)
     UnknownRoute: grpc.StatusCode.NOT_FOUND,
+    HostNotAllowed: grpc.StatusCode.INVALID_ARGUMENT,
+    OriginNotAllowed: grpc.StatusCode.PERMISSION_DENIED,
+    JsonRequired: grpc.StatusCode.INVALID_ARGUMENT,
+    RequestTooLarge: grpc.StatusCode.INVALID_ARGUMENT,
+    # backups (raised in the client only)
+    CorruptBackup: grpc.StatusCode.DATA_LOSS,
+    BackupKeyMismatch: grpc.StatusCode.INVALID_ARGUMENT,
 }
 
 ERRORS_BY_CODE: dict[str, type[RaftbusError]] = {cls.code: cls for cls in GRPC_STATUS}
+
+
+# One row per error: the Kafka protocol error code that carries it on the Kafka port (broker/kafka/), by number
+# (Kafka's name beside it). Kafka's resource-specific codes (GROUP_ and CLUSTER_AUTHORIZATION_FAILED,
+# NOT_CONTROLLER) are chosen by the Kafka handlers where the resource tells them apart.
+KAFKA_ERROR: dict[type[RaftbusError], int] = {
+    InternalError: -1,                # UNKNOWN_SERVER_ERROR
+    InvalidArgument: 42,              # INVALID_REQUEST
+    InvalidName: 17,                  # INVALID_TOPIC_EXCEPTION
+    RecordTooLarge: 10,               # MESSAGE_TOO_LARGE
+    BatchTooLarge: 10,                # MESSAGE_TOO_LARGE
+    EmptyBatch: 87,                   # INVALID_RECORD
+    CorruptBatch: 2,                  # CORRUPT_MESSAGE
+    InvalidReplicationFactor: 38,     # INVALID_REPLICATION_FACTOR
+    InvalidPartitions: 37,            # INVALID_PARTITIONS
+    WrongTopicKind: 42,               # INVALID_REQUEST (the message names the topic's kind)
+    UnknownTopic: 3,                  # UNKNOWN_TOPIC_OR_PARTITION
+    UnknownPartition: 3,              # UNKNOWN_TOPIC_OR_PARTITION
+    TopicExists: 36,                  # TOPIC_ALREADY_EXISTS
+    OffsetOutOfRange: 1,              # OFFSET_OUT_OF_RANGE
+    OutOfOrderSequence: 45,           # OUT_OF_ORDER_SEQUENCE_NUMBER
+    UnknownProducerId: 59,            # UNKNOWN_PRODUCER_ID
+    NotLeader: 6,                     # NOT_LEADER_OR_FOLLOWER
+    LeaderNotAvailable: 5,            # LEADER_NOT_AVAILABLE
+    RequestTimedOut: 7,               # REQUEST_TIMED_OUT
+    Unavailable: 5,                   # LEADER_NOT_AVAILABLE (the broker is stopping: clients refresh metadata)
+    Overloaded: 89,                   # THROTTLING_QUOTA_EXCEEDED
+    DiskFull: 56,                     # KAFKA_STORAGE_ERROR
+    Unauthenticated: 58,              # SASL_AUTHENTICATION_FAILED
+    PermissionDenied: 29,             # TOPIC_AUTHORIZATION_FAILED
+    # consumer groups
+    UnknownGroup: 69,                 # GROUP_ID_NOT_FOUND
+    UnknownMember: 25,                # UNKNOWN_MEMBER_ID
+    StaleGeneration: 22,              # ILLEGAL_GENERATION
+    PartitionNotAssigned: 27,         # REBALANCE_IN_PROGRESS
+    MetadataBehind: 14,               # COORDINATOR_LOAD_IN_PROGRESS
+    OffsetRegression: 42,             # INVALID_REQUEST
+    GroupNotEmpty: 68,                # NON_EMPTY_GROUP
+    GroupLimitReached: 81,            # GROUP_MAX_SIZE_REACHED
+    InvalidSessionTimeout: 26,        # INVALID_SESSION_TIMEOUT
+    LimitReached: 44,                 # POLICY_VIOLATION
+    # queue topics
+    UnknownMessage: 42,               # INVALID_REQUEST
+    LeaseLost: 42,                    # INVALID_REQUEST
+    MessageNotWaiting: 42,            # INVALID_REQUEST
+    # membership and data movement
+    UnknownBroker: 8,                 # BROKER_NOT_AVAILABLE
+    InvalidReplicas: 39,              # INVALID_REPLICA_ASSIGNMENT
+    MembershipChangeInProgress: 60,   # REASSIGNMENT_IN_PROGRESS
+    ReassignmentInProgress: 60,       # REASSIGNMENT_IN_PROGRESS
+    # raised in the client only (Spark, HTTP gateway, backups): never an answer of the Kafka port
+    SparkSetupError: -1,              # UNKNOWN_SERVER_ERROR
+    UnknownRoute: -1,                 # UNKNOWN_SERVER_ERROR
+    HostNotAllowed: -1,               # UNKNOWN_SERVER_ERROR
+    OriginNotAllowed: -1,             # UNKNOWN_SERVER_ERROR
+    JsonRequired: -1,                 # UNKNOWN_SERVER_ERROR
+    RequestTooLarge: -1,              # UNKNOWN_SERVER_ERROR
+    CorruptBackup: -1,                # UNKNOWN_SERVER_ERROR
+    BackupKeyMismatch: -1,            # UNKNOWN_SERVER_ERROR
+}
 
 
 def all_error_classes() -> list[type[RaftbusError]]:
@@ -388,6 +498,11 @@ def error_from_code(code: str, message: str = "", **hints) -> RaftbusError:
 
 def status_for(error: RaftbusError) -> grpc.StatusCode:
     return GRPC_STATUS.get(type(error), grpc.StatusCode.INTERNAL)
+
+
+def kafka_code_for(error: RaftbusError) -> int:
+    """The Kafka protocol error code of a typed error (UNKNOWN_SERVER_ERROR, -1, for anything else)."""
+    return KAFKA_ERROR.get(type(error), -1)
 
 
 def trailing_metadata(error: RaftbusError) -> tuple[tuple[str, str], ...]:

@@ -17,16 +17,8 @@ from collections.abc import Callable
 
 import grpc
 
-from raftbus.client.errors import (
-    OutOfOrderSequence,
-    RaftbusError,
-    RequestTimedOut,
-    Unavailable,
-    UnknownProducerId,
-    error_from_code,
-    error_from_rpc,
-)
-from raftbus.client.router import Connection, Router, exponential_backoff_s
+from raftbus.client.errors import RaftbusError, RequestTimedOut, Unavailable, error_from_code, error_from_rpc
+from raftbus.client.router import Connection, Router
 from raftbus.client.wire import raftbus_pb2 as pb
 
 ProduceDone = Callable[["pb.ProduceResponse | None", "RaftbusError | None"], None]
@@ -156,9 +148,7 @@ class StreamProduceTransport:
                     self._forget(stream)
 
     def retry_delay_s(self, err: RaftbusError, attempt: int, topic: str, partition: int) -> float | None:
-        if isinstance(err, (OutOfOrderSequence, UnknownProducerId)):
-            return exponential_backoff_s(attempt, self.router.retry_backoff_s, self.router.retry_backoff_max_s)
-        return self.router.note_failure(err, attempt, topic=topic, partition=partition)
+        return self.router.produce_retry_delay_s(err, attempt, topic=topic, partition=partition)
 
     def close(self) -> None:
         self._closing.set()

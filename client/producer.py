@@ -10,18 +10,19 @@ every batch carries the producer's random 16-byte id and `base_sequence` (record
 before it), assigned when the batch is first sent and kept on every retry, so the broker drops a batch it
 already appended and answers with the original offsets, and refuses one that would leave a gap.
 
-When a batch of a partition fails, nothing more is sent to that partition until every batch in flight there
-has answered; then the failed ones go again, in sequence order, ahead of the rest. A batch that fails for
-good (a non-retriable error, or `delivery_timeout_ms` spent) fails its futures, and the partition starts over
-under a fresh producer id with sequences from 0, so later batches neither wait for the missing sequence nor
-collide with a batch whose outcome is unknown.
+Each partition's batches go through a PartitionLane (client/producer_lane.py), the idempotent-producer rules
+that AsyncProducer, the queue sender and the Spark sink drive too: after a failure, nothing more is sent to the
+partition until every batch in flight there has answered; then the failed ones go again, in sequence order,
+ahead of the rest. A batch that fails for good (a non-retriable error, or `delivery_timeout_ms` spent) fails
+its futures, and the partition starts over under a fresh producer id with sequences from 0; a partition that
+forgot this producer (UNKNOWN_PRODUCER_ID after every earlier batch was acknowledged) starts over the same way
+without failing anything.
 """
 from __future__ import annotations
 
 import itertools
 import os
 import time
-from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any, Protocol
@@ -37,25 +38,25 @@ from raftbus.client.errors import (
     RequestTimedOut,
     Unavailable,
     UnknownPartition,
-    UnknownProducerId,
     WrongTopicKind,
 )
 from raftbus.client.murmur2 import KeyHashes
 from raftbus.client.produce_stream import StreamProduceTransport
+from raftbus.client.producer_lane import RENEW, Complete, PartitionLane
 from raftbus.client.queues.producer import QueueSender, queue_partition
 from raftbus.client.wire import queues_pb2 as qpb
 from raftbus.client.record_batch import RecordBatch
 from raftbus.client.record_future import RecordFuture
+from raftbus.client.kafka_batch import keyless_record
 from raftbus.client.records import (
-    NO_HEADERS, RECORD_OVERHEAD_BYTES, Header, RecordMetadata, RecordTuple, append_record, encode_batch,
-    keyless_record_head, record_size,
+    RECORD_OVERHEAD_BYTES, Header, RecordMetadata, RecordTuple, append_record, encode_stream_batch, record_size,
 )
 from raftbus.client.credentials import TlsSource
 from raftbus.client.router import Router
 from raftbus.client.sender import PendingBatch, SenderCore
 from raftbus.client.wire import raftbus_pb2 as pb
 
-_KEYLESS_HEAD = keyless_record_head  # (timestamp_ms, -1, value length) -> the record's head
+_KEYLESS_RECORD = keyless_record  # (offset delta, timestamp delta, value) -> one Kafka record's bytes
 
 ProduceDone = Callable[["pb.ProduceResponse | None", "RaftbusError | None"], None]
 
@@ -129,7 +130,7 @@ def encode_bulk(records: Sequence[Any], batch_bytes_max: int) -> tuple[bytes, in
             tuples.append((now_ms, to_bytes(key, "key"), to_bytes(value, "value"), ()))
         else:
             tuples.append((now_ms, None, to_bytes(item, "value"), ()))
-    encoded = encode_batch(tuples)
+    encoded = encode_stream_batch(tuples)
     if len(encoded[0]) > batch_bytes_max:
         raise BatchTooLarge(f"batch of {len(encoded[0])} bytes exceeds batch_bytes_max={batch_bytes_max}")
     return encoded
@@ -174,7 +175,7 @@ class _Batch(PendingBatch):
 
     def encode(self) -> tuple[bytes, int, int]:
         if self.encoded is None:
-            self.encoded = encode_batch(self.records)
+            self.encoded = encode_stream_batch(self.records)
         return self.encoded
 
     def resolve(self, base_offset: int) -> None:
@@ -241,14 +242,8 @@ class Producer(SenderCore):
                          delivery_timeout_ms=delivery_timeout_ms, max_block_ms=max_block_ms, clock=clock)
         self.idempotent = idempotent
         self.max_in_flight_per_partition = max_in_flight_per_partition
-        self.producer_id = os.urandom(settings.PRODUCER_ID_BYTES) if idempotent else b""
+        self.producer_id = self._new_producer_id()
         self._transport = transport
-        self._in_flight: dict[tuple[str, int], int] = {}  # batches sent and not answered, per partition
-        self._failed: dict[tuple[str, int], list[RecordBatch]] = {}  # to resend once the partition's in-flight drain
-        self._restart: dict[tuple[str, int], RaftbusError] = {}  # partitions to restart, and why
-        self._unknown_to_broker: dict[tuple[str, int], set[int]] = {}  # batches refused with UnknownProducerId
-        self._next_sequence: dict[tuple[str, int], int] = {}  # sequence of the next batch sent first time
-        self._producer_ids: dict[tuple[str, int], bytes] = {}  # per partition, after a restart
         self._sticky: dict[str, tuple[int, int]] = {}  # topic -> (sticky partition, partition count)
         self._sticky_open: dict[str, tuple[RecordBatch, int]] = {}  # topic -> (its sticky batch, partition count)
         self._router: Router | None = getattr(transport, "router", None)
@@ -300,10 +295,7 @@ class Producer(SenderCore):
                     if index and not batch.closed and batch.size_bytes + size < self.batch_bytes_max \
                             and self._buffer_used_bytes + size <= self.buffer_bytes_max and not self._closed:
                         self._buffer_used_bytes += size
-                        buffer = batch.buffer
-                        buffer += _KEYLESS_HEAD(timestamp_ms, -1, len(value))
-                        buffer += value
-                        buffer += NO_HEADERS
+                        batch.buffer += _KEYLESS_RECORD(index, timestamp_ms - batch.base_timestamp_ms, value)
                         if timestamp_ms > batch.max_timestamp_ms:
                             batch.max_timestamp_ms = timestamp_ms
                         batch.size_bytes += size
@@ -517,7 +509,11 @@ class Producer(SenderCore):
 
     def _new_batch(self, tp: tuple[str, int]) -> RecordBatch:
         batch = RecordBatch(next(self._batch_ids), tp[0], tp[1], self._clock(), self.linger_s)
-        self._queues.setdefault(tp, deque()).append(batch)
+        lane = self._lanes.get(tp)
+        if lane is None:
+            lane = self._lanes[tp] = PartitionLane(self.producer_id, in_flight_max=self.max_in_flight_per_partition,
+                                                   delivery_timeout_s=self.delivery_timeout_s)
+        lane.queue.append(batch)
         self._incomplete.add(batch.id)
         return batch
 
@@ -531,156 +527,97 @@ class Producer(SenderCore):
         if sticky is not None and sticky[0] == partition:
             self._sticky[topic] = ((partition + 1) % sticky[1], sticky[1])
 
-    def _take_ready(self, now_s: float) -> tuple[list[RecordBatch], float | None]:
-        """Pop every batch that is due and may be sent now (in queue order, up to max_in_flight_per_partition
-        per partition, none while a partition recovers from a failure); also return how long to wait otherwise."""
-        ready: list[RecordBatch] = []
-        wait_s: float | None = None
-        for tp, queue in self._queues.items():
-            while queue and self._in_flight.get(tp, 0) < self.max_in_flight_per_partition and not self._failed.get(tp):
-                head = queue[0]
-                due_s = self._due_s(head, queue, now_s)
-                if due_s > now_s:
-                    wait_s = due_s - now_s if wait_s is None else min(wait_s, due_s - now_s)
-                    break
-                ready.append(self._pop_head(tp, queue))
-        return ready, wait_s
-
-    def _pop_head(self, tp: tuple[str, int], queue: deque) -> RecordBatch:
-        """Take the partition's head batch to send it: closed, its sequence fixed on first send, in flight."""
-        head = queue.popleft()
-        if self._open.get(tp) is head:
-            self._close_open_batch(tp)
-        head.closed = True
-        if head.sequence is None:
-            head.sequence = self._next_sequence.get(tp, 0)
-            self._next_sequence[tp] = head.sequence + head.record_count()
-        self._in_flight[tp] = self._in_flight.get(tp, 0) + 1
-        return head
+    def _taken(self, batch: RecordBatch) -> None:
+        """A batch leaves for the network: it takes no more records (lock held)."""
+        if self._open.get((batch.topic, batch.partition)) is batch:
+            self._close_open_batch((batch.topic, batch.partition))
+        batch.closed = True
 
     def _take_at_once(self, batch: RecordBatch) -> bool:
-        """With linger 0, a new batch of a partition with nothing in flight, failed or queued before it is sent
+        """With linger 0, a new batch of an idle partition (nothing in flight, failed or queued before it) is sent
         from the caller's thread, saving the hand-off to the sender thread, unless another thread is sending
         right now. True when the caller took it (and holds `_dispatching` until it has sent it). Lock held."""
-        tp = (batch.topic, batch.partition)
-        queue = self._queues.get(tp)
-        if self.linger_s or self._in_flight.get(tp) or self._failed.get(tp) or not queue or queue[0] is not batch:
+        lane = self._lanes[(batch.topic, batch.partition)]
+        if self.linger_s or not lane.idle() or lane.queue[0] is not batch:
             return False
         if not self._dispatching.acquire(blocking=False):
             return False
-        self._pop_head(tp, queue)
+        self._taken(lane.send_head())
         return True
 
     # ------------------------------------------------------------------ sender thread
 
     def _sender_idle(self) -> bool:
-        return not self._incomplete or (not any(self._in_flight.values()) and not any(self._queues.values()))
+        return not self._incomplete or not any(lane.queue or lane.in_flight for lane in self._lanes.values())
 
     def _dispatch(self, batch: RecordBatch) -> None:
         blob, count, max_ts = batch.encode()
         request = pb.ProduceRequest(
             request_id=next(self._request_ids), topic=batch.topic, partition=batch.partition,
-            producer_id=self._producer_ids.get((batch.topic, batch.partition), self.producer_id),
-            base_sequence=batch.sequence if self.idempotent else 0,
+            producer_id=batch.producer_id, base_sequence=batch.sequence if self.idempotent else 0,
             record_count=count, max_timestamp_ms=max_ts, records=blob,
         )
-        batch.attempts += 1
+        attempt = batch.attempts
         try:
-            self._transport.send(request, lambda response, err: self._on_done(batch, count, response, err))
+            self._transport.send(request, lambda response, err: self._on_done(batch, attempt, response, err))
         except RaftbusError as err:
-            self._on_done(batch, count, None, err)
+            self._on_done(batch, attempt, None, err)
         except Exception as exc:  # a transport bug must not kill the sender thread
-            self._on_done(batch, count, None, Unavailable(f"produce failed: {exc!r}"))
+            self._on_done(batch, attempt, None, Unavailable(f"produce failed: {exc!r}"))
 
-    def _on_done(self, batch: RecordBatch, count: int, response: pb.ProduceResponse | None,
+    def _on_done(self, batch: RecordBatch, attempt: int, response: pb.ProduceResponse | None,
                  err: RaftbusError | None) -> None:
-        """A batch was answered. Its futures settle before it stops counting as incomplete, so `flush()` returns
-        only once every future it waited for is done (and its callbacks have run)."""
+        """Send `attempt` of a batch was answered: its lane decides, this thread carries it out."""
         tp = (batch.topic, batch.partition)
         if err is None:
             with self._cond:
-                given_up = self._finish(batch, tp)
-            batch.resolve(response.base_offset)
-            self._settle_failed(given_up, [batch])
-            return
-        now_s = self._clock()
-        delay = self._transport.retry_delay_s(err, batch.attempts, batch.topic, batch.partition)
-        with self._cond:
-            self._in_flight[tp] -= 1
-            if self._may_retry(batch, now_s, delay):
-                self._failed.setdefault(tp, []).append(batch)
-                if isinstance(err, UnknownProducerId):
-                    self._unknown_to_broker.setdefault(tp, set()).add(batch.id)
-                failed_for_good = False
+                actions = self._lanes[tp].acked(batch, attempt, response)
+                self._apply(tp, actions)
+        else:
+            now_s = self._clock()
+            delay_s = None if self._stopping else \
+                self._transport.retry_delay_s(err, batch.attempts, batch.topic, batch.partition)
+            with self._cond:
+                actions = self._lanes[tp].refused(batch, attempt, err, now_s, delay_s)
+                self._apply(tp, actions)
+        self._settle(actions)
+
+    def _apply(self, tp: tuple[str, int], actions: list) -> None:
+        """The lane's decisions that change the producer's state (lock held): settled batches give their bytes
+        back, a restart takes a fresh producer id, and the sender thread looks again. The futures settle outside
+        the lock (`_settle`)."""
+        for action in actions:
+            if action is RENEW:
+                self._lanes[tp].renew(self._new_producer_id())
             else:
-                self._release(batch)
-                self._restart.setdefault(tp, err)
-                failed_for_good = True
-            given_up = self._resend_failed(tp) if not self._in_flight[tp] else []
-            self._cond.notify_all()
-        if failed_for_good:
-            batch.fail(err)
-        self._settle_failed(given_up, [batch] if failed_for_good else [])
+                self._buffer_used_bytes -= action.batch.size_bytes
+        self._cond.notify_all()  # room in the buffer, or batches to (re)send
 
-    def _finish(self, batch: RecordBatch, tp: tuple[str, int]) -> list:
-        """A batch succeeded (caller holds the lock); returns batches to fail outside it (see _resend_failed)."""
-        self._in_flight[tp] -= 1
-        self._release(batch)
-        return self._resend_failed(tp) if not self._in_flight[tp] else []
-
-    def _settle_failed(self, given_up: list, done: list) -> None:
-        """Fail the given-up batches, then mark them and `done` (already settled) complete for flush()."""
-        for later, why in given_up:
-            later.fail(why)
+    def _settle(self, actions: list) -> None:
+        """Settle the batches the lane completed or failed, then stop counting them as incomplete: `flush()`
+        returns only once every future it waited for is done (and its callbacks have run)."""
+        if not actions:
+            return
+        for action in actions:
+            if type(action) is Complete:
+                action.batch.resolve(action.answer.base_offset)
+            elif action is not RENEW:
+                action.batch.fail(action.error)
         with self._cond:
-            for batch in done:
-                self._incomplete.discard(batch.id)
-            for later, _ in given_up:
-                self._incomplete.discard(later.id)
+            for action in actions:
+                if action is not RENEW:
+                    self._incomplete.discard(action.batch.id)
             self._cond.notify_all()
 
-    def _resend_failed(self, tp: tuple[str, int]) -> list:
-        """Every batch sent to `tp` has answered: put the failed ones back at the head of its queue, in sequence
-        order. After a batch failed for good, the failed ones (later in sequence, their outcome possibly unknown)
-        fail too rather than be resent out of order or twice; they are returned with the reason, for the caller
-        to fail outside the lock. The partition then restarts under a fresh producer id, sequences from 0.
-
-        When the first failed batch was refused with UnknownProducerId, every batch before it is acknowledged
-        and the partition has no state for this producer id (it expired after the broker's producer_idle_ms):
-        the failed and queued batches restart under a fresh producer id from sequence 0, none failing (KIP-360's
-        epoch bump). A later batch refused so while an earlier one failed otherwise just waits for it."""
-        failed = sorted(self._failed.pop(tp, []), key=lambda b: b.sequence)
-        reason = self._restart.pop(tp, None)
-        unknown = self._unknown_to_broker.pop(tp, set())
-        if reason is None:
-            if failed and failed[0].id in unknown:
-                self._renumber(tp, failed)
-            self._queues.setdefault(tp, deque()).extendleft(reversed(failed))
-            return []
-        for batch in failed:
-            self._release(batch)
-        self._renumber(tp, self._queues.get(tp, ()))
-        return [(batch, reason) for batch in failed]
-
-    def _renumber(self, tp: tuple[str, int], batches: Iterable[RecordBatch]) -> None:
-        """Start the partition over under a fresh producer id; `batches` and the queued ones get their sequence
-        when next sent, from 0 in queue order."""
-        self._producer_ids[tp] = os.urandom(settings.PRODUCER_ID_BYTES) if self.idempotent else b""
-        self._next_sequence[tp] = 0
-        for batch in itertools.chain(batches, self._queues.get(tp, ())):
-            batch.sequence = None
+    def _new_producer_id(self) -> bytes:
+        return os.urandom(settings.PRODUCER_ID_BYTES) if self.idempotent else b""
 
     def _abort(self, err: RaftbusError) -> None:
         """Fail every batch not yet in flight (close() after its flush timed out)."""
+        failure = RequestTimedOut(f"producer closed before delivery: {err.message}")
         with self._cond:
-            dropped = [batch for queue in self._queues.values() for batch in queue]
-            dropped += [batch for failed in self._failed.values() for batch in failed]
-            for queue in self._queues.values():
-                queue.clear()
-            self._failed.clear()
+            dropped = [fail for lane in self._lanes.values() for fail in lane.abandon(failure)]
             self._open.clear()
-            for batch in dropped:
-                self._buffer_used_bytes -= batch.size_bytes
-        for batch in dropped:
-            batch.fail(RequestTimedOut(f"producer closed before delivery: {err.message}"))
-        self._settle_failed([], dropped)
+            for fail in dropped:
+                self._buffer_used_bytes -= fail.batch.size_bytes
+        self._settle(dropped)

@@ -1,6 +1,8 @@
 """The record batch codec: the opaque bytes the SDK produces and reads back (the broker never parses them).
 
-A record batch is records back to back, each:
+Stream batches are written as one Kafka RecordBatch v2 (client/kafka_batch.py, `encode_stream_batch`), which
+Kafka clients read as stored; every reader here decodes either that or raftbus's own format below, which queue
+messages use (`encode_batch`). A raftbus record batch is records back to back, each:
     timestamp_ms >q | key_len >i (-1 = None) | key | value_len >i (-1 = None) | value |
     header_count >H | per header: name_len >H | utf-8 name | value_len >i (-1 = None) | value
 
@@ -17,6 +19,7 @@ from functools import lru_cache
 from itertools import count as counting
 from typing import NamedTuple
 
+from raftbus.client import kafka_batch
 from raftbus.client.errors import CorruptBatch
 
 # A header: (name, value); value None is allowed.
@@ -127,6 +130,15 @@ def encode_batch(records: Iterable[RecordTuple]) -> tuple[bytes, int, int]:
     return b"".join(parts), count, max_ts
 
 
+def encode_stream_batch(records) -> tuple[bytes, int, int]:
+    """(blob, record_count, max_timestamp_ms) of (timestamp_ms, key, value, headers) records as one Kafka
+    RecordBatch v2 (client/kafka_batch.py): what the SDK's producers write to stream topics, so Kafka clients read
+    the stored batch as it is (docs/kafka.md). Queue messages keep this module's own format (encode_batch)."""
+    records = list(records)
+    section, count, base_ts, max_ts = kafka_batch.encode_records(records)
+    return kafka_batch.seal(0, kafka_batch.NONE, count, base_ts, max_ts, section), count, max_ts
+
+
 def append_record(buffer: bytearray, timestamp_ms: int, key: bytes | None, value: bytes | None,
                   headers: "tuple[Header, ...] | None") -> None:
     """Encode one record at the end of `buffer`, exactly as encode_batch would (the Producer builds its batches
@@ -150,7 +162,10 @@ def append_record(buffer: bytearray, timestamp_ms: int, key: bytes | None, value
 
 
 def decode_batch(blob: bytes | memoryview) -> list[RecordTuple]:
-    """Decode a record batch into (timestamp_ms, key, value, headers) tuples; CorruptBatch on bad input."""
+    """Decode a record batch into (timestamp_ms, key, value, headers) tuples; CorruptBatch on bad input.
+    A Kafka RecordBatch v2 (client/kafka_batch.py) decodes the same way."""
+    if kafka_batch.is_kafka_batch(blob):
+        return [(r.timestamp_ms, r.key, r.value, r.headers) for r in kafka_batch.decode_batch(blob)]
     return list(_iter_records(blob))
 
 
@@ -201,14 +216,23 @@ def _decode_headers(data: bytes, pos: int, hcount: int, end: int) -> tuple[tuple
     return tuple(headers), pos
 
 
-def check_framing(blob: bytes | memoryview, record_count: int) -> None:
+def check_framing(blob: bytes | memoryview, record_count: int,
+                  decompressed_bytes_max: int = kafka_batch.DECOMPRESSED_BYTES_MAX) -> None:
     """CorruptBatch unless `blob` is exactly `record_count` well-framed records (the broker checks a produce batch
     with this before replicating it, so no consumer ever meets a batch it cannot decode).
+
+    A blob that is one Kafka RecordBatch v2 (client/kafka_batch.py's `is_kafka_batch`) is checked as one: its
+    CRC-32C, its header and the framing of its records, decompressed within `decompressed_bytes_max`.
 
     Only lengths are read, never copied out: when every record has the first record's shape (same key and value
     lengths, no headers, the common case of a producer's batch) the length fields are compared at each stride by
     C-speed slices; otherwise the records are walked field by field.
     """
+    if kafka_batch.is_kafka_batch(blob):
+        header = kafka_batch.check_batch(blob, decompressed_bytes_max)
+        if header.record_count != record_count:
+            raise CorruptBatch(f"record batch holds {header.record_count} records, not the {record_count} claimed")
+        return
     data = bytes(blob)
     if record_count < 1:
         raise CorruptBatch(f"a batch holds at least one record, not {record_count}")
@@ -297,11 +321,26 @@ def decode_stored_batch(topic: str, partition: int, batch: StoredBatch, from_off
     and value lengths, no headers: what a producer of fixed-size records sends), checked at every record's length
     fields first, is unpacked by one struct over the whole blob instead.
     """
+    if kafka_batch.is_kafka_batch(batch.blob):
+        return _decode_kafka(topic, partition, batch, from_offset)
     data = bytes(batch.blob)
     shape = _uniform_shape(data, batch.record_count)
     if shape is not None:
         return _decode_uniform(topic, partition, batch, data, shape, from_offset)
     return _decode_records(topic, partition, batch, data, from_offset)
+
+
+def _decode_kafka(topic: str, partition: int, batch: StoredBatch, from_offset: int) -> list[Record]:
+    """decode_stored_batch of a Kafka batch (written through the Kafka port), at its stored offsets."""
+    new = tuple.__new__
+    header = kafka_batch.read_header(batch.blob)
+    data = kafka_batch.records_bytes(batch.blob, header, kafka_batch.DECOMPRESSED_BYTES_MAX)
+    rows = kafka_batch.decode_rows(data, batch.base_offset, header.base_timestamp,
+                                   header.max_timestamp if header.log_append_time else None)
+    if len(rows) != header.record_count:
+        raise CorruptBatch(f"record batch holds {len(rows)} records, header says {header.record_count}")
+    return [new(Record, (topic, partition, offset, key, value, headers, ts))
+            for offset, ts, key, value, headers in rows if offset >= from_offset]
 
 
 def _decode_records(topic: str, partition: int, batch: StoredBatch, data: bytes, from_offset: int) -> list[Record]:
@@ -384,6 +423,10 @@ def decode_columns(blob: bytes | memoryview) -> RecordColumns:
 
     Column i of every list belongs to record i, exactly as decode_batch(blob)[i] would give it.
     """
+    if kafka_batch.is_kafka_batch(blob):
+        rows = kafka_batch.decode_batch(blob)
+        return RecordColumns([r.timestamp_ms for r in rows], [r.key for r in rows], [r.value for r in rows],
+                             [r.headers for r in rows])
     data = bytes(blob)
     end = len(data)
     columns = RecordColumns([], [], [], [])
@@ -429,7 +472,7 @@ def uniform_record_shape(blob: bytes | memoryview, record_count: int) -> tuple[i
     This is a cheap candidate test only: a caller using it must still check every record's lengths (a
     vectorised reader compares the length fields at each stride) before trusting the fixed layout.
     """
-    if record_count < 1 or len(blob) < RECORD_OVERHEAD_BYTES:
+    if record_count < 1 or len(blob) < RECORD_OVERHEAD_BYTES or kafka_batch.is_kafka_batch(blob):
         return None
     _, klen = _TS_KEYLEN.unpack_from(blob, 0)
     if klen < -1:

@@ -19,11 +19,13 @@ from raftbus.client.credentials import Credentials, TlsSource
 from raftbus.client.errors import (
     LeaderNotAvailable,
     NotLeader,
+    OutOfOrderSequence,
     Overloaded,
     RaftbusError,
     RequestTimedOut,
     Unavailable,
     UnknownPartition,
+    UnknownProducerId,
     UnknownTopic,
     error_from_rpc,
 )
@@ -39,6 +41,8 @@ HINTS_FOLLOWED_AT_ONCE = 2
 ROUTER_RETRIABLE = (NotLeader, LeaderNotAvailable, Unavailable, RequestTimedOut, Overloaded)
 # Of those, the ones that mean a leader change in progress: retried at the shorter backoff cap.
 LEADER_CHANGE = (NotLeader, LeaderNotAvailable, Unavailable)
+# A partition's refusals of an idempotent producer's sequences: the producer's lane answers them, after a backoff.
+PRODUCER_SEQUENCE = (OutOfOrderSequence, UnknownProducerId)
 
 
 def exponential_backoff_s(attempt: int, base_s: float, max_s: float) -> float:
@@ -281,6 +285,17 @@ class Router:
             return 0.0 if attempt <= HINTS_FOLLOWED_AT_ONCE else self._backoff_s(attempt - HINTS_FOLLOWED_AT_ONCE, err)
         self._forget_leader(topic, partition)
         return self._backoff_s(attempt, err)
+
+    def produce_retry_delay_s(self, err: RaftbusError, attempt: int, *, topic: str, partition: int) -> float | None:
+        """The wait before a produce or enqueue batch refused with `err` goes again, or None when it fails for good.
+
+        OUT_OF_ORDER_SEQUENCE and UNKNOWN_PRODUCER_ID come from the partition's leader about the producer's own
+        sequences: the producer's lane resends the earlier batches first or starts over under a fresh producer id
+        (client/producer_lane.py), so they back off exponentially without forgetting the leader or counting
+        against `retries`. Every other error is `note_failure`'s."""
+        if isinstance(err, PRODUCER_SEQUENCE):
+            return exponential_backoff_s(attempt, self.retry_backoff_s, self.retry_backoff_max_s)
+        return self.note_failure(err, attempt, topic=topic, partition=partition)
 
     def _backoff_s(self, attempt: int, err: RaftbusError | None = None) -> float:
         """retry_backoff_ms doubling per attempt, capped at retry_backoff_leader_max_ms while the leader is unknown

@@ -1,38 +1,34 @@
 """The batching core shared by the stream Producer and the queue sender.
 
 Both accumulate per-partition batches under one lock and send them from one background thread: a record
-reserves room in a bounded buffer (blocking up to `max_block_ms`, then Overloaded), a partition's head batch is
-due when it closed, lingered `linger_ms`, has a batch queued behind it or a flush is waiting, a failed batch is
-retried after the delay its error allows while `delivery_timeout_ms` is not spent. What differs (the request,
-how many batches a partition may have in flight, how answers settle) is each sender's own.
+reserves room in a bounded buffer (blocking up to `max_block_ms`, then Overloaded); a partition's batches wait
+in its PartitionLane (client/producer_lane.py), which decides what may be sent, resent or given up and under
+which producer id and sequence. A partition's head batch is due when it closed, lingered `linger_ms`, has a batch
+queued behind it or a flush is waiting. What differs (the request, how answers settle) is each sender's own.
 """
 from __future__ import annotations
 
 import threading
-from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 
 from raftbus.client.errors import Overloaded
+from raftbus.client.producer_lane import LaneBatch, PartitionLane
 
 
-class PendingBatch:
-    """What every batch of a sender carries: where it goes, its futures and its send and retry bookkeeping."""
+class PendingBatch(LaneBatch):
+    """What every batch of a sender carries: where it goes, its futures and its linger; the lane's bookkeeping."""
 
-    __slots__ = ("topic", "partition", "futures", "size_bytes", "created_s", "linger_until_s", "closed",
-                 "sequence", "attempts", "retry_at_s")
+    __slots__ = ("topic", "partition", "futures", "size_bytes", "linger_until_s", "closed")
 
     def __init__(self, topic: str, partition: int, now_s: float, linger_s: float):
+        super().__init__(now_s)
         self.topic = topic
         self.partition = partition
         self.futures: list[Future] = []
         self.size_bytes = 0
-        self.created_s = now_s
         self.linger_until_s = now_s + linger_s
         self.closed = False
-        self.sequence: int | None = None
-        self.attempts = 0
-        self.retry_at_s = 0.0
 
     def fail(self, err: BaseException) -> None:
         for future in self.futures:
@@ -56,7 +52,7 @@ class SenderCore:
         # Held while a thread sends the batches it took, so batches of one partition go out in the order taken;
         # the sender thread waits for it, a caller sending at once only tries it (never with the lock waited on).
         self._dispatching = threading.Lock()
-        self._queues: dict[tuple[str, int], deque] = {}
+        self._lanes: dict[tuple[str, int], PartitionLane] = {}
         self._open: dict[tuple[str, int], PendingBatch] = {}
         self._buffer_used_bytes = 0
         self._flushing = 0
@@ -79,31 +75,36 @@ class SenderCore:
             self._check_open()
         self._buffer_used_bytes += size
 
-    def _release(self, batch: PendingBatch) -> None:
-        """Give the batch's bytes back to the buffer."""
-        self._buffer_used_bytes -= batch.size_bytes
-        self._cond.notify_all()
-
     def _check_open(self) -> None:
         """Raise if callers may no longer add records (the Producer raises once closed)."""
 
     # ------------------------------------------------------------------ readiness (caller holds the lock)
-    def _due_s(self, head: PendingBatch, queue: deque, now_s: float) -> float:
-        """When a partition's head batch may go: now if it is closed, flushed, stopping or has one behind it,
-        else after its linger; a retried batch after its backoff."""
-        if head.attempts:
-            return head.retry_at_s
-        if head.closed or self._flushing or self._stopping or len(queue) > 1:
-            return now_s
+    def _due_s(self, head: PendingBatch, queued: int) -> float:
+        """When a partition's head batch, never sent, may go (the lane's DueS): at once if it is closed,
+        flushed, stopping or has one behind it, else after its linger."""
+        if head.closed or self._flushing or self._stopping or queued > 1:
+            return 0.0
         return head.linger_until_s
 
-    def _may_retry(self, batch: PendingBatch, now_s: float, delay_s: float | None) -> bool:
-        """A failed batch goes again after `delay_s` unless its error is final, the sender stops or the retry
-        would land past delivery_timeout_ms; when it may, its retry time is set."""
-        if delay_s is None or self._stopping or now_s + delay_s >= batch.created_s + self.delivery_timeout_s:
-            return False
-        batch.retry_at_s = now_s + delay_s
-        return True
+    def _take_ready(self, now_s: float) -> tuple[list, float | None]:
+        """Take every batch that is due and may be sent now (the lanes decide, in queue order per partition), and
+        how long to wait otherwise (lock held)."""
+        ready: list = []
+        wake_s: float | None = None
+        for lane in self._lanes.values():
+            if lane.queue:
+                sent, at_s = lane.take(now_s, self._due_s)
+                if sent:
+                    ready += sent
+                if at_s is not None and (wake_s is None or at_s < wake_s):
+                    wake_s = at_s
+        for batch in ready:
+            self._taken(batch)
+        return ready, None if wake_s is None else wake_s - now_s
+
+    def _taken(self, batch: PendingBatch) -> None:
+        """A batch leaves for the network: it takes no more records (lock held)."""
+        batch.closed = True
 
     # ------------------------------------------------------------------ sender thread
     def _run(self) -> None:
@@ -119,10 +120,6 @@ class SenderCore:
             with self._dispatching:
                 for batch in ready:
                     self._dispatch(batch)
-
-    def _take_ready(self, now_s: float) -> tuple[list, float | None]:
-        """Pop the batches that are due and may be sent now, and how long to wait otherwise (lock held)."""
-        raise NotImplementedError
 
     def _sender_idle(self) -> bool:
         """Nothing is left for a stopping sender thread to do (lock held)."""

@@ -31,11 +31,12 @@ class LogService:
         return wait_result(future, self.settings.produce_timeout_ms / 1000)
 
     def submit_produce(self, topic: str, partition: int, *, producer_id: bytes, base_sequence: int,
-                       record_count: int, max_timestamp_ms: int, records: bytes) -> Future:
+                       record_count: int, max_timestamp_ms: int, records: bytes, now_ms: int | None = None) -> Future:
         """Validate and propose one batch without waiting: bad input (an empty or oversized batch, records that do
         not parse or whose count differs from `record_count`) raises at once; the future resolves to the
         state machine's result (a ProduceResult or a typed error value) once committed and applied here.
-        Batches submitted one after another are proposed, and so appended, in that order."""
+        Batches submitted one after another are proposed, and so appended, in that order. `now_ms` is the time
+        stamped into the command when the caller already stamped it into the batch (LogAppendTime)."""
         if not records or record_count < 1:
             raise errors.EmptyBatch("a produce request needs at least one record")
         if len(records) > self.settings.batch_bytes_max:
@@ -46,9 +47,11 @@ class LogService:
         if base_sequence < 0:
             raise errors.InvalidArgument("base_sequence must be >= 0")
         replica = self.context.leader_replica(topic, partition, kind="stream")
-        check_framing(records, record_count)  # CorruptBatch: nothing unreadable is ever replicated
-        command = commands.encode_produce(self.context.clock.now_ms(), producer_id, base_sequence, record_count,
-                                          max_timestamp_ms, records)
+        # CorruptBatch: nothing unreadable is ever replicated (raftbus's records or one Kafka batch)
+        check_framing(records, record_count, self.settings.batch_decompressed_bytes_max)
+        now_ms = self.context.clock.now_ms() if now_ms is None else now_ms
+        command = commands.encode_produce(now_ms, producer_id, base_sequence, record_count, max_timestamp_ms,
+                                          records)
         return replica.group.submit(command)
 
     def start_at(self, topic: str, partition: int, offset: int) -> int:
@@ -92,14 +95,20 @@ class LogService:
     def _confirmed_leader_replica(self, topic: str, partition: int):
         """The partition's replica here once a read barrier proposed now has committed in this leader's term, so
         a read from it sees every write acknowledged before (log/read_barrier.py); a deposed leader raises."""
+        replica, confirmed = self.confirm_leader(topic, partition)
+        wait_result(confirmed, self.settings.produce_timeout_ms / 1000)
+        return replica
+
+    def confirm_leader(self, topic: str, partition: int) -> tuple[object, Future]:
+        """The partition's replica here and a future that completes once a read barrier proposed now has committed
+        (what _confirmed_leader_replica waits for, for callers that await instead of blocking)."""
         replica = self.context.leader_replica(topic, partition, kind="stream")
         barrier = replica.read_barrier
         if barrier is None:
             with self._barriers_lock:
                 barrier = replica.read_barrier = replica.read_barrier or ReadBarrier(
                     replica.group.submit, self.settings.produce_timeout_ms / 1000)
-        wait_result(barrier.confirm(), self.settings.produce_timeout_ms / 1000)
-        return replica
+        return replica, barrier.confirm()
 
     def trim_if_due(self, replica, retention_ms: int, retention_bytes: int) -> None:
         """Submit a retention command when the oldest batch or the size is past the topic's limits (leader only)."""

@@ -18,6 +18,8 @@ class LogSettings:
                                               "command a service proposes waits this long)")
     produce_stream_in_flight_max: int = setting(64, "unanswered batches per produce stream (the reader waits "
                                                     "beyond it)")
+    batch_decompressed_bytes_max: int = setting(64 * 1024 * 1024, "a compressed record batch (Kafka's format) may "
+                                                                   "inflate to at most this (else CORRUPT_BATCH)")
     fetch_bytes_max: int = setting(16 * 1024 * 1024, "cap on one fetch answer")
     fetch_wait_max_ms: int = setting(30_000, "cap on a fetch long-poll")
     fetch_waiters_max: int = setting(4096, "fetch long-polls and streams waiting on one partition")

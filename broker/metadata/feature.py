@@ -24,7 +24,7 @@ class MetadataFeature:
     def __init__(self, context: BrokerContext, topics: TopicSettings, membership: MembershipSettings,
                  queue_settings, *, client_address: str, raft_address: str, fetch_wait_max_ms: int,
                  process_stats: Callable[[], dict] = dict, metrics_url: Callable[[], str] = str,
-                 raft_peers: RaftPeers | None = None):
+                 kafka_address: Callable[[], str] = str, raft_peers: RaftPeers | None = None):
         self.context = context
         self.settings = membership
         self.fetch_wait_max_ms = fetch_wait_max_ms  # the longest a MetadataDigest call waits for an index
@@ -33,7 +33,8 @@ class MetadataFeature:
         self.decommissions = Decommissions(context, membership)
         self.reassigner = Reassigner(context, membership)
         self.registration = BrokerRegistration(context, self.admin.register_broker, client_address=client_address,
-                                               raft_address=raft_address, metrics_url=metrics_url)
+                                               raft_address=raft_address, metrics_url=metrics_url,
+                                               kafka_address=kafka_address)
         self.raft_peers = raft_peers  # None without a Raft transport (component tests)
 
     def register(self, registry) -> None:

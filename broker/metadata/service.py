@@ -101,11 +101,16 @@ class AdminService:
         return self.describe_topic(topic.name, topic=topic)
 
     def alter_topic(self, name: str, *, retention_ms: int | None = None, retention_bytes: int | None = None,
-                    **queue_options):
-        """Change a topic's retention and, for a queue topic, its queue options (None = unchanged)."""
+                    timestamp_type: str | None = None, **queue_options):
+        """Change a topic's retention, a stream topic's timestamp type (CreateTime or LogAppendTime, what the
+        Kafka port stamps) and a queue topic's queue options (None = unchanged)."""
         self.context.require_controller()
         self.context.topic(name)
         changes = check_altered_options(self.queue_settings, **queue_options)
+        if timestamp_type is not None:
+            if timestamp_type not in model.TIMESTAMP_TYPES:
+                raise errors.InvalidArgument(f"timestamp_type is one of {model.TIMESTAMP_TYPES}")
+            changes["timestamp_type"] = timestamp_type
         for field, value in (("retention_ms", retention_ms), ("retention_bytes", retention_bytes)):
             if value is not None:
                 if value < -1:
@@ -128,9 +133,11 @@ class AdminService:
         s = self.settings
         return model.CountLimits(s.topics_max, s.cluster_partitions_max, s.broker_replicas_max).to_command()
 
-    def register_broker(self, broker_id: int, address: str, raft_address: str, metrics_url: str = "") -> None:
+    def register_broker(self, broker_id: int, address: str, raft_address: str, metrics_url: str = "",
+                        kafka_address: str = "") -> None:
         command = commands.encode_register_broker(broker_id=broker_id, address=address, raft_address=raft_address,
-                                                  now_ms=self.context.clock.now_ms(), metrics_url=metrics_url)
+                                                  now_ms=self.context.clock.now_ms(), metrics_url=metrics_url,
+                                                  kafka_address=kafka_address)
         wait_result(self.context.metadata_group.submit(command), self.context.commit_timeout_s)
 
     # ------------------------------------------------------------------ reads (any broker)

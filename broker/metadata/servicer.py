@@ -22,7 +22,7 @@ def topic_proto(view) -> pb.TopicInfo:
 
 def broker_proto(b, alive: bool) -> pb.BrokerInfo:
     return pb.BrokerInfo(broker_id=b.broker_id, address=b.address, raft_address=b.raft_address, alive=alive,
-                         state=b.state, metrics_url=b.metrics_url)
+                         state=b.state, metrics_url=b.metrics_url, kafka_address=b.kafka_address)
 
 
 def cluster_brokers(view) -> list[pb.BrokerInfo]:

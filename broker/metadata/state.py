@@ -188,15 +188,15 @@ class MetadataStateMachine:
         if p["broker_id"] < 0:
             raise errors.InvalidArgument("broker_id must be >= 0")
         known = self._brokers.get(p["broker_id"])
-        metrics_url = p.get("metrics_url", "")
-        if not isinstance(metrics_url, str):
-            raise errors.InvalidArgument("metrics_url must be a string")
-        if known is not None and (known.address, known.raft_address, known.metrics_url) == (
-                p["address"], p["raft_address"], metrics_url):
+        metrics_url, kafka_address = p.get("metrics_url", ""), p.get("kafka_address", "")
+        if not isinstance(metrics_url, str) or not isinstance(kafka_address, str):
+            raise errors.InvalidArgument("metrics_url and kafka_address must be strings")
+        if known is not None and (known.address, known.raft_address, known.metrics_url, known.kafka_address) == (
+                p["address"], p["raft_address"], metrics_url, kafka_address):
             return None, _Change()
         broker = model.Broker(p["broker_id"], p["address"], p["raft_address"], p["now_ms"],
                               known.state if known is not None else model.ACTIVE,  # a restart keeps draining
-                              metrics_url)
+                              metrics_url, kafka_address)
         return None, _Change(broker=broker)
 
     def _placeable(self) -> list[int]:
@@ -281,13 +281,17 @@ class MetadataStateMachine:
         if topic is None:
             raise errors.UnknownTopic(f"topic {p['name']!r} does not exist")
         changes = dict(p["changes"])
-        unknown = set(changes) - {"retention_ms", "retention_bytes", *QUEUE_OPTIONS}
+        unknown = set(changes) - {"retention_ms", "retention_bytes", "timestamp_type", *QUEUE_OPTIONS}
         if unknown or not changes:
-            raise errors.InvalidArgument(f"alter_topic changes retention_ms, retention_bytes or queue options, "
-                                         f"not {sorted(unknown) or 'nothing'}")
+            raise errors.InvalidArgument(f"alter_topic changes retention_ms, retention_bytes, timestamp_type or "
+                                         f"queue options, not {sorted(unknown) or 'nothing'}")
         retention = {n: changes.pop(n) for n in ("retention_ms", "retention_bytes") if n in changes}
         if any(not isinstance(v, int) or isinstance(v, bool) or v < -1 for v in retention.values()):
             raise errors.InvalidArgument("retention_ms and retention_bytes must be >= 0, or -1 for unlimited")
+        if "timestamp_type" in changes:
+            retention["timestamp_type"] = changes.pop("timestamp_type")
+            if retention["timestamp_type"] not in model.TIMESTAMP_TYPES or topic.kind != "stream":
+                raise errors.InvalidArgument(f"timestamp_type is one of {model.TIMESTAMP_TYPES}, on stream topics")
         altered = dataclasses.replace(topic, **retention)
         if changes:
             if topic.queue is None:

@@ -14,6 +14,8 @@ import os
 import secrets
 from pathlib import Path
 
+from raftbus.broker.storage.private import private_dir
+
 DEFAULT_SECRET = "raftbus-dev-secret"
 DEFAULT_CLUSTER_ID = "raftbus-dev"
 KEY_ITERATIONS = 200_000
@@ -58,7 +60,7 @@ def dev_credentials(data_dir: Path) -> dict[str, str]:
         stored = json.loads(path.read_text())
         return {"cluster_secret": stored["cluster_secret"], "cluster_id": stored["cluster_id"]}
     credentials = {"cluster_secret": secrets.token_urlsafe(32), "cluster_id": f"dev-{secrets.token_hex(8)}"}
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:
         json.dump(credentials, f)

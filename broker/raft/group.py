@@ -33,6 +33,7 @@ from raftbus.broker.raft.snapshots import LimitedReader, SnapshotWriter, compact
 from raftbus.broker.raft.throttle import CatchUpThrottle
 from raftbus.broker.raft.transfer import Replication
 from raftbus.broker.storage.base import is_disk_full
+from raftbus.broker.storage.private import private_dir, private_opener
 
 __all__ = ["RaftGroup", "RaftSettings", "GroupStopped", "compaction_due", "error_for_outcome"]
 
@@ -83,7 +84,7 @@ class RaftGroup:
         self.settings = settings
         self.preferred_leader = preferred_leader
         self.data_dir = Path(data_dir)
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.data_dir)
         self._loop = loop
         self._clock = loop.clock
         self._snapshot = SnapshotWriter(self.data_dir)
@@ -554,7 +555,7 @@ class RaftGroup:
             "entries": [(bytes(entry[0]), entry[1]) for entry in tail],
             "membership": (self.membership.index, sorted(self.membership.voters), sorted(self.membership.learners)),
         }
-        with open(tmp_file, "ab") as f:
+        with open(tmp_file, "ab", opener=private_opener) as f:
             snapshot_footer.write_footer(f, footer)
             f.flush()
             os.fsync(f.fileno())

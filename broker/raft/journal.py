@@ -32,6 +32,7 @@ from isal.isal_zlib import crc32  # zlib's CRC-32 (same values), with carry-less
 
 from raftbus.broker.raft import durable_meta, meta_slots
 from raftbus.broker.storage.open_files import OpenBudget, next_use
+from raftbus.broker.storage.private import FILE_MODE, private_opener
 
 MAGIC = b"RBJRNL01"
 RECORD = struct.Struct(">IQQI")
@@ -163,7 +164,7 @@ class AppendJournal:
         self._meta_saved = True
 
     def _open(self, valid_end: int) -> int:
-        fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(self._path, os.O_RDWR | os.O_CREAT, FILE_MODE)
         size = os.fstat(fd).st_size
         if size < len(MAGIC):
             os.ftruncate(fd, 0)
@@ -261,7 +262,7 @@ class AppendJournal:
 
     def _write_synced(self, index: int, *, durable: bool) -> None:
         self._synced_index = index
-        with open(self._path + ".synced.tmp", "wb") as f:
+        with open(self._path + ".synced.tmp", "wb", opener=private_opener) as f:
             f.write(_SYNCED.pack(index))
             if durable:
                 f.flush()
@@ -287,7 +288,7 @@ class AppendJournal:
         """Drop the entries before `position` (compaction)."""
         kept = self._entries[position:]
         staging = self._path + ".compact"
-        fd = os.open(staging, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = os.open(staging, os.O_RDWR | os.O_CREAT | os.O_TRUNC, FILE_MODE)
         offsets, end = [], len(MAGIC)
         try:
             os.pwrite(fd, MAGIC, 0)

@@ -22,6 +22,8 @@ import struct
 
 from isal.isal_zlib import crc32
 
+from raftbus.broker.storage.private import FILE_MODE
+
 MAGIC = b"RBM1"
 SLOT_BYTES = 512
 _HEADER = struct.Struct(">4sQII")  # magic, sequence, length, crc32 of (sequence, length, meta)
@@ -217,7 +219,7 @@ class SlotFile:
     def write(self, meta: dict) -> None:
         slot = 1 - self.durable_slot
         record = encode_slot(self.sequence + 1, meta)
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, FILE_MODE)
         try:
             os.pwrite(fd, record, slot * SLOT_BYTES)
         finally:

@@ -18,6 +18,8 @@ import os
 import shutil
 from pathlib import Path
 
+from raftbus.broker.storage.private import private_opener
+
 log = logging.getLogger(__name__)
 
 BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
@@ -34,7 +36,7 @@ def current_boot_id(path: str = BOOT_ID_PATH) -> str | None:
 
 def _write_durably(path: Path, data: dict) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
+    with open(tmp, "w", opener=private_opener) as f:
         json.dump(data, f)
         f.flush()
         os.fsync(f.fileno())

@@ -19,6 +19,7 @@ import os
 from dataclasses import dataclass
 
 from raftbus.broker.raft.clock import monotonic_s
+from raftbus.broker.storage.private import private_opener
 
 DIGEST_BYTES = 32  # SHA-256
 ID_CHARS_MAX = 128
@@ -192,7 +193,7 @@ class SnapshotReceiver:
 
     def _start(self, chunk: Chunk) -> None:
         self._reset()
-        self._file = open(self.path, "wb")
+        self._file = open(self.path, "wb", opener=private_opener)
         self.id, self.size, self.written = chunk.snapshot_id, chunk.size, 0
         self._hasher = hashlib.sha256()
 

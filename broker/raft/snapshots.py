@@ -13,6 +13,7 @@ from pathlib import Path
 
 from raftbus.broker.raft.pysyncobj import REGULAR
 from raftbus.broker.raft.settings import RaftSettings
+from raftbus.broker.storage.private import private_opener
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +54,7 @@ class SnapshotWriter:
 
         def run():
             try:
-                with open(self.partial, "wb") as f:
+                with open(self.partial, "wb", opener=private_opener) as f:
                     pinned.write_to(f)
                     f.flush()
                     os.fsync(f.fileno())

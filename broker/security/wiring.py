@@ -43,6 +43,10 @@ class ClientPortSecurity:
     def server_credentials(self):
         return self.credentials
 
+    def policy(self):
+        """() -> the AccessPolicy in force, for the Kafka port's authorization hook; None when auth is off."""
+        return self.authorizer.policy if self.authorizer is not None else None
+
     def interceptors(self) -> list:
         return [AuthInterceptor(self.authorizer)] if self.authorizer is not None else []
 

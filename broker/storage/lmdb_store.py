@@ -13,6 +13,7 @@ from raftbus.client import errors
 
 from raftbus.broker.storage.base import StorageFailure
 from raftbus.broker.storage.open_files import OpenBudget, next_use
+from raftbus.broker.storage.private import DIR_MODE, FILE_MODE, private_dir, private_opener
 
 READERS_MAX = 512
 MAP_USED_FRACTION_MAX = 0.75
@@ -385,7 +386,7 @@ class LmdbStore:
         # Absent: no file yet. Reads see empty tables; the first write, snapshot or restore creates the store.
         self._absent = create_at_first_write and not (Path(self.path) / "data.mdb").exists()
         if not self._absent:
-            Path(self.path).mkdir(parents=True, exist_ok=True)  # once: a parked store reopens in place
+            private_dir(self.path)  # once: a parked store reopens in place
             self._open()
             if budget is not None:
                 budget.opened(self)
@@ -398,12 +399,12 @@ class LmdbStore:
     # ------------------------------------------------------------------ environment
     def _open(self) -> None:
         if self._absent:  # created here, at its first write, snapshot or restore
-            Path(self.path).mkdir(parents=True, exist_ok=True)
+            private_dir(self.path)
         # No writemap: with it LMDB writes through a shared map of a sparse file, and a full disk arrives as
         # SIGBUS (the whole broker dies); without it pages are written at commit and a full disk is an ENOSPC
         # the commit reports (StorageFailure). sync=False: the group commit fsyncs (see docs/storage.md).
         self._env = lmdb.open(self.path, map_size=self._map_size_bytes, max_dbs=len(self.tables),
-                              max_readers=READERS_MAX, sync=False, metasync=False, readahead=False)
+                              max_readers=READERS_MAX, sync=False, metasync=False, readahead=False, mode=FILE_MODE)
         self._page_size = self._env.stat()["psize"]
         self._map_size_bytes = self._env.info()["map_size"]
         self._dbs = {table: self._env.open_db(table.encode()) for table in self.tables}
@@ -605,8 +606,9 @@ def _fsync_path(path: Path) -> None:
 def _write_image(fileobj, staging: Path) -> None:
     """Copy fileobj from its position to EOF into staging/data.mdb, durably."""
     shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    with open(staging / "data.mdb", "wb") as out:
+    private_dir(staging.parent)
+    staging.mkdir(mode=DIR_MODE)
+    with open(staging / "data.mdb", "wb", opener=private_opener) as out:
         while chunk := fileobj.read(RESTORE_CHUNK_BYTES):
             out.write(chunk)
         out.flush()

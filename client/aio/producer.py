@@ -5,14 +5,15 @@
 
 Records go into per-partition batches (the sync SDK's batch and record codecs) that close at
 `batch_bytes_max` or after `linger_ms`; keys pick partitions by murmur2, keyless records a sticky partition.
-Each partition is a lane that keeps up to `max_in_flight_per_partition` batches on the broker's produce stream.
-Every batch carries the producer id and its `base_sequence`, fixed when first sent and kept on every retry,
-so the broker drops a retried batch it already appended and answers with the original offsets. A failed batch
-stops its lane until every batch in flight there has answered; the failed ones then go again in sequence
-order. A batch that fails for good (non-retriable error, or `delivery_timeout_ms` spent) fails its records,
-and the lane starts over under a fresh producer id with sequences from 0, as the sync Producer does.
-Queue topics take the same path with message batches sent as idempotent Enqueue calls, one at a time per
-partition (client/aio/queue_batches.py).
+Each partition is a lane, the PartitionLane that the sync Producer drives too (client/producer_lane.py): up to
+`max_in_flight_per_partition` batches on the broker's produce stream, each with the producer id and its
+`base_sequence`, fixed when first sent and kept on every retry, so the broker drops a retried batch it already
+appended and answers with the original offsets. A failed batch stops its lane until every batch in flight
+there has answered; the failed ones then go again in sequence order. A batch that fails for good (non-retriable
+error, or `delivery_timeout_ms` spent) fails its records, and the lane starts over under a fresh producer id
+with sequences from 0; a partition that forgot the producer (UNKNOWN_PRODUCER_ID) restarts the lane the same way
+without failing anything. Queue topics take the same path with message batches sent as idempotent Enqueue calls,
+one at a time per partition (client/aio/queue_batches.py).
 """
 from __future__ import annotations
 
@@ -20,16 +21,16 @@ import asyncio
 import itertools
 import os
 import time
-from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from raftbus.client import settings
 from raftbus.client.credentials import TlsSource
-from raftbus.client.errors import InvalidArgument, OutOfOrderSequence, Overloaded, RaftbusError, RecordTooLarge, \
-    RequestTimedOut, Unavailable, WrongTopicKind
+from raftbus.client.errors import InvalidArgument, Overloaded, RaftbusError, RecordTooLarge, RequestTimedOut, \
+    Unavailable, WrongTopicKind
 from raftbus.client.murmur2 import partition_for_key
 from raftbus.client.producer import Producer, _Batch, encode_bulk, normalize_headers, reject_queue_options, to_bytes
+from raftbus.client.producer_lane import RENEW, Complete, PartitionLane
 from raftbus.client.records import RECORD_OVERHEAD_BYTES, RecordMetadata, record_size
 from raftbus.client.wire import queues_pb2 as qpb
 from raftbus.client.wire import raftbus_pb2 as pb
@@ -41,23 +42,17 @@ from raftbus.client.aio.router import AsyncRouter
 from raftbus.client.aio.shared import MessageMetadata, queue_partition
 
 
-class _Lane:
-    """One partition's batches: queued in send order, up to max_in_flight sent, failed ones held for a resend."""
+class _Lane(PartitionLane):
+    """One partition's PartitionLane, with the batch being filled and the timer of the next due batch."""
 
-    __slots__ = ("topic", "partition", "batch_type", "in_flight_max", "records_max", "queue", "open", "in_flight",
-                 "failed", "restart", "next_sequence", "producer_id", "timer")
+    __slots__ = ("topic", "partition", "batch_type", "records_max", "open", "timer")
 
     def __init__(self, topic: str, partition: int, producer_id: bytes, batch_type: type[_Batch], in_flight_max: int,
-                 records_max: int):
+                 records_max: int, delivery_timeout_s: float):
+        super().__init__(producer_id, in_flight_max=in_flight_max, delivery_timeout_s=delivery_timeout_s)
         self.topic, self.partition = topic, partition
-        self.batch_type, self.in_flight_max, self.records_max = batch_type, in_flight_max, records_max
-        self.queue: deque[_Batch] = deque()
+        self.batch_type, self.records_max = batch_type, records_max
         self.open: _Batch | None = None
-        self.in_flight = 0
-        self.failed: list[_Batch] = []
-        self.restart: RaftbusError | None = None  # why a batch failed for good: start over once drained
-        self.next_sequence = 0
-        self.producer_id = producer_id
         self.timer: asyncio.TimerHandle | None = None
 
 
@@ -280,7 +275,7 @@ class AsyncProducer(AsyncClient):
             queue = batch_type is MessageBatch  # Enqueue is unary: one batch at a time keeps sequences in order
             lane = self._lanes[(topic, partition)] = _Lane(
                 topic, partition, self.producer_id, batch_type, 1 if queue else self.max_in_flight,
-                settings.QUEUE_BATCH_MESSAGES_MAX if queue else self.batch_bytes_max)
+                settings.QUEUE_BATCH_MESSAGES_MAX if queue else self.batch_bytes_max, self.delivery_timeout_s)
         return lane
 
     def _sticky_partition(self, topic: str, count: int, size: int) -> int:
@@ -311,29 +306,25 @@ class AsyncProducer(AsyncClient):
     # ------------------------------------------------------------------ sending
 
     def _pump(self, lane: _Lane) -> None:
-        """Send the lane's due batches, in order, while it has room in flight and nothing waits for a resend."""
-        now_s = time.monotonic()
-        while lane.queue and lane.in_flight < lane.in_flight_max and not lane.failed:
-            wake_at_s = self._due_s(lane, lane.queue[0], now_s)
-            if wake_at_s > now_s:
-                self._wake_at(lane, wake_at_s)
-                return
-            batch = lane.queue.popleft()
+        """Send what the lane lets go now, in order; wake up when its next batch falls due."""
+        if not lane.queue:
+            return
+        sent, wake_at_s = lane.take(time.monotonic(), self._due_s)
+        for batch in sent:
             if lane.open is batch:
                 self._close_open(lane)
-            if batch.sequence is None:
-                batch.sequence = lane.next_sequence
-                lane.next_sequence += batch.record_count()
-            lane.in_flight += 1
-            task = asyncio.get_running_loop().create_task(self._attempt(lane, batch))
+            task = asyncio.get_running_loop().create_task(self._attempt(lane, batch, batch.attempts))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+        if wake_at_s is not None:
+            self._wake_at(lane, wake_at_s)
 
-    def _due_s(self, lane: _Lane, batch: _Batch, now_s: float) -> float:
-        if batch.attempts:
-            return batch.retry_at_s
-        urgent = batch.closed or self._flushing or self._closed or len(lane.queue) > 1
-        return now_s if urgent else batch.linger_until_s
+    def _due_s(self, batch: _Batch, queued: int) -> float:
+        """When a never-sent head batch may go (the lane's DueS): at once when closed, flushed, closing or with
+        another batch behind it, else after its linger."""
+        if batch.closed or self._flushing or self._closed or queued > 1:
+            return 0.0
+        return batch.linger_until_s
 
     def _wake_at(self, lane: _Lane, at_s: float) -> None:
         if lane.timer is not None:
@@ -341,64 +332,42 @@ class AsyncProducer(AsyncClient):
         delay_s = max(0.0, at_s - time.monotonic())
         lane.timer = asyncio.get_running_loop().call_later(delay_s, self._pump, lane)
 
-    async def _attempt(self, lane: _Lane, batch: _Batch) -> None:
-        batch.attempts += 1
+    async def _attempt(self, lane: _Lane, batch: _Batch, attempt: int) -> None:
+        """Send `attempt` of `batch`; its lane decides what the answer means, this task carries it out."""
         sequence = batch.sequence if self.idempotent else 0
         try:
             if isinstance(batch, MessageBatch):
-                batch.settle(await enqueue(self.router, qpb.EnqueueRequest(
+                answer = await enqueue(self.router, qpb.EnqueueRequest(
                     request_id=next(self._request_ids), topic=lane.topic, partition=lane.partition,
-                    producer_id=lane.producer_id, base_sequence=sequence, messages=batch.records)))
+                    producer_id=batch.producer_id, base_sequence=sequence, messages=batch.records))
             else:
                 blob, count, max_ts = batch.encode()
-                batch.resolve((await self._streams.produce(pb.ProduceRequest(
+                answer = await self._streams.produce(pb.ProduceRequest(
                     request_id=next(self._request_ids), topic=lane.topic, partition=lane.partition,
-                    producer_id=lane.producer_id, base_sequence=sequence, record_count=count,
-                    max_timestamp_ms=max_ts, records=blob))).base_offset)
+                    producer_id=batch.producer_id, base_sequence=sequence, record_count=count,
+                    max_timestamp_ms=max_ts, records=blob))
         except RaftbusError as err:
-            self._failed(lane, batch, err)
+            actions = self._refused(lane, batch, attempt, err)
         except Exception as exc:  # a transport bug must fail the batch, not leave it in flight forever
-            self._failed(lane, batch, Unavailable(f"produce failed: {exc!r}"))
+            actions = self._refused(lane, batch, attempt, Unavailable(f"produce failed: {exc!r}"))
         else:
-            lane.in_flight -= 1
-            self._settled(batch)
-        if not lane.in_flight and lane.failed:
-            self._resend_failed(lane)
+            actions = lane.acked(batch, attempt, answer)
+        for action in actions:
+            if action is RENEW:
+                lane.renew(self._new_producer_id())
+                continue
+            if type(action) is not Complete:
+                action.batch.fail(action.error)
+            elif isinstance(action.batch, MessageBatch):
+                action.batch.settle(action.answer)
+            else:
+                action.batch.resolve(action.answer.base_offset)
+            self._settled(action.batch)
         self._pump(lane)
 
-    def _failed(self, lane: _Lane, batch: _Batch, err: RaftbusError) -> None:
-        lane.in_flight -= 1
-        delay_s = self._retry_delay_s(err, batch.attempts, lane)
-        now_s = time.monotonic()
-        if delay_s is not None and now_s + delay_s < batch.created_s + self.delivery_timeout_s:
-            batch.retry_at_s = now_s + delay_s
-            lane.failed.append(batch)
-            return
-        lane.restart = lane.restart or err
-        batch.fail(err)
-        self._settled(batch)
-        if not lane.in_flight:
-            self._resend_failed(lane)
-
-    def _retry_delay_s(self, err: RaftbusError, attempt: int, lane: _Lane) -> float | None:
-        if isinstance(err, OutOfOrderSequence):  # an earlier batch is being resent: give it time
-            return self.router.backoff_s(attempt)
-        return self.router.note_failure(err, attempt, topic=lane.topic, partition=lane.partition)
-
-    def _resend_failed(self, lane: _Lane) -> None:
-        """Every batch sent on the lane has answered: put the failed ones back at its head in sequence order; or,
-        after a failure for good, fail them too (their outcome may be unknown) and start the lane over."""
-        failed, lane.failed = sorted(lane.failed, key=lambda b: b.sequence), []
-        reason, lane.restart = lane.restart, None
-        if reason is None:
-            lane.queue.extendleft(reversed(failed))
-            return
-        for batch in failed:
-            batch.fail(reason)
-            self._settled(batch)
-        lane.producer_id, lane.next_sequence = self._new_producer_id(), 0
-        for batch in lane.queue:
-            batch.sequence = None
+    def _refused(self, lane: _Lane, batch: _Batch, attempt: int, err: RaftbusError) -> list:
+        delay_s = self.router.produce_retry_delay_s(err, batch.attempts, topic=lane.topic, partition=lane.partition)
+        return lane.refused(batch, attempt, err, time.monotonic(), delay_s)
 
     def _settled(self, batch: _Batch) -> None:
         """The batch's futures are settled: give back its bytes and wake flush() and blocked senders."""
@@ -408,10 +377,9 @@ class AsyncProducer(AsyncClient):
 
     def _abort(self, err: RaftbusError) -> None:
         """Fail every batch not yet in flight (close() after its flush timed out)."""
+        failure = RequestTimedOut(f"producer closed before delivery: {err.message}")
         for lane in self._lanes.values():
-            dropped, lane.failed = [*lane.queue, *lane.failed], []
-            lane.queue.clear()
             lane.open = None
-            for batch in dropped:
-                batch.fail(RequestTimedOut(f"producer closed before delivery: {err.message}"))
-                self._settled(batch)
+            for fail in lane.abandon(failure):
+                fail.batch.fail(fail.error)
+                self._settled(fail.batch)

@@ -75,10 +75,6 @@ class AsyncRouter(Router):
         current = self._map
         return current if self._clock() - current.fetched_at_s <= self.metadata_max_age_s else None
 
-    def backoff_s(self, attempt: int) -> float:
-        """The exponential backoff before retry `attempt` (retry_backoff_ms doubling, up to retry_backoff_max_ms)."""
-        return self._backoff_s(attempt)
-
     async def cluster_map(self) -> ClusterMap:
         return self.fresh_map() or await self.refresh()
 

@@ -4,21 +4,34 @@ Consistency: committed group offsets are read first, then each stream partition'
 holds every record below that cut (so no restored offset points past the restored records); records appended
 during the backup belong to the next one. An incremental backup holds, per stream partition, the records from
 where the previous backup in DIR stopped; topic settings, group offsets and queue messages (state, not a log)
-are copied whole each time.
+are copied whole each time. With a key (`--key-file`), every file is sealed (sealed.py); an incremental backup
+takes the key of the backups before it. Everything is created owner-only (directories 0700, files 0600).
 """
 from __future__ import annotations
 
-import base64
-import json
+import hashlib
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from raftbus.client.admin import Admin, TopicDescription
-from raftbus.client.backup.layout import FULL, INCREMENTAL, MANIFEST, Manifest, add_to_index, backup_names, sha256_of
+from raftbus.client.backup.files import BackupFiles, open_backups, private_dirs
+from raftbus.client.backup.layout import (
+    FULL,
+    INCREMENTAL,
+    MANIFEST,
+    BackupIndex,
+    Manifest,
+    queue_file,
+    read_index,
+    stream_file,
+    write_index,
+)
+from raftbus.client.backup.queue_lines import encode_queue_line
+from raftbus.client.backup.sealed import CHUNK_BYTES, BackupKey
 from raftbus.client.errors import InvalidArgument, OffsetOutOfRange, UnknownGroup
 from raftbus.client.queues.admin import Queues
-from raftbus.client.records import STORED_BATCH_OVERHEAD_BYTES, encode_batch, iter_stored_batches
+from raftbus.client.records import STORED_BATCH_OVERHEAD_BYTES, iter_stored_batches
 from raftbus.client.wire import raftbus_pb2 as pb
 
 FETCH_BYTES = 4 << 20
@@ -64,77 +77,85 @@ def high_watermarks(admin: Admin, topics: list[TopicDescription]) -> dict:
     return cut
 
 
-def copy_stream(admin: Admin, topic: str, partition: int, start: int, end: int, path: Path) -> int:
-    """Write the stored batches [start, end) of a partition to `path`; returns the bytes written."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    written, offset = 0, start
-    with open(path, "wb") as out:
-        while offset < end:
-            request = pb.FetchRequest(topic=topic, partition=partition, offset=offset, max_bytes=FETCH_BYTES)
-            answer = admin.router.call_partition(
-                topic, partition, lambda conn: conn.log.Fetch(request, timeout=admin.request_timeout_s))
-            view = memoryview(answer.batches)
-            position = 0
-            for batch in iter_stored_batches(view):
-                size = STORED_BATCH_OVERHEAD_BYTES + len(batch.blob)
-                if batch.base_offset >= end:
-                    break
-                if batch.base_offset != offset:
-                    raise OffsetOutOfRange(f"{topic}/{partition}: expected a batch at {offset}, got "
-                                           f"{batch.base_offset} (trimmed by retention while the backup ran?)")
-                out.write(view[position:position + size])
-                written += size
-                position += size
-                offset = batch.base_offset + batch.record_count
-            if not answer.batches:
-                raise OffsetOutOfRange(f"{topic}/{partition}: nothing to read at {offset} below {end}")
-    return written
+class Digest:
+    """Counts and hashes what passes through it into a writer."""
+
+    def __init__(self, out):
+        self.out, self.sha256, self.bytes = out, hashlib.sha256(), 0
+
+    def write(self, data) -> None:
+        self.out.write(data)
+        self.sha256.update(data)
+        self.bytes += len(data)
 
 
-def message_line(m) -> str:
-    record = encode_batch([(m.timestamp_ms, m.key, m.value, m.headers)])[0]
-    return json.dumps({"message_id": m.message_id, "state": m.state, "priority": m.priority, "group": m.group,
-                       "delivery_count": m.delivery_count, "enqueued_ms": m.enqueued_ms,
-                       "available_ms": m.available_ms, "origin_id": m.origin_id,
-                       "idempotency_key": m.idempotency_key, "last_error": m.last_error,
-                       "record": base64.b64encode(record).decode()})
+def copy_stream(admin: Admin, topic: str, partition: int, start: int, end: int, out) -> None:
+    """Write the stored batches [start, end) of a partition to `out`."""
+    offset = start
+    while offset < end:
+        request = pb.FetchRequest(topic=topic, partition=partition, offset=offset, max_bytes=FETCH_BYTES)
+        answer = admin.router.call_partition(
+            topic, partition, lambda conn: conn.log.Fetch(request, timeout=admin.request_timeout_s))
+        view = memoryview(answer.batches)
+        position = 0
+        for batch in iter_stored_batches(view):
+            size = STORED_BATCH_OVERHEAD_BYTES + len(batch.blob)
+            if batch.base_offset >= end:
+                break
+            if batch.base_offset != offset:
+                raise OffsetOutOfRange(f"{topic}/{partition}: expected a batch at {offset}, got "
+                                       f"{batch.base_offset} (trimmed by retention while the backup ran?)")
+            out.write(view[position:position + size])
+            position += size
+            offset = batch.base_offset + batch.record_count
+        if not answer.batches:
+            raise OffsetOutOfRange(f"{topic}/{partition}: nothing to read at {offset} below {end}")
 
 
-def copy_queue(queues: Queues, topic: str, partition: int, path: Path) -> int:
-    path.parent.mkdir(parents=True, exist_ok=True)
+def copy_queue(queues: Queues, topic: str, partition: int, out) -> int:
     count = 0
-    with open(path, "w") as out:
-        for message in queues.iter_messages(topic, partition):
-            out.write(message_line(message) + "\n")
-            count += 1
+    for message in queues.iter_messages(topic, partition):
+        out.write((encode_queue_line(message) + "\n").encode())
+        count += 1
     return count
 
 
-def previous_ends(root: Path, incremental: bool) -> tuple[str | None, dict]:
+def previous_ends(files: BackupFiles) -> tuple[str, dict]:
     """The backup an incremental one follows, and where it stopped per stream partition."""
-    names = backup_names(root)
-    if not incremental:
-        if names:
-            raise InvalidArgument(f"{root} already holds backups; take an --incremental one, or use a new folder")
-        return None, {}
-    if not names:
-        raise InvalidArgument(f"{root} holds no backup to be incremental to; take a full one first")
     ends = {}
-    for name in names:  # a partition's end is the last backup that copied it
-        for topic, parts in Manifest.load(root / name).streams.items():
+    backups = files.chain()
+    for _, manifest in backups:  # a partition's end is the last backup that copied it
+        for topic, parts in manifest.streams.items():
             for p, segment in parts.items():
                 ends[(topic, p)] = segment["to"]
-    return names[-1], ends
+    return backups[-1][0], ends
+
+
+def backup_files(root: Path, incremental: bool, key: BackupKey | None) -> tuple[BackupFiles, str | None, dict]:
+    """Where the new backup goes: a new set (full) or the set it continues (incremental, same key)."""
+    if not incremental:
+        index = read_index(root)
+        if index is not None and index.backups:
+            raise InvalidArgument(f"{root} already holds backups; take an --incremental one, or use a new folder")
+        return BackupFiles(root, BackupIndex.new(key, CHUNK_BYTES), key), None, {}
+    try:
+        files = open_backups(root, key)
+    except InvalidArgument as exc:
+        if "holds no raftbus backup" not in exc.message:
+            raise
+        raise InvalidArgument(f"{root} holds no backup to be incremental to; take a full one first") from None
+    return (files, *previous_ends(files))
 
 
 def create_backup(bootstrap: str, root: Path, *, incremental: bool = False, progress: Progress | None = None,
-                  admin_options: dict | None = None) -> Manifest:
+                  admin_options: dict | None = None, key: BackupKey | None = None) -> Manifest:
     root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
-    previous, ends = previous_ends(root, incremental)
-    name = f"{len(backup_names(root)) + 1:04d}-{INCREMENTAL if incremental else FULL}"
-    folder = root / name
-    folder.mkdir()
+    private_dirs(root)
+    files, previous, ends = backup_files(root, incremental, key)
+    name = f"{len(files.index.backups) + 1:04d}-{INCREMENTAL if incremental else FULL}"
+    if files.path(name).exists():
+        raise InvalidArgument(f"{files.path(name)} exists but is not in {root}/backups.json (left by a backup that "
+                              "did not finish?): move it away")
     manifest = Manifest(kind=INCREMENTAL if incremental else FULL, created_ms=time.time_ns() // 1_000_000,
                         previous=previous)
     with Admin(bootstrap, **(admin_options or {})) as admin, Queues(bootstrap, **(admin_options or {})) as queues:
@@ -150,17 +171,22 @@ def create_backup(bootstrap: str, root: Path, *, incremental: bool = False, prog
                 if start < log_start:
                     raise OffsetOutOfRange(f"{topic.name}/{p}: records [{start}, {log_start}) expired before this "
                                            "incremental backup; take a full backup into a new folder")
-                rel = f"streams/{topic.name}/{p}.batches"
-                size = copy_stream(admin, topic.name, p, start, end, folder / rel)
+                rel = stream_file(topic.name, p)
+                with files.writer(f"{name}/{rel}") as out:
+                    digest = Digest(out)
+                    copy_stream(admin, topic.name, p, start, end, digest)
                 manifest.streams.setdefault(topic.name, {})[str(p)] = {
-                    "from": start, "to": end, "file": rel, "sha256": sha256_of(folder / rel), "bytes": size}
+                    "from": start, "to": end, "file": rel, "sha256": digest.sha256.hexdigest(), "bytes": digest.bytes}
             else:
-                rel = f"queues/{topic.name}/{p}.jsonl"
-                count = copy_queue(queues, topic.name, p, folder / rel)
+                rel = queue_file(topic.name, p)
+                with files.writer(f"{name}/{rel}") as out:
+                    digest = Digest(out)
+                    count = copy_queue(queues, topic.name, p, digest)
                 manifest.queues.setdefault(topic.name, {})[str(p)] = {
-                    "file": rel, "sha256": sha256_of(folder / rel), "messages": count}
+                    "file": rel, "sha256": digest.sha256.hexdigest(), "messages": count}
             if progress is not None:
                 progress(f"{topic.name}/{p}", done, len(work))
-    (folder / MANIFEST).write_text(manifest.to_json())
-    add_to_index(root, name)
+    files.write_bytes(f"{name}/{MANIFEST}", manifest.to_json().encode())
+    files.index.backups.append(name)
+    write_index(root, files.index, key)
     return manifest

@@ -4,21 +4,22 @@ Every stream record lands at its original partition and offset (an empty partiti
 its backup starts at), with its key, value, headers and timestamp; committed group offsets are set as an
 operator reset would; queue messages are enqueued again with their priority, group, delivery time and
 idempotency key (leased ones as ready, dead ones into the dead-letter topic; their delivery history and message
-ids start afresh, since only brokers write history). The backup is verified first and nothing is restored into a
-cluster that already has one of its topics.
+ids start afresh, since only brokers write history). The backup is verified first (CORRUPT_BACKUP if it does not
+verify, BACKUP_KEY_MISMATCH for the wrong key) and nothing is restored into a cluster that already has one of its
+topics. Every file is read through files.py: no path of a manifest reaches outside the backup directory.
 """
 from __future__ import annotations
 
-import base64
-import json
 import os
 from collections.abc import Callable
 from pathlib import Path
 
 from raftbus.client.admin import Admin
-from raftbus.client.backup.layout import chain
+from raftbus.client.backup.files import BackupFiles, open_backups
+from raftbus.client.backup.queue_lines import decode_queue_line
+from raftbus.client.backup.sealed import BackupKey
 from raftbus.client.backup.verify import verify_backup
-from raftbus.client.errors import CorruptBatch, InternalError, TopicExists
+from raftbus.client.errors import CorruptBackup, InternalError, TopicExists
 from raftbus.client.groups.calls import GroupCalls, TopicPartition
 from raftbus.client.queues.producer import QueueStubs
 from raftbus.client.records import iter_stored_batches
@@ -50,16 +51,17 @@ def create_topics(admin: Admin, topics: list[dict]) -> None:
                            retention_bytes=t["retention_bytes"], **options)
 
 
-def restore_stream(admin: Admin, folder_segments: list[tuple[Path, dict]], topic: str, partition: int) -> int:
+def restore_stream(admin: Admin, files: BackupFiles, segments: list[tuple[str, dict]], topic: str,
+                   partition: int) -> int:
     """Produce a partition's backed-up batches so each lands at its original offset; returns records restored."""
     router, timeout_s = admin.router, admin.request_timeout_s
-    start = folder_segments[0][1]["from"]
+    start = segments[0][1]["from"]
     if start > 0:
         request = pb.StartAtRequest(topic=topic, partition=partition, offset=start)
         router.call_partition(topic, partition, lambda conn: conn.log.StartAt(request, timeout=timeout_s))
     producer_id, sequence, restored = os.urandom(PRODUCER_ID_BYTES), 0, 0
-    for folder, segment in folder_segments:
-        for batch in iter_stored_batches((folder / segment["file"]).read_bytes()):
+    for name, segment in segments:
+        for batch in iter_stored_batches(files.read_bytes(f"{name}/{segment['file']}")):
             request = pb.ProduceRequest(topic=topic, partition=partition, producer_id=producer_id,
                                         base_sequence=sequence, record_count=batch.record_count,
                                         max_timestamp_ms=batch.max_timestamp_ms, records=bytes(batch.blob))
@@ -72,20 +74,20 @@ def restore_stream(admin: Admin, folder_segments: list[tuple[Path, dict]], topic
     return restored
 
 
-def enqueue_message(line: str) -> tuple[bool, qpb.EnqueueMessage]:
+def enqueue_message(line: bytes, where: str) -> tuple[bool, qpb.EnqueueMessage]:
     """(dead, the message to enqueue) of a backed-up queue line; delayed ones keep their delivery time."""
-    m = json.loads(line)
-    return m["state"] == "dead", qpb.EnqueueMessage(
-        record=base64.b64decode(m["record"]), priority=m["priority"], group=m["group"],
-        deliver_at_ms=m["available_ms"] if m["state"] == "delayed" else 0, idempotency_key=m["idempotency_key"])
+    m = decode_queue_line(line, where)
+    return m.state == "dead", qpb.EnqueueMessage(
+        record=m.record, priority=m.priority, group=m.group,
+        deliver_at_ms=m.available_ms if m.state == "delayed" else 0, idempotency_key=m.idempotency_key)
 
 
-def restore_queue(admin: Admin, path: Path, topic: str, partition: int, dead_letter_topic: str | None,
-                  dead_letter_partitions: int) -> int:
+def restore_queue(admin: Admin, files: BackupFiles, relpath: str, topic: str, partition: int,
+                  dead_letter_topic: str | None, dead_letter_partitions: int) -> int:
     stubs = QueueStubs(admin.router)
     by_target: dict[tuple[str, int], list] = {}
-    for line in path.read_text().splitlines():
-        dead, message = enqueue_message(line)
+    for number, line in enumerate(files.read_bytes(relpath).splitlines(), 1):
+        dead, message = enqueue_message(line, f"{relpath} line {number}")
         target = (dead_letter_topic, partition % dead_letter_partitions) if dead and dead_letter_topic else \
             (topic, partition)
         by_target.setdefault(target, []).append(message)
@@ -114,14 +116,15 @@ def restore_offsets(admin: Admin, groups: dict, ranges: dict) -> int:
 
 
 def restore_backup(root: Path, bootstrap: str, *, progress: Progress | None = None,
-                   admin_options: dict | None = None) -> dict:
+                   admin_options: dict | None = None, key: BackupKey | None = None) -> dict:
     """Restore every backup of `root` (the full one, then each incremental) into the cluster at `bootstrap`."""
     root = Path(root)
-    problems = verify_backup(root)
+    problems = verify_backup(root, key)
     if problems:
-        raise CorruptBatch(f"the backup in {root} does not verify: {problems[0]} ({len(problems)} problem(s))")
-    backups = chain(root)
-    last = backups[-1][1]
+        raise CorruptBackup(f"the backup in {root} does not verify: {problems[0]} ({len(problems)} problem(s))")
+    files = open_backups(root, key)
+    backups = files.chain()
+    last_name, last = backups[-1]
     summary = {"topics": len(last.topics), "records": 0, "messages": 0, "group_offsets": 0}
     with Admin(bootstrap, **(admin_options or {})) as admin:
         create_topics(admin, last.topics)
@@ -130,17 +133,17 @@ def restore_backup(root: Path, bootstrap: str, *, progress: Progress | None = No
         ranges = {}
         for done, (topic, p) in enumerate(work, 1):
             if settings[topic]["kind"] == "stream":
-                segments = [(root / name, m.stream_segment(topic, p)) for name, m in backups
+                segments = [(name, m.stream_segment(topic, p)) for name, m in backups
                             if m.stream_segment(topic, p) is not None]
                 if segments:
-                    summary["records"] += restore_stream(admin, segments, topic, p)
+                    summary["records"] += restore_stream(admin, files, segments, topic, p)
                     ranges[(topic, p)] = (segments[0][1]["from"], segments[-1][1]["to"])
             else:
                 entry = last.queues.get(topic, {}).get(str(p))
                 dlq = (settings[topic]["queue"] or {}).get("dead_letter_topic") or None
                 dlq_partitions = settings[dlq]["partitions"] if dlq in settings else 1
                 if entry is not None:
-                    summary["messages"] += restore_queue(admin, root / backups[-1][0] / entry["file"], topic, p,
+                    summary["messages"] += restore_queue(admin, files, f"{last_name}/{entry['file']}", topic, p,
                                                          dlq, dlq_partitions)
             if progress is not None:
                 progress(f"{topic}/{p}", done, len(work))

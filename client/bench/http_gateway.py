@@ -10,16 +10,29 @@ import subprocess
 import sys
 from contextlib import contextmanager
 
+from raftbus.client import Admin
+from raftbus.client.credentials import TOKEN_FILE_ENV
 from raftbus.client.errors import RaftbusError, Unavailable, error_from_code
 
 from raftbus.gateway import settings
 
 
+def anonymous_flags(bootstrap: str) -> list[str]:
+    """The benchmark's requests carry no token: they act as the environment's principal (RAFTBUS_TOKEN_FILE) when
+    there is one, else as `bench` on a cluster that checks no tokens."""
+    token_file = os.environ.get(TOKEN_FILE_ENV)
+    if not token_file:
+        return ["--anonymous", "bench"]
+    with Admin(bootstrap) as admin:
+        principal = admin.whoami()["principal"] or "bench"
+    return ["--anonymous", principal, "--anonymous-token-file", token_file]
+
+
 @contextmanager
 def gateway_process(bootstrap: str):
     """Start `python -m raftbus.gateway.server` on a free loopback port; yield its host:port; stop it by pid."""
-    proc = subprocess.Popen([sys.executable, "-m", "raftbus.gateway.server", bootstrap, "127.0.0.1:0"],
-                            stdout=subprocess.PIPE)
+    proc = subprocess.Popen([sys.executable, "-m", "raftbus.gateway.server", "--bootstrap", bootstrap,
+                             "--listen", "127.0.0.1:0", *anonymous_flags(bootstrap)], stdout=subprocess.PIPE)
     try:
         ready, _, _ = select.select([proc.stdout], [], [], settings.BENCH_GATEWAY_READY_TIMEOUT_MS / 1000)
         line = proc.stdout.readline() if ready else b""

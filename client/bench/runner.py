@@ -69,7 +69,7 @@ from raftbus.client.producer import Producer
 from raftbus.client.reader import Reader
 from raftbus.client.records import RECORD_OVERHEAD_BYTES
 
-WORKLOADS = ("produce", "consume", "scale", "queue", "aio", "failover", "idle", "all", "spark", "http")
+WORKLOADS = ("produce", "consume", "scale", "queue", "aio", "kafka", "failover", "idle", "all", "spark", "http")
 FRESH_CLUSTER_WORKLOADS = ("scale", "failover", "idle")  # each starts clusters of its own
 LOOPBACK = "127.0.0.1"
 
@@ -195,6 +195,7 @@ class DevCluster:
         self.data_dir = data_dir
         self.secure = secure
         self.base_port = free_base_port(2 * brokers)
+        self.kafka_base_port = free_base_port(brokers)  # every broker's Kafka port (the kafka workload)
         self.bootstrap = ",".join(f"{LOOPBACK}:{self.base_port + 2 * i}" for i in range(brokers))
         self.proc: subprocess.Popen | None = None
         self._lines: queue.Queue = queue.Queue()
@@ -203,6 +204,7 @@ class DevCluster:
         # no metrics endpoints: their ports are fixed, and another cluster on the machine may hold them
         return [sys.executable, "-m", "raftbus.broker", "dev", "--brokers", str(self.brokers),
                 "--data-dir", str(self.data_dir), "--base-port", str(self.base_port), "--metrics-base-port", "0",
+                "--kafka-base-port", str(self.kafka_base_port),
                 "--log-level", "WARNING",
                 *(["--secure"] if self.secure else [])]
 
@@ -595,6 +597,9 @@ def run_workloads(bootstrap: str, args) -> list[dict]:
     if args.workload in ("queue", "all"):
         results.append(emit(bench_queue.bench_queue(bootstrap, args, run_workers, WorkerSpec, percentile, rounded_ms,
                                                     progress)))
+    if args.workload in ("kafka", "all"):  # the Kafka port through confluent-kafka, see client/bench/kafka.py
+        from raftbus.bench.kafka import bench_kafka
+        results.append(emit(bench_kafka(bootstrap, args, sys.modules[__name__])))
     if args.workload in ("aio", "all"):  # the asyncio SDK, see client/bench/aio.py
         from raftbus.bench.aio import bench_aio
         results.append(emit(bench_aio(bootstrap, args, sys.modules[__name__])))

@@ -17,7 +17,8 @@ from raftbus.client.errors import RaftbusError
 
 from raftbus.gateway import admin_api, consumers_api, dashboard, queues_api, records_api, settings
 from raftbus.gateway.errors import on_http_error, on_raftbus_error, on_validation_error
-from raftbus.gateway.gateway import Clients
+from raftbus.gateway.gateway import Gateway
+from raftbus.gateway.guard import RequestGuard
 
 DESCRIPTION = """The raftbus cluster over HTTP/JSON: stream records, consumer groups, queue topics and
 administration. Values are UTF-8 strings (`value`, `key`) or base64 (`value_b64`, `key_b64`). Errors are
@@ -28,8 +29,8 @@ administration. Values are UTF-8 strings (`value`, `key`) or base64 (`value_b64`
 SWAGGER_UI_DIR = str(files("fastapi_swagger") / "resources")
 
 
-def create_app(clients: Clients) -> FastAPI:
-    """The gateway's app over `clients`, which it closes on shutdown."""
+def create_app(gateway: Gateway, hosts: tuple[str, ...]) -> FastAPI:
+    """The gateway's app over `gateway`, which it closes on shutdown, serving the Host names `hosts`."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -38,11 +39,12 @@ def create_app(clients: Clients) -> FastAPI:
         try:
             yield
         finally:
-            clients.close()
+            gateway.close()
 
     app = FastAPI(title="raftbus HTTP API", version="1", description=DESCRIPTION, lifespan=lifespan,
                   openapi_url="/openapi.json", docs_url=None, redoc_url=None)
-    app.state.clients = clients
+    app.state.gateway = gateway
+    app.add_middleware(RequestGuard, gateway=gateway, hosts=hosts)
     app.add_exception_handler(RaftbusError, on_raftbus_error)
     app.add_exception_handler(RequestValidationError, on_validation_error)
     app.add_exception_handler(HTTPException, on_http_error)

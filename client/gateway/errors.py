@@ -12,7 +12,14 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from raftbus.client.errors import InvalidArgument, RaftbusError, UnknownRoute, status_for
+from raftbus.client.errors import (
+    InvalidArgument,
+    JsonRequired,
+    RaftbusError,
+    RequestTooLarge,
+    UnknownRoute,
+    status_for,
+)
 
 from raftbus.gateway.answers import ErrorAnswer
 
@@ -37,16 +44,23 @@ HTTP_STATUS: dict[grpc.StatusCode, int] = {
 }
 
 
+# Errors raised by the gateway itself whose HTTP status is more precise than their gRPC status's.
+GATEWAY_HTTP_STATUS: dict[type[RaftbusError], int] = {
+    JsonRequired: 415,
+    RequestTooLarge: 413,
+}
+
+
 def http_status(error: RaftbusError) -> int:
-    return HTTP_STATUS[status_for(error)]
+    return GATEWAY_HTTP_STATUS.get(type(error)) or HTTP_STATUS[status_for(error)]
 
 
 def error_body(error: RaftbusError) -> dict:
     return {"code": error.code, "message": error.message, "retriable": error.retriable}
 
 
-def error_response(error: RaftbusError) -> JSONResponse:
-    return JSONResponse({"error": error_body(error)}, status_code=http_status(error))
+def error_response(error: RaftbusError, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": error_body(error)}, status_code=http_status(error), headers=headers)
 
 
 async def on_raftbus_error(request: Request, error: RaftbusError) -> JSONResponse:
@@ -60,7 +74,7 @@ async def on_validation_error(request: Request, error: RequestValidationError) -
 
 
 ERROR_RESPONSES = {status: {"model": ErrorAnswer, "description": "a raftbus error (code, message, retriable)"}
-                   for status in (400, 404, 409, 429, 503)}
+                   for status in (400, 401, 403, 404, 409, 413, 415, 429, 503)}
 
 
 async def on_http_error(request: Request, error: HTTPException) -> JSONResponse:

@@ -1,100 +1,172 @@
-"""The SDK clients a gateway process shares between requests, and how a request gets them.
+"""Who a request acts as, and the SDK clients it gets for that.
 
-The gateway keeps no state of its own about topics, offsets or messages: every request turns into SDK calls on
-one Router (metadata cache and pooled channels), one Producer (records of concurrent requests share batches),
-one Reader and one Queues. Consumer instances (consumer-group members held for HTTP clients) are the only
-per-client state; see instances.py.
+The gateway keeps no state of its own about topics, offsets or messages: every request turns into SDK calls on the
+clients of its caller (client_sets.py). Consumer instances (consumer-group members held for HTTP clients) are the
+only per-client state; see instances.py.
 
-Credentials: a request without `Authorization: Bearer <token>` acts with the gateway's own credentials (its
-environment: RAFTBUS_TLS_CA, RAFTBUS_TOKEN_FILE, ...); a request with one acts as that token's principal:
-`Clients.for_token` gives it clients built with the token (and the environment's TLS trust), kept for the
-TOKEN_CLIENTS_MAX tokens used last, so the brokers authenticate and authorize every call as that principal.
+Callers:
+- **A bearer token** (`Authorization: Bearer <token>`): the cluster is asked who it is (identity.py) before
+  anything is built; a refused token is 401 UNAUTHENTICATED and leaves nothing behind; an accepted one gets the
+  client set of its token, so the brokers check every call as its principal.
+- **No token**: 401 UNAUTHENTICATED, unless the gateway was started with `--anonymous PRINCIPAL`; then the request
+  acts as that principal, with the token in `--anonymous-token-file` (which must be a token of PRINCIPAL). On a
+  cluster that does not check tokens no token is needed, and anonymous callers act with the gateway's TLS only.
+  The gateway's own environment token (RAFTBUS_TOKEN_FILE) is never used for a request.
+- **A cluster that does not check tokens** (`auth_enabled` off on the brokers, as WhoAmI says): a token is forwarded
+  and the request served as the cluster serves everyone, with every right; the gateway logs one warning the first
+  time, and such answers carry `X-Raftbus-Token-Checked: false`.
 """
 from __future__ import annotations
 
-import os
+import logging
 import threading
-from collections import OrderedDict
-from dataclasses import dataclass, field
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from raftbus.client import Admin, Producer, Queues, Reader
-from raftbus.client.credentials import TLS_CA_ENV, TLS_CERT_ENV, TLS_KEY_ENV
-from raftbus.client.router import Router
+from raftbus.client.credentials import read_token_file
+from raftbus.client.errors import InvalidArgument, Unauthenticated
 
-from raftbus.gateway import settings
+from raftbus.gateway.client_sets import Clients, ClientSets
+from raftbus.gateway.identity import Identity, TokenChecker, check_token_syntax, gateway_tls
 from raftbus.gateway.instances import ConsumerInstances
-from raftbus.gateway.leases import TopicLeaser
+from raftbus.gateway.options import GatewayOptions
+
+log = logging.getLogger("raftbus.gateway")
+
+UNCHECKED_WARNING = ("the cluster at {bootstrap} does not check bearer tokens (auth_enabled is off on its brokers): "
+                     "this gateway forwards tokens to it unchecked, so any token, right or wrong, acts with every "
+                     "right; turn auth on (docs/security.md)")
 
 
-@dataclass
-class Clients:
-    bootstrap: str
-    router: Router
-    admin: Admin
-    reader: Reader
-    queues: Queues
-    producer: Producer
-    consumers: ConsumerInstances
-    leaser: TopicLeaser
-    _by_token: OrderedDict = field(default_factory=OrderedDict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+@dataclass(frozen=True)
+class Caller:
+    """Whom a request acts as: its principal, its clients, and whether the cluster checked its token."""
 
-    @classmethod
-    def connect(cls, bootstrap: str, credentials: dict | None = None) -> "Clients":
-        """Clients of the cluster at `bootstrap`; `credentials` (tls_ca, tls_cert, tls_key, token) default to the
-        environment's."""
-        credentials = credentials or {}
-        router = Router(bootstrap, **credentials)
-        queues = Queues(router=router)
-        return cls(bootstrap, router, Admin(router=router), Reader(router=router), queues,
-                   Producer(bootstrap, linger_ms=settings.PRODUCE_LINGER_MS, **credentials),
-                   ConsumerInstances(bootstrap, credentials=credentials), TopicLeaser(queues))
+    principal: str
+    clients: Clients
+    token_checked: bool = True
 
-    def for_token(self, token: str | None) -> "Clients":
-        """The clients that act for a request bearing `token`: these shared ones without a token, else clients
-        built with it (the least recently used of more than TOKEN_CLIENTS_MAX are closed)."""
-        if token is None:
-            return self
+
+class Gateway:
+    """The callers of one gateway process: per-token client sets, the anonymous caller, the consumer instances."""
+
+    def __init__(self, bootstrap: str, options: GatewayOptions = GatewayOptions(), *,
+                 check: Callable[[str | None], Identity] | None = None,
+                 connect: Callable[[dict], Clients] | None = None, clock: Callable[[], float] = time.monotonic):
+        self.bootstrap = bootstrap
+        self.options = options
+        self.tls = gateway_tls()
+        self._checker = TokenChecker(bootstrap, self.tls) if check is None else None
+        self._check = check or self._checker
+        self._connect = connect or (lambda credentials: Clients.connect(bootstrap, credentials))
+        self._clock = clock
+        self.client_sets = ClientSets(self._check, lambda token: self._connect({**self.tls, "token": token}),
+                                      sets_max=options.token_client_sets_max,
+                                      per_principal_max=options.token_client_sets_per_principal_max,
+                                      recheck_ms=options.token_recheck_ms, clock=clock)
+        self.consumers = ConsumerInstances(bootstrap, instances_max=options.consumer_instances_max,
+                                           instances_per_principal_max=options.consumer_instances_per_principal_max)
+        self._anonymous_token = (read_token_file(options.anonymous_token_file)
+                                 if options.anonymous_token_file else None)
+        self._open: Clients | None = None  # anonymous callers' clients when the cluster checks no tokens
+        self._open_checked_s: float | None = None
+        self._lock = threading.Lock()
+        self._warned_unchecked = False
+
+    def caller(self, token: str | None) -> Caller:
+        """Whom a request bearing `token` (None: no Authorization header) acts as. Blocks on the cluster's answer."""
+        if token is not None:
+            check_token_syntax(token)
+            client_set = self.client_sets.resolve(token)
+            checked = client_set.identity.auth_enabled
+            if not checked:
+                self._warn_unchecked()
+            return Caller(client_set.identity.principal, client_set.clients, token_checked=checked)
+        if not self.options.anonymous:
+            raise Unauthenticated("this gateway serves no anonymous callers: send Authorization: Bearer <token> "
+                                  "(or start it with --anonymous PRINCIPAL)")
+        try:
+            if self._anonymous_token is not None:
+                client_set = self.client_sets.resolve(self._anonymous_token)
+                self._check_anonymous(client_set.identity)
+                return Caller(self.options.anonymous, client_set.clients)
+            return Caller(self.options.anonymous, self._open_clients())
+        except InvalidArgument as exc:  # the cluster turned auth on, or was out of reach when the gateway started
+            log.error("anonymous callers refused: %s", exc.message)
+            raise Unauthenticated(f"this gateway cannot serve anonymous callers: {exc.message}") from None
+
+    def check_anonymous(self) -> None:
+        """At start: the anonymous principal's token names that principal (InvalidArgument otherwise)."""
+        if not self.options.anonymous:
+            return
+        if self._anonymous_token is not None:
+            self._check_anonymous(self._check(self._anonymous_token))
+        else:
+            self._check_anonymous(self._identity_without_token())
+
+    def _identity_without_token(self) -> Identity:
+        """Who a caller without a token is to the cluster; refused means the cluster checks tokens."""
+        try:
+            return self._check(None)
+        except Unauthenticated:
+            return Identity("", True)
+
+    def _check_anonymous(self, identity: Identity) -> None:
+        name = self.options.anonymous
+        if not identity.auth_enabled:
+            return  # the cluster names no principals: the name labels anonymous callers only
+        if self._anonymous_token is None:
+            raise InvalidArgument(f"--anonymous {name} on a cluster that checks tokens needs "
+                                  "--anonymous-token-file, a token of that principal")
+        if identity.principal != name:
+            raise InvalidArgument(f"--anonymous-token-file holds a token of {identity.principal!r}, not of "
+                                  f"{name!r}: anonymous callers would act as {identity.principal!r}")
+
+    def _open_clients(self) -> Clients:
+        """The clients of anonymous callers on a cluster that checks no tokens (asked again after recheck_ms)."""
         with self._lock:
-            found = self._by_token.get(token)
-            if found is not None:
-                self._by_token.move_to_end(token)
-                return found
-        made = Clients.connect(self.bootstrap, {**tls_from_environment(), "token": token})
-        evicted = []
+            checked_s = self._open_checked_s
+        if checked_s is None or self._clock() - checked_s >= self.options.token_recheck_ms / 1000:
+            self._check_anonymous(self._identity_without_token())
+            with self._lock:
+                self._open_checked_s = self._clock()
         with self._lock:
-            found = self._by_token.setdefault(token, made)
-            while len(self._by_token) > settings.TOKEN_CLIENTS_MAX:
-                evicted.append(self._by_token.popitem(last=False)[1])
-        for clients in ([made] if found is not made else []) + evicted:
-            clients.close()
-        return found
+            if self._open is None:
+                self._open = self._connect(dict(self.tls))
+            return self._open
+
+    def _warn_unchecked(self) -> None:
+        with self._lock:
+            if self._warned_unchecked:
+                return
+            self._warned_unchecked = True
+        log.warning(UNCHECKED_WARNING.format(bootstrap=self.bootstrap))
 
     def close(self) -> None:
-        with self._lock:
-            per_token, self._by_token = list(self._by_token.values()), OrderedDict()
-        for clients in per_token:
-            clients.close()
         self.consumers.close()
-        self.producer.close(timeout_s=10)
-        self.queues.close()
-        self.router.close()
+        self.client_sets.close()
+        with self._lock:
+            found, self._open = self._open, None
+        if found is not None:
+            found.close()
+        if self._checker is not None:
+            self._checker.close()
 
 
-
-def tls_from_environment() -> dict:
-    """The gateway's own TLS trust and client certificate (RAFTBUS_TLS_CA, _CERT, _KEY), for per-token clients."""
-    found = {"tls_ca": os.environ.get(TLS_CA_ENV), "tls_cert": os.environ.get(TLS_CERT_ENV),
-             "tls_key": os.environ.get(TLS_KEY_ENV)}
-    return {name: value for name, value in found.items() if value}
-
+# Declared in the OpenAPI document; the token itself is read and checked by the request guard (guard.py) before
+# the body is read, and the caller it names is in the request's state.
 bearer = HTTPBearer(auto_error=False, description="a raftbus token: the request acts as its principal")
 
 
-def clients(request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> Clients:
-    """FastAPI dependency: the clients for this request's credentials."""
-    token = credentials.credentials if credentials is not None else None
-    return request.app.state.clients.for_token(token)
+def caller(request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> Caller:
+    """FastAPI dependency: whom this request acts as (resolved by the guard)."""
+    return request.state.caller
+
+
+def clients(found: Caller = Depends(caller)) -> Clients:
+    """FastAPI dependency: the SDK clients of this request's caller."""
+    return found.clients

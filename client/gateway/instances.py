@@ -6,6 +6,11 @@ Consumer, used by one request at a time. The member joins the group on the insta
 Consumer does. An instance lives on the gateway process that created it: behind a load balancer, its requests
 must reach that process (route on the instance path). An instance unused for `idle_ms` leaves its group and is
 dropped, so a client that vanished does not hold partitions forever.
+
+An instance belongs to the principal that created it and acts with the credentials of that request (its token):
+requests of another principal do not see it (UNKNOWN_MEMBER). The gateway holds at most `instances_max`
+instances, and `instances_per_principal_max` of one principal. Instances live apart from the per-token client
+sets (client_sets.py), so closing a client set never drops an instance.
 """
 from __future__ import annotations
 
@@ -37,6 +42,8 @@ class ConsumerInstance:
     instance_id: str
     options: InstanceOptions
     last_used_s: float
+    principal: str = ""
+    credentials: dict | None = None  # the SDK's tls_ca, tls_cert, tls_key, token; None: the environment's
     consumer: Consumer | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -57,11 +64,12 @@ class ConsumerInstances:
 
     def __init__(self, bootstrap: str, *, idle_ms: int = settings.CONSUMER_INSTANCE_IDLE_MS,
                  check_ms: int = settings.CONSUMER_INSTANCE_CHECK_MS,
-                 instances_max: int = settings.CONSUMER_INSTANCES_MAX, credentials: dict | None = None):
+                 instances_max: int = settings.CONSUMER_INSTANCES_MAX,
+                 instances_per_principal_max: int = settings.CONSUMER_INSTANCES_PER_PRINCIPAL_MAX):
         self.bootstrap = bootstrap
-        self.credentials = credentials or {}  # the SDK's tls_ca, tls_cert, tls_key, token
         self.idle_s = idle_ms / 1000
         self.instances_max = instances_max
+        self.instances_per_principal_max = instances_per_principal_max
         self._instances: dict[tuple[str, str], ConsumerInstance] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -69,7 +77,9 @@ class ConsumerInstances:
                                         name="raftbus-http-instance-reaper")
         self._reaper.start()
 
-    def create(self, group: str, name: str | None, options: InstanceOptions) -> ConsumerInstance:
+    def create(self, group: str, name: str | None, options: InstanceOptions, *, principal: str = "",
+               credentials: dict | None = None) -> ConsumerInstance:
+        """A new instance of `principal`, whose member will act with `credentials` (None: the environment's)."""
         instance_id = name or uuid.uuid4().hex
         if not INSTANCE_NAME.match(instance_id):
             raise InvalidArgument(f"instance name must match {INSTANCE_NAME.pattern}, not {instance_id!r}")
@@ -81,14 +91,19 @@ class ConsumerInstances:
                 raise InvalidArgument(f"consumer instance {instance_id!r} already exists in group {group!r}")
             if len(self._instances) >= self.instances_max:
                 raise GroupLimitReached(f"this gateway holds consumer_instances_max={self.instances_max} instances")
-            instance = ConsumerInstance(group, instance_id, options, time.monotonic())
+            owned = sum(1 for i in self._instances.values() if i.principal == principal)
+            if owned >= self.instances_per_principal_max:
+                raise GroupLimitReached(f"principal {principal!r} holds consumer_instances_per_principal_max="
+                                        f"{self.instances_per_principal_max} instances on this gateway")
+            instance = ConsumerInstance(group, instance_id, options, time.monotonic(), principal, credentials)
             self._instances[(group, instance_id)] = instance
         return instance
 
-    def get(self, group: str, instance_id: str) -> ConsumerInstance:
+    def get(self, group: str, instance_id: str, principal: str = "") -> ConsumerInstance:
+        """The instance, if `principal` owns it (another principal's is as unknown as a missing one)."""
         with self._lock:
             instance = self._instances.get((group, instance_id))
-        if instance is None:
+        if instance is None or instance.principal != principal:
             raise UnknownMember(f"no consumer instance {instance_id!r} in group {group!r} on this gateway "
                                 "(never created, deleted, or dropped after being idle)")
         instance.last_used_s = time.monotonic()
@@ -104,7 +119,8 @@ class ConsumerInstances:
             instance.consumer = Consumer(self.bootstrap, group=instance.group, topics=topics,
                                          auto_offset_reset=instance.options.auto_offset_reset,
                                          enable_auto_commit=instance.options.enable_auto_commit,
-                                         client_id=f"http:{instance.instance_id}", **optional, **self.credentials)
+                                         client_id=f"http:{instance.instance_id}", **optional,
+                                         **(instance.credentials or {}))
 
     def poll(self, instance: ConsumerInstance, timeout_ms: int, max_records: int) -> ConsumerRecords:
         with instance.lock:
@@ -131,9 +147,9 @@ class ConsumerInstances:
         with instance.lock:
             return instance.subscribed().assignment()
 
-    def delete(self, group: str, instance_id: str) -> None:
+    def delete(self, group: str, instance_id: str, principal: str = "") -> None:
         """The instance's member leaves its group (committing first with auto-commit) and the instance is gone."""
-        instance = self.get(group, instance_id)
+        instance = self.get(group, instance_id, principal)
         with self._lock:
             self._instances.pop((group, instance_id), None)
         with instance.lock:
@@ -143,10 +159,11 @@ class ConsumerInstances:
         while not self._stopping.wait(interval_s):
             now_s = time.monotonic()
             with self._lock:
-                idle = [key for key, i in self._instances.items() if now_s - i.last_used_s > self.idle_s]
-            for group, instance_id in idle:
+                idle = [(*key, i.principal) for key, i in self._instances.items()
+                        if now_s - i.last_used_s > self.idle_s]
+            for group, instance_id, principal in idle:
                 try:
-                    self.delete(group, instance_id)
+                    self.delete(group, instance_id, principal)
                 except RaftbusError:
                     pass  # already deleted by a request, or the leave failed: the session expires on the brokers
 

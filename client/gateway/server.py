@@ -1,18 +1,26 @@
-"""Running the gateway: bind HOST:PORT (port 0 picks a free one), print one JSON `ready` line with the address
-on stdout, serve until SIGINT/SIGTERM (uvicorn's handlers), then close the SDK clients."""
+"""Running the gateway: bind HOST:PORT (port 0 picks a free one), check the anonymous principal with the cluster,
+print one JSON `ready` line with the address on stdout, serve until SIGINT/SIGTERM (uvicorn's handlers), then close
+the SDK clients."""
 from __future__ import annotations
 
+import argparse
 import json
+import logging
+import os
 import socket
 import sys
 
 import uvicorn
 
-from raftbus.client.errors import InvalidArgument
+from raftbus.client.credentials import TOKEN_FILE_ENV
+from raftbus.client.errors import InvalidArgument, RaftbusError, Unavailable
 
 from raftbus.gateway import settings
 from raftbus.gateway.app import create_app
-from raftbus.gateway.gateway import Clients
+from raftbus.gateway.gateway import Gateway
+from raftbus.gateway.options import GatewayOptions
+
+log = logging.getLogger("raftbus.gateway")
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
@@ -39,15 +47,53 @@ def bind(listen: str) -> socket.socket:
     return sock
 
 
-def serve(bootstrap: str, listen: str, log_level: str = "warning") -> int:
+def setup_logging(log_level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s: %(name)s: %(message)s"))
+    log.handlers[:] = [handler]
+    log.setLevel(log_level.upper())
+    log.propagate = False
+
+
+def check_anonymous(gateway: Gateway) -> None:
+    """The --anonymous principal and its token agree (InvalidArgument stops the start); an unreachable cluster
+    only postpones the check to the first anonymous request."""
+    try:
+        gateway.check_anonymous()
+    except Unavailable as exc:
+        log.warning("could not check --anonymous with the cluster yet (%s): checked on first use", exc.message)
+
+
+def serve(bootstrap: str, listen: str, log_level: str = "warning", options: GatewayOptions = GatewayOptions()) -> int:
+    setup_logging(log_level)
     sock = bind(listen)
-    clients = Clients.connect(bootstrap)
-    server = uvicorn.Server(uvicorn.Config(create_app(clients), log_level=log_level, access_log=False))
+    gateway = Gateway(bootstrap, options)
+    try:
+        check_anonymous(gateway)
+    except RaftbusError:
+        gateway.close()
+        sock.close()
+        raise
+    if os.environ.get(TOKEN_FILE_ENV):
+        log.info("%s is set: the gateway acts with no token of its own (see --anonymous)", TOKEN_FILE_ENV)
     host, port = sock.getsockname()[:2]
+    app = create_app(gateway, options.hosts_for(parse_listen(listen)[0], host))
+    server = uvicorn.Server(uvicorn.Config(app, log_level=log_level, access_log=False))
     print(json.dumps({"event": "ready", "address": f"{host}:{port}", "bootstrap": bootstrap}), flush=True)
     server.run(sockets=[sock])
     return 0
 
 
+def main(argv: list[str] | None = None) -> int:
+    """`python -m raftbus.gateway.server --bootstrap B [raftbus http flags]` (the benchmarks start it so)."""
+    from raftbus.gateway.cli import add_gateway_options, options_from_args
+
+    parser = argparse.ArgumentParser(prog="python -m raftbus.gateway.server")
+    parser.add_argument("--bootstrap", required=True)
+    add_gateway_options(parser)
+    args = parser.parse_args(argv)
+    return serve(args.bootstrap, args.listen, args.log_level, options_from_args(args))
+
+
 if __name__ == "__main__":
-    sys.exit(serve(sys.argv[1], sys.argv[2]))
+    sys.exit(main())

@@ -23,11 +23,31 @@ PEEK_MESSAGES_MAX = 1_000
 # The shared Producer: how long records of concurrent requests wait to share a batch.
 PRODUCE_LINGER_MS = 2
 
-# Consumer instances (consumer-group members held by this gateway for HTTP clients).
+# Consumer instances (consumer-group members held by this gateway for HTTP clients), in all and per principal.
 CONSUMER_INSTANCES_MAX = 1_000
-TOKEN_CLIENTS_MAX = 64                     # tokens whose clients (channels, producer) the gateway keeps at once
+CONSUMER_INSTANCES_PER_PRINCIPAL_MAX = 500
 CONSUMER_INSTANCE_IDLE_MS = 300_000        # an instance not used for this long leaves its group and is dropped
 CONSUMER_INSTANCE_CHECK_MS = 5_000         # how often idle instances are looked for
+
+# Client sets (a Router, Producer, Reader and Queues holding one bearer token): built only for a token the
+# cluster accepted, kept for this many tokens at once in all and per principal (the least recently used go).
+TOKEN_CLIENT_SETS_MAX = 64
+TOKEN_CLIENT_SETS_PER_PRINCIPAL_MAX = 4
+# A kept token is asked about again (WhoAmI) when its last check is this old; a revoked one then loses its set.
+TOKEN_RECHECK_MS = 60_000
+# A bearer token longer than this, or not one line of printable ASCII, is refused without asking the cluster.
+BEARER_TOKEN_BYTES_MAX = 512
+
+# Request bodies: larger ones are refused (413) from Content-Length before anything is read, or as soon as the
+# streamed bytes pass it; bodies are read into memory only up to it.
+REQUEST_BODY_BYTES_MAX = 16 * 1024 * 1024
+
+# Hosts always served besides the listen address (`--allowed-hosts` replaces the whole list).
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+# A state-changing call (POST, PUT, PATCH, DELETE) needs `Content-Type: application/json` or this header.
+REQUEST_HEADER = "x-raftbus-request"
+# On a cluster that does not check bearer tokens, answers to requests bearing one carry `<this>: false`.
+TOKEN_CHECKED_HEADER = "x-raftbus-token-checked"
 
 # Threads that run blocking SDK calls for requests (long polls hold one each).
 REQUEST_THREADS_MAX = 64

@@ -1,28 +1,31 @@
 """Enqueueing to queue topics for the Producer: per-partition batches sent as Queue.Enqueue from one thread.
 
 The same rules as the stream path: batches close at batch_bytes_max, QUEUE_BATCH_MESSAGES_MAX messages or after
-linger_ms; one batch per partition is in flight at a time; an idempotent producer tags each batch with its id and
-the partition's message sequence, so a retried batch is not enqueued twice and answers with the original ids.
+linger_ms; one batch per partition is in flight at a time (Enqueue is a unary call); each partition's batches go
+through a PartitionLane (client/producer_lane.py), so an idempotent producer tags each batch with its id and the
+partition's message sequence, a retried batch is not enqueued twice and answers with the original ids, and after
+a batch fails for good the partition starts over under a fresh producer id.
 A message goes to its explicit partition, else by murmur2 of its group, else of its idempotency key (so a
 retried key meets its original), else of its record key, else to the topic's sticky partition.
 """
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 
 import grpc
 
 from raftbus.client import settings
-from raftbus.client.errors import OutOfOrderSequence, RaftbusError, Unavailable, error_from_rpc
+from raftbus.client.errors import RaftbusError, Unavailable, error_from_rpc
 from raftbus.client.murmur2 import partition_for_key
 from raftbus.client.queues.messages import MessageMetadata
+from raftbus.client.producer_lane import RENEW, Complete, PartitionLane
 from raftbus.client.record_future import BatchOutcome, RecordFuture
-from raftbus.client.router import Router, exponential_backoff_s
+from raftbus.client.router import Router
 from raftbus.client.sender import PendingBatch, SenderCore
 from raftbus.client.wire import queues_pb2 as qpb
 from raftbus.client.wire import queues_pb2_grpc as qpb_grpc
@@ -97,6 +100,9 @@ class _QueueBatch(PendingBatch):
         self.outcome = _QueueOutcome(topic, partition)
         self.request: qpb.EnqueueRequest | None = None
 
+    def record_count(self) -> int:
+        return len(self.messages)
+
     def fail(self, err: BaseException) -> None:
         self.outcome.settle(-1, err)
 
@@ -113,8 +119,6 @@ class QueueSender(SenderCore):
         self.router = router
         self.stubs = QueueStubs(router)
         self.producer_id = producer_id
-        self._in_flight: set[tuple[str, int]] = set()
-        self._next_sequence: dict[tuple[str, int], int] = {}
         self._sticky: dict[str, int] = {}
         self._request_ids = itertools.count(1)
         self._pending = 0
@@ -144,7 +148,7 @@ class QueueSender(SenderCore):
                 batch, wake = None, True
             if batch is None:
                 batch = self._open[tp] = _QueueBatch(topic, partition, self._clock(), self.linger_s)
-                self._queues.setdefault(tp, deque()).append(batch)
+                self._lane(tp).queue.append(batch)
                 wake = True
             index = len(batch.messages)
             batch.messages.append(message)
@@ -170,11 +174,11 @@ class QueueSender(SenderCore):
             self._cond.notify_all()
         self._thread.join(5)
         with self._cond:
-            left = [b for queue in self._queues.values() for b in queue]
-            self._queues.clear()
+            left = [fail for lane in self._lanes.values()
+                    for fail in lane.abandon(Unavailable("producer closed before the message was enqueued"))]
             self._open.clear()
-        for batch in left:
-            batch.fail(Unavailable("producer closed before the message was enqueued"))
+        for fail in left:
+            fail.batch.fail(fail.error)
 
     # ------------------------------------------------------------------ accumulator (lock held)
     def _close(self, tp: tuple[str, int], count: int | None = None) -> None:
@@ -186,90 +190,85 @@ class QueueSender(SenderCore):
         if count and self._sticky.get(topic, 0) % count == partition:
             self._sticky[topic] = (partition + 1) % count
 
-    def _take_ready(self, now_s: float) -> tuple[list[_QueueBatch], float | None]:
-        ready, wait_s = [], None
-        for tp, queue in self._queues.items():
-            if not queue or tp in self._in_flight:
-                continue
-            head = queue[0]
-            due_s = self._due_s(head, queue, now_s)
-            if due_s > now_s:
-                wait_s = due_s - now_s if wait_s is None else min(wait_s, due_s - now_s)
-                continue
-            queue.popleft()
-            if self._open.get(tp) is head:
-                self._open.pop(tp)
-            head.closed = True
-            if head.sequence is None:
-                head.sequence = self._next_sequence.get(tp, 0)
-            self._in_flight.add(tp)
-            ready.append(head)
-        return ready, wait_s
+    def _lane(self, tp: tuple[str, int]) -> PartitionLane:
+        lane = self._lanes.get(tp)
+        if lane is None:
+            lane = self._lanes[tp] = PartitionLane(self.producer_id, delivery_timeout_s=self.delivery_timeout_s)
+        return lane
+
+    def _taken(self, batch: _QueueBatch) -> None:
+        tp = (batch.topic, batch.partition)
+        if self._open.get(tp) is batch:
+            self._open.pop(tp)
+        batch.closed = True
 
     # ------------------------------------------------------------------ sender thread
     def _sender_idle(self) -> bool:
-        return not self._in_flight
+        return not any(lane.in_flight for lane in self._lanes.values())
 
     def _dispatch(self, batch: _QueueBatch) -> None:
         request = batch.request
         if request is None:
-            request = batch.request = qpb.EnqueueRequest(topic=batch.topic, partition=batch.partition,
-                                                         producer_id=self.producer_id, base_sequence=batch.sequence)
+            request = batch.request = qpb.EnqueueRequest(topic=batch.topic, partition=batch.partition)
             add = request.messages.add
             for record, priority, group, deliver_at_ms, idempotency_key in batch.messages:
                 add(record=record, priority=priority, group=group, deliver_at_ms=deliver_at_ms,
                     idempotency_key=idempotency_key)
         request.request_id = next(self._request_ids)
-        batch.attempts += 1
+        request.producer_id, request.base_sequence = batch.producer_id, batch.sequence  # new after a restart
+        attempt = batch.attempts
         try:
             call = self.stubs.for_partition(batch.topic, batch.partition).Enqueue.future(
                 request, timeout=self.router.request_timeout_s)
         except grpc.RpcError as exc:
-            self._done(batch, None, error_from_rpc(exc))
+            self._done(batch, attempt, None, error_from_rpc(exc))
             return
         except RaftbusError as err:
-            self._done(batch, None, err)
+            self._done(batch, attempt, None, err)
             return
 
         def on_done(f) -> None:
             try:
                 response = f.result()
             except grpc.RpcError as exc:
-                self._done(batch, None, error_from_rpc(exc))
+                self._done(batch, attempt, None, error_from_rpc(exc))
             except Exception as exc:  # a cancelled call (channel closed)
-                self._done(batch, None, Unavailable(f"enqueue call ended: {exc!r}"))
+                self._done(batch, attempt, None, Unavailable(f"enqueue call ended: {exc!r}"))
             else:
-                self._done(batch, response, None)
+                self._done(batch, attempt, response, None)
 
         call.add_done_callback(on_done)
 
-    def _done(self, batch: _QueueBatch, response, err: RaftbusError | None) -> None:
+    def _done(self, batch: _QueueBatch, attempt: int, response, err: RaftbusError | None) -> None:
+        """Send `attempt` of a batch was answered: its lane decides, this thread carries it out."""
         tp = (batch.topic, batch.partition)
         if err is None:
             with self._cond:
-                self._next_sequence[tp] = batch.sequence + len(batch.messages)
-                self._finish(batch, tp)
-            batch.outcome.answer(response)
-            self._settled(batch)
-            return
-        now_s = self._clock()
-        if isinstance(err, OutOfOrderSequence):
-            delay = exponential_backoff_s(batch.attempts, self.router.retry_backoff_s, self.router.retry_backoff_max_s)
+                actions = self._lanes[tp].acked(batch, attempt, response)
+                self._apply(tp, actions)
         else:
-            delay = self.router.note_failure(err, batch.attempts, topic=batch.topic, partition=batch.partition)
-        with self._cond:
-            if self._may_retry(batch, now_s, delay):
-                self._queues[tp].appendleft(batch)
-                self._in_flight.discard(tp)
-                self._cond.notify_all()
-                return
-            self._finish(batch, tp)
-        batch.fail(err)
-        self._settled(batch)
+            now_s = self._clock()
+            delay_s = None if self._stopping else self.router.produce_retry_delay_s(
+                err, batch.attempts, topic=batch.topic, partition=batch.partition)
+            with self._cond:
+                actions = self._lanes[tp].refused(batch, attempt, err, now_s, delay_s)
+                self._apply(tp, actions)
+        for action in actions:
+            if type(action) is Complete:
+                action.batch.outcome.answer(action.answer)
+            elif action is not RENEW:
+                action.batch.fail(action.error)
+            if action is not RENEW:
+                self._settled(action.batch)
 
-    def _finish(self, batch: _QueueBatch, tp: tuple[str, int]) -> None:
-        self._in_flight.discard(tp)
-        self._release(batch)
+    def _apply(self, tp: tuple[str, int], actions: list) -> None:
+        """Give back settled batches' bytes; start over under a fresh producer id on RENEW (lock held)."""
+        for action in actions:
+            if action is RENEW:
+                self._lanes[tp].renew(os.urandom(len(self.producer_id)) if self.producer_id else b"")
+            else:
+                self._buffer_used_bytes -= action.batch.size_bytes
+        self._cond.notify_all()
 
     def _settled(self, batch: _QueueBatch) -> None:
         """The batch's futures are done: only now may flush() stop waiting for it."""

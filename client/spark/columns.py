@@ -7,8 +7,10 @@ timestampType (int; 0 = CreateTime, the producer's record timestamp), plus heade
 A fetched buffer becomes one Arrow record batch per fetch. Stored batches whose records all have the same
 key and value lengths and no headers (what most producers write) are decoded with numpy over the whole
 batch at once: the fixed stride is first checked at every record, then timestamps, keys and values are
-sliced out as strided views. Any other batch goes through records.decode_columns (one Python pass, no
-per-record tuple). Either way the result equals records.decode_fetched, column by column.
+sliced out as strided views. Kafka batches (what the SDK's producers and Kafka clients write) are decoded
+the same way run by run: records of one layout in a row (client/kafka_batch.py's uniform_layouts) as strided
+views, their timestamps from the strided delta varints. Any other batch goes through records.decode_columns
+(one Python pass, no per-record tuple). Either way the result equals records.decode_fetched, column by column.
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ from pyspark.sql.types import (
 )
 
 from raftbus.client.errors import CorruptBatch
+from raftbus.client import kafka_batch
 from raftbus.client.records import (
     RECORD_OVERHEAD_BYTES,
     StoredBatch,
@@ -118,6 +121,39 @@ def _uniform_piece(batch: StoredBatch, lo: int, hi: int, want_headers: bool) -> 
     return BatchPiece(batch.base_offset + lo, timestamps_ms, keys, values, headers)
 
 
+def _zigzag(rows: np.ndarray, at: int, size: int) -> np.ndarray:
+    """The zigzag varints of `size` bytes (1 to 3) at column `at` of every row."""
+    raw = np.zeros(rows.shape[0], dtype=np.int64)
+    for byte in range(size):
+        raw |= (rows[:, at + byte].astype(np.int64) & 0x7F) << (7 * byte)
+    return (raw >> 1) ^ -(raw & 1)
+
+
+def _kafka_piece(batch: StoredBatch, lo: int, hi: int, want_headers: bool) -> BatchPiece | None:
+    """The fast path of a stored Kafka batch: each run of records of one layout (kafka_batch.uniform_layouts)
+    sliced out as strided views; None when some record has a layout of its own or the offsets are not 0..n-1."""
+    header = kafka_batch.read_header(batch.blob)
+    data = kafka_batch.records_bytes(batch.blob, header, kafka_batch.DECOMPRESSED_BYTES_MAX)
+    layouts = kafka_batch.uniform_layouts(data)
+    if layouts is None or sum(run.count for run in layouts) != batch.record_count:
+        return None
+    buf = np.frombuffer(data, dtype=np.uint8)
+    times, keys, values, index = [], [], [], 0
+    for run in layouts:
+        rows = buf[run.start:run.start + run.count * run.stride].reshape(run.count, run.stride)
+        if not (_zigzag(rows, run.offset_at, run.offset_size) == np.arange(index, index + run.count)).all():
+            return None
+        times.append(header.base_timestamp + _zigzag(rows, run.ts_at, run.ts_size))
+        keys.append(_binary_column(rows, run.key_at, run.key_len))
+        values.append(_binary_column(rows, run.value_at, run.value_len))
+        index += run.count
+    timestamps_ms = np.concatenate(times)[lo:hi]
+    if header.log_append_time:
+        timestamps_ms = np.full(hi - lo, header.max_timestamp, dtype=np.int64)
+    return BatchPiece(batch.base_offset + lo, timestamps_ms, pa.concat_arrays(keys)[lo:hi],
+                      pa.concat_arrays(values)[lo:hi], [()] * (hi - lo) if want_headers else None)
+
+
 def _general_piece(batch: StoredBatch, lo: int, hi: int, want_headers: bool) -> BatchPiece:
     columns = decode_columns(batch.blob)
     if len(columns.timestamps_ms) != batch.record_count:
@@ -136,7 +172,10 @@ def batch_pieces(buf: bytes | memoryview, from_offset: int, until_offset: int,
         hi = min(until_offset - batch.base_offset, batch.record_count)
         if lo >= hi:
             continue
-        piece = _uniform_piece(batch, lo, hi, want_headers)
+        if kafka_batch.is_kafka_batch(batch.blob):
+            piece = _kafka_piece(batch, lo, hi, want_headers)
+        else:
+            piece = _uniform_piece(batch, lo, hi, want_headers)
         yield piece if piece is not None else _general_piece(batch, lo, hi, want_headers)
 
 

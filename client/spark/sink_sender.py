@@ -11,19 +11,25 @@ replayed task therefore sends exactly the batches its first attempt sent, and th
   base; it refused it, so it expects more: an earlier attempt appended this batch. It counts as written.
 - the first batch past what the earlier attempt wrote is appended.
 
-Other retriable errors (leader moves, timeouts) resend the same batch with the same sequence after the
-router's backoff, until `delivery_timeout_ms`; anything else fails the task. The task's thread does all the
+Each partition's batches go through a PartitionLane (client/producer_lane.py) with `replayed=True`, the rules
+the SDK's producers follow too. Other retriable errors (leader moves, timeouts) resend the same batch with the
+same sequence after the router's backoff, until `delivery_timeout_ms` after the batch was cut (then the task
+fails with REQUEST_TIMED_OUT); anything else fails the task. A partition that forgot the task's producer id
+(UNKNOWN_PRODUCER_ID: idle past the broker's `producer_idle_ms`) goes on under a fresh random producer id from
+sequence 0: a replay cannot be recognised there any more, whatever id it used. The task's thread does all the
 work; produce-stream callbacks only hand answers over through a queue.
 """
 from __future__ import annotations
 
+import os
 import queue
 import time
-from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from raftbus.client.errors import OutOfOrderSequence, RaftbusError, RequestTimedOut
-from raftbus.client.records import encode_batch
+from raftbus.client import settings
+from raftbus.client.errors import RaftbusError, RequestTimedOut
+from raftbus.client.producer_lane import RENEW, Complete, LaneBatch, PartitionLane
+from raftbus.client.records import encode_stream_batch
 from raftbus.client.wire import raftbus_pb2 as pb
 
 TopicPartition = tuple[str, int]
@@ -44,26 +50,35 @@ class WriteCounts:
         self.batches += other.batches
 
 
-@dataclass(slots=True)
-class _Batch:
-    tp: TopicPartition
-    sequence: int
-    records: list
-    size_bytes: int
-    attempts: int = 0
-    first_sent_s: float = 0.0
-    retry_at_s: float = 0.0
+class _Batch(LaneBatch):
+    """One produce batch of the task, cut when it closed; encoded once, on its first send."""
+
+    __slots__ = ("tp", "records", "size_bytes", "encoded")
+
+    def __init__(self, tp: TopicPartition, records: list, size_bytes: int, now_s: float):
+        super().__init__(now_s)
+        self.tp = tp
+        self.records = records
+        self.size_bytes = size_bytes
+        self.encoded: tuple[bytes, int, int] | None = None
+
+    def record_count(self) -> int:
+        return len(self.records)
 
 
-@dataclass(slots=True)
-class _PartitionLane:
-    """One partition's batches: the one being filled, the closed ones in order, the one in flight."""
+class _Partition(PartitionLane):
+    """One partition's lane and the batch being filled."""
 
-    next_sequence: int = 0
-    records: list = field(default_factory=list)
-    size_bytes: int = 0
-    closed: deque = field(default_factory=deque)
-    in_flight: _Batch | None = None
+    __slots__ = ("records", "size_bytes")
+
+    def __init__(self, producer_id: bytes, delivery_timeout_s: float):
+        super().__init__(producer_id, in_flight_max=1, delivery_timeout_s=delivery_timeout_s, replayed=True)
+        self.records: list = []
+        self.size_bytes = 0
+
+
+def _at_once(batch: _Batch, queued: int) -> float:
+    return 0.0  # a batch is queued only once cut: it goes as soon as its lane lets it
 
 
 class SequencedSender:
@@ -77,7 +92,7 @@ class SequencedSender:
         self._buffer_bytes_max = buffer_bytes_max
         self._delivery_timeout_s = delivery_timeout_ms / 1000
         self._clock = clock
-        self._lanes: dict[TopicPartition, _PartitionLane] = {}
+        self._lanes: dict[TopicPartition, _Partition] = {}
         self._answers: queue.SimpleQueue = queue.SimpleQueue()
         self._buffered_bytes = 0
         self._request_ids = iter(range(1, 2**63))
@@ -88,7 +103,7 @@ class SequencedSender:
         that batch closed before it (the record starts a new one)."""
         lane = self._lanes.get(tp)
         if lane is None:
-            lane = self._lanes[tp] = _PartitionLane()
+            lane = self._lanes[tp] = _Partition(self._producer_id, self._delivery_timeout_s)
         closed = lane.size_bytes + size_bytes > self._batch_bytes_max and bool(lane.records)
         if closed:
             self._close(tp, lane)
@@ -109,79 +124,80 @@ class SequencedSender:
         for tp, lane in self._lanes.items():
             if lane.records:
                 self._close(tp, lane)
-        while any(lane.in_flight or lane.closed for lane in self._lanes.values()):
+        while any(lane.in_flight or lane.queue for lane in self._lanes.values()):
             self._pump(block=True)
         return self.counts
 
     # ------------------------------------------------------------------ internals
 
-    def _close(self, tp: TopicPartition, lane: _PartitionLane) -> None:
-        lane.closed.append(_Batch(tp, lane.next_sequence, lane.records, lane.size_bytes))
-        lane.next_sequence += len(lane.records)
+    def _close(self, tp: TopicPartition, lane: _Partition) -> None:
+        lane.queue.append(_Batch(tp, lane.records, lane.size_bytes, self._clock()))
         lane.records, lane.size_bytes = [], 0
 
     def _pump(self, block: bool) -> None:
         """Send what may go, then handle answers: all that arrived, waiting for one when `block` (until the
-        buffer is back under its bound or nothing is in flight)."""
+        buffer is back under its bound or nothing is in flight or waiting for a resend)."""
         self._dispatch_due()
         while True:
             try:
                 timeout_s = self._wait_s() if block else 0
-                batch, response, err = self._answers.get(block=block, timeout=timeout_s)
+                batch, attempt, response, err = self._answers.get(block=block, timeout=timeout_s)
             except queue.Empty:
                 self._dispatch_due()
                 if not block or not self._waiting():
                     return
                 continue
-            self._on_answer(batch, response, err)
+            self._on_answer(batch, attempt, response, err)
             self._dispatch_due()
             block = block and self._waiting() and self._buffered_bytes > self._buffer_bytes_max
 
     def _waiting(self) -> bool:
-        return any(lane.in_flight for lane in self._lanes.values())
+        return any(lane.in_flight or (lane.queue and lane.queue[0].attempts) for lane in self._lanes.values())
 
     def _wait_s(self) -> float:
+        """Until the earliest resend falls due (at most 1 s: an answer wakes the wait earlier)."""
         now = self._clock()
-        due = [lane.in_flight.retry_at_s for lane in self._lanes.values()
-               if lane.in_flight is not None and lane.in_flight.retry_at_s > now]
+        due = [lane.queue[0].retry_at_s for lane in self._lanes.values()
+               if lane.queue and lane.queue[0].attempts and lane.may_send()]
         return max(min(due) - now, 0.001) if due else 1.0
 
     def _dispatch_due(self) -> None:
         now = self._clock()
         for lane in self._lanes.values():
-            if lane.in_flight is None and lane.closed:
-                lane.in_flight = lane.closed.popleft()
-                self._send(lane.in_flight, now)
-            elif lane.in_flight is not None and lane.in_flight.retry_at_s and lane.in_flight.retry_at_s <= now:
-                lane.in_flight.retry_at_s = 0.0
-                self._send(lane.in_flight, now)
+            if lane.queue:
+                for batch in lane.take(now, _at_once)[0]:
+                    self._send(batch)
 
-    def _send(self, batch: _Batch, now: float) -> None:
-        blob, count, max_ts = encode_batch(batch.records)
-        if not batch.attempts:
-            batch.first_sent_s = now
-        batch.attempts += 1
+    def _send(self, batch: _Batch) -> None:
+        if batch.encoded is None:
+            batch.encoded = encode_stream_batch(batch.records)
+        blob, count, max_ts = batch.encoded
+        attempt = batch.attempts
         request = pb.ProduceRequest(request_id=next(self._request_ids), topic=batch.tp[0], partition=batch.tp[1],
-                                    producer_id=self._producer_id, base_sequence=batch.sequence,
+                                    producer_id=batch.producer_id, base_sequence=batch.sequence,
                                     record_count=count, max_timestamp_ms=max_ts, records=blob)
-        self._transport.send(request, lambda response, err: self._answers.put((batch, response, err)))
+        self._transport.send(request, lambda response, err: self._answers.put((batch, attempt, response, err)))
 
-    def _on_answer(self, batch: _Batch, response, err: RaftbusError | None) -> None:
-        if err is None or isinstance(err, OutOfOrderSequence):
-            self._written(batch, already=err is not None or response.duplicate)
-            return
-        delay_s = self._transport.retry_delay_s(err, batch.attempts, batch.tp[0], batch.tp[1])
-        now = self._clock()
-        if delay_s is None:
-            raise err
-        if now + delay_s > batch.first_sent_s + self._delivery_timeout_s:
-            raise RequestTimedOut(f"{batch.tp[0]}/{batch.tp[1]}: batch at sequence {batch.sequence} not "
-                                  f"acknowledged within deliveryTimeoutMs: {err.message}")
-        batch.retry_at_s = now + max(delay_s, 0.001)
+    def _on_answer(self, batch: _Batch, attempt: int, response, err: RaftbusError | None) -> None:
+        """The lane decides; a batch it fails fails the task."""
+        lane = self._lanes[batch.tp]
+        if err is None:
+            actions = lane.acked(batch, attempt, response)
+        else:
+            delay_s = self._transport.retry_delay_s(err, batch.attempts, batch.tp[0], batch.tp[1])
+            actions = lane.refused(batch, attempt, err, self._clock(), delay_s)
+        for action in actions:
+            if action is RENEW:
+                lane.renew(os.urandom(settings.PRODUCER_ID_BYTES))
+            elif type(action) is Complete:
+                self._written(action.batch, already=action.answer is None or action.answer.duplicate)
+            elif action.timed_out:
+                raise RequestTimedOut(f"{batch.tp[0]}/{batch.tp[1]}: batch at sequence {action.batch.sequence} not "
+                                      f"acknowledged within deliveryTimeoutMs: {action.error.message}")
+            else:
+                raise action.error
 
     def _written(self, batch: _Batch, already: bool) -> None:
-        lane = self._lanes[batch.tp]
-        lane.in_flight = None
         self._buffered_bytes -= batch.size_bytes
         if already:
             self.counts.already_written += len(batch.records)

@@ -19,20 +19,22 @@ class Error(_message.Message):
     def __init__(self, code: _Optional[str] = ..., message: _Optional[str] = ..., leader_id: _Optional[int] = ..., leader_address: _Optional[str] = ...) -> None: ...
 
 class BrokerInfo(_message.Message):
-    __slots__ = ("broker_id", "address", "raft_address", "alive", "state", "metrics_url")
+    __slots__ = ("broker_id", "address", "raft_address", "alive", "state", "metrics_url", "kafka_address")
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     RAFT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     ALIVE_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     METRICS_URL_FIELD_NUMBER: _ClassVar[int]
+    KAFKA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     broker_id: int
     address: str
     raft_address: str
     alive: bool
     state: str
     metrics_url: str
-    def __init__(self, broker_id: _Optional[int] = ..., address: _Optional[str] = ..., raft_address: _Optional[str] = ..., alive: _Optional[bool] = ..., state: _Optional[str] = ..., metrics_url: _Optional[str] = ...) -> None: ...
+    kafka_address: str
+    def __init__(self, broker_id: _Optional[int] = ..., address: _Optional[str] = ..., raft_address: _Optional[str] = ..., alive: _Optional[bool] = ..., state: _Optional[str] = ..., metrics_url: _Optional[str] = ..., kafka_address: _Optional[str] = ...) -> None: ...
 
 class PartitionInfo(_message.Message):
     __slots__ = ("partition", "leader_id", "replicas", "isr", "log_start_offset", "high_watermark")

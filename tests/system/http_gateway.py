@@ -13,9 +13,10 @@ from pathlib import Path
 
 
 class GatewayProcess:
-    def __init__(self, bootstrap: str, log_path: Path):
+    def __init__(self, bootstrap: str, log_path: Path, flags: tuple[str, ...] = ()):
         self.bootstrap = bootstrap
         self.log_path = log_path
+        self.flags = flags  # more `raftbus http` flags (--anonymous, --request-body-bytes-max, ...)
         self.proc: subprocess.Popen | None = None
         self.address = ""
 
@@ -27,7 +28,8 @@ class GatewayProcess:
         raftbus = Path(sys.executable).parent / "raftbus"
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen([str(raftbus), "http", "--bootstrap", self.bootstrap,
-                                          "--listen", "127.0.0.1:0"], stdout=subprocess.PIPE, stderr=log)
+                                          "--listen", "127.0.0.1:0", *self.flags], stdout=subprocess.PIPE,
+                                         stderr=log)
         line = self.proc.stdout.readline()
         if not line:
             raise AssertionError(f"raftbus http exited before ready (see {self.log_path})")
@@ -50,8 +52,8 @@ class GatewayProcess:
 
 
 @contextmanager
-def running_gateway(bootstrap: str, log_path: Path):
-    gateway = GatewayProcess(bootstrap, log_path)
+def running_gateway(bootstrap: str, log_path: Path, *flags: str):
+    gateway = GatewayProcess(bootstrap, log_path, flags)
     try:
         yield gateway.start()
     finally:
@@ -65,15 +67,24 @@ class Api:
         self.base_url = base_url
         self.headers = headers or {}
 
-    def call(self, method: str, path: str, body=None, timeout_s: float = 60.0, raw: bytes | None = None):
+    def call(self, method: str, path: str, body=None, timeout_s: float = 60.0, raw: bytes | None = None,
+             headers: dict[str, str] | None = None):
+        status, answer, _ = self.exchange(method, path, body, timeout_s, raw, headers)
+        return status, answer
+
+    def exchange(self, method: str, path: str, body=None, timeout_s: float = 60.0, raw: bytes | None = None,
+                 headers: dict[str, str] | None = None):
+        """(status, decoded body, response headers); `headers` adds to (or, as None values, removes) the
+        default Content-Type and this client's headers."""
         data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+        sent = {"Content-Type": "application/json", **self.headers, **(headers or {})}
         request = urllib.request.Request(self.base_url + path, data=data, method=method,
-                                         headers={"Content-Type": "application/json", **self.headers})
+                                         headers={name: value for name, value in sent.items() if value is not None})
         try:
             with urllib.request.urlopen(request, timeout=timeout_s) as response:
-                return response.status, _decode(response.read(), response.headers)
+                return response.status, _decode(response.read(), response.headers), response.headers
         except urllib.error.HTTPError as err:
-            return err.code, _decode(err.read(), err.headers)
+            return err.code, _decode(err.read(), err.headers), err.headers
 
     def ok(self, method: str, path: str, body=None, status: int = 200):
         """call() that asserts the status and returns the body."""
@@ -81,8 +92,9 @@ class Api:
         assert got == status, (method, path, got, answer)
         return answer
 
-    def error(self, method: str, path: str, body=None, *, status: int, code: str, raw: bytes | None = None) -> dict:
-        got, answer = self.call(method, path, body, raw=raw)
+    def error(self, method: str, path: str, body=None, *, status: int, code: str, raw: bytes | None = None,
+              headers: dict[str, str] | None = None) -> dict:
+        got, answer = self.call(method, path, body, raw=raw, headers=headers)
         assert (got, answer["error"]["code"]) == (status, code), (method, path, got, answer)
         return answer["error"]
 

@@ -80,7 +80,8 @@ def free_port_run(count: int) -> int:
 
 def run_dev(data_dir: Path, base_port: int) -> subprocess.Popen:
     proc = subprocess.Popen([RAFTBUS, "dev", "--brokers", "2", "--data-dir", str(data_dir), "--base-port",
-                             str(base_port), "--log-level", "WARNING"], stdout=subprocess.PIPE, text=True)
+                             str(base_port), "--kafka-base-port", "0", "--log-level", "WARNING"],
+                            stdout=subprocess.PIPE, text=True)
     wait_until(lambda: "cluster ready" in proc.stdout.readline(), 90, 0.0, what="raftbus dev ready")
     return proc
 

@@ -59,11 +59,12 @@ def pids(bootstrap: str) -> dict[int, int]:
 
 
 def start_dev(data_dir):
-    """`raftbus dev` on a free block of ports: (process, its output, bootstrap)."""
-    base = free_port_block(6)
+    """`raftbus dev` on a free block of ports (its Kafka ports the last three): (process, its output, bootstrap)."""
+    base = free_port_block(9)
     proc = subprocess.Popen([sys.executable, "-m", "raftbus.broker", "dev", "--brokers", "3",
                              "--data-dir", str(data_dir), "--base-port", str(base), "--restart-delay-ms", "500",
-                             "--log-level", "WARNING"], stdout=subprocess.PIPE, text=True)
+                             "--kafka-base-port", str(base + 6), "--log-level", "WARNING"],
+                            stdout=subprocess.PIPE, text=True)
     return proc, Output(proc.stdout), ",".join(f"127.0.0.1:{base + 2 * i}" for i in range(3))
 
 
@@ -71,8 +72,13 @@ def test_dev_restarts_a_killed_broker_while_the_others_keep_serving(tmp_path):
     proc, out, bootstrap = start_dev(tmp_path)
     try:
         wait_until(lambda: out.has("cluster ready"), 90, what="dev cluster ready")
+        first = int(bootstrap.split(",")[0].rpartition(":")[2])
+        kafka = [f"127.0.0.1:{first + 6 + i}" for i in range(3)]
+        assert out.has(f"raftbus dev: kafka-bootstrap {','.join(kafka)}")
         with Admin(bootstrap) as admin:
             admin.create_topic("events", partitions=3, replication_factor=3)
+            wait_until(lambda: sorted(b.kafka_address for b in admin.cluster_status().brokers) == kafka, 30,
+                       what="every broker's kafka_address registered")
         before = wait_until(lambda: len(pids(bootstrap)) == 3 and pids(bootstrap), 30, what="three brokers")
         with Producer(bootstrap) as producer:
             assert producer.send("events", b"before", key=b"k").result(30).offset == 0

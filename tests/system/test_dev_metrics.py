@@ -46,7 +46,8 @@ def broker_id_at(url: str) -> float:
 def test_dev_prints_a_metrics_url_per_broker(tmp_path):
     first = contiguous_free_ports(9)  # 3 × (gRPC, Raft), then 3 metrics ports
     command = [sys.executable, "-m", "raftbus.broker", "dev", "--brokers", "3", "--data-dir", str(tmp_path),
-               "--base-port", str(first), "--metrics-base-port", str(first + 6), "--log-level", "WARNING"]
+               "--base-port", str(first), "--metrics-base-port", str(first + 6), "--kafka-base-port", "0",
+               "--log-level", "WARNING"]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     lines = []
     try:

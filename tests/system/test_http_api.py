@@ -3,12 +3,15 @@ HTTP like any client would (records, consumer instances, queue topics, admin, er
 from __future__ import annotations
 
 import base64
+import contextlib
+import select
+import socket
 from types import SimpleNamespace
 
 import pytest
 
 from raftbus.bench.http import bench_http
-from raftbus.gateway.settings import BENCH_LIGHT_LOAD_REQUESTS
+from raftbus.gateway.settings import BENCH_LIGHT_LOAD_REQUESTS, REQUEST_BODY_BYTES_MAX
 
 from tests.helpers import wait_until
 from tests.system.conftest import running_cluster
@@ -20,9 +23,12 @@ pytestmark = pytest.mark.system
 @pytest.fixture(scope="module")
 def api(tmp_path_factory):
     root = tmp_path_factory.mktemp("http")
-    with running_cluster(root) as cluster, running_gateway(cluster.bootstrap, root / "gateway.log") as gateway:
+    with running_cluster(root) as cluster, \
+            running_gateway(cluster.bootstrap, root / "gateway.log", "--anonymous", "http-tests") as gateway:
         api = Api(gateway.url)
         api.bootstrap = cluster.bootstrap
+        api.log_path = root / "gateway.log"
+        api.gateway_pid = gateway.proc.pid
         yield api
 
 
@@ -134,10 +140,94 @@ def test_bad_requests_get_the_error_tables_code_and_status(api):
     api.error("DELETE", "/v1/topics/http-errors/records", status=405, code="UNKNOWN_ROUTE")
 
 
-def test_bearer_token_header_is_accepted(api):
-    """Goal: a request with `Authorization: Bearer ...` is served (the token goes to the SDK once it takes one)."""
-    status, body = Api(api.base_url, {"Authorization": "Bearer secret-token"}).call("GET", "/v1/topics")
-    assert status == 200 and "topics" in body
+def test_a_wrong_bearer_token_on_a_cluster_without_auth_is_served_marked_and_warned_about_once(api):
+    """Goal: on a cluster that checks no tokens, a token is forwarded and served, every such answer says it was not
+    checked, and the gateway's log warns once, however many tokens come."""
+    for i in range(3):
+        status, body, headers = Api(api.base_url, {"Authorization": f"Bearer wrong-{i}"}).exchange("GET", "/v1/topics")
+        assert status == 200 and "topics" in body and headers["X-Raftbus-Token-Checked"] == "false"
+    status, _, headers = api.exchange("GET", "/v1/topics")  # an anonymous caller sent no token to mark
+    assert status == 200 and headers.get("X-Raftbus-Token-Checked") is None
+    warning = "does not check bearer tokens"
+    wait_until(lambda: warning in api.log_path.read_text(), 10, what="the gateway's warning in its log")
+    assert api.log_path.read_text().count(warning) == 1
+
+
+def test_hosts_origins_and_cross_site_forms_are_refused(api):
+    """Goal: a rebound DNS name (Host), another site's page (Origin) and what a cross-site form can send change
+    nothing; JSON or the X-Raftbus-Request header get through."""
+    api.error("GET", "/v1/topics", status=400, code="HOST_NOT_ALLOWED", headers={"Host": "attacker.example:8080"})
+    api.error("GET", "/", status=400, code="HOST_NOT_ALLOWED", headers={"Host": "attacker.example"})
+    api.error("POST", "/v1/topics", {"name": "http-csrf-origin"}, status=403, code="ORIGIN_NOT_ALLOWED",
+              headers={"Origin": "http://attacker.example"})
+    api.error("POST", "/v1/topics", raw=b"name=http-csrf-form", status=415, code="JSON_REQUIRED",
+              headers={"Content-Type": "application/x-www-form-urlencoded"})
+    api.error("POST", "/v1/topics", raw=b'{"name": "http-csrf-plain"}', status=415, code="JSON_REQUIRED",
+              headers={"Content-Type": "text/plain"})
+    api.error("DELETE", "/v1/topics/http-csrf-any", status=415, code="JSON_REQUIRED", headers={"Content-Type": None})
+    names = [t["name"] for t in api.ok("GET", "/v1/topics")["topics"]]
+    assert not [n for n in names if n.startswith("http-csrf")]
+    create_topic(api, "http-csrf-json", partitions=1)
+    status, _ = api.call("DELETE", "/v1/topics/http-csrf-json",
+                         headers={"Content-Type": None, "X-Raftbus-Request": "1"})
+    assert status == 200
+    assert api.call("GET", "/v1/topics", headers={"Origin": api.base_url})[0] == 200  # the gateway's own pages
+
+
+def gateway_peak_rss_bytes(pid: int) -> int:
+    status = dict(line.split(":", 1) for line in open(f"/proc/{pid}/status").read().splitlines() if ":" in line)
+    return int(status["VmHWM"].split()[0]) * 1024
+
+
+def stream_body(address: str, head: bytes, chunk: bytes, chunks_max: int) -> tuple[bytes, int, bool]:
+    """Send `head`, then `chunk` up to chunks_max times until the gateway answers; (its answer, bytes sent, whether
+    the gateway then closed the connection within 10 s rather than read on)."""
+    host, _, port = address.rpartition(":")
+    sent = 0
+    with socket.create_connection((host, int(port)), timeout=60) as conn:
+        conn.sendall(head)
+        for _ in range(chunks_max):
+            if select.select([conn], [], [], 0)[0]:
+                break
+            try:
+                conn.sendall(chunk)
+            except OSError:  # the gateway answered and closed
+                break
+            sent += len(chunk)
+        conn.settimeout(10)
+        answer = b""
+        try:
+            while data := conn.recv(65536):
+                answer += data
+        except ConnectionResetError:
+            pass
+        except TimeoutError:
+            return answer, sent, False
+    return answer, sent, True
+
+
+def test_a_200_mb_body_is_refused_without_being_read_into_memory(api):
+    """Goal: a 200 MiB body is 413 REQUEST_TOO_LARGE, from its Content-Length before any of it is read, and when
+    streamed without one as soon as it passes request_body_bytes_max; the gateway's peak memory barely moves."""
+    create_topic(api, "http-big", partitions=1)
+    before = gateway_peak_rss_bytes(api.gateway_pid)
+    address = api.base_url.removeprefix("http://")
+    size = 200 << 20
+    request_line = f"POST /v1/topics/http-big/records HTTP/1.1\r\nHost: {address}\r\n" \
+                   "Content-Type: application/json\r\n"
+    declared, sent, closed = stream_body(address, f"{request_line}Content-Length: {size}\r\n\r\n".encode(),
+                                         b" " * (1 << 20), 200)
+    assert declared.startswith(b"HTTP/1.1 413") and b'"REQUEST_TOO_LARGE"' in declared, declared[:300]
+    assert closed  # the gateway does not go on reading (and discarding) the 200 MiB
+    chunk = b"100000\r\n" + b" " * (1 << 20) + b"\r\n"  # chunked encoding: 1 MiB per chunk, no Content-Length
+    streamed, sent, closed = stream_body(address, f"{request_line}Transfer-Encoding: chunked\r\n\r\n".encode(),
+                                         chunk, 200)
+    assert streamed.startswith(b"HTTP/1.1 413") and b'"REQUEST_TOO_LARGE"' in streamed, streamed[:300]
+    assert closed and sent < size
+    grown = gateway_peak_rss_bytes(api.gateway_pid) - before
+    assert grown < REQUEST_BODY_BYTES_MAX * 3, grown
+    high_watermark = api.ok("GET", "/v1/topics/http-big")["partitions"][0]["high_watermark"]
+    assert high_watermark == 0
 
 
 def test_consumer_instance_joins_polls_commits_and_leaves(api):

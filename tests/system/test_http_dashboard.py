@@ -28,7 +28,8 @@ ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory):
     root = tmp_path_factory.mktemp("dashboard")
-    with running_cluster(root) as cluster, running_gateway(cluster.bootstrap, root / "gateway.log") as gateway:
+    with running_cluster(root) as cluster, \
+            running_gateway(cluster.bootstrap, root / "gateway.log", "--anonymous", "dashboard") as gateway:
         yield gateway
 
 

@@ -33,12 +33,14 @@ BROKER_ALLOWED = {
     "metrics": {"kernel", "raft", "section"},  # reads live state through the broker object it is handed
     # where leaderships go (gossip, preferred leaders, drain): over the loop, transport and faults of raft/
     "leadership": {"kernel", "raft", "section"},
+    "kafka": {"kernel", "log", "metadata", "security", "section"},  # the Kafka port: over the same services
 }
 # what the broker below its top layer may use of the client package: the wire protocol and shared codecs
-BROKER_CLIENT_MODULES = ("errors", "records", "wire", "router", "credentials", "queues.codec", "queues.ids")
+BROKER_CLIENT_MODULES = ("errors", "records", "kafka_batch", "wire", "router", "credentials", "queues.codec",
+                         "queues.ids")
 
-CLIENT_KERNEL = {"errors", "records", "router", "settings", "murmur2", "wire", "produce_stream", "sender",
-                 "credentials", "record_batch", "record_future"}
+CLIENT_KERNEL = {"errors", "records", "kafka_batch", "router", "settings", "murmur2", "wire", "produce_stream",
+                 "sender", "producer_lane", "credentials", "record_batch", "record_future"}
 CLIENT_FACADES = {"", "admin", "producer", "consumer", "reader", "security", "cluster_admin"}
 CLIENT_APPS = {"spark", "aio", "backup"}
 CLIENT_ALLOWED = {

@@ -17,14 +17,16 @@ MISSING = "—"
 
 @dataclass(frozen=True)
 class Row:
-    """One figure of the table: field `field` of the JSON line whose `bench` is `bench` (`raftbus_field` when
-    raftbus names that figure differently)."""
+    """One figure of the table: field `field` of the JSON line whose `bench` is `bench` (`raftbus_field` and
+    `raftbus_bench` when raftbus names that figure differently, or measures it in another workload: the Kafka
+    port's rows set beside the peers' own produce and consume)."""
 
     label: str
     bench: str
     field: str
     lower_is_better: bool = False
     raftbus_field: str | None = None
+    raftbus_bench: str | None = None
 
 
 ROWS = (
@@ -37,6 +39,14 @@ ROWS = (
     Row("light-load produce latency p99, ms", "produce", "latency_p99_ms", lower_is_better=True),
     Row("leader kill -9 to next acknowledged produce, ms", "failover", "failover_ms", lower_is_better=True,
         raftbus_field="failover_p50_ms"),
+    Row("Kafka port: confluent-kafka producer (linger.ms 5, acks=all), records/s", "produce", "records_per_s",
+        raftbus_bench="kafka", raftbus_field="producer_records_per_s"),
+    Row("Kafka port: confluent-kafka consumer, records/s", "consume", "records_per_s", raftbus_bench="kafka",
+        raftbus_field="consumer_records_per_s"),
+    Row("Kafka port: light-load produce latency p50 (linger.ms 0, acks=all), ms", "produce", "latency_p50_ms",
+        lower_is_better=True, raftbus_bench="kafka", raftbus_field="latency_p50_ms"),
+    Row("Kafka port: light-load produce latency p99, ms", "produce", "latency_p99_ms", lower_is_better=True,
+        raftbus_bench="kafka", raftbus_field="latency_p99_ms"),
 )
 
 
@@ -50,7 +60,8 @@ def by_system(lines: list[dict]) -> dict[str, dict[str, dict]]:
 
 def figure(results: dict[str, dict[str, dict]], system: str, row: Row) -> float | None:
     field = row.raftbus_field if system == "raftbus" and row.raftbus_field else row.field
-    value = results.get(system, {}).get(row.bench, {}).get(field)
+    bench = row.raftbus_bench if system == "raftbus" and row.raftbus_bench else row.bench
+    value = results.get(system, {}).get(bench, {}).get(field)
     return None if value is None else float(value)
 
 

@@ -163,3 +163,16 @@ def test_the_sdk_cli_and_the_peers_entry_point_import_no_peer_client_library():
             "print(sorted(name for name in ('nats', 'redis', 'hiredis') if name in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_kafka_rows_take_raftbus_from_its_kafka_workload_and_the_peers_from_their_produce_and_consume():
+    """Goal: the Kafka port's rows set raftbus's `kafka` line beside each peer's own produce and consume figures."""
+    kafka = {"bench": "kafka", "system": "raftbus", "producer_records_per_s": 400_000,
+             "consumer_records_per_s": 800_000, "latency_p50_ms": 0.6, "latency_p99_ms": 2.5}
+    rows = report.table_rows(report.by_system(lines() + [kafka]))
+    producer = row(rows, "Kafka port: confluent-kafka producer (linger.ms 5, acks=all), records/s")
+    assert (producer["raftbus"], producer["nats"], producer["raftbus_over_nats"]) == (400_000, 25_000, 16)
+    consumer = row(rows, "Kafka port: confluent-kafka consumer, records/s")
+    assert (consumer["raftbus"], consumer["nats"]) == (800_000, 20_000)
+    p50 = row(rows, "Kafka port: light-load produce latency p50 (linger.ms 0, acks=all), ms")
+    assert (p50["raftbus"], p50["nats"], p50["lower_is_better"]) == (0.6, 0.75, True)

@@ -17,6 +17,7 @@ from raftbus.broker.leadership.settings import LeadershipSettings
 from raftbus.broker.log.settings import LogSettings
 from raftbus.broker.metadata.settings import MembershipSettings, TopicSettings
 from raftbus.broker.metrics.settings import MetricsSettings
+from raftbus.broker.kafka.settings import KafkaSettings
 from raftbus.broker.node import NodeSettings
 from raftbus.broker.raft.group import RaftSettings
 from raftbus.broker.raft.quiesce import QuiesceSettings
@@ -81,12 +82,14 @@ def test_every_number_carries_its_unit_in_its_name():
 
 
 def test_the_operators_keys_are_unchanged():
-    """Goal: the 152 keys of the flat file (and RAFTBUS_<KEY>) are those operators set before the sections."""
-    assert len(KEYS) == 152
+    """Goal: the 152 keys of the flat file (and RAFTBUS_<KEY>) are those operators set before the sections, with
+    the 9 added since (the Kafka port's 8 and batch_decompressed_bytes_max)."""
+    assert len(KEYS) == 152 + 9
     for name in ("node_id", "raft_election_timeout_min_ms", "isr_lag_time_ms", "raft_quiesce_enabled",
                  "raft_liveness_timeout_ms", "raft_tls_ca_file", "leader_gossip_interval_ms", "join",
                  "storage_sync_interval_ms", "batch_bytes_max", "default_partitions", "session_timeout_ms",
-                 "queue_tick_interval_ms", "tls_cert_file", "metrics_listen", "grpc_workers_max"):
+                 "queue_tick_interval_ms", "tls_cert_file", "metrics_listen", "grpc_workers_max", "kafka_listen",
+                 "batch_decompressed_bytes_max"):
         assert name in KEYS
 
 
@@ -164,6 +167,8 @@ SECTION_RULES = [
     (SecuritySettings, {"auth_bootstrap_token_file": "admin.token"}, "auth_enabled"),
     (MetricsSettings, {"metrics_listen": "no-port"}, "not host:port"),
     (MetricsSettings, {"metrics_lag_groups_per_partition_max": -1}, "metrics_lag_groups_per_partition_max"),
+    (KafkaSettings, {"kafka_listen": "no-port"}, "not host:port"),
+    (KafkaSettings, {"kafka_in_flight_per_connection_max": 0}, "kafka_in_flight_per_connection_max"),
 ]
 
 

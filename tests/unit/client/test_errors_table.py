@@ -6,6 +6,7 @@ from raftbus.client import errors
 from raftbus.client.errors import (
     CODE_KEY,
     GRPC_STATUS,
+    KAFKA_ERROR,
     NotLeader,
     all_error_classes,
     error_from_code,
@@ -32,6 +33,17 @@ class FakeRpcError(grpc.RpcError):
 def test_every_error_class_has_a_status_row():
     missing = [cls.__name__ for cls in all_error_classes() if cls not in GRPC_STATUS]
     assert missing == []
+
+
+def test_every_error_class_has_a_kafka_row():
+    """Goal: every typed error has one Kafka error code on the Kafka port, a real one of Kafka's."""
+    missing = [cls.__name__ for cls in all_error_classes() if cls not in KAFKA_ERROR]
+    assert missing == []
+    from kio.schema.errors import ErrorCode
+
+    assert {code for code in KAFKA_ERROR.values()} <= {int(c) for c in ErrorCode}
+    assert errors.kafka_code_for(errors.NotLeader("x")) == 6
+    assert errors.kafka_code_for(errors.WrongTopicKind("x")) == 42  # queue topics: INVALID_REQUEST
 
 
 def test_codes_are_unique():

@@ -56,7 +56,7 @@ class _Router:
     def __init__(self):
         self.failures = 0
 
-    def note_failure(self, err, attempt, topic=None, partition=None):
+    def produce_retry_delay_s(self, err, attempt, topic=None, partition=None):
         self.failures += 1
         return None if isinstance(err, UnknownTopic) else 0.001
 

@@ -6,9 +6,17 @@ from datetime import datetime, timezone
 import pyarrow as pa
 import pytest
 
+from raftbus.client import kafka_batch
 from raftbus.client.errors import CorruptBatch
-from raftbus.client.records import decode_fetched, encode_batch, encode_stored_batch, iter_stored_batches
+from raftbus.client.records import (
+    decode_fetched,
+    encode_batch,
+    encode_stored_batch,
+    encode_stream_batch,
+    iter_stored_batches,
+)
 from raftbus.client.spark.columns import (
+    _kafka_piece,
     _uniform_piece,
     arrow_schema,
     batch_pieces,
@@ -111,3 +119,41 @@ def test_producer_shaped_batches_take_the_fixed_stride_path():
     assert piece is not None and piece.first_offset == 15 and len(piece) == 49_995
     assert piece.keys.null_count == 49_995 and isinstance(piece.values, pa.BinaryArray)
     assert piece.headers == [()] * 49_995
+
+
+def kafka_stored(base_offset: int, records: list, log_append_time_ms: int | None = None) -> bytes:
+    if log_append_time_ms is None:
+        blob, count, max_ts = encode_stream_batch(records)
+    else:
+        blob = kafka_batch.encode_batch(records, log_append_time_ms=log_append_time_ms)
+        count, max_ts = len(records), log_append_time_ms
+    return encode_stored_batch(base_offset, count, 1, max_ts, blob)
+
+
+@pytest.mark.parametrize("headers", [False, True])
+@pytest.mark.parametrize("seed", range(6))
+def test_kafka_batches_match_the_record_decoder(seed, headers):
+    """Goal: Kafka batches (uniform, mixed, LogAppendTime, across offset deltas of 1 to 3 varint bytes) become the
+    same columns as the record decoder gives."""
+    rng = random.Random(seed)
+    shapes = [(-1, 100), (0, 0), (3, -1), (8, 17), (-1, -1)]
+    parts, base = [], 0
+    for i in range(10):
+        n = rng.choice([1, 9, 70, 300, 9000]) if i % 2 == 0 else rng.randint(1, 40)
+        records = uniform(n, 1_700_000_000_000, *shapes[i % len(shapes)]) if i % 2 == 0 else mixed(rng, n)
+        parts.append(kafka_stored(base, records, 1_800_000_000_000 if i == 4 else None))
+        base += n
+    buf = b"".join(parts)
+    lo, hi = sorted(rng.sample(range(base + 1), 2))
+    batch = to_record_batch(TOPIC, PARTITION, list(batch_pieces(buf, lo, hi, headers)), arrow_schema(headers))
+    assert batch.to_pylist() == expected_rows(buf, lo, hi, headers)
+
+
+def test_producer_shaped_kafka_batches_take_the_strided_path():
+    """Goal: a producer's Kafka batch of fixed-size records (offset deltas up to three varint bytes) is decoded run
+    by run, with no record read by itself."""
+    batch = next(iter_stored_batches(kafka_stored(10, uniform(10_000, 5, -1, 100))))
+    piece = _kafka_piece(batch, 5, 10_000, True)
+    assert piece is not None and piece.first_offset == 15 and len(piece) == 9_995
+    assert piece.keys.null_count == 9_995 and piece.values.to_pylist()[:2] == [bytes([5]) * 100, bytes([6]) * 100]
+    assert piece.timestamps_ms[0] == 10 and piece.timestamps_ms[-1] == 5 + 9_999

@@ -98,3 +98,25 @@ def test_a_lost_answer_is_retried_and_recognised():
 def test_an_error_that_must_not_be_retried_fails_the_task():
     with pytest.raises(errors.Unauthenticated):
         write(StateMachineTransport({}, fail_after=2), VALUES)
+
+
+def test_a_partition_that_forgot_the_task_mid_write_gets_the_rest_under_a_fresh_id():
+    """The partition drops the task's producer state between two batches (idle past producer_idle_ms): the next
+    batch is refused UNKNOWN_PRODUCER_ID, and the task writes the rest under a fresh producer id from sequence
+    0, every value once and in order, all counted as appended."""
+    logs = {}
+    transport = StateMachineTransport(logs)
+    sender = SequencedSender(transport, PRODUCER, 100, 300, delivery_timeout_ms=10_000)
+    for value in VALUES[:50]:
+        sender.add(TP, (1, None, value, ()), record_size(None, value))
+    sender.finish()
+    sm = logs[TP]
+    sm.apply(sm.applied_index() + 1, commands.encode_trim(2_000, -1, -1, 0))  # forget every idle producer
+    before = len(transport.sent)
+    for value in VALUES[50:]:
+        sender.add(TP, (1, None, value, ()), record_size(None, value))
+    counts = sender.finish()
+    assert stored_values(logs) == VALUES
+    assert (counts.appended, counts.already_written) == (len(VALUES), 0)
+    (refused_sequence, count), (restarted_sequence, same_count) = transport.sent[before:before + 2]
+    assert (refused_sequence, restarted_sequence, same_count) == (50, 0, count)  # refused, then from 0

@@ -1,0 +1,37 @@
+"""KafkaSettings: the Kafka port (docs/kafka.md)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from raftbus.broker.section import parse_address, require, setting
+
+
+@dataclass(frozen=True)
+class KafkaSettings:
+    TITLE = "The Kafka port (docs/kafka.md): Kafka clients over the same partitions, offsets, limits and ACLs"
+
+    kafka_listen: str = setting("", 'host:port of the Kafka protocol port ("" = off; port 0 = any)')
+    kafka_advertised_listen: str = setting("", 'the address Metadata answers name ("" = kafka_listen)')
+    kafka_connections_max: int = setting(1000, "open Kafka connections; one more is closed at once")
+    kafka_in_flight_per_connection_max: int = setting(100, "unanswered requests per connection; past it the "
+                                                           "connection stops reading")
+    kafka_request_bytes_max: int = setting(100 * 1024 * 1024, "one request frame; a longer one closes the "
+                                                               "connection")
+    kafka_request_read_timeout_ms: int = setting(30_000, "a frame that stops arriving for this long closes the "
+                                                         "connection")
+    kafka_connection_idle_ms: int = setting(600_000, "a connection silent for this long is closed")
+    kafka_fetch_sessions_max: int = setting(1000, "incremental fetch sessions kept by one broker (the oldest idle "
+                                                  "one goes)")
+
+    @property
+    def kafka_address(self) -> str:
+        """The Kafka port's address as clients should dial it ("" when the port is off)."""
+        return (self.kafka_advertised_listen or self.kafka_listen) if self.kafka_listen else ""
+
+    def validate(self) -> None:
+        for address in (self.kafka_listen, self.kafka_advertised_listen):
+            if address:
+                parse_address(address)
+        for name in ("kafka_connections_max", "kafka_in_flight_per_connection_max", "kafka_request_bytes_max",
+                     "kafka_request_read_timeout_ms", "kafka_connection_idle_ms", "kafka_fetch_sessions_max"):
+            require(getattr(self, name) >= 1, f"{name} must be >= 1")
