@@ -52,7 +52,7 @@ def build_features(context: BrokerContext, settings: BrokerSettings, *, data_dir
                                client_address=node.client_address, raft_address=node.raft_listen,
                                fetch_wait_max_ms=settings.log.fetch_wait_max_ms, process_stats=process_stats,
                                metrics_url=metrics_url, kafka_address=lambda: kafka[0].address if kafka else "",
-                               raft_peers=raft_peers)
+                               raft_peers=raft_peers, cluster_id=node.cluster_id)
     log = LogFeature(context, settings.log, rebuild_dir=data_dir / "rebuild", peer_credentials=credentials)
     kafka.append(KafkaFeature(context, PortSettings.of(settings), log.service, metadata.admin,
                               policy=security.policy()))

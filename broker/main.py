@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
 import os
@@ -11,6 +12,7 @@ import threading
 import time
 from pathlib import Path
 
+from raftbus.broker import ports as broker_ports
 from raftbus.broker.supervisor import DEV_RESTART_DELAY_MS, BrokerSupervisor, Supervised
 from raftbus.broker.storage.private import private_dir, restrict_umask
 from raftbus.client import errors
@@ -38,8 +40,49 @@ def setup_logging(level: str) -> None:
     root.setLevel(level.upper())
 
 
+def broker_listeners(settings) -> list[broker_ports.Listener]:
+    """The addresses `broker start` binds, by the setting that names each (unset and port 0 are left out)."""
+    named = [("client port, listen", settings.node.listen), ("Raft port, raft_listen", settings.node.raft_listen),
+             ("metrics port, metrics_listen", settings.metrics.metrics_listen),
+             ("Kafka port, kafka_listen", settings.kafka.kafka_listen)]
+    return [broker_ports.Listener(role, address) for role, address in named if address]
+
+
+START_HINT = ("stop it, or give this broker other addresses (--listen, --raft-listen, --metrics-listen, "
+              "--kafka-listen)")
+
+
+def pem_files(settings) -> list[tuple[str, str, str]]:
+    """(setting, path, kind) of every PEM file the settings name."""
+    from raftbus.client.credentials import CERTIFICATE, PRIVATE_KEY
+
+    security, raft = settings.security, settings.raft
+    files = [("tls_cert_file", security.tls_cert_file, CERTIFICATE), ("tls_key_file", security.tls_key_file, PRIVATE_KEY),
+             ("tls_client_ca_file", security.tls_client_ca_file, CERTIFICATE),
+             ("tls_ca_file", security.tls_ca_file, CERTIFICATE),
+             ("raft_tls_cert_file", raft.tls_cert_file, CERTIFICATE),
+             ("raft_tls_key_file", raft.tls_key_file, PRIVATE_KEY), ("raft_tls_ca_file", raft.tls_ca_file, CERTIFICATE)]
+    return [(name, path, kind) for name, path, kind in files if path]
+
+
+def check_files(settings) -> None:
+    """The data dir can be made and written, and every certificate and key file exists, is readable and is PEM of
+    its kind: InvalidArgument naming the setting otherwise, before anything starts (gRPC's TLS library would only
+    log a bad file, at the first handshake)."""
+    from raftbus.client.credentials import read_pem
+
+    data_dir = Path(settings.node.data_dir)
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise errors.InvalidArgument(f"data_dir {data_dir}: {exc.strerror}") from None
+    if not os.access(data_dir, os.W_OK | os.X_OK):
+        raise errors.InvalidArgument(f"data_dir {data_dir}: not writable by this user")
+    for name, path, kind in pem_files(settings):
+        read_pem(name, path, kind)
+
+
 def start_broker(args) -> int:
-    from raftbus.broker.server import Broker
     from raftbus.broker.settings import load_settings
 
     restrict_umask()  # every file the broker writes is owner-only (docs/security.md, "Data at rest")
@@ -48,10 +91,13 @@ def start_broker(args) -> int:
                              raft_listen=args.raft_listen, peers=args.peers, join=args.join,
                              advertised_listen=args.advertised_listen, metrics_listen=args.metrics_listen,
                              kafka_listen=args.kafka_listen)
+    check_files(settings)
+    listeners = broker_listeners(settings)
+    broker_ports.check_free(listeners, hint=START_HINT)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):  # before "ready": a SIGTERM right after it stops cleanly
         signal.signal(sig, lambda *_: stop.set())
-    broker = Broker(settings).start()
+    broker = _started(settings, listeners)
     print(json.dumps({"event": "ready", "node_id": settings.node.node_id, "listen": settings.node.listen,
                       "grpc_port": broker.grpc_port, "raft_listen": settings.node.raft_listen,
                       "metrics_url": broker.metrics.url, "kafka_port": broker.features.kafka.port}), flush=True)
@@ -60,8 +106,51 @@ def start_broker(args) -> int:
     return 0
 
 
+def _bind_failure(exc: BaseException, listeners: list[broker_ports.Listener]) -> errors.RaftbusError | None:
+    """A port taken between the check and the bind (another process was quicker), named as the check names it.
+    The broker binds its Raft port, then metrics, then the client port, then the Kafka port: a failed client bind
+    says its address (gRPC); of the others the one bound later is checked first (an earlier one may be this
+    broker's own by then).
+    """
+    grpc_bind = isinstance(exc, (RuntimeError, OSError)) and ("Failed to bind" in str(exc)
+                                                              or "cannot listen on" in str(exc))
+    if not grpc_bind and not (isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE):
+        return None
+    roles = ("client port",) if grpc_bind else ("Kafka port", "metrics port", "Raft port")
+    for role in roles:
+        for listener in listeners:
+            if listener.role.startswith(role):
+                try:
+                    broker_ports.check_free([listener], hint=START_HINT)
+                except errors.RaftbusError as taken:
+                    return taken
+    return None
+
+
+def _started(settings, listeners):
+    """The broker, started; a failure is one line on stderr and ends the process at once, so the threads a broker
+    that failed half-way has started (its Raft transport) do not keep it running."""
+    from raftbus.broker.server import Broker
+
+    try:
+        return Broker(settings).start()
+    except Exception as exc:  # noqa: BLE001 - every start failure ends the process with one line
+        failure = _bind_failure(exc, listeners) or exc
+    if isinstance(failure, OSError):
+        where = f" {failure.filename}" if failure.filename else ""
+        failure = errors.InvalidArgument(f"broker {settings.node.node_id} cannot start: {failure.strerror}{where}")
+    elif not isinstance(failure, errors.RaftbusError):
+        logging.getLogger(__name__).error("broker failed to start", exc_info=failure)
+        failure = errors.InternalError(f"broker {settings.node.node_id} failed to start: "
+                                       f"{type(failure).__name__}: {failure}")
+    print(f"error: {failure.code}: {failure.message}", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os._exit(1)
+
+
 def dev_ports(count: int, base_port: int) -> list[tuple[int, int]]:
-    return [(base_port + 2 * i, base_port + 2 * i + 1) for i in range(count)]
+    """(client port, Raft port) of each dev broker (see broker/ports.py for every port of one)."""
+    return [(b.client, b.raft) for b in broker_ports.dev_broker_ports(count, base_port, 0)]
 
 
 def dev_broker_env(data_dir: Path, node: int, raft_pki=None) -> dict[str, str]:
@@ -79,64 +168,75 @@ def dev_broker_env(data_dir: Path, node: int, raft_pki=None) -> dict[str, str]:
     return env
 
 
-def dev_metrics_ports(count: int, metrics_base_port: int) -> list[int | None]:
-    """One metrics port per broker from metrics_base_port on; none when it is 0."""
-    return [metrics_base_port + i if metrics_base_port else None for i in range(count)]
+def dev_metrics_ports(count: int, metrics_base_port: int | None, base_port: int = 7070) -> list[int | None]:
+    """One metrics port per broker from metrics_base_port on (None: from base_port + METRICS_PORT_OFFSET); none
+    when it is 0."""
+    return [b.metrics for b in broker_ports.dev_broker_ports(count, base_port, metrics_base_port)]
 
 
-def dev_kafka_ports(count: int, kafka_base_port: int) -> list[int]:
-    """One Kafka port per broker from kafka_base_port on; none when it is 0."""
-    return [kafka_base_port + i for i in range(count)] if kafka_base_port else []
+def dev_kafka_ports(count: int, kafka_base_port: int | None, base_port: int = 7070) -> list[int]:
+    """One Kafka port per broker from kafka_base_port on (None: from base_port + KAFKA_PORT_OFFSET); none when it
+    is 0."""
+    return [b.kafka for b in broker_ports.dev_broker_ports(count, base_port, 0, kafka_base_port) if b.kafka]
 
 
-def _dev_brokers(args) -> list[Supervised]:
-    ports = dev_ports(args.brokers, args.base_port)
-    metrics_ports = dev_metrics_ports(args.brokers, args.metrics_base_port)
-    kafka_ports = dev_kafka_ports(args.brokers, args.kafka_base_port)
-    peers = ",".join(f"{i + 1}@127.0.0.1:{raft}" for i, (_, raft) in enumerate(ports))
+def _dev_brokers(args, ports: list[broker_ports.DevBrokerPorts]) -> list[Supervised]:
+    peers = ",".join(f"{b.node_id}@127.0.0.1:{b.raft}" for b in ports)
     data_dir = Path(args.data_dir)
     pki, secure_env = _secure_dev_env(data_dir, args.brokers) if args.secure else (None, {})
     brokers = []
-    for i, (grpc_port, raft_port) in enumerate(ports):
-        node = i + 1
+    for broker in ports:
+        node = broker.node_id
         cmd = [sys.executable, "-m", "raftbus.broker", "start", "--node-id", str(node),
-               "--data-dir", str(data_dir / f"broker-{node}"), "--listen", f"127.0.0.1:{grpc_port}",
-               "--raft-listen", f"127.0.0.1:{raft_port}", "--peers", peers, "--log-level", args.log_level]
-        if metrics_ports[i] is not None:
-            cmd += ["--metrics-listen", f"127.0.0.1:{metrics_ports[i]}"]
-        if kafka_ports:
-            cmd += ["--kafka-listen", f"127.0.0.1:{kafka_ports[i]}"]
+               "--data-dir", str(data_dir / f"broker-{node}"), "--listen", f"127.0.0.1:{broker.client}",
+               "--raft-listen", f"127.0.0.1:{broker.raft}", "--peers", peers, "--log-level", args.log_level]
+        if broker.metrics is not None:
+            cmd += ["--metrics-listen", f"127.0.0.1:{broker.metrics}"]
+        if broker.kafka is not None:
+            cmd += ["--kafka-listen", f"127.0.0.1:{broker.kafka}"]
         env = dev_broker_env(data_dir, node, raft_pki=pki)
         env.update(secure_env.get(node, {}))
         brokers.append(Supervised(node, cmd, str(data_dir / f"broker-{node}.log"), env=env))
     return brokers
 
 
+DEV_HINT = "stop it, or give this cluster other ports (--base-port)"
+
+
 def run_dev(args) -> int:
     """A local N-broker cluster on loopback, one process per broker; a broker that exits is restarted after
-    --restart-delay-ms (unless --no-restart) while the others keep serving; Ctrl-C stops it cleanly."""
+    --restart-delay-ms (unless --no-restart) while the others keep serving; Ctrl-C stops it cleanly. Every port is
+    checked free before anything starts, and the cluster is ready when its own brokers answer (node ids and the
+    data dir's cluster id), never another cluster that holds the ports."""
+    problem = broker_ports.dev_port_problem(args.brokers, args.base_port, args.metrics_base_port,
+                                            args.kafka_base_port)
+    if problem:
+        raise errors.InvalidArgument(problem)
+    ports = broker_ports.dev_broker_ports(args.brokers, args.base_port, args.metrics_base_port, args.kafka_base_port)
+    broker_ports.check_free([listener for b in ports for listener in b.listeners()], hint=DEV_HINT,
+                            own_cluster_id=_known_cluster_id(Path(args.data_dir)))
     restrict_umask()  # the dev cluster's secrets, tokens, keys and logs are owner-only
     data_dir = private_dir(args.data_dir)
-    metrics_ports = dev_metrics_ports(args.brokers, args.metrics_base_port)
-    supervisor = BrokerSupervisor(_dev_brokers(args), restart=not args.no_restart,
+    supervisor = BrokerSupervisor(_dev_brokers(args, ports), restart=not args.no_restart,
                                   restart_delay_ms=args.restart_delay_ms, say=lambda text: print(text, flush=True))
     supervisor.start_all()
-    bootstrap = ",".join(f"127.0.0.1:{g}" for g, _ in dev_ports(args.brokers, args.base_port))
+    addresses = {b.node_id: f"127.0.0.1:{b.client}" for b in ports}
+    bootstrap = ",".join(addresses.values())
     print(f"raftbus dev: {args.brokers} brokers, bootstrap {bootstrap}, logs in {data_dir}/broker-N.log", flush=True)
-    kafka_ports = dev_kafka_ports(args.brokers, args.kafka_base_port)
+    kafka_ports = [b.kafka for b in ports if b.kafka is not None]
     if kafka_ports:
         print(f"raftbus dev: kafka-bootstrap {','.join(f'127.0.0.1:{p}' for p in kafka_ports)}", flush=True)
     if args.secure:
         print(f"raftbus dev: secure: TLS on both ports, tokens and ACLs; export RAFTBUS_TLS_CA={data_dir / 'ca.pem'} "
               f"RAFTBUS_TOKEN_FILE={data_dir / 'admin.token'}", flush=True)
-    for node, port in enumerate(metrics_ports, start=1):
-        if port is not None:
-            print(f"raftbus dev: broker {node} metrics http://127.0.0.1:{port}/metrics", flush=True)
+    for broker in ports:
+        if broker.metrics is not None:
+            print(f"raftbus dev: broker {broker.node_id} metrics http://127.0.0.1:{broker.metrics}/metrics", flush=True)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     try:
-        _wait_ready(bootstrap, args.brokers, stop, supervisor.processes)
+        _wait_ready(addresses, _dev_cluster_id(data_dir), stop, supervisor)
         print("raftbus dev: cluster ready (Ctrl-C stops it)", flush=True)
         if args.demo and not stop.is_set():
             from raftbus.broker.demo import run_demo
@@ -166,26 +266,64 @@ def _secure_dev_env(data_dir: Path, brokers: int):
     return pki, {node: tls_dev.secure_broker_env(pki, node, token_file) for node in ids}
 
 
-def _wait_ready(bootstrap: str, brokers: int, stop: threading.Event, procs, timeout_s: float = 60.0) -> None:
-    """Until the cluster answers with every broker and a controller; Unavailable if one of `procs` exits first
-    (a broker that cannot bind its port must not let another cluster on those ports pass for this one)."""
+def _known_cluster_id(data_dir: Path) -> str:
+    """The cluster id `raftbus dev` keeps in `data_dir`, "" before its first start (nothing is written here)."""
+    from raftbus.broker.raft.cluster_secret import DEV_CREDENTIALS_FILE
+
+    try:
+        return json.loads((data_dir / DEV_CREDENTIALS_FILE).read_text())["cluster_id"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+
+
+def _dev_cluster_id(data_dir: Path) -> str:
+    from raftbus.broker.raft.cluster_secret import dev_credentials
+
+    return dev_credentials(data_dir)["cluster_id"]
+
+
+def readiness(addresses: dict[int, str], cluster_id: str, answers: dict) -> tuple[bool, str]:
+    """Whether a dev cluster is ready from what each of its addresses answered (node id -> ClusterStatus or the
+    error): every address answers as the broker of that node id in `cluster_id`, and a controller is known with
+    every broker registered. The second value says what is missing."""
+    for node, address in addresses.items():
+        status = answers.get(node)
+        if not hasattr(status, "cluster_id"):
+            return False, f"broker {node} at {address}: {status}"
+        if status.cluster_id != cluster_id or status.answering_broker_id != node:
+            raise errors.AddressInUse(
+                f"{address} is answered by broker {status.answering_broker_id} of cluster "
+                f"{status.cluster_id or '?'}, not broker {node} of this cluster ({cluster_id}); {DEV_HINT}")
+    status = answers[next(iter(addresses))]
+    if not status.controller_id or len(status.brokers) < len(addresses):
+        return False, f"controller {status.controller_id}, {len(status.brokers)} of {len(addresses)} brokers"
+    return True, "ready"
+
+
+def _wait_ready(addresses: dict[int, str], cluster_id: str, stop: threading.Event, supervisor: BrokerSupervisor,
+                timeout_s: float = 60.0) -> None:
+    """Until every dev broker answers at its own address as itself (node id, cluster id) and a controller is
+    elected; Unavailable, with the broker's last words, if one of them exits first."""
     from raftbus.client import Admin
 
     deadline = time.monotonic() + timeout_s
-    last = None
+    last = "no answer yet"
     while not stop.is_set() and time.monotonic() < deadline:
-        exited = [proc for proc in procs if proc.poll() is not None]
+        exited = supervisor.exited()
         if exited:
-            raise errors.Unavailable(f"broker pid {exited[0].pid} exited with {exited[0].returncode} before the "
-                                     "cluster was ready (is another cluster using these ports?)")
-        try:
-            with Admin(bootstrap) as admin:
-                status = admin.cluster_status()
-                if status.controller_id and len(status.brokers) >= brokers:
-                    return
-                last = status
-        except errors.RaftbusError as exc:
-            last = exc
+            raise errors.Unavailable(f"broker {exited.node_id} exited before the cluster was ready: "
+                                     f"{supervisor.last_words(exited)}")
+        answers = {}
+        for node, address in addresses.items():
+            try:
+                # a broker still starting refuses connections: ask again on the next round, not 2 s from now
+                with Admin(address, request_timeout_ms=2_000, connect_timeout_ms=300) as admin:
+                    answers[node] = admin.cluster_status()
+            except errors.RaftbusError as exc:
+                answers[node] = f"{exc.code}: {exc.message}"
+        ready, last = readiness(addresses, cluster_id, answers)
+        if ready:
+            return
         time.sleep(0.3)
     if not stop.is_set():
         raise errors.Unavailable(f"cluster not ready after {timeout_s:.0f} s (last: {last})")
@@ -212,10 +350,12 @@ def add_dev_arguments(dev: argparse.ArgumentParser) -> None:
     dev.add_argument("--brokers", type=int, default=3)
     dev.add_argument("--data-dir", default="./data")
     dev.add_argument("--base-port", type=int, default=7070)
-    dev.add_argument("--metrics-base-port", type=int, default=9570,
-                     help="broker N serves metrics on this port + N - 1 (0 = no metrics)")
-    dev.add_argument("--kafka-base-port", type=int, default=9092,
-                     help="broker N serves the Kafka protocol on this port + N - 1 (0 = no Kafka port)")
+    dev.add_argument("--metrics-base-port", type=int, default=None,
+                     help=f"broker N serves metrics on this port + N - 1 (default: --base-port + "
+                          f"{broker_ports.METRICS_PORT_OFFSET}; 0 = no metrics)")
+    dev.add_argument("--kafka-base-port", type=int, default=None,
+                     help=f"broker N serves the Kafka protocol on this port + N - 1 (default: --base-port + "
+                          f"{broker_ports.KAFKA_PORT_OFFSET}, 9092 from 7070; 0 = no Kafka port)")
     dev.add_argument("--demo", action="store_true", help="create a topic, produce and consume a few records")
     dev.add_argument("--secure", action="store_true",
                      help="TLS, tokens and ACLs on; writes ca.pem and admin.token into --data-dir")
@@ -226,12 +366,34 @@ def add_dev_arguments(dev: argparse.ArgumentParser) -> None:
     dev.set_defaults(run=run_dev)
 
 
+class UsageParser(argparse.ArgumentParser):
+    """argparse, with a usage error as one line on stderr (what is wrong and where the help is) and exit status 2,
+    instead of the usage synopsis followed by the error. Subcommand parsers inherit the class."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="raftbus broker")
+    parser = UsageParser(prog="raftbus broker")
     sub = parser.add_subparsers(dest="command", required=True)
     add_start_arguments(sub.add_parser("start", help="run one broker"))
     add_dev_arguments(sub.add_parser("dev", help="a local N-broker cluster on loopback (Ctrl-C stops it)"))
     return parser
+
+
+# A path the user named that cannot be used as given: INVALID_ARGUMENT, as a missing --tls-ca file is.
+PATH_ERRNOS = {errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EACCES, errno.EPERM, errno.EEXIST,
+               errno.ENAMETOOLONG, errno.ELOOP, errno.EROFS}
+
+
+def os_error_line(exc: OSError) -> str:
+    """An OS error as the one line the commands print: a path that cannot be used is INVALID_ARGUMENT naming it;
+    others (a full disk, ...) say what the system said, and about which file."""
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    if exc.filename and exc.errno in PATH_ERRNOS:
+        return f"error: {errors.InvalidArgument.code}: {exc.filename}: {reason}"
+    return f"error: {exc.filename}: {reason}" if exc.filename else f"error: {reason}"
 
 
 def run(args) -> int:
@@ -243,7 +405,7 @@ def run(args) -> int:
         print(f"error: {exc.code}: {exc.message}", file=sys.stderr)
         return 1
     except OSError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(os_error_line(exc), file=sys.stderr)
         return 1
 
 

@@ -171,14 +171,21 @@ def validate_topic_name(name) -> None:
                                  "and is not '.' or '..'")
 
 
+def replication_factor_problem(replication_factor: int, brokers: int) -> str:
+    """Why a replication factor does not fit a cluster of `brokers` brokers (one wording wherever it is checked)."""
+    if replication_factor < 1:
+        return f"replication factor {replication_factor} must be at least 1"
+    return (f"replication factor {replication_factor} needs {replication_factor} brokers; the cluster has {brokers} "
+            f"(give a factor from 1 to {brokers})")
+
+
 def place_partitions(topic_id: int, first_partition: int, count: int, replication_factor: int,
                      broker_ids) -> tuple[PartitionPlacement, ...]:
     """Deterministic placement: sorted broker ids rotated by (topic_id + partition), so leaders spread out."""
     ids = sorted(set(broker_ids))
     n = len(ids)
     if not 1 <= replication_factor <= n:
-        raise errors.InvalidReplicationFactor(
-            f"replication factor {replication_factor} needs between 1 and {n} registered brokers")
+        raise errors.InvalidReplicationFactor(replication_factor_problem(replication_factor, n))
     placements = []
     for partition in range(first_partition, first_partition + count):
         start = (topic_id + partition) % n

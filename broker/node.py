@@ -83,5 +83,5 @@ class NodeSettings:
         require(not problem or self.loopback_only,
                 f"refusing to listen beyond loopback (listen={self.listen}, raft_listen={self.raft_listen}): "
                 f"{problem}. Set cluster_secret (RAFTBUS_CLUSTER_SECRET) to a random string of at least "
-                f"{self.cluster_secret_bytes_min} bytes and cluster_id (RAFTBUS_CLUSTER_ID) to a name of this "
-                "cluster, the same on every broker")
+                f"{self.cluster_secret_bytes_min} bytes (`raftbus secret generate` makes one) and cluster_id "
+                "(RAFTBUS_CLUSTER_ID) to a name of this cluster, the same on every broker")

@@ -1,12 +1,16 @@
 """The broker processes of `raftbus dev`: started, watched, and restarted when one exits.
 
 A Raft cluster keeps serving while a minority of brokers is down, and the first thing a user tries is to kill
-one: `raftbus dev` says which broker exited and starts it again, on the same data directory and ports, after
-`restart_delay_ms` (so a broker that fails at once is not restarted in a tight loop); with restarts off it
-only says so, and the rest of the cluster keeps serving.
+one: `raftbus dev` says which broker exited and why (the last line it wrote to its log in that run: a broker that
+fails to start writes its reason as one line), and starts it again, on the same data directory and ports, after
+`restart_delay_ms` (so a broker that fails at once is not restarted in a tight loop); with restarts off it only
+says so, and the rest of the cluster keeps serving.
 """
 from __future__ import annotations
 
+import json
+import os
+import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -24,6 +28,42 @@ class Supervised:
     env: dict | None = None           # the process environment (None: this one's)
     restart_at: float | None = None  # monotonic time of the next start, while exited
     restarts: int = field(default=0)
+    log_offset: int = 0  # the log's size when the current process started: what it wrote comes after
+
+
+LAST_WORDS_BYTES_MAX = 64 * 1024  # of a broker's log, read for its last line
+
+
+def last_words(log_path: str, offset: int = 0) -> str:
+    """The last line a broker wrote to its log after `offset`: a JSON log record's message (and the last line of its
+    exception), or the plain line; "" when it wrote nothing."""
+    try:
+        with open(log_path, "rb") as log_file:
+            size = log_file.seek(0, os.SEEK_END)
+            log_file.seek(max(offset, size - LAST_WORDS_BYTES_MAX))
+            text = log_file.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    try:
+        record = json.loads(lines[-1])
+    except ValueError:
+        return lines[-1]
+    if not isinstance(record, dict) or "msg" not in record:
+        return lines[-1]
+    exception = str(record.get("exc") or "").strip().splitlines()
+    return f"{record['msg']}: {exception[-1]}" if exception else str(record["msg"])
+
+
+def exit_text(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            return f"was killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"was killed by signal {-returncode}"
+    return f"exited with {returncode}"
 
 
 class BrokerSupervisor:
@@ -41,8 +81,19 @@ class BrokerSupervisor:
 
     def _start(self, broker: Supervised) -> None:
         with open(broker.log_path, "ab") as log_file:
+            broker.log_offset = log_file.tell()
             broker.proc = subprocess.Popen(broker.argv, stdout=subprocess.DEVNULL, stderr=log_file, env=broker.env)
         broker.restart_at = None
+
+    def exited(self) -> Supervised | None:
+        """The first broker whose current process has exited, if any."""
+        return next((b for b in self.brokers if b.proc is not None and b.proc.poll() is not None), None)
+
+    def last_words(self, broker: Supervised) -> str:
+        """How the broker's last process ended: its exit status and the last line it logged."""
+        words = last_words(broker.log_path, broker.log_offset)
+        status = exit_text(broker.proc.returncode) if broker.proc is not None else "not running"
+        return f"{status}: {words}" if words else status
 
     @property
     def processes(self) -> list[subprocess.Popen]:
@@ -62,8 +113,9 @@ class BrokerSupervisor:
 
     def _exited(self, broker: Supervised, returncode: int, now: float) -> None:
         others = sum(1 for b in self.brokers if b is not broker and b.proc is not None and b.proc.poll() is None)
-        message = (f"raftbus dev: broker {broker.node_id} (pid {broker.proc.pid}) exited with {returncode}; "
-                   f"{others} of {len(self.brokers)} brokers still serving")
+        words = last_words(broker.log_path, broker.log_offset)
+        message = (f"raftbus dev: broker {broker.node_id} (pid {broker.proc.pid}) {exit_text(returncode)}"
+                   f"{' (' + words + ')' if words else ''}; {others} of {len(self.brokers)} brokers still serving")
         if not self.restart:
             broker.proc = None
             self._say(message + " (restarts are off)")

@@ -113,17 +113,19 @@ class ClusterStatus:
     controller_id: int | None
     topics: tuple[TopicDescription, ...]
     answering_broker_id: int
+    cluster_id: str = ""  # the answering broker's cluster_id ("" from GetMetadata, which does not carry it)
 
     @classmethod
     def from_proto(cls, response: pb.ClusterStatusResponse | pb.MetadataResponse) -> "ClusterStatus":
         return cls(tuple(BrokerDescription.from_proto(b) for b in response.brokers),
                    _unset_as_none(response.controller_id),
                    tuple(TopicDescription.from_proto(t) for t in response.topics),
-                   response.answering_broker_id)
+                   response.answering_broker_id, getattr(response, "cluster_id", ""))
 
     def to_dict(self) -> dict:
         return {"brokers": [b.to_dict() for b in self.brokers], "controller_id": self.controller_id,
-                "topics": [t.to_dict() for t in self.topics], "answering_broker_id": self.answering_broker_id}
+                "topics": [t.to_dict() for t in self.topics], "answering_broker_id": self.answering_broker_id,
+                "cluster_id": self.cluster_id}
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +187,7 @@ class Admin(SecurityCalls, MembershipCalls):
         bootstrap: str | list[str] | None = None,
         *,
         request_timeout_ms: int = settings.REQUEST_TIMEOUT_MS,
+        connect_timeout_ms: int = settings.CONNECT_TIMEOUT_MS,
         tls_ca: TlsSource = None, tls_cert: TlsSource = None, tls_key: TlsSource = None, token: str | None = None,
         topic_ready_timeout_ms: int = settings.TOPIC_READY_TIMEOUT_MS,
         topic_ready_poll_ms: int = settings.TOPIC_READY_POLL_MS,
@@ -193,6 +196,7 @@ class Admin(SecurityCalls, MembershipCalls):
         clock: Callable[[], float] = time.monotonic,
     ):
         self.router = router or Router(bootstrap, request_timeout_ms=request_timeout_ms,
+                                       connect_timeout_ms=connect_timeout_ms,
                                        tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, token=token)
         self.request_timeout_s = request_timeout_ms / 1000
         self.topic_ready_timeout_s = topic_ready_timeout_ms / 1000

@@ -23,26 +23,59 @@ TLS_CA_ENV, TLS_CERT_ENV, TLS_KEY_ENV, TOKEN_FILE_ENV = ("RAFTBUS_TLS_CA", "RAFT
 TlsSource = Union[str, os.PathLike, bytes, bool, None]
 
 
-def _pem(name: str, source: TlsSource) -> bytes | None:
-    """PEM bytes from a path or bytes (None stays None)."""
+CERTIFICATE, PRIVATE_KEY = "certificate", "private key"
+
+
+def pem_problem(data: bytes, kind: str) -> str | None:
+    """Why `data` is not a PEM `kind` (CERTIFICATE: one or more certificates; PRIVATE_KEY: an unencrypted private
+    key) that gRPC can load, or None. Checked before gRPC sees it: its TLS library would only log it."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    try:
+        if kind == CERTIFICATE:
+            x509.load_pem_x509_certificates(data)
+        else:
+            serialization.load_pem_private_key(data, password=None)
+    except TypeError:
+        return "is an encrypted private key; give an unencrypted one"
+    except Exception:  # ValueError, UnsupportedAlgorithm: not a PEM document of that kind
+        return f"is not a PEM {kind}"
+    return None
+
+
+def read_pem(label: str, source: TlsSource, kind: str) -> bytes | None:
+    """PEM bytes of `kind` from a path or bytes (None and booleans give None); InvalidArgument naming `label` and
+    the file when it is missing, unreadable or not PEM."""
     if source is None or isinstance(source, bool):
         return None
+    where = "(given as bytes)" if isinstance(source, bytes) else str(source)
     if isinstance(source, bytes):
-        return source
-    try:
-        return Path(source).read_bytes()
-    except OSError as exc:
-        raise InvalidArgument(f"{name} {source}: {exc.strerror}") from None
+        data = source
+    else:
+        try:
+            data = Path(source).read_bytes()
+        except OSError as exc:
+            raise InvalidArgument(f"{label} {where}: {exc.strerror or exc}") from None
+    problem = pem_problem(data, kind)
+    if problem:
+        raise InvalidArgument(f"{label} {where} {problem}")
+    return data
 
 
-def read_token_file(path: str | os.PathLike) -> str:
-    """The token in a token file (surrounding whitespace dropped); InvalidArgument when missing or empty."""
+def read_token_file(path: str | os.PathLike, label: str = "token file") -> str:
+    """The token in a token file (surrounding whitespace dropped); InvalidArgument naming `label` and the file when
+    it is missing, unreadable, not text or empty."""
     try:
         token = Path(path).read_text(encoding="utf-8").strip()
     except OSError as exc:
-        raise InvalidArgument(f"token file {path}: {exc.strerror}") from None
+        raise InvalidArgument(f"{label} {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise InvalidArgument(f"{label} {path} is not a text file holding a token") from None
     if not token:
-        raise InvalidArgument(f"token file {path} is empty")
+        raise InvalidArgument(f"{label} {path} is empty")
+    if "\n" in token:
+        raise InvalidArgument(f"{label} {path} holds more than one line; a token is one line")
     return token
 
 
@@ -58,17 +91,20 @@ class Credentials:
     def of(cls, tls_ca: TlsSource = None, tls_cert: TlsSource = None, tls_key: TlsSource = None,
            token: str | None = None, *, environ=os.environ) -> "Credentials":
         """The credentials of an SDK object: the arguments given, else the RAFTBUS_* environment."""
+        labels = ("tls_ca", "tls_cert", "tls_key")
         if tls_ca is None and tls_cert is None and tls_key is None and token is None:
+            labels = (TLS_CA_ENV, TLS_CERT_ENV, TLS_KEY_ENV)
             tls_ca, tls_cert, tls_key = (environ.get(TLS_CA_ENV) or None, environ.get(TLS_CERT_ENV) or None,
                                          environ.get(TLS_KEY_ENV) or None)
             token_file = environ.get(TOKEN_FILE_ENV)
-            token = read_token_file(token_file) if token_file else None
+            token = read_token_file(token_file, TOKEN_FILE_ENV) if token_file else None
         if (tls_cert is None) != (tls_key is None):
             raise InvalidArgument("a client certificate needs both tls_cert and tls_key")
         if token is not None and (not token or any(c in token for c in "\r\n")):
             raise InvalidArgument("a token is one non-empty line")
         tls = tls_ca not in (None, False) or tls_cert is not None
-        return cls(tls, _pem("tls_ca", tls_ca), _pem("tls_cert", tls_cert), _pem("tls_key", tls_key), token)
+        return cls(tls, read_pem(labels[0], tls_ca, CERTIFICATE), read_pem(labels[1], tls_cert, CERTIFICATE),
+                   read_pem(labels[2], tls_key, PRIVATE_KEY), token)
 
     def _ssl(self) -> grpc.ChannelCredentials:
         return grpc.ssl_channel_credentials(root_certificates=self.tls_ca, private_key=self.tls_key,

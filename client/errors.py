@@ -94,6 +94,14 @@ class WrongTopicKind(InvalidArgument):
 
     code = "WRONG_TOPIC_KIND"
 
+    @classmethod
+    def queue_only(cls, names, topic: str | None = None, kind: str = "stream") -> "WrongTopicKind":
+        """Queue-topic options `names` given for a topic of another kind: one wording wherever it is found."""
+        names = list(names)
+        which = f"{topic!r} is a {kind} topic" if topic else f"this is a {kind} topic"
+        return cls(f"only queue topics take {', '.join(names)}; {which}: leave {'it' if len(names) == 1 else 'them'} "
+                   "out")
+
 
 class UnknownTopic(RaftbusError):
     """No topic of that name exists."""
@@ -162,6 +170,31 @@ class Unavailable(RaftbusError):
 
     code = "UNAVAILABLE"
     retriable = True
+
+
+class BrokerUnreachable(Unavailable):
+    """No broker of the bootstrap list (or of the cluster map) accepted a connection for `connect_timeout_ms`
+    (each refused it, or the attempt timed out): the cluster is down or the address is wrong. An Unavailable, so
+    producers and consumers, which retry until their own deadlines, treat it as one; one-shot calls (Admin,
+    Queues, the CLI) fail with it at once."""
+
+    code = "BROKER_UNREACHABLE"
+    retriable = True
+
+
+class TlsMismatch(RaftbusError):
+    """The client's TLS settings do not fit the broker's: the broker speaks TLS and the client does not (pass a CA:
+    --tls-ca, tls_ca=), the client speaks TLS and the broker does not, or the broker's certificate is not signed by
+    the client's CA. Raised in the client only."""
+
+    code = "TLS_MISMATCH"
+
+
+class AddressInUse(RaftbusError):
+    """A port a broker (or `raftbus dev`) would listen on is taken by another process; raised before anything
+    starts, by the broker process only."""
+
+    code = "ADDRESS_IN_USE"
 
 
 class Overloaded(RaftbusError):
@@ -336,7 +369,7 @@ class UnknownBroker(RaftbusError):
 
 
 class InvalidReplicas(InvalidArgument):
-    """A replica list with duplicates, unknown brokers or no replica at all."""
+    """A replica list with duplicates or no replica at all (an unregistered broker in it is UNKNOWN_BROKER)."""
 
     code = "INVALID_REPLICAS"
 
@@ -380,6 +413,9 @@ GRPC_STATUS: dict[type[RaftbusError], grpc.StatusCode] = {
     RequestTimedOut: grpc.StatusCode.DEADLINE_EXCEEDED,
     Unavailable: grpc.StatusCode.UNAVAILABLE,
     Overloaded: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    BrokerUnreachable: grpc.StatusCode.UNAVAILABLE,
+    TlsMismatch: grpc.StatusCode.UNAVAILABLE,
+    AddressInUse: grpc.StatusCode.FAILED_PRECONDITION,
     DiskFull: grpc.StatusCode.RESOURCE_EXHAUSTED,
     Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
     PermissionDenied: grpc.StatusCode.PERMISSION_DENIED,
@@ -476,6 +512,10 @@ KAFKA_ERROR: dict[type[RaftbusError], int] = {
     RequestTooLarge: -1,              # UNKNOWN_SERVER_ERROR
     CorruptBackup: -1,                # UNKNOWN_SERVER_ERROR
     BackupKeyMismatch: -1,            # UNKNOWN_SERVER_ERROR
+    # raised in the client or the broker process only (connection and start-up failures)
+    BrokerUnreachable: -1,            # UNKNOWN_SERVER_ERROR
+    TlsMismatch: -1,                  # UNKNOWN_SERVER_ERROR
+    AddressInUse: -1,                 # UNKNOWN_SERVER_ERROR
 }
 
 

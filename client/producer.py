@@ -67,8 +67,7 @@ def reject_queue_options(priority=None, group=None, deliver_at_ms=None, idempote
     given = [name for name, v in (("priority", priority), ("group", group), ("deliver_at_ms", deliver_at_ms),
                                   ("idempotency_key", idempotency_key)) if v is not None]
     if given:
-        where = f"{topic!r} is a stream topic" if topic else "this is a stream topic"
-        raise WrongTopicKind(f"{', '.join(given)} apply to queue topics only; {where}; send without them")
+        raise WrongTopicKind.queue_only(given, topic)
 
 
 def check_queue_fields(priority, group, deliver_at_ms, idempotency_key) -> None:

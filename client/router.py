@@ -5,6 +5,7 @@ call to the right broker, follows NOT_LEADER hints at once and refreshes the map
 """
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Callable
@@ -14,15 +15,18 @@ from typing import Any, TypeVar
 import grpc
 from boltons.iterutils import backoff
 
-from raftbus.client import settings
+from raftbus.client import reachability, settings
 from raftbus.client.credentials import Credentials, TlsSource
 from raftbus.client.errors import (
+    CODE_KEY,
+    BrokerUnreachable,
     LeaderNotAvailable,
     NotLeader,
     OutOfOrderSequence,
     Overloaded,
     RaftbusError,
     RequestTimedOut,
+    TlsMismatch,
     Unavailable,
     UnknownPartition,
     UnknownProducerId,
@@ -43,6 +47,13 @@ ROUTER_RETRIABLE = (NotLeader, LeaderNotAvailable, Unavailable, RequestTimedOut,
 LEADER_CHANGE = (NotLeader, LeaderNotAvailable, Unavailable)
 # A partition's refusals of an idempotent producer's sequences: the producer's lane answers them, after a backoff.
 PRODUCER_SEQUENCE = (OutOfOrderSequence, UnknownProducerId)
+
+
+def is_transport_failure(exc: grpc.RpcError) -> bool:
+    """Whether a failed call never reached a raftbus servicer: UNAVAILABLE from gRPC itself (no raftbus code)."""
+    status = exc.code() if hasattr(exc, "code") else None
+    metadata = dict(exc.trailing_metadata() or ()) if hasattr(exc, "trailing_metadata") else {}
+    return status == grpc.StatusCode.UNAVAILABLE and CODE_KEY not in metadata
 
 
 def exponential_backoff_s(attempt: int, base_s: float, max_s: float) -> float:
@@ -117,6 +128,7 @@ class Router:
         retry_backoff_ms: int = settings.RETRY_BACKOFF_MS,
         retry_backoff_max_ms: int = settings.RETRY_BACKOFF_MAX_MS,
         retry_backoff_leader_max_ms: int = settings.RETRY_BACKOFF_LEADER_MAX_MS,
+        connect_timeout_ms: int = settings.CONNECT_TIMEOUT_MS,
         connect: Callable[[str], Connection] | None = None,
         tls_ca: TlsSource = None,
         tls_cert: TlsSource = None,
@@ -124,6 +136,8 @@ class Router:
         token: str | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
+        probe: Callable[[str, float], reachability.Probe] = reachability.probe,
+        credentials: Credentials | None = None,
     ):
         self.bootstrap = settings.parse_bootstrap(bootstrap or settings.bootstrap_default())
         self.request_timeout_s = request_timeout_ms / 1000
@@ -136,6 +150,11 @@ class Router:
             credentials = Credentials.of(tls_ca, tls_cert, tls_key, token)
             connect = lambda address: grpc_connect(address, credentials)  # noqa: E731
         self._connect = connect
+        # What the connection path knows of its own channels (None: a custom `connect`, no TLS diagnosis).
+        self._credentials = credentials
+        self.connect_timeout_s = connect_timeout_ms / 1000
+        self._probe = probe
+        self._reachability = reachability.Reachability(clock)
         self._sleep = sleep
         self._clock = clock
         self._lock = threading.RLock()
@@ -168,7 +187,9 @@ class Router:
 
         Refreshes run one at a time; a caller that waited while another ran takes the map of a refresh that
         started after its own call, if one has completed meanwhile (it is as fresh as one of its own): when many
-        partitions fail over at once, their retries share one request."""
+        partitions fail over at once, their retries share one request. While every address refuses connections,
+        it tries again (retry_backoff_ms apart) until each has refused for connect_timeout_ms, then raises
+        BrokerUnreachable: every caller meets a closed bootstrap address the same way."""
         called = self._refreshes_started
         with self._refresh_lock:
             if self._refreshed_since(called):
@@ -176,26 +197,41 @@ class Router:
                     return self._map
             self._refreshes_started += 1
             started = self._refreshes_started
+            for attempt in itertools.count(1):
+                candidates = self.candidates()
+                fresh = self._refresh_from(candidates, started)
+                if isinstance(fresh, ClusterMap):
+                    return fresh
+                gone = self.unreachable(candidates)
+                if gone is not None:
+                    raise gone
+                if not self.all_refusing(candidates):
+                    raise fresh
+                self._sleep(exponential_backoff_s(attempt, self.retry_backoff_s, self.retry_backoff_leader_max_s))
+
+    def _refresh_from(self, candidates: list[str], started: int) -> "ClusterMap | RaftbusError":
+        """The map from the first of `candidates` that answers, or the last failure (TlsMismatch is raised)."""
+        last: RaftbusError = Unavailable(f"no broker answered among {candidates}")
+        for address in candidates:
+            try:
+                response = self.connection(address).admin.GetMetadata(
+                    pb.MetadataRequest(), timeout=self.request_timeout_s
+                )
+            except grpc.RpcError as exc:
+                last = self.failure_at(address, exc)
+                if isinstance(last, TlsMismatch):
+                    raise last
+                continue
+            self._reachability.reached(address)
+            fresh = ClusterMap.from_proto(response, self._clock())
             with self._lock:
-                candidates = list(dict.fromkeys([*self.bootstrap, *self._map.brokers.values()]))
-            last: RaftbusError = Unavailable(f"no broker answered among {candidates}")
-            for address in candidates:
-                try:
-                    response = self.connection(address).admin.GetMetadata(
-                        pb.MetadataRequest(), timeout=self.request_timeout_s
-                    )
-                except grpc.RpcError as exc:
-                    last = error_from_rpc(exc)
-                    continue
-                fresh = ClusterMap.from_proto(response, self._clock())
-                with self._lock:
-                    self._map = fresh
-                    self.map_version += 1
-                    self._leader_hints.clear()
-                    self._controller_hint = None
-                self._refreshed = started
-                return fresh
-            raise last
+                self._map = fresh
+                self.map_version += 1
+                self._leader_hints.clear()
+                self._controller_hint = None
+            self._refreshed = started
+            return fresh
+        return last
 
     def _refreshed_since(self, called: int) -> bool:
         """Whether a refresh that started after the one numbered `called` has completed (refresh lock held)."""
@@ -266,6 +302,58 @@ class Router:
         if address is None:
             raise LeaderNotAvailable("the cluster has no controller right now")
         return address
+
+    # ------------------------------------------------------------------ connection failures
+
+    def failure_at(self, address: str, exc: grpc.RpcError) -> RaftbusError:
+        """The typed error of a call to `address` that failed with `exc`. A transport failure is explained by a
+        probe of the address (client/reachability.py): a refused connection (its streak counts toward
+        connect_timeout_ms), or TlsMismatch when the broker's TLS does not fit this client's."""
+        err = error_from_rpc(exc)
+        if not is_transport_failure(exc):
+            return err
+        found = self._probe(address, self.connect_timeout_s)
+        if not found.reachable:
+            self._reachability.refused(address)
+            return Unavailable(f"cannot connect to {address}: {found.reason}")
+        self._reachability.reached(address)
+        return self._tls_mismatch(address, found) or err
+
+    def _tls_mismatch(self, address: str, found: reachability.Probe) -> TlsMismatch | None:
+        credentials = self._credentials
+        if credentials is None or found.speaks_tls is None:
+            return None
+        if found.speaks_tls and not credentials.tls:
+            return TlsMismatch(f"the broker at {address} speaks TLS; pass --tls-ca FILE (tls_ca= in the SDK, "
+                               "RAFTBUS_TLS_CA) with the CA that signed its certificate")
+        if not found.speaks_tls and credentials.tls:
+            return TlsMismatch(f"the broker at {address} does not speak TLS; drop --tls-ca and --tls-cert "
+                               "(tls_ca=, tls_cert= in the SDK; RAFTBUS_TLS_CA, RAFTBUS_TLS_CERT)")
+        if found.speaks_tls:
+            problem = reachability.certificate_problem(address, credentials.tls_ca, self.connect_timeout_s)
+            if problem:
+                return TlsMismatch(f"the certificate of the broker at {address} does not verify against the CA "
+                                   f"given (--tls-ca, tls_ca=): {problem}")
+        return None
+
+    def candidates(self) -> list[str]:
+        """The addresses a refresh or an any-broker call tries: the bootstrap list, then the known brokers."""
+        with self._lock:
+            return list(dict.fromkeys([*self.bootstrap, *self._map.brokers.values()]))
+
+    def all_refusing(self, candidates: list[str]) -> bool:
+        """Whether every one of `candidates` refused its last connection attempt (none has answered since)."""
+        return bool(candidates) and all(self._reachability.refusing_for_s(a) is not None for a in candidates)
+
+    def unreachable(self, candidates: list[str]) -> BrokerUnreachable | None:
+        """BrokerUnreachable when every one of `candidates` has refused connections for connect_timeout_ms."""
+        refusing = {a: self._reachability.refusing_for_s(a) for a in candidates}
+        if not candidates or any(s is None or s < self.connect_timeout_s for s in refusing.values()):
+            return None
+        return BrokerUnreachable(
+            f"cannot connect to {', '.join(candidates)} (connection refused or timed out for "
+            f"{self.connect_timeout_s:g} s, connect_timeout_ms): is the cluster up and the address right "
+            "(--bootstrap, RAFTBUS_BOOTSTRAP)?")
 
     # ------------------------------------------------------------------ failures
 
@@ -370,12 +458,17 @@ class Router:
         deadline = self._clock() + self.request_timeout_s
         attempt = 0
         while True:
+            address = None
             try:
-                return fn(self.connection(address_of()))
+                address = address_of()
+                answer = fn(self.connection(address))
             except grpc.RpcError as exc:
-                err = error_from_rpc(exc)
+                err = self.failure_at(address, exc) if address is not None else error_from_rpc(exc)
             except RaftbusError as exc:
                 err = exc
+            else:
+                self._reachability.reached(address)
+                return answer
             attempt += 1
             delay = self.retry_delay_s(err, attempt, deadline, topic=topic, partition=partition,
                                        any_broker=any_broker)
@@ -385,7 +478,12 @@ class Router:
     def retry_delay_s(self, err: RaftbusError, attempt: int, deadline_s: float, *, topic: str | None = None,
                       partition: int | None = None, any_broker: bool = False) -> float:
         """The wait before attempt `attempt + 1` of a call that failed with `err`; raises `err` when the call must
-        not be retried (not retriable, out of retries, or the wait would pass `deadline_s`)."""
+        not be retried (not retriable, out of retries, or the wait would pass `deadline_s`); BrokerUnreachable has
+        waited its connect_timeout_ms already and TlsMismatch is a setting to fix, so neither is retried here."""
+        if any_broker and type(err) is Unavailable:  # every broker tried in turn: maybe none is reachable
+            err = self.unreachable(self.candidates()) or err
+        if isinstance(err, (BrokerUnreachable, TlsMismatch)):
+            raise err
         if any_broker:
             delay = self._any_broker_delay(err, attempt)
         else:

@@ -30,6 +30,10 @@ RETRY_BACKOFF_LEADER_MAX_MS = 100     # ... while a partition has no reachable l
 # one connection attempt every RECONNECT_BACKOFF_MAX_MS to a broker that is down (docs/performance.md, "Failover").
 RECONNECT_BACKOFF_MS = 100
 RECONNECT_BACKOFF_MAX_MS = 250
+# A call that can reach no broker (the bootstrap list and the known brokers all refuse connections, or the attempts
+# time out) fails with BROKER_UNREACHABLE once each has refused for this long, instead of retrying until
+# REQUEST_TIMEOUT_MS; it is also the timeout of the probe that tells a refused connection from a TLS mismatch.
+CONNECT_TIMEOUT_MS = 2_000
 
 # Producer.
 LINGER_MS = 5

@@ -19,7 +19,9 @@ LEAVE_GROUP = "leave_group"
 EXPIRE_MEMBERS = "expire_members"
 RELEASE_PARTITIONS = "release_partitions"
 DELETE_GROUP = "delete_group"
-METADATA_KINDS = frozenset({JOIN_GROUP, LEAVE_GROUP, EXPIRE_MEMBERS, RELEASE_PARTITIONS, DELETE_GROUP})
+REGISTER_GROUP = "register_group"
+METADATA_KINDS = frozenset({JOIN_GROUP, LEAVE_GROUP, EXPIRE_MEMBERS, RELEASE_PARTITIONS, DELETE_GROUP,
+                            REGISTER_GROUP})
 
 COMMIT_OFFSET = "commit_offset"
 READ_OFFSET = "read_offset"
@@ -33,6 +35,7 @@ METADATA_FIELDS: dict[str, dict[str, type]] = {
     EXPIRE_MEMBERS: {"group": str, "member_ids": list, "now_ms": int},
     RELEASE_PARTITIONS: {"group": str, "member_id": str, "generation": int, "partitions": list, "now_ms": int},
     DELETE_GROUP: {"group": str, "now_ms": int},
+    REGISTER_GROUP: {"group": str, "topics": list, "groups_max": int, "now_ms": int},
 }
 
 _PARTITION_FIELDS: dict[str, dict[str, type]] = {
@@ -70,6 +73,13 @@ def encode_release_partitions(*, group: str, member_id: str, generation: int, pa
 
 def encode_delete_group(*, group: str, now_ms: int) -> bytes:
     return b"J" + _json(DELETE_GROUP, group=group, now_ms=now_ms)
+
+
+def encode_register_group(*, group: str, topics, groups_max: int, now_ms: int) -> bytes:
+    """Create the group without members holding `topics` (an operator's reset, a restore), or add them to an empty
+    group's topics."""
+    return b"J" + _json(REGISTER_GROUP, group=group, topics=sorted(set(topics)), groups_max=groups_max,
+                        now_ms=now_ms)
 
 
 # ---------------------------------------------------------------------- partition groups

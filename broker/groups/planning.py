@@ -26,6 +26,8 @@ def plan_group_command(groups: Mapping[str, rules.ConsumerGroup], topics: Mappin
         return None, _delete(group, name)
     if kind == group_commands.JOIN_GROUP:
         changed = rules.join(group, payload, counts, len(groups), index)
+    elif kind == group_commands.REGISTER_GROUP:
+        changed = rules.register(group, payload, counts, len(groups))
     else:
         if kind == group_commands.EXPIRE_MEMBERS:
             _check_ids(payload["member_ids"])

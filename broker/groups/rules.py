@@ -191,6 +191,26 @@ def join(group: ConsumerGroup | None, payload: dict, partition_counts: Mapping[s
     return settle(group, members, group.owners, partition_counts, index, now_ms)
 
 
+def register(group: ConsumerGroup | None, payload: dict, partition_counts: Mapping[str, int],
+             groups_count: int) -> ConsumerGroup:
+    """A group that offsets were set for without a member (an operator's reset, a restore): created empty holding
+    `topics`, or an empty group with `topics` added; a group with members keeps its members' subscriptions."""
+    name, now_ms = payload["group"], payload["now_ms"]
+    validate_group_name(name)
+    topics = _topic_list(payload["topics"])
+    unknown = [t for t in topics if t not in partition_counts]
+    if unknown:
+        raise errors.UnknownTopic(f"no stream topic named {unknown[0]!r}")
+    if group is None:
+        if groups_count >= payload["groups_max"]:
+            raise errors.GroupLimitReached(f"{groups_count} groups exist (groups_max={payload['groups_max']})")
+        return dataclasses.replace(new_group(name, now_ms), topics=topics)
+    held = tuple(sorted(set(group.topics) | set(topics)))
+    if group.members or held == group.topics:
+        return group
+    return dataclasses.replace(group, topics=held, changed_ms=now_ms)
+
+
 def leave(group: ConsumerGroup | None, payload: dict, partition_counts: Mapping[str, int],
           index: int) -> ConsumerGroup:
     group = require_member(group, payload["group"], payload["member_id"])

@@ -119,6 +119,21 @@ class GroupService:
                 group=group, member_id=member_id, generation=generation, partitions=released, now_ms=now_ms))
         return assignment_view(current, member_id)
 
+    def register(self, group: str, topics) -> rules.ConsumerGroup:
+        """The group, created without members holding `topics` when it does not exist (an operator's offset reset, a
+        restore: Kafka's tools create a group's offsets the same way), or with `topics` added when it is empty; a
+        read when nothing would change."""
+        rules.validate_group_name(group)
+        topics = self._check_topics(topics)
+        self.context.require_controller()
+        found = self.context.metadata_sm.group(group)
+        if found is not None and (found.members or set(topics) <= set(found.topics)):
+            return found
+        changed = self._submit(group_commands.encode_register_group(
+            group=group, topics=topics, groups_max=self.settings.groups_max, now_ms=self.context.clock.now_ms()))
+        log.info("group registered", extra={"group": group, "topics": topics})
+        return changed
+
     def leave(self, group: str, member_id: str) -> None:
         self.context.require_controller()
         self._submit(group_commands.encode_leave_group(group=group, member_id=member_id, now_ms=self.context.clock.now_ms()))

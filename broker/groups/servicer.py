@@ -80,6 +80,10 @@ class GroupsServicer(gpb_grpc.GroupsServicer):
         return gpb.CommitOffsetResponse(offset=stored.offset, commit_time_ms=stored.commit_time_ms)
 
     @unary
+    def RegisterGroup(self, request, context):
+        return group_proto(self.groups.register(request.group, list(request.topics)))
+
+    @unary
     def FetchOffset(self, request, context):
         member = (request.member_id, request.generation) if request.member_id else None
         return offset_proto(self.offsets.fetch(request.group, request.topic, request.partition,

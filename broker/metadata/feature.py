@@ -24,11 +24,12 @@ class MetadataFeature:
     def __init__(self, context: BrokerContext, topics: TopicSettings, membership: MembershipSettings,
                  queue_settings, *, client_address: str, raft_address: str, fetch_wait_max_ms: int,
                  process_stats: Callable[[], dict] = dict, metrics_url: Callable[[], str] = str,
-                 kafka_address: Callable[[], str] = str, raft_peers: RaftPeers | None = None):
+                 kafka_address: Callable[[], str] = str, raft_peers: RaftPeers | None = None,
+                 cluster_id: str = ""):
         self.context = context
         self.settings = membership
         self.fetch_wait_max_ms = fetch_wait_max_ms  # the longest a MetadataDigest call waits for an index
-        self.admin = AdminService(context, topics, queue_settings, process_stats)
+        self.admin = AdminService(context, topics, queue_settings, process_stats, cluster_id)
         self.membership = MembershipService(context, membership, self.admin.register_broker)
         self.decommissions = Decommissions(context, membership)
         self.reassigner = Reassigner(context, membership)

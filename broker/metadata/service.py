@@ -39,8 +39,9 @@ class ClusterView:
 
 class AdminService:
     def __init__(self, context: BrokerContext, settings: TopicSettings, queue_settings: QueueSettings,
-                 process_stats: Callable[[], dict] = dict):
+                 process_stats: Callable[[], dict] = dict, cluster_id: str = ""):
         self.context = context
+        self.cluster_id = cluster_id  # the node's cluster_id setting, in cluster status (who answers at a port)
         self.settings = settings
         self.queue_settings = queue_settings
         self._process_stats = process_stats  # this process's resource use (broker/process_stats.py)
@@ -55,8 +56,10 @@ class AdminService:
         partitions = s.default_partitions if partitions is None else partitions
         replication_factor = s.default_replication_factor if replication_factor is None else replication_factor
         kind = kind or "stream"
+        if self.context.metadata_sm.topic(name) is not None:  # the mistake first, before its arguments' (re-checked
+            raise errors.TopicExists(f"topic {name!r} already exists")  # by the state machine when it applies)
         if kind != "queue" and ordering:
-            raise errors.InvalidArgument("ordering applies to queue topics only")
+            raise errors.WrongTopicKind.queue_only(["ordering"], name, kind)
         ordering = ordering or ("priority" if kind == "queue" else "")
         retention_ms = s.default_retention_ms if retention_ms is None else retention_ms
         retention_bytes = s.default_retention_bytes if retention_bytes is None else retention_bytes
@@ -72,8 +75,7 @@ class AdminService:
             raise errors.InvalidArgument("retention_ms and retention_bytes must be >= 0, or -1 for unlimited")
         brokers = len(self.context.metadata_sm.brokers())
         if not 1 <= replication_factor <= max(brokers, 1):
-            raise errors.InvalidReplicationFactor(
-                f"replication factor {replication_factor} needs between 1 and {brokers} brokers")
+            raise errors.InvalidReplicationFactor(model.replication_factor_problem(replication_factor, brokers))
         queue = resolve_queue_options(self.queue_settings, kind, **queue_options)
         self.context.require_controller()
         command = commands.encode_create_topic(

@@ -88,7 +88,8 @@ class AdminServicer(pb_grpc.AdminServicer):
         view = self.service.cluster()
         return pb.ClusterStatusResponse(brokers=cluster_brokers(view), controller_id=view.controller_id or 0,
                                         topics=[topic_proto(t) for t in view.topics],
-                                        answering_broker_id=view.answering_broker_id)
+                                        answering_broker_id=view.answering_broker_id,
+                                        cluster_id=self.service.cluster_id)
 
 
 _STATS_FIELDS = ("broker_id", "rss_bytes", "cpu_user_s", "cpu_system_s", "uptime_s", "groups_hosted", "groups_led",

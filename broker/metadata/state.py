@@ -206,7 +206,7 @@ class MetadataStateMachine:
     def _plan_set_broker_state(self, p: dict):
         known = self._brokers.get(p["broker_id"])
         if known is None:
-            raise errors.InvalidArgument(f"broker {p['broker_id']} is not registered")
+            raise errors.UnknownBroker(f"broker {p['broker_id']} is not registered")
         if p["state"] not in model.BROKER_STATES:
             raise errors.InvalidArgument(f"broker state must be one of {model.BROKER_STATES}, not {p['state']!r}")
         changed = dataclasses.replace(known, state=p["state"])
@@ -295,8 +295,7 @@ class MetadataStateMachine:
         altered = dataclasses.replace(topic, **retention)
         if changes:
             if topic.queue is None:
-                raise errors.WrongTopicKind(f"{', '.join(sorted(changes))} apply to queue topics only; "
-                                            f"{topic.name!r} is a {topic.kind} topic")
+                raise errors.WrongTopicKind.queue_only(sorted(changes), topic.name, topic.kind)
             if topic.queue.dead_letter_of:
                 raise errors.InvalidArgument(f"{topic.name!r} is the dead-letter topic of "
                                              f"{topic.queue.dead_letter_of!r}; its queue options follow that topic")

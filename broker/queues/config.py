@@ -20,7 +20,7 @@ def resolve_queue_options(settings, kind: str, **given) -> dict | None:
         raise errors.InvalidArgument(f"unknown queue options: {sorted(unknown)}")
     if kind != "queue":
         if named:
-            raise errors.InvalidArgument(f"{', '.join(sorted(named))} apply to queue topics only")
+            raise errors.WrongTopicKind.queue_only(sorted(named), kind=kind)
         return None
     options = {name: named.get(name, getattr(settings, f"queue_default_{name}")) for name in OPTIONS}
     model.QueueConfig(**options).validate()

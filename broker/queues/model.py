@@ -113,7 +113,7 @@ class PartitionStatsView:
     in_flight: int
     dead: int                  # dead-lettered, not yet moved to the dead-letter topic
     oldest_ready_age_ms: int | None
-    next_due_ms: int | None
+    next_delivery_ms: int | None  # when the earliest delayed message becomes ready
     enqueued_total: int
     groups: tuple[GroupStatsView, ...]
     groups_truncated: bool

@@ -363,8 +363,7 @@ class QueueService:
         partition, seq = split_message_id(mid)
         message = self.replica(topic, partition).state_machine.get(seq)
         if message is None:
-            raise errors.UnknownMessage(f"message {mid} does not exist (acked, deleted, dead-lettered or never "
-                                        "enqueued)")
+            raise unknown_message(mid)
         return MessageView.of(partition, seq, message)
 
     def delete(self, topic: str, partition: int, ids: list[int]) -> list:
@@ -388,7 +387,11 @@ class QueueService:
         if deliver_at_ms is not None and not 0 <= deliver_at_ms <= now + self.settings.queue_delay_max_ms:
             raise errors.InvalidArgument(f"deliver_at_ms must be 0 or a time at most queue_delay_max_ms="
                                          f"{self.settings.queue_delay_max_ms} ahead")
-        changed = self.submit(replica, queue_commands.encode_change(now, self.policy(topic), seq, priority, deliver_at_ms))
+        try:
+            changed = self.submit(replica, queue_commands.encode_change(now, self.policy(topic), seq, priority,
+                                                                        deliver_at_ms))
+        except errors.UnknownMessage:
+            raise unknown_message(mid) from None
         return MessageView.of(partition, seq, changed)
 
     def peek(self, topic: str, partition: int, *, state: str = "ready", max_messages: int = 10) -> list[MessageView]:
@@ -428,7 +431,7 @@ class QueueService:
         groups = tuple(GroupStatsView(g.group.decode("utf-8", errors="replace"), g.ready, g.delayed, g.in_flight,
                                       g.dead, age(g.oldest_ready_enqueued_ms)) for g in raw.groups)
         return PartitionStatsView(partition, raw.ready, raw.delayed, raw.in_flight, raw.dead,
-                                  age(raw.oldest_ready_enqueued_ms), raw.next_due_ms, raw.enqueued_total, groups,
+                                  age(raw.oldest_ready_enqueued_ms), raw.next_delivery_ms, raw.enqueued_total, groups,
                                   raw.groups_truncated)
 
     # ------------------------------------------------------------------ due work (leader, loop thread)
@@ -479,6 +482,13 @@ def _refusal(mid: int, answer: errors.RaftbusError) -> errors.RaftbusError:
 
 def _about(mid: int, answer):
     """Name the message in a per-message error."""
+    if isinstance(answer, errors.UnknownMessage):
+        return unknown_message(mid)
     if isinstance(answer, errors.RaftbusError):
         return type(answer)(f"message {mid}: {answer.message}")
     return answer
+
+
+def unknown_message(mid: int) -> errors.UnknownMessage:
+    """The one wording of UNKNOWN_MESSAGE, whichever call meets it (get, delete, change priority, ack, ...)."""
+    return errors.UnknownMessage(f"message {mid} does not exist (acked, deleted, dead-lettered or never enqueued)")

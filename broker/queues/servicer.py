@@ -51,7 +51,7 @@ def _or_minus_one(value: int | None) -> int:
 def stats_proto(s) -> qpb.QueuePartitionStats:
     return qpb.QueuePartitionStats(
         partition=s.partition, ready=s.ready, delayed=s.delayed, in_flight=s.in_flight, dead=s.dead,
-        oldest_ready_age_ms=_or_minus_one(s.oldest_ready_age_ms), next_due_ms=_or_minus_one(s.next_due_ms),
+        oldest_ready_age_ms=_or_minus_one(s.oldest_ready_age_ms), next_delivery_ms=_or_minus_one(s.next_delivery_ms),
         enqueued_total=s.enqueued_total, groups_truncated=s.groups_truncated,
         groups=[qpb.QueueGroupStats(group=g.group, ready=g.ready, delayed=g.delayed, in_flight=g.in_flight,
                                     dead=g.dead, oldest_ready_age_ms=_or_minus_one(g.oldest_ready_age_ms))

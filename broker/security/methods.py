@@ -84,6 +84,7 @@ METHOD_CHECKS: dict[str, tuple[Check, ...] | None] = {
     _GROUPS + "CommitOffset": (group("group", CONSUME), topic("topic", CONSUME)),
     _GROUPS + "FetchOffset": (group("group", CONSUME), topic("topic", CONSUME)),
     _GROUPS + "ResetOffset": (group("group", ADMIN), topic("topic", CONSUME)),
+    _GROUPS + "RegisterGroup": (group("group", ADMIN), topic("topics*", CONSUME)),  # before a reset or a restore
     _GROUPS + "ListGroups": (cluster(ADMIN),),
     _GROUPS + "DescribeGroup": (group("group", CONSUME),),
     # queue topics: enqueue, cancel and reprioritize are the producer's; lease and settle the consumer's

@@ -8,6 +8,7 @@ touch the network are coroutines here (`refresh`, the lookups that may refresh, 
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -15,8 +16,9 @@ import grpc
 
 from raftbus.client import settings
 from raftbus.client.credentials import Credentials, TlsSource
-from raftbus.client.errors import LeaderNotAvailable, RaftbusError, Unavailable, UnknownTopic, error_from_rpc
-from raftbus.client.router import ClusterMap, Connection, Router
+from raftbus.client.errors import (LeaderNotAvailable, RaftbusError, TlsMismatch, Unavailable, UnknownTopic,
+                                   error_from_rpc)
+from raftbus.client.router import ClusterMap, Connection, Router, exponential_backoff_s
 from raftbus.client.wire import raftbus_pb2 as pb
 from raftbus.client.wire import raftbus_pb2_grpc as pb_grpc
 
@@ -38,14 +40,16 @@ class AsyncRouter(Router):
     def __init__(self, bootstrap: str | list[str] | None = None, *, tls_ca: TlsSource = None,
                  tls_cert: TlsSource = None, tls_key: TlsSource = None, token: str | None = None, **options):
         credentials = Credentials.of(tls_ca, tls_cert, tls_key, token)  # else the RAFTBUS_TLS_*/TOKEN_FILE variables
-        super().__init__(bootstrap, connect=lambda address: aio_connect(address, credentials), **options)
+        super().__init__(bootstrap, connect=lambda address: aio_connect(address, credentials),
+                         credentials=credentials, **options)
         self._refreshing: asyncio.Lock | None = None
 
     # ------------------------------------------------------------------ metadata (coroutines)
 
     async def refresh(self, topics: list[str] | None = None) -> ClusterMap:
         """Fetch metadata from the bootstrap addresses, then known brokers, until one answers; concurrent callers
-        share refreshes as the sync Router's do."""
+        share refreshes as the sync Router's do, and addresses that all refuse connections are waited out as there
+        (BrokerUnreachable after connect_timeout_ms)."""
         if self._refreshing is None:
             self._refreshing = asyncio.Lock()
         called = self._refreshes_started
@@ -54,21 +58,37 @@ class AsyncRouter(Router):
                 return self._map
             self._refreshes_started += 1
             started = self._refreshes_started
-            candidates = list(dict.fromkeys([*self.bootstrap, *self._map.brokers.values()]))
-            failure: RaftbusError = Unavailable(f"no broker answered among {candidates}")
-            for address in candidates:
-                try:
-                    answer = await self.connection(address).admin.GetMetadata(
-                        pb.MetadataRequest(), timeout=self.request_timeout_s)
-                except grpc.RpcError as exc:
-                    failure = error_from_rpc(exc)
-                    continue
-                self._map = ClusterMap.from_proto(answer, self._clock())
-                self._leader_hints.clear()
-                self._controller_hint = None
-                self._refreshed = started
-                return self._map
-            raise failure
+            for attempt in itertools.count(1):
+                candidates = self.candidates()
+                fresh = await self._refresh_from_async(candidates, started)
+                if isinstance(fresh, ClusterMap):
+                    return fresh
+                gone = self.unreachable(candidates)
+                if gone is not None:
+                    raise gone
+                if not self.all_refusing(candidates):
+                    raise fresh
+                await asyncio.sleep(exponential_backoff_s(attempt, self.retry_backoff_s,
+                                                          self.retry_backoff_leader_max_s))
+
+    async def _refresh_from_async(self, candidates: list[str], started: int) -> "ClusterMap | RaftbusError":
+        failure: RaftbusError = Unavailable(f"no broker answered among {candidates}")
+        for address in candidates:
+            try:
+                answer = await self.connection(address).admin.GetMetadata(
+                    pb.MetadataRequest(), timeout=self.request_timeout_s)
+            except grpc.RpcError as exc:
+                failure = await asyncio.to_thread(self.failure_at, address, exc)  # a probe may block
+                if isinstance(failure, TlsMismatch):
+                    raise failure
+                continue
+            self._reachability.reached(address)
+            self._map = ClusterMap.from_proto(answer, self._clock())
+            self._leader_hints.clear()
+            self._controller_hint = None
+            self._refreshed = started
+            return self._map
+        return failure
 
     def fresh_map(self) -> ClusterMap | None:
         """The cached map while it is younger than metadata_max_age_ms, else None (without refreshing)."""
@@ -145,12 +165,18 @@ class AsyncRouter(Router):
     async def _retrying(self, address_of: Callable[[], Awaitable[str]], fn: AsyncCall, where: dict) -> T:
         deadline_s = self._clock() + self.request_timeout_s
         for attempt in range(1, self.retries + 2):
+            address = None
             try:
-                return await fn(self.connection(await address_of()))
+                address = await address_of()
+                answer = await fn(self.connection(address))
             except grpc.RpcError as exc:
-                failure = error_from_rpc(exc)
+                failure = (error_from_rpc(exc) if address is None
+                           else await asyncio.to_thread(self.failure_at, address, exc))
             except RaftbusError as exc:
                 failure = exc
+            else:
+                self._reachability.reached(address)
+                return answer
             delay_s = self.retry_delay_s(failure, attempt, deadline_s, **where)
             if delay_s:
                 await asyncio.sleep(delay_s)

@@ -2,8 +2,9 @@
 
 `--bootstrap host:port[,...]` (else RAFTBUS_BOOTSTRAP, else localhost:7070) says where the cluster is and
 `--json` switches read commands to JSON output; both go before or after the subcommand. Failures print
-`error: CODE: message` to stderr and exit 1; usage errors exit 2. `broker start` and `dev` run the broker
-process's own entry point (raftbus.broker.main, which declares their flags) in this process.
+`error: CODE: message` to stderr and exit 1, one line whatever failed (an unexpected failure is `INTERNAL`; its
+traceback follows with RAFTBUS_LOG_LEVEL=DEBUG); usage errors are one line and exit 2. `broker start` and `dev` run
+the broker process's own entry point (raftbus.broker.main, which declares their flags) in this process.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from raftbus.cli import queues as cli_queues
 from raftbus.cli import security as security_cli
 from raftbus.cli import verify as cli_verify
 from raftbus.client.admin import Admin, ClusterStatus, TopicDescription
-from raftbus.client.errors import InvalidArgument, RaftbusError
+from raftbus.client.errors import RaftbusError, WrongTopicKind
 from raftbus.gateway.cli import add_http_command
 from raftbus.client.producer import Producer
 from raftbus.client.queues.messages import MessageMetadata
@@ -82,8 +83,9 @@ def _add_topic_commands(sub, common) -> None:
     actions = topics.add_subparsers(dest="topics_command", required=True)
     create = actions.add_parser("create", parents=[common], help="create a topic")
     create.add_argument("name")
-    create.add_argument("--partitions", type=int, default=3)
-    create.add_argument("--replication-factor", type=int, default=3)
+    create.add_argument("--partitions", type=int, help="default: the cluster's default_partitions (3)")
+    create.add_argument("--replication-factor", type=int,
+                        help="default: the cluster's default_replication_factor (3)")
     create.add_argument("--kind", choices=("stream", "queue"), default="stream")
     create.add_argument("--ordering", choices=("priority", "fair"))
     create.add_argument("--retention-ms", type=int)
@@ -141,7 +143,7 @@ def _add_data_commands(sub, common) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="raftbus", description="raftbus: a Raft-replicated message broker")
+    parser = broker_main.UsageParser(prog="raftbus", description="raftbus: a Raft-replicated message broker")
     parser.add_argument("--bootstrap", default=None,
                         help=f"host:port[,host:port...] (default: ${settings.BOOTSTRAP_ENV} or "
                              f"{settings.BOOTSTRAP_DEFAULT})")
@@ -161,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     backup_cli.add_backup_commands(sub, common, bootstrap_of)
     add_http_command(sub, common)
     security_cli.add_security_commands(sub, common, bootstrap_of)
+    security_cli.add_secret_command(sub, common)
     return parser
 
 
@@ -213,7 +216,8 @@ def print_topic(topic: TopicDescription, as_json: bool) -> None:
 
 
 def print_cluster(status: ClusterStatus) -> None:
-    print(f"controller: {status.controller_id or 'none'} (answered by broker {status.answering_broker_id})")
+    print(f"cluster {status.cluster_id or '-'}; controller: {status.controller_id or 'none'} "
+          f"(answered by broker {status.answering_broker_id})")
     print_table(["BROKER", "ADDRESS", "RAFT_ADDRESS", "ALIVE", "STATE", "ROLE", "METRICS_URL"],
                 [[b.broker_id, b.address, b.raft_address, "yes" if b.alive else "no", b.state,
                   "controller" if b.broker_id == status.controller_id else "", b.metrics_url or "-"]
@@ -349,8 +353,8 @@ def run_consume(args) -> int:
         kind = admin.describe_topic(args.topic).kind
     if kind == "queue":
         if args.group is not None:
-            raise InvalidArgument("--group reads stream topics; a queue topic hands each message to one consumer "
-                                  "anyway (consume it without --group)")
+            raise WrongTopicKind(f"--group reads stream topics; {args.topic!r} is a queue topic, which hands each "
+                                 "message to one consumer anyway: consume it without --group")
         return cli_queues.run_consume_queue(args, bootstrap_of(args))
     if args.group is not None:
         return group_cli.run_consume_group(args, bootstrap_of(args), record_line)
@@ -402,7 +406,12 @@ def main(argv: list[str] | None = None) -> int:
         _silence_stdout()
         return 0
     except OSError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(broker_main.os_error_line(exc), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # noqa: BLE001 - a bug: still one line, the traceback on request
+        if os.environ.get("RAFTBUS_LOG_LEVEL", "").upper() == "DEBUG":
+            raise
+        print(f"error: INTERNAL: {type(exc).__name__}: {exc} (RAFTBUS_LOG_LEVEL=DEBUG shows where)", file=sys.stderr)
+        return 1

@@ -22,7 +22,8 @@ def add_group_commands(sub, common: argparse.ArgumentParser, handlers) -> None:
     describe.add_argument("name")
     describe.set_defaults(handler=handlers["describe"])
     reset = actions.add_parser("reset-offsets", parents=[common],
-                               help="set a group's committed offsets on a topic (the group must have no members)")
+                               help="set a group's committed offsets on a topic (the group must have no members; "
+                                    "a group that does not exist is created)")
     reset.add_argument("name")
     reset.add_argument("--topic", required=True)
     reset.add_argument("--partitions", type=partition_list, help="comma-separated partitions (default: all)")

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 
 from raftbus.client import settings
-from raftbus.client.errors import InvalidArgument
+from raftbus.client.errors import RaftbusError, WrongTopicKind
 from raftbus.client.queues.consumer import QueueConsumer
 from raftbus.client.queues.messages import Message, MessageMetadata, QueueStats
 from raftbus.client.queues.admin import Queues
@@ -84,12 +85,14 @@ def metadata_line(meta: MessageMetadata, as_json: bool) -> str:
     return f"{meta.topic}/{meta.partition}#{meta.message_id}" + (" (duplicate)" if meta.duplicate else "")
 
 
-def message_line(m: Message, as_json: bool) -> str:
+def message_line(m: Message, as_json: bool, state: str | None = None) -> str:
+    """One message: its state as read, or `state` (what the command made of it, e.g. "acked")."""
+    fields = m.to_dict()
+    fields["state"] = state or m.state
     if as_json:
-        return json.dumps(m.to_dict())
-    text = {k: v for k, v in m.to_dict().items() if k in ("key", "value")}
-    return (f"{m.topic}/{m.partition}#{m.message_id}\t{m.state}\tpriority={m.priority}\tgroup={m.group}\t"
-            f"deliveries={m.delivery_count}\t{text['key'] or ''}\t{text['value'] or ''}")
+        return json.dumps(fields)
+    return (f"{m.topic}/{m.partition}#{m.message_id}\t{fields['state']}\tpriority={m.priority}\tgroup={m.group}\t"
+            f"deliveries={m.delivery_count}\t{fields['key'] or ''}\t{fields['value'] or ''}")
 
 
 def _table(headers: list[str], rows: list[list]) -> None:
@@ -118,13 +121,16 @@ def print_stats(stats: QueueStats, groups: bool) -> None:
 
 # ---------------------------------------------------------------------- commands
 def run_consume_queue(args, bootstrap: str) -> int:
-    """Lease messages, print each, then ack it (or leave it to expire with --no-ack)."""
+    """Lease messages and ack them, printing each once its ack is done ("acked"; a refused ack is an error line
+    and exit status 1: the message will be delivered again); with --no-ack print them leased ("in_flight") and let
+    their leases expire."""
     if args.offset is not None or args.from_beginning:
-        raise InvalidArgument("queue topics have no offsets: --offset and --from-beginning apply to stream topics")
+        raise WrongTopicKind(f"--offset and --from-beginning read stream topics; {args.topic!r} is a queue topic, "
+                             "which has no offsets: consume it without them")
     if args.max == 0:
         return 0
     idle_s = None if args.timeout_ms is None else args.timeout_ms / 1000
-    printed = 0
+    printed = refused = 0
     partitions = None if args.partition is None else [args.partition]
     prefetch = max(1, min(settings.QUEUE_PREFETCH_MESSAGES, args.max or settings.QUEUE_PREFETCH_MESSAGES))
     with QueueConsumer(bootstrap, topics=[args.topic], partitions=partitions, visibility_ms=args.visibility_ms,
@@ -138,13 +144,29 @@ def run_consume_queue(args, bootstrap: str) -> int:
                     break
                 continue
             last_s = time.monotonic()
-            for message in messages:
-                print(message_line(message, args.json), flush=True)
-                if not args.no_ack:
-                    message.ack()
+            if args.no_ack:
+                for message in messages:
+                    print(message_line(message, args.json), flush=True)
+            else:
+                refused += _ack_and_print(messages, args.json)
             printed += len(messages)
         consumer.flush(settings.REQUEST_TIMEOUT_MS / 1000)
-    return 0
+    return 1 if refused else 0
+
+
+def _ack_and_print(messages: list[Message], as_json: bool) -> int:
+    """Ack a poll's messages together, then print each as acked, or its refusal on stderr; how many were refused."""
+    acks = [(message, message.ack()) for message in messages]
+    refused = 0
+    for message, ack in acks:
+        try:
+            ack.result(settings.REQUEST_TIMEOUT_MS / 1000)
+        except RaftbusError as err:
+            refused += 1
+            print(f"error: {err.code}: message {message.message_id}: {err.message}", file=sys.stderr, flush=True)
+            continue
+        print(message_line(message, as_json, state="acked"), flush=True)
+    return refused
 
 
 def run_stats(args, bootstrap: str) -> int:
@@ -186,8 +208,10 @@ def run_delete(args, bootstrap: str) -> int:
         if args.json:
             print(json.dumps({"message_id": mid, "deleted": error is None,
                               "error": None if error is None else error.code}))
+        elif error is None:
+            print(f"deleted {mid}")
         else:
-            print(f"deleted {mid}" if error is None else f"{mid}: {error.code}: {error.message}")
+            print(f"error: {error.code}: {error.message}", file=sys.stderr)
         failed += error is not None
     return 1 if failed else 0
 

@@ -1,4 +1,5 @@
-"""`raftbus tokens create|list|revoke`, `raftbus acl grant|revoke|list`, `raftbus whoami`, and the credential
+"""`raftbus tokens create|list|revoke`, `raftbus acl grant|revoke|list`, `raftbus whoami`, `raftbus secret generate`
+(a fresh cluster secret), and the credential
 flags every command takes: --tls-ca FILE, --token-file FILE (RAFTBUS_TLS_CA, RAFTBUS_TOKEN_FILE), and for mutual
 TLS --tls-cert FILE / --tls-key FILE (RAFTBUS_TLS_CERT, RAFTBUS_TLS_KEY). The SDK reads those variables when it
 is given no credentials (client/credentials.py), so the flags only set them for this process."""
@@ -7,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 
 from raftbus.client import credentials
 from raftbus.client.admin import Admin
@@ -24,12 +26,42 @@ def add_credential_options(parser: argparse.ArgumentParser, default=argparse.SUP
                             help=f"{_HELP[name]} (default: ${env})")
 
 
+PEM_KINDS = {"tls_ca": credentials.CERTIFICATE, "tls_cert": credentials.CERTIFICATE,
+             "tls_key": credentials.PRIVATE_KEY}
+
+
 def export_credentials(args: argparse.Namespace) -> None:
-    """Flags given on the command line become the RAFTBUS_* variables the SDK reads (and worker processes inherit)."""
+    """Flags given on the command line become the RAFTBUS_* variables the SDK reads (and worker processes inherit);
+    each file is checked first (exists, readable, PEM or a token), so a bad one is named by its flag."""
     for name, env in CREDENTIAL_FLAGS.items():
         value = getattr(args, name, None)
-        if value:
-            os.environ[env] = value
+        if not value:
+            continue
+        flag = f"--{name.replace('_', '-')}"
+        if name in PEM_KINDS:
+            credentials.read_pem(flag, value, PEM_KINDS[name])
+        else:
+            credentials.read_token_file(value, label=flag)
+        os.environ[env] = value
+
+
+CLUSTER_SECRET_BYTES = 32  # random bytes of a generated cluster secret (the brokers' cluster_secret_bytes_min is 32)
+
+
+def add_secret_command(sub, common: argparse.ArgumentParser) -> None:
+    secret = sub.add_parser("secret", help="make a cluster secret").add_subparsers(dest="secret_command",
+                                                                                   required=True)
+    generate = secret.add_parser("generate", parents=[common],
+                                 help=f"print a fresh cluster secret ({CLUSTER_SECRET_BYTES} random bytes, hex) for "
+                                      "RAFTBUS_CLUSTER_SECRET, the same on every broker")
+    generate.set_defaults(handler=run_secret_generate)
+
+
+def run_secret_generate(args) -> int:
+    """A cluster secret from the operating system's random source; it never leaves this process but on stdout."""
+    value = secrets.token_hex(CLUSTER_SECRET_BYTES)
+    print(json.dumps({"cluster_secret": value}) if args.json else value)
+    return 0
 
 
 def _resource_options(parser: argparse.ArgumentParser) -> None:

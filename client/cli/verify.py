@@ -16,7 +16,7 @@ import json
 
 import grpc
 
-from raftbus.client.errors import InvalidArgument, error_from_rpc
+from raftbus.client.errors import UnknownBroker, error_from_rpc
 from raftbus.client.router import Router
 from raftbus.client.wire import integrity_pb2 as ipb
 from raftbus.client.wire import integrity_pb2_grpc as ipb_grpc
@@ -100,7 +100,7 @@ def run_partitions_rebuild(args, bootstrap: str) -> int:
     with Router(bootstrap) as router:
         address = router.refresh().brokers.get(args.broker)
         if address is None:
-            raise InvalidArgument(f"--broker {args.broker}: no such broker in the cluster")
+            raise UnknownBroker(f"broker {args.broker} is not registered")
         request = pb.RebuildReplicaRequest(topic=args.topic, partition=args.partition)
         try:
             r = router.connection(address).log.RebuildReplica(request, timeout=REBUILD_TIMEOUT_S)

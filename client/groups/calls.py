@@ -53,6 +53,7 @@ class GroupCalls:
         self.router = router
         self._stubs: dict[str, tuple[object, gpb_grpc.GroupsStub]] = {}
         self._lock = threading.Lock()
+        self._registered: set[tuple[str, str]] = set()  # (group, topic) this object registered already
 
     def stub(self, conn: Connection) -> gpb_grpc.GroupsStub:
         """The Groups stub on `conn`'s channel (made once per channel)."""
@@ -89,6 +90,12 @@ class GroupCalls:
         r = self.router.call_controller(lambda conn: self.stub(conn).SyncGroup(request, timeout=self.timeout_s))
         return Assignment(r.generation, partitions_of(r.owned), partitions_of(r.revoking), partitions_of(r.pending))
 
+    def register(self, group: str, topics) -> gpb.GroupInfo:
+        """The group, made to exist holding `topics` (created without members, or the topics added to an empty
+        group), so that offsets set without a member are listed and described."""
+        request = gpb.RegisterGroupRequest(group=group, topics=sorted(set(topics)))
+        return self.router.call_controller(lambda conn: self.stub(conn).RegisterGroup(request, timeout=self.timeout_s))
+
     def leave(self, group: str, member_id: str) -> None:
         request = gpb.LeaveGroupRequest(group=group, member_id=member_id)
         self.router.call_controller(lambda conn: self.stub(conn).LeaveGroup(request, timeout=self.timeout_s))
@@ -103,6 +110,12 @@ class GroupCalls:
         return r.offset
 
     def reset_offset(self, group: str, tp: TopicPartition, offset: int) -> int:
+        """An operator's offset (backwards too; only while the group has no member). A group that does not exist is
+        created first, holding the topic, as Kafka's tools create a group's offsets: it is then listed and
+        described (state empty) with its offsets and lag."""
+        if (group, tp[0]) not in self._registered:
+            self.register(group, [tp[0]])
+            self._registered.add((group, tp[0]))
         request = gpb.ResetOffsetRequest(group=group, topic=tp[0], partition=tp[1], offset=offset)
         r = self.router.call_partition(tp[0], tp[1],
                                        lambda conn: self.stub(conn).ResetOffset(request, timeout=self.timeout_s))

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
 
 from raftbus.client import settings
-from raftbus.client.errors import RaftbusError, error_from_code
+from raftbus.client.errors import RaftbusError, WrongTopicKind, error_from_code
 from raftbus.client.queues.ids import partition_of
 from raftbus.client.queues.messages import Message, PartitionQueueStats, QueueStats, leased_messages
 from raftbus.client.queues.producer import QueueStubs
@@ -49,10 +49,12 @@ class Queues:
     """Queue-topic operations; a context manager that closes its channels."""
 
     def __init__(self, bootstrap: str | list[str] | None = None, *,
-                 request_timeout_ms: int = settings.REQUEST_TIMEOUT_MS, router: Router | None = None,
+                 request_timeout_ms: int = settings.REQUEST_TIMEOUT_MS,
+                 connect_timeout_ms: int = settings.CONNECT_TIMEOUT_MS, router: Router | None = None,
                  tls_ca: TlsSource = None, tls_cert: TlsSource = None, tls_key: TlsSource = None,
                  token: str | None = None):
         self.router = router or Router(bootstrap, request_timeout_ms=request_timeout_ms,
+                                       connect_timeout_ms=connect_timeout_ms,
                                        tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, token=token)
         self._owns_router = router is None
         self.stubs = QueueStubs(self.router)
@@ -186,6 +188,9 @@ class Queues:
 
     def redrive(self, topic: str, max_messages: int | None = None) -> int:
         """Move ready messages of `<topic>.dlq` back into `topic` (all of them, or up to max_messages)."""
+        kind = self.router.topic_kind(topic)  # UnknownTopic names `topic` itself, not its dead-letter topic
+        if kind != "queue":
+            raise WrongTopicKind(f"topic {topic!r} is a {kind} topic, not a queue topic")
         moved = 0
         for p in range(self.router.partitions_for(f"{topic}.dlq")):
             while max_messages is None or moved < max_messages:

@@ -148,7 +148,7 @@ class PartitionQueueStats:
     in_flight: int
     dead: int                           # dead-lettered, still being moved to the dead-letter topic
     oldest_ready_age_ms: int | None
-    next_due_ms: int | None
+    next_delivery_ms: int | None        # when the earliest delayed message becomes ready (ms since epoch)
     enqueued_total: int
     groups: tuple[GroupQueueStats, ...]
     groups_truncated: bool
@@ -156,7 +156,7 @@ class PartitionQueueStats:
     @classmethod
     def from_proto(cls, s: qpb.QueuePartitionStats) -> "PartitionQueueStats":
         return cls(s.partition, s.ready, s.delayed, s.in_flight, s.dead, _age(s.oldest_ready_age_ms),
-                   _age(s.next_due_ms), s.enqueued_total,
+                   _age(s.next_delivery_ms), s.enqueued_total,
                    tuple(GroupQueueStats(g.group, g.ready, g.delayed, g.in_flight, g.dead, _age(g.oldest_ready_age_ms))
                          for g in s.groups), s.groups_truncated)
 

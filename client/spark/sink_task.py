@@ -57,7 +57,7 @@ class TaskWriter:
             return
         given = [name for name, v in zip(QUEUE_COLUMNS, row[5:]) if v is not None]
         if given:
-            raise WrongTopicKind(f"{', '.join(given)} apply to queue topics only; {topic.name!r} is a stream topic")
+            raise WrongTopicKind.queue_only(given, topic.name)
         size = record_size(row.key, row.value, row.headers)
         if size > self._options.batch_bytes_max:
             raise RecordTooLarge(f"a record of {size} bytes for {topic.name!r} exceeds batchBytesMax="

@@ -140,6 +140,14 @@ class ResetOffsetRequest(_message.Message):
     offset: int
     def __init__(self, group: _Optional[str] = ..., topic: _Optional[str] = ..., partition: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
 
+class RegisterGroupRequest(_message.Message):
+    __slots__ = ("group", "topics")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    topics: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, group: _Optional[str] = ..., topics: _Optional[_Iterable[str]] = ...) -> None: ...
+
 class FetchOffsetRequest(_message.Message):
     __slots__ = ("group", "topic", "partition", "consistent", "member_id", "generation")
     GROUP_FIELD_NUMBER: _ClassVar[int]

@@ -64,6 +64,11 @@ class GroupsStub:
                 request_serializer=groups__pb2.ResetOffsetRequest.SerializeToString,
                 response_deserializer=groups__pb2.CommitOffsetResponse.FromString,
                 _registered_method=True)
+        self.RegisterGroup = channel.unary_unary(
+                '/raftbus.v1.Groups/RegisterGroup',
+                request_serializer=groups__pb2.RegisterGroupRequest.SerializeToString,
+                response_deserializer=groups__pb2.GroupInfo.FromString,
+                _registered_method=True)
         self.FetchOffset = channel.unary_unary(
                 '/raftbus.v1.Groups/FetchOffset',
                 request_serializer=groups__pb2.FetchOffsetRequest.SerializeToString,
@@ -120,6 +125,12 @@ class GroupsServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RegisterGroup(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def FetchOffset(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -170,6 +181,11 @@ def add_GroupsServicer_to_server(servicer, server):
                     servicer.ResetOffset,
                     request_deserializer=groups__pb2.ResetOffsetRequest.FromString,
                     response_serializer=groups__pb2.CommitOffsetResponse.SerializeToString,
+            ),
+            'RegisterGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.RegisterGroup,
+                    request_deserializer=groups__pb2.RegisterGroupRequest.FromString,
+                    response_serializer=groups__pb2.GroupInfo.SerializeToString,
             ),
             'FetchOffset': grpc.unary_unary_rpc_method_handler(
                     servicer.FetchOffset,
@@ -349,6 +365,33 @@ class Groups:
             '/raftbus.v1.Groups/ResetOffset',
             groups__pb2.ResetOffsetRequest.SerializeToString,
             groups__pb2.CommitOffsetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RegisterGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftbus.v1.Groups/RegisterGroup',
+            groups__pb2.RegisterGroupRequest.SerializeToString,
+            groups__pb2.GroupInfo.FromString,
             options,
             channel_credentials,
             insecure,

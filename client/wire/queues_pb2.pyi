@@ -302,14 +302,14 @@ class QueueGroupStats(_message.Message):
     def __init__(self, group: _Optional[str] = ..., ready: _Optional[int] = ..., delayed: _Optional[int] = ..., in_flight: _Optional[int] = ..., dead: _Optional[int] = ..., oldest_ready_age_ms: _Optional[int] = ...) -> None: ...
 
 class QueuePartitionStats(_message.Message):
-    __slots__ = ("partition", "ready", "delayed", "in_flight", "dead", "oldest_ready_age_ms", "next_due_ms", "enqueued_total", "groups", "groups_truncated")
+    __slots__ = ("partition", "ready", "delayed", "in_flight", "dead", "oldest_ready_age_ms", "next_delivery_ms", "enqueued_total", "groups", "groups_truncated")
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     READY_FIELD_NUMBER: _ClassVar[int]
     DELAYED_FIELD_NUMBER: _ClassVar[int]
     IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
     DEAD_FIELD_NUMBER: _ClassVar[int]
     OLDEST_READY_AGE_MS_FIELD_NUMBER: _ClassVar[int]
-    NEXT_DUE_MS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_DELIVERY_MS_FIELD_NUMBER: _ClassVar[int]
     ENQUEUED_TOTAL_FIELD_NUMBER: _ClassVar[int]
     GROUPS_FIELD_NUMBER: _ClassVar[int]
     GROUPS_TRUNCATED_FIELD_NUMBER: _ClassVar[int]
@@ -319,11 +319,11 @@ class QueuePartitionStats(_message.Message):
     in_flight: int
     dead: int
     oldest_ready_age_ms: int
-    next_due_ms: int
+    next_delivery_ms: int
     enqueued_total: int
     groups: _containers.RepeatedCompositeFieldContainer[QueueGroupStats]
     groups_truncated: bool
-    def __init__(self, partition: _Optional[int] = ..., ready: _Optional[int] = ..., delayed: _Optional[int] = ..., in_flight: _Optional[int] = ..., dead: _Optional[int] = ..., oldest_ready_age_ms: _Optional[int] = ..., next_due_ms: _Optional[int] = ..., enqueued_total: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[QueueGroupStats, _Mapping]]] = ..., groups_truncated: _Optional[bool] = ...) -> None: ...
+    def __init__(self, partition: _Optional[int] = ..., ready: _Optional[int] = ..., delayed: _Optional[int] = ..., in_flight: _Optional[int] = ..., dead: _Optional[int] = ..., oldest_ready_age_ms: _Optional[int] = ..., next_delivery_ms: _Optional[int] = ..., enqueued_total: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[QueueGroupStats, _Mapping]]] = ..., groups_truncated: _Optional[bool] = ...) -> None: ...
 
 class RedriveRequest(_message.Message):
     __slots__ = ("topic", "partition", "max_messages")

@@ -409,16 +409,18 @@ class ClusterStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ClusterStatusResponse(_message.Message):
-    __slots__ = ("brokers", "controller_id", "topics", "answering_broker_id")
+    __slots__ = ("brokers", "controller_id", "topics", "answering_broker_id", "cluster_id")
     BROKERS_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     ANSWERING_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     brokers: _containers.RepeatedCompositeFieldContainer[BrokerInfo]
     controller_id: int
     topics: _containers.RepeatedCompositeFieldContainer[TopicInfo]
     answering_broker_id: int
-    def __init__(self, brokers: _Optional[_Iterable[_Union[BrokerInfo, _Mapping]]] = ..., controller_id: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[TopicInfo, _Mapping]]] = ..., answering_broker_id: _Optional[int] = ...) -> None: ...
+    cluster_id: str
+    def __init__(self, brokers: _Optional[_Iterable[_Union[BrokerInfo, _Mapping]]] = ..., controller_id: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[TopicInfo, _Mapping]]] = ..., answering_broker_id: _Optional[int] = ..., cluster_id: _Optional[str] = ...) -> None: ...
 
 class BrokerStatsRequest(_message.Message):
     __slots__ = ()

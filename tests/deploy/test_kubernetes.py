@@ -19,7 +19,7 @@ from raftbus.broker.settings import load_settings, parse_address, parse_peers
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ROOT / "config" / "deploy" / "kubernetes" / "raftbus.yaml"
-SECRET = "0123456789abcdef" * 4  # what `openssl rand -hex 32` puts in the Secret
+SECRET = "0123456789abcdef" * 4  # what `raftbus secret generate` puts in the Secret
 SCHEMAS = json.loads((Path(__file__).with_name("k8s_schemas.json")).read_text())
 
 

@@ -1,10 +1,13 @@
 """Goal: config/deploy/systemd/raftbus@.service is a unit systemd accepts (`systemd-analyze verify` where the
 machine has it, with ExecStart pointed at this checkout's console script), and a strict parse of it always:
 known sections and keys only, a broker command line the CLI accepts, SIGTERM with a stop timeout longer than
-the leadership hand-over, and an environment file example that loads as broker settings."""
+the leadership hand-over, and an environment file example that loads as broker settings once given a secret (no
+template under config/deploy carries a usable one)."""
 from __future__ import annotations
 
 import configparser
+import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -15,6 +18,8 @@ import pytest
 
 from raftbus.broker.settings import load_settings
 from raftbus.cli.app import build_parser
+from raftbus.cli.app import main as cli_main
+from raftbus.client import errors
 
 ROOT = Path(__file__).resolve().parents[2]
 SYSTEMD = ROOT / "config" / "deploy" / "systemd"
@@ -64,14 +69,24 @@ def test_execstart_is_a_broker_start_the_cli_accepts_for_an_instance():
     assert int(service["TimeoutStopSec"]) * 1000 > settings.node.shutdown_timeout_ms
 
 
-def test_the_environment_file_example_loads_as_broker_settings(monkeypatch):
+def test_the_environment_file_example_loads_as_broker_settings_once_given_a_generated_secret(monkeypatch, capsys):
+    """The example's secret is empty: unedited, the broker refuses with what to do; with the secret
+    `raftbus secret generate` printed, it loads."""
     for line in (SYSTEMD / "broker.env.example").read_text().splitlines():
         if line and not line.startswith("#"):
             name, _, value = line.partition("=")
             monkeypatch.setenv(name, value)
+    assert os.environ["RAFTBUS_CLUSTER_SECRET"] == ""
+    with pytest.raises(errors.InvalidArgument, match="cluster_secret is empty.*`raftbus secret generate` makes one"):
+        load_settings(str(ROOT / "config" / "deploy" / "broker.toml"), node_id=1)
+    assert cli_main(["secret", "generate"]) == 0
+    generated = capsys.readouterr().out.strip()
+    assert len(generated) == 64 and int(generated, 16) >= 0
+    monkeypatch.setenv("RAFTBUS_CLUSTER_SECRET", generated)
     settings = load_settings(str(ROOT / "config" / "deploy" / "broker.toml"), node_id=1)
     node = settings.node
     assert node.peer_addresses[1] == node.raft_address and len(node.peer_addresses) == 3
+    assert node.cluster_secret == generated
 
 
 def systemd_verify(unit_text: str, tmp_path: Path) -> list[str]:
@@ -95,3 +110,18 @@ def test_systemd_accepts_the_unit(tmp_path):
     broken = tmp_path / "broken"
     broken.mkdir()
     assert systemd_verify(UNIT.read_text().replace("KillSignal=", "KilSignal="), broken)
+
+
+def test_no_deployment_template_carries_a_usable_cluster_secret():
+    """Every place a template sets the cluster secret gives no value (the broker refuses until one is set) or takes
+    it from elsewhere (a Kubernetes Secret): a placeholder would let a broker run on a publicly known secret."""
+    found = []
+    for path in sorted((ROOT / "config" / "deploy").rglob("*")):
+        if not path.is_file():
+            continue
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), start=1):
+            code = line.split("#", 1)[0]
+            for value in re.findall(r"(?i)(?:RAFTBUS_CLUSTER_SECRET|cluster_secret)\s*[=:]\s*(\S*)", code):
+                found.append((path.name, number, value.strip("'\"")))
+    assert found, "the templates set the secret somewhere"
+    assert [f for f in found if f[2] not in ("", "|")] == [], found

@@ -79,7 +79,7 @@ def test_rows_that_do_not_fit_their_topic_fail_the_task_with_a_typed_error(spark
     create_topic(spark_cluster, "sink-rows", 2)
     with pytest.raises(PySparkException, match="UnknownPartition: topic .sink-rows. has no partition 7"):
         write(spark.createDataFrame([("v", 7)], "value string, partition int"), spark_cluster, topic="sink-rows")
-    with pytest.raises(PySparkException, match="WrongTopicKind: priority apply to queue topics only"):
+    with pytest.raises(PySparkException, match="WrongTopicKind: only queue topics take priority"):
         write(spark.createDataFrame([("v", 1)], "value string, priority int"), spark_cluster, topic="sink-rows")
     assert stored_records(spark_cluster, "sink-rows") == []
 

@@ -62,8 +62,8 @@ def start_dev(data_dir):
     """`raftbus dev` on a free block of ports (its Kafka ports the last three): (process, its output, bootstrap)."""
     base = free_port_block(9)
     proc = subprocess.Popen([sys.executable, "-m", "raftbus.broker", "dev", "--brokers", "3",
-                             "--data-dir", str(data_dir), "--base-port", str(base), "--restart-delay-ms", "500",
-                             "--kafka-base-port", str(base + 6), "--log-level", "WARNING"],
+                             "--data-dir", str(data_dir), "--base-port", str(base), "--metrics-base-port", "0",
+                             "--restart-delay-ms", "500", "--kafka-base-port", str(base + 6), "--log-level", "WARNING"],
                             stdout=subprocess.PIPE, text=True)
     return proc, Output(proc.stdout), ",".join(f"127.0.0.1:{base + 2 * i}" for i in range(3))
 

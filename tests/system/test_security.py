@@ -54,13 +54,14 @@ def produce_one(cluster, token, topic="orders"):
 
 
 def test_missing_bad_and_plaintext_credentials_are_refused(secure):
-    """No token and an unknown token are UNAUTHENTICATED; a plaintext client cannot even reach the TLS port."""
+    """No token and an unknown token are UNAUTHENTICATED; a plaintext client cannot even reach the TLS port, and is
+    told so (TLS_MISMATCH)."""
     for token, expected in ((None, "needs credentials"), ("rbt_not-a-real-token", "unknown or revoked")):
         err = failure(lambda: Admin(secure.bootstrap, **as_principal(secure, token)).list_topics())
         assert isinstance(err, errors.Unauthenticated) and expected in err.message
     err = failure(lambda: Admin(secure.bootstrap, token=secure.secure.admin_token, request_timeout_ms=2000)
                   .list_topics())
-    assert isinstance(err, errors.Unavailable)
+    assert isinstance(err, errors.TlsMismatch) and "speaks TLS; pass --tls-ca" in err.message
 
 
 def test_a_revoked_token_is_refused_by_every_broker_without_a_restart(secure):

@@ -16,8 +16,9 @@ ROOT = Path(__file__).resolve().parents[2]
 BROKER_KERNEL = {"model", "clock", "commands", "context", "leaders", "grpc_server", "call_limits", "content_digest",
                  "node", "raft_settings", "registry", "process_stats"}
 # settings composes every feature's section, assembly builds every feature, replicas makes the partition replicas of
-# each kind: they build a broker from its parts, as server does
-BROKER_TOP = {"server", "main", "demo", "__main__", "", "settings", "replicas", "assembly"}
+# each kind: they build a broker from its parts, as server does; ports checks the process's listeners before main
+# starts it
+BROKER_TOP = {"server", "main", "demo", "__main__", "", "settings", "replicas", "assembly", "ports"}
 BROKER_ALLOWED = {
     # a settings section is declared beside its feature, infra included: `section` (its fields and checks) is
     # below everything and imports nothing of the broker
@@ -40,7 +41,7 @@ BROKER_CLIENT_MODULES = ("errors", "records", "kafka_batch", "wire", "router", "
                          "queues.ids")
 
 CLIENT_KERNEL = {"errors", "records", "kafka_batch", "router", "settings", "murmur2", "wire", "produce_stream",
-                 "sender", "producer_lane", "credentials", "record_batch", "record_future"}
+                 "sender", "producer_lane", "credentials", "record_batch", "record_future", "reachability"}
 CLIENT_FACADES = {"", "admin", "producer", "consumer", "reader", "security", "cluster_admin"}
 CLIENT_APPS = {"spark", "aio", "backup"}
 CLIENT_ALLOWED = {

@@ -25,6 +25,7 @@ from raftbus.broker.queues.state.reads import (
     due_in,
     oldest_in_buckets,
     messages_after,
+    next_delivery_in,
     oldest_per_group,
     peek_in_flight,
     ready_messages,
@@ -153,11 +154,14 @@ class QueueStateMachine:
             return messages_after(txn, after_seq, max_messages)
 
     def stats(self, groups_max: int, scan_max: int) -> PartitionStats:
-        """Counts, the oldest ready message and per-group counts. The oldest ready message is found by visiting
-        the first message of each (group,) priority bucket, at most scan_max of them; a group's oldest in a
-        priority-ordered partition by scanning up to scan_max ready messages (None for groups beyond that)."""
+        """Counts, the oldest ready message, the next delayed delivery and per-group counts. The oldest ready
+        message is found by visiting the first message of each (group,) priority bucket, at most scan_max of them;
+        a group's oldest in a priority-ordered partition by scanning up to scan_max ready messages (None for groups
+        beyond that). The next delivery is the first delayed message's time, not the tick's next due time (which
+        may be a lease deadline of an acked message: lease entries are dropped when they come due)."""
         with self._store.read() as txn:
             s = state_in(txn)
+            next_delivery_ms = next_delivery_in(txn)
             oldest = oldest_in_buckets(txn, b"", scan_max)
             rows = list(itertools.islice(txn.items(GROUPS), groups_max + 1))
             truncated = len(rows) > groups_max
@@ -168,7 +172,7 @@ class QueueStateMachine:
             else:
                 firsts = oldest_per_group(txn, wanted, scan_max)
         group_stats = tuple(GroupStats(g, *c, firsts.get(g)) for g, c in groups)
-        return PartitionStats(s.ready, s.delayed, s.in_flight, s.dead, oldest, self._due.next_due_ms,
+        return PartitionStats(s.ready, s.delayed, s.in_flight, s.dead, oldest, next_delivery_ms,
                               s.next_seq - 1, group_stats, truncated)
 
     def digest_at(self, index: int) -> int | None:

@@ -41,6 +41,12 @@ def due_in(txn, ready: int, fair: bool) -> Due:
     return Due(min(times) if times else None, deliverable)
 
 
+def next_delivery_in(txn) -> int | None:
+    """When the earliest delayed message becomes ready (None: no message is delayed)."""
+    found = txn.first(DELAYED_T)
+    return time_of(bytes(found[0])) if found else None
+
+
 def stored_message(txn, seq: int) -> StoredMessage | None:
     """The message of a seq stored as a row, found through its locator (commands: a message inside a run is
     opened into a row first, moves.py)."""

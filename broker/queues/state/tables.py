@@ -167,7 +167,7 @@ class PartitionStats(NamedTuple):
     in_flight: int
     dead: int
     oldest_ready_enqueued_ms: int | None
-    next_due_ms: int | None
+    next_delivery_ms: int | None  # when the earliest delayed message becomes ready (None: none is delayed)
     enqueued_total: int
     groups: tuple[GroupStats, ...]
     groups_truncated: bool

@@ -65,3 +65,52 @@ def test_members_commit_over_a_reset_and_keep_their_fencing(broker):
     assert newer > generation and (committed.offset, committed.highest_generation) == (5, newer)
     with pytest.raises(errors.UnknownMember):  # the member that left cannot commit over the new one
         broker.offsets.commit(G, member_id=member, generation=generation, topic=TOPIC, partition=0, offset=9)
+
+
+def test_a_registered_group_is_listed_and_described_empty_with_its_topics(broker):
+    """What an operator's reset or a restore does first: the group exists without members, holding the topic, so
+    `groups list` and `groups describe` show it (state empty) before any consumer joins."""
+    broker.create_topic("payments", partitions=1)
+    registered = broker.groups.register("restored", ["orders"])
+    assert (registered.state, registered.topics, registered.members) == ("empty", ("orders",), {})
+    assert broker.offsets.reset("restored", topic=TOPIC, partition=0, offset=4).offset == 4
+    assert [g.name for g in broker.groups.list_groups()] == ["restored"]
+    assert broker.groups.describe_group("restored").topics == ("orders",)
+    assert broker.groups.register("restored", ["payments"]).topics == ("orders", "payments")
+    applied = broker.metadata_sm.applied_index()
+    assert broker.groups.register("restored", ["orders"]).topics == ("orders", "payments")
+    assert broker.metadata_sm.applied_index() == applied  # nothing to change: a read, no command
+
+
+def test_registering_a_group_with_members_leaves_it_as_its_members_made_it(broker):
+    member, generation = member_commits(broker, 8)
+    broker.create_topic("payments", partitions=1)
+    group = broker.groups.register(G, ["payments"])
+    assert group.topics == ("orders",) and list(group.members) == [member] and group.generation == generation
+    with pytest.raises(errors.GroupNotEmpty):
+        broker.offsets.reset(G, topic=TOPIC, partition=0, offset=0)
+
+
+@pytest.mark.parametrize("topics, error", [
+    (["nope"], errors.UnknownTopic),
+    (["jobs"], errors.WrongTopicKind),
+    ([], errors.InvalidArgument),
+])
+def test_register_refusals(broker, topics, error):
+    broker.create_topic("jobs", partitions=1, kind="queue")
+    with pytest.raises(error):
+        broker.groups.register("restored", topics)
+    assert broker.metadata_sm.group("restored") is None
+
+
+def test_a_registered_empty_group_is_deleted_after_its_retention_like_any_empty_group():
+    b = Broker(group_empty_retention_ms=60_000)
+    b.create_topic(TOPIC, partitions=1)
+    b.groups.register("restored", [TOPIC])
+    b.groups.expire_due()
+    b.clock.advance(60_000)
+    b.groups.expire_due()
+    assert b.metadata_sm.group("restored") is not None
+    b.clock.advance(1)
+    b.groups.expire_due()
+    assert b.metadata_sm.group("restored") is None

@@ -215,7 +215,7 @@ def test_stats_per_partition_and_group_with_oldest_ready_age(broker):
     broker.clock.advance(500)
     stats = broker.queues.stats("jobs", 0)
     assert (stats.ready, stats.delayed, stats.in_flight, stats.dead) == (2, 1, 0, 0)
-    assert stats.oldest_ready_age_ms == 2_500 and stats.next_due_ms == broker.clock.now_ms() - 490
+    assert stats.oldest_ready_age_ms == 2_500 and stats.next_delivery_ms == broker.clock.now_ms() - 490
     groups = {g.group: g for g in stats.groups}
     assert (groups["acme.web"].ready, groups["acme.web"].oldest_ready_age_ms) == (1, 2_500)
     assert (groups["beta"].ready, groups["beta"].delayed, groups["beta"].oldest_ready_age_ms) == (1, 1, 500)

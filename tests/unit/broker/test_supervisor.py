@@ -3,7 +3,7 @@ before), and with restarts off leaves it down; the other brokers are left alone 
 import signal
 import sys
 
-from raftbus.broker.supervisor import BrokerSupervisor, Supervised
+from raftbus.broker.supervisor import BrokerSupervisor, Supervised, exit_text, last_words
 
 EXITS = [sys.executable, "-c", "import sys; sys.exit(3)"]
 RUNS = [sys.executable, "-c", "import time; time.sleep(60)"]
@@ -58,3 +58,41 @@ def test_with_restarts_off_an_exited_broker_stays_down(tmp_path):
         assert running.proc.poll() is None
     finally:
         sup.stop_all(signal.SIGTERM)
+
+
+def test_an_exited_broker_is_announced_with_the_last_line_it_logged_in_that_run(tmp_path):
+    """A broker that fails to start writes its reason as one line; the announcement quotes it (a JSON log record by
+    its message and exception), and only what the exited process wrote counts, not an earlier run's lines."""
+    log = tmp_path / "b1.log"
+    log.write_text("error: INTERNAL: from an earlier run\n")
+    says = "import sys; print('error: ADDRESS_IN_USE: 127.0.0.1:7070 (client port, listen) is in use', file=sys.stderr); sys.exit(1)"
+    said, clock = [], Clock()
+    broker = Supervised(1, [sys.executable, "-c", says], str(log))
+    sup = BrokerSupervisor([broker], restart=False, restart_delay_ms=0, say=said.append, clock=clock)
+    sup.start_all()
+    broker.proc.wait(10)
+    assert sup.exited() is broker
+    assert sup.last_words(broker) == "exited with 1: error: ADDRESS_IN_USE: 127.0.0.1:7070 (client port, listen) is in use"
+    sup.check()
+    assert said == ["raftbus dev: broker 1 (pid %d) exited with 1 (error: ADDRESS_IN_USE: 127.0.0.1:7070 (client port, "
+                    "listen) is in use); 0 of 1 brokers still serving (restarts are off)" % broker_pid(said)]
+    silent = tmp_path / "b2.log"
+    silent.write_text("error: from an earlier run\n")
+    quiet = Supervised(2, EXITS, str(silent))
+    BrokerSupervisor([quiet], restart=False, restart_delay_ms=0, say=said.append).start_all()
+    quiet.proc.wait(10)
+    assert last_words(str(silent), quiet.log_offset) == ""
+
+
+def broker_pid(said) -> int:
+    return int(said[0].split("(pid ")[1].split(")")[0])
+
+
+def test_last_words_of_a_json_log_record_and_of_a_kill(tmp_path):
+    log = tmp_path / "b.log"
+    log.write_text('{"ts": 1, "level": "INFO", "msg": "started"}\n'
+                   '{"ts": 2, "level": "ERROR", "msg": "broker failed to start", '
+                   '"exc": "Traceback (most recent call last):\\n  ...\\nOSError: disk on fire"}\n\n')
+    assert last_words(str(log)) == "broker failed to start: OSError: disk on fire"
+    assert last_words(str(tmp_path / "missing.log")) == ""
+    assert exit_text(-signal.SIGKILL) == "was killed by SIGKILL" and exit_text(3) == "exited with 3"

@@ -30,7 +30,7 @@ TOPIC = TopicDescription(
 STATUS = ClusterStatus(
     brokers=(BrokerDescription(1, "127.0.0.1:7070", "127.0.0.1:7071", True),
              BrokerDescription(2, "127.0.0.1:7072", "127.0.0.1:7073", False)),
-    controller_id=1, topics=(TOPIC,), answering_broker_id=2,
+    controller_id=1, topics=(TOPIC,), answering_broker_id=2, cluster_id="dev-1",
 )
 MEMBERS = MetadataMembers(voters=(1, 2), learners=(3,), config_index=7, controller_id=1, answering_broker_id=2)
 
@@ -153,7 +153,7 @@ def parse(*argv) -> argparse.Namespace:
 # ---------------------------------------------------------------------- parsing
 
 @pytest.mark.parametrize("argv, expected", [
-    (["topics", "create", "t"], {"name": "t", "partitions": 3, "replication_factor": 3, "kind": "stream",
+    (["topics", "create", "t"], {"name": "t", "partitions": None, "replication_factor": None, "kind": "stream",
                                  "ordering": None, "retention_ms": None, "retention_bytes": None}),
     (["topics", "create", "q", "--partitions", "6", "--replication-factor", "1", "--kind", "queue",
       "--ordering", "fair", "--retention-ms", "60000", "--retention-bytes", "1000"],
@@ -241,22 +241,24 @@ def test_bootstrap_defaults_to_the_environment(calls, capsys, monkeypatch):
     ["nonsense"],
 ])
 def test_usage_errors_exit_2(calls, capsys, argv):
-    """Bad or missing arguments exit with status 2 before anything connects."""
+    """Bad or missing arguments exit with status 2 before anything connects, with one line saying what is wrong and
+    where the help is."""
     code, out, err = run(capsys, *argv)
     assert code == 2
-    assert "usage:" in err
+    assert len(err.splitlines()) == 1 and err.startswith("error: raftbus") and err.endswith("--help)\n"), err
     assert calls.items == []
 
 
 # ---------------------------------------------------------------------- topics and cluster
 
 def test_topics_create_passes_every_option(calls, capsys):
-    """topics create hands its flags to Admin.create_topic and prints the topic as JSON with --json."""
+    """topics create hands its flags to Admin.create_topic (a flag not given is the cluster's default, None) and
+    prints the topic as JSON with --json."""
     code, out, _ = run(capsys, "--bootstrap", "h:1", "topics", "create", "orders", "--partitions", "2",
                        "--retention-ms", "1000", "--json")
     assert code == 0
     assert calls.items[1] == ("create_topic", "orders", {
-        "partitions": 2, "replication_factor": 3, "kind": "stream", "ordering": None, "retention_ms": 1000,
+        "partitions": 2, "replication_factor": None, "kind": "stream", "ordering": None, "retention_ms": 1000,
         "retention_bytes": None})
     assert json.loads(out) == TOPIC.to_dict()
 
@@ -286,7 +288,7 @@ def test_cluster_status_json_and_table(calls, capsys):
     code, out, _ = run(capsys, "cluster", "status", "--json")
     assert code == 0 and json.loads(out) == {**STATUS.to_dict(), "metadata_voters": [1, 2], "metadata_learners": [3]}
     code, out, _ = run(capsys, "cluster", "status")
-    assert out.splitlines()[0] == "controller: 1 (answered by broker 2)"
+    assert out.splitlines()[0] == "cluster dev-1; controller: 1 (answered by broker 2)"
     assert "controller" in out.splitlines()[2] and out.splitlines()[3].split()[3] == "no"
     assert out.splitlines()[-1] == "metadata voters: 1,2; non-voters (learners): 3"
 
@@ -394,7 +396,7 @@ def test_a_broker_that_fails_to_start_prints_one_line_and_exits_1(monkeypatch, c
     monkeypatch.setattr(broker_main, "start_broker", refuse)
     args = cli.build_parser().parse_args(["broker", "start", "--node-id", "1"])
     assert args.handler(args) == 1
-    assert capsys.readouterr().err == "error: [Errno 98] Address already in use\n"
+    assert capsys.readouterr().err == "error: Address already in use\n"
 
 
 def test_bench_dispatches_to_the_bench_module(monkeypatch, capsys):
@@ -420,3 +422,16 @@ def test_topics_alter_changes_retention_and_queue_options_then_partitions(calls,
                "--partitions", "6")[0] == 0
     assert [c for c in calls.items if c[0] != "Admin"] == [
         ("alter_topic", "jobs", {"retention_ms": -1, "max_deliveries": 9}), ("alter_partitions", "jobs", 6)]
+
+
+def test_an_unexpected_failure_is_one_line_unless_debugging(monkeypatch, capsys):
+    def broken(args):
+        raise ValueError("no such thing")
+
+    monkeypatch.setattr(cli, "run_topics_list", broken)
+    assert cli.main(["topics", "list"]) == 1
+    assert capsys.readouterr().err == ("error: INTERNAL: ValueError: no such thing (RAFTBUS_LOG_LEVEL=DEBUG shows "
+                                       "where)\n")
+    monkeypatch.setenv("RAFTBUS_LOG_LEVEL", "debug")
+    with pytest.raises(ValueError):
+        cli.main(["topics", "list"])

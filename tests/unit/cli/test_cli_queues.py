@@ -7,7 +7,7 @@ import pytest
 
 from raftbus.cli import app as cli
 from raftbus.cli import queues as cli_queues
-from raftbus.client.errors import UnknownMessage
+from raftbus.client.errors import LeaseLost, UnknownMessage
 from raftbus.client.queues.messages import GroupQueueStats, Message, PartitionQueueStats, QueueStats
 
 
@@ -28,7 +28,10 @@ def calls(monkeypatch):
         def ack(self, m):
             calls.record("ack", m.message_id)
             future = Future()
-            future.set_result(None)
+            if m.message_id == 4:  # its lease expired while it was printed
+                future.set_exception(LeaseLost("the lease expired"))
+            else:
+                future.set_result(None)
             return future
 
     class FakeAdmin:
@@ -130,12 +133,21 @@ def test_topics_create_passes_queue_options(calls, capsys):
 
 
 def test_consume_a_queue_topic_leases_prints_and_acks(calls, capsys):
-    """consume on a queue topic prints each leased message and acks it; --max stops it."""
+    """consume on a queue topic acks each leased message and prints it as acked (not in_flight); --max stops it."""
     code, out, _ = run(capsys, "consume", "jobs", "--max", "3")
     assert code == 0
-    assert [line.split("\t")[0] for line in out.splitlines()] == ["jobs/0#1", "jobs/0#2", "jobs/0#3"]
+    assert [line.split("\t")[:2] for line in out.splitlines()] == [["jobs/0#1", "acked"], ["jobs/0#2", "acked"],
+                                                                     ["jobs/0#3", "acked"]]
     assert [c for c in calls if c[0] == "ack"] == [("ack", 1), ("ack", 2), ("ack", 3)]
     assert ("flush",) in calls
+
+
+def test_a_refused_ack_is_an_error_line_and_exit_1(calls, capsys):
+    code, out, err = run(capsys, "--json", "consume", "jobs", "--max", "5")
+    assert code == 1
+    assert [(json.loads(line)["message_id"], json.loads(line)["state"]) for line in out.splitlines()] == [
+        (1, "acked"), (2, "acked"), (3, "acked"), (5, "acked")]
+    assert err == "error: LEASE_LOST: message 4: the lease expired\n"
 
 
 def test_consume_no_ack_leaves_messages_to_expire(calls, capsys):
@@ -147,9 +159,11 @@ def test_consume_no_ack_leaves_messages_to_expire(calls, capsys):
     assert options["visibility_ms"] == 500
 
 
-def test_consume_a_queue_topic_refuses_offsets(calls, capsys):
+def test_consume_a_queue_topic_refuses_offsets_and_groups_as_the_wrong_kind(calls, capsys):
     code, _, err = run(capsys, "consume", "jobs", "--from-beginning")
-    assert code == 1 and err.startswith("error: INVALID_ARGUMENT: queue topics have no offsets")
+    assert code == 1 and err.startswith("error: WRONG_TOPIC_KIND: --offset and --from-beginning read stream topics")
+    code, _, err = run(capsys, "consume", "jobs", "--group", "g")
+    assert code == 1 and err.startswith("error: WRONG_TOPIC_KIND: --group reads stream topics; 'jobs' is a queue")
 
 
 def test_queues_stats_text_and_json(calls, capsys):
@@ -174,8 +188,8 @@ def test_queue_commands_call_the_sdk(calls, capsys, argv, call):
 
 
 def test_delete_reports_per_id_and_fails_when_one_did(calls, capsys):
-    code, out, _ = run(capsys, "queues", "delete", "jobs", "3", "4")
-    assert code == 1 and out.splitlines() == ["deleted 3", "4: UNKNOWN_MESSAGE: gone"]
+    code, out, err = run(capsys, "queues", "delete", "jobs", "3", "4")
+    assert code == 1 and out.splitlines() == ["deleted 3"] and err == "error: UNKNOWN_MESSAGE: gone\n"
 
 
 def test_change_priority_with_a_delay_and_usage_errors(calls, capsys):

@@ -90,11 +90,31 @@ def test_acl_needs_exactly_one_resource_and_a_known_operation(admin, capsys):
     assert not [c for c in admin.calls if c[0] == "grant_acl"]
 
 
+@pytest.fixture
+def credential_files(tmp_path, monkeypatch):
+    from raftbus.broker.tls_dev import write_dev_pki
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ca.pem").write_bytes(write_dev_pki(tmp_path / "pki", [1]).ca_file.read_bytes())
+    (tmp_path / "app.token").write_text("rbt_app\n")
+
+
 @pytest.mark.parametrize("argv", [
     ["--tls-ca", "ca.pem", "--token-file", "app.token", "acl", "list"],
     ["acl", "list", "--tls-ca", "ca.pem", "--token-file", "app.token"],
 ])
-def test_credential_flags_before_or_after_the_subcommand_reach_the_sdk(admin, argv, capsys):
+def test_credential_flags_before_or_after_the_subcommand_reach_the_sdk(admin, credential_files, argv, capsys):
     assert cli.main(argv) == 0
     assert os.environ["RAFTBUS_TLS_CA"] == "ca.pem" and os.environ["RAFTBUS_TOKEN_FILE"] == "app.token"
     assert "prefix" in capsys.readouterr().out
+
+
+def test_secret_generate_prints_a_fresh_secret_the_brokers_accept(capsys):
+    from raftbus.broker.raft.cluster_secret import secret_problem
+
+    assert cli.main(["secret", "generate"]) == 0
+    first = capsys.readouterr().out.strip()
+    assert cli.main(["secret", "generate", "--json"]) == 0
+    second = json.loads(capsys.readouterr().out)["cluster_secret"]
+    assert len(first) == len(second) == 64 and first != second
+    assert bytes.fromhex(first) and secret_problem(first, "orders-production", 32) is None

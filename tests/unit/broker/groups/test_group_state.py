@@ -296,3 +296,34 @@ def test_malformed_group_commands_are_error_values_and_change_nothing(meta, comm
     before = meta.group
     assert isinstance(meta.apply(command), errors.InvalidArgument)
     assert meta.group == before and meta.sm.applied_index() == meta.index
+
+
+def register(meta, topics, group="restored", groups_max=100, now_ms=300):
+    return meta.apply(group_commands.encode_register_group(group=group, topics=list(topics), groups_max=groups_max,
+                                                           now_ms=now_ms))
+
+
+def test_register_creates_an_empty_group_holding_its_topics_and_adds_topics_to_an_empty_one(meta):
+    meta.topic("payments", partitions=1)
+    created = register(meta, ["orders"])
+    assert (created.state, created.topics, created.empty_since_ms, created.generation) == ("empty", ("orders",), 300, 0)
+    grown = register(meta, ["payments", "orders"], now_ms=400)
+    assert grown.topics == ("orders", "payments") and grown.changed_ms == 400 and grown.empty_since_ms == 300
+    assert register(meta, ["orders"], now_ms=500) is meta.sm.group("restored")  # nothing new: unchanged
+
+
+def test_register_leaves_a_group_with_members_as_they_made_it(meta):
+    meta.topic("payments", partitions=1)
+    meta.join("a")
+    before = meta.sm.group(G)
+    assert register(meta, ["payments"], group=G) == before
+
+
+@pytest.mark.parametrize("topics, groups_max, error", [
+    (["nope"], 100, errors.UnknownTopic),
+    ([], 100, errors.InvalidArgument),
+    (["orders"], 0, errors.GroupLimitReached),
+])
+def test_register_refusals_change_nothing(meta, topics, groups_max, error):
+    assert isinstance(register(meta, topics, groups_max=groups_max), error)
+    assert meta.sm.group("restored") is None

@@ -34,7 +34,9 @@ def test_the_state_is_stored_with_the_broker(meta):
     assert reopened.brokers()[3].draining and not reopened.brokers()[1].draining
 
 
-@pytest.mark.parametrize("broker_id, state", [(9, "draining"), (1, "asleep")])
-def test_unknown_brokers_and_states_are_refused(meta, broker_id, state):
-    assert isinstance(set_state(meta, broker_id, state), errors.InvalidArgument)
+@pytest.mark.parametrize("broker_id, state, error", [(9, "draining", errors.UnknownBroker),
+                                                     (1, "asleep", errors.InvalidArgument)])
+def test_unknown_brokers_and_states_are_refused(meta, broker_id, state, error):
+    """An unknown broker is UNKNOWN_BROKER, as `brokers decommission` answers it."""
+    assert type(set_state(meta, broker_id, state)) is error
     assert all(b.state == model.ACTIVE for b in meta.sm.brokers().values())

@@ -57,6 +57,9 @@ class FakeRouter:
     def partitions_for(self, topic):
         return self.partitions
 
+    def topic_kind(self, topic):
+        return "stream" if topic.startswith("stream") else "queue"
+
     def connection(self, address):
         return self.connection_
 
@@ -187,4 +190,12 @@ def test_stats_combine_partitions_and_groups():
     assert (stats.ready, stats.delayed, stats.in_flight, stats.dead, stats.dead_lettered) == (3, 1, 4, 1, 7)
     assert stats.oldest_ready_age_ms == 900
     assert stats.groups == (GroupQueueStats("a", 3, 1, 0, 0, 900), GroupQueueStats("b", 0, 0, 4, 1, None))
-    assert stats.to_dict()["partitions"][1]["next_due_ms"] == 10
+    assert stats.to_dict()["partitions"][1]["next_delivery_ms"] == 10
+
+
+def test_queues_client_redrive_names_a_stream_topic_as_the_wrong_kind():
+    """Not the UNKNOWN_TOPIC of its `<topic>.dlq`: the topic is there, of the other kind."""
+    from raftbus.client.errors import WrongTopicKind
+
+    with pytest.raises(WrongTopicKind, match="topic 'stream-orders' is a stream topic, not a queue topic"):
+        Queues(router=FakeRouter(None)).redrive("stream-orders")

@@ -1,0 +1,196 @@
+"""The ports a broker process or `raftbus dev` listens on: derived, checked free before anything starts, and when one
+is taken, who answers there.
+
+`raftbus dev` derives every port from --base-port, so a second cluster on another base collides nowhere: broker N
+(1, 2, ...) listens for clients on base + 2(N-1), for Raft on base + 2(N-1) + 1, serves metrics on
+base + METRICS_PORT_OFFSET + N - 1 (9570-9572 from the default base 7070) and the Kafka protocol on
+base + KAFKA_PORT_OFFSET + N - 1 (9092-9094, Kafka's own, from 7070). A listener of another role gets an offset
+of its own beside these.
+
+Before starting anything, `check_free` binds each address as its server would (SO_REUSEADDR, so a port left in
+TIME_WAIT by an earlier run counts as free) and, for the first one taken, asks what answers there: a raftbus
+broker's client port tells its cluster id and broker id (ClusterStatus), its metrics port its broker id.
+"""
+from __future__ import annotations
+
+import errno
+import http.client
+import re
+import socket
+import urllib.request
+from dataclasses import dataclass
+
+import grpc
+
+from raftbus.broker.raft.hub import HELLO, MAGIC
+from raftbus.client import errors, reachability
+from raftbus.client.credentials import Credentials
+from raftbus.client.router import is_transport_failure
+from raftbus.client.wire import raftbus_pb2 as pb
+from raftbus.client.wire import raftbus_pb2_grpc as pb_grpc
+
+METRICS_PORT_OFFSET = 2500  # broker N's metrics port: base_port + 2500 + N - 1
+KAFKA_PORT_OFFSET = 2022    # broker N's Kafka port: base_port + 2022 + N - 1
+WHO_ANSWERS_TIMEOUT_S = 1.0  # how long the question to a taken port's owner may take
+
+
+@dataclass(frozen=True)
+class Listener:
+    role: str      # "client port of broker 1", "Raft port (raft_listen)", ...
+    address: str   # host:port; port 0 (any free port) is never checked
+
+
+@dataclass(frozen=True)
+class DevBrokerPorts:
+    """The ports of one `raftbus dev` broker (metrics None: off)."""
+
+    node_id: int
+    client: int
+    raft: int
+    metrics: int | None
+    kafka: int | None = None
+
+    def listeners(self) -> list[Listener]:
+        found = [Listener(f"client port of broker {self.node_id}", f"127.0.0.1:{self.client}"),
+                 Listener(f"Raft port of broker {self.node_id}", f"127.0.0.1:{self.raft}")]
+        for role, port in (("metrics", self.metrics), ("Kafka", self.kafka)):
+            if port is not None:
+                found.append(Listener(f"{role} port of broker {self.node_id}", f"127.0.0.1:{port}"))
+        return found
+
+    @property
+    def ports(self) -> list[int]:
+        return [p for p in (self.client, self.raft, self.metrics, self.kafka) if p is not None]
+
+
+def dev_broker_ports(count: int, base_port: int, metrics_base_port: int | None = None,
+                     kafka_base_port: int | None = None) -> list[DevBrokerPorts]:
+    """Every port of `count` dev brokers from `base_port`; metrics (Kafka) from `metrics_base_port`
+    (`kafka_base_port`) when given, 0 for none, else from base_port + METRICS_PORT_OFFSET (KAFKA_PORT_OFFSET)."""
+    metrics = base_port + METRICS_PORT_OFFSET if metrics_base_port is None else metrics_base_port
+    kafka = base_port + KAFKA_PORT_OFFSET if kafka_base_port is None else kafka_base_port
+    return [DevBrokerPorts(i + 1, base_port + 2 * i, base_port + 2 * i + 1, metrics + i if metrics else None,
+                           kafka + i if kafka else None) for i in range(count)]
+
+
+def dev_port_problem(count: int, base_port: int, metrics_base_port: int | None,
+                     kafka_base_port: int | None = None) -> str | None:
+    """Why these dev flags give no usable ports (out of range, or two roles on one port), or None."""
+    if count < 1:
+        return f"--brokers must be >= 1, not {count}"
+    ports = [p for b in dev_broker_ports(count, base_port, metrics_base_port, kafka_base_port) for p in b.ports]
+    if min(ports) < 1 or max(ports) > 65535:
+        return f"--base-port {base_port} gives ports outside 1-65535 ({min(ports)}-{max(ports)})"
+    if len(set(ports)) != len(ports):
+        return "--metrics-base-port or --kafka-base-port overlaps another port of this cluster"
+    return None
+
+
+# ---------------------------------------------------------------------- is it free?
+
+def bind_problem(address: str) -> OSError | None:
+    """The error binding `address` as a server would (None: free). Port 0 is always free."""
+    host, port = reachability.split_address(address)
+    if port == 0:
+        return None
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        return OSError(errno.EADDRNOTAVAIL, f"cannot resolve {host!r}: {exc.strerror}")
+    for family, kind, proto, _, sockaddr in infos:
+        with socket.socket(family, kind, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(sockaddr)
+            except OSError as exc:
+                return exc
+    return None
+
+
+def check_free(listeners: list[Listener], *, hint: str, own_cluster_id: str = "") -> None:
+    """Raise for the first listener whose address cannot be bound: AddressInUse naming who answers there, or
+    InvalidArgument for an address this host cannot listen on. `own_cluster_id` names a cluster that is this one
+    (a `raftbus dev` of the same data dir still running)."""
+    for listener in listeners:
+        problem = bind_problem(listener.address)
+        if problem is None:
+            continue
+        if problem.errno == errno.EADDRINUSE:
+            who = who_answers(listener.address, own_cluster_id)
+            raise errors.AddressInUse(f"{listener.address} ({listener.role}) is in use by {who}; {hint}")
+        raise errors.InvalidArgument(f"cannot listen on {listener.address} ({listener.role}): "
+                                     f"{problem.strerror or problem}")
+
+
+# ---------------------------------------------------------------------- who answers there?
+
+def who_answers(address: str, own_cluster_id: str = "", timeout_s: float = WHO_ANSWERS_TIMEOUT_S) -> str:
+    """What listens at `address`, in words: a raftbus broker (its cluster id and broker id when it tells), a raftbus
+    metrics endpoint, or another process."""
+    raft_node = _raft_node_id(address, timeout_s)
+    if raft_node is not None:
+        return f"the Raft port of raftbus broker {raft_node}"
+    found = reachability.probe(address, timeout_s)
+    if not found.reachable or found.speaks_tls is None:
+        return "another process"
+    broker = _raftbus_broker(address, found.speaks_tls, own_cluster_id, timeout_s)
+    if broker:
+        return broker
+    node = _metrics_broker_id(address, timeout_s)
+    if node is not None:
+        return f"the metrics endpoint of raftbus broker {node}"
+    return "a TLS server (a raftbus cluster with TLS?)" if found.speaks_tls else "another process"
+
+
+def _raftbus_broker(address: str, tls: bool, own_cluster_id: str, timeout_s: float) -> str | None:
+    try:
+        credentials = Credentials.of() if tls else Credentials(tls_ca=None)
+    except errors.RaftbusError:
+        return None
+    if tls and not credentials.tls:
+        return None  # no CA to talk to it with (RAFTBUS_TLS_CA)
+    channel = credentials.channel(address, [])
+    try:
+        status = pb_grpc.AdminStub(channel).ClusterStatus(pb.ClusterStatusRequest(), timeout=timeout_s)
+    except grpc.RpcError as exc:
+        if is_transport_failure(exc) or exc.code() in (grpc.StatusCode.UNIMPLEMENTED,
+                                                       grpc.StatusCode.DEADLINE_EXCEEDED):
+            return None
+        refused = errors.error_from_rpc(exc)
+        return f"a raftbus broker that does not tell its cluster to this process ({refused.code})"
+    finally:
+        channel.close()
+    if own_cluster_id and status.cluster_id == own_cluster_id:
+        return (f"broker {status.answering_broker_id} of this data dir's own cluster (cluster_id "
+                f"{status.cluster_id}), still running from an earlier start")
+    return f"another raftbus cluster (cluster_id {status.cluster_id or '?'}, broker {status.answering_broker_id})"
+
+
+def _raft_node_id(address: str, timeout_s: float) -> int | None:
+    """The node id in the hello a raftbus Raft port sends first on every connection (without Raft TLS)."""
+    try:
+        with socket.create_connection(reachability.split_address(address), timeout=timeout_s / 4) as sock:
+            hello = b""
+            while len(hello) < HELLO.size:
+                chunk = sock.recv(HELLO.size - len(hello))
+                if not chunk:
+                    break
+                hello += chunk
+    except OSError:  # no hello in time: not a Raft port (a gRPC or HTTP server waits for the client)
+        return None
+    if len(hello) < HELLO.size or not hello.startswith(MAGIC):
+        return None
+    return HELLO.unpack(hello)[1]
+
+
+_BROKER_ID_SAMPLE = re.compile(r"^raftbus_broker_id(?:\{[^}]*\})? ([0-9.e+]+)$", re.MULTILINE)
+
+
+def _metrics_broker_id(address: str, timeout_s: float) -> int | None:
+    try:
+        with urllib.request.urlopen(f"http://{address}/metrics", timeout=timeout_s) as answer:
+            text = answer.read(4 * 1024 * 1024).decode("utf-8", errors="replace")
+    except (OSError, ValueError, http.client.HTTPException):
+        return None
+    sample = _BROKER_ID_SAMPLE.search(text)
+    return int(float(sample.group(1))) if sample else None

@@ -1,0 +1,195 @@
+"""Goal: `raftbus dev` derives every port from --base-port (two clusters on different bases never share one), a taken
+port is found before anything starts and named with who answers there (a raftbus broker's client, Raft or metrics
+port, or another process), `dev` is ready only when its own brokers answer, and a port taken between the check
+and the bind is named as the check names it."""
+import errno
+import http.server
+import socket
+import struct
+import threading
+from concurrent import futures
+
+import grpc
+import pytest
+
+from raftbus.broker import main as broker_main
+from raftbus.broker import ports
+from raftbus.broker.raft.hub import HELLO, MAGIC
+from raftbus.broker.settings import load_settings
+from raftbus.client import errors
+from raftbus.client.admin import ClusterStatus
+from raftbus.client.wire import raftbus_pb2 as pb
+from raftbus.client.wire import raftbus_pb2_grpc as pb_grpc
+
+
+def test_every_dev_port_follows_the_base_port():
+    default = ports.dev_broker_ports(3, 7070)
+    assert [(b.client, b.raft, b.metrics, b.kafka) for b in default] == [
+        (7070, 7071, 9570, 9092), (7072, 7073, 9571, 9093), (7074, 7075, 9572, 9094)]
+    other = ports.dev_broker_ports(3, 17070)
+    assert [(b.metrics, b.kafka) for b in other] == [(19570, 19092), (19571, 19093), (19572, 19094)]
+    used = {p for cluster in (default, other) for b in cluster for p in b.ports}
+    assert len(used) == 24  # two clusters, nothing shared
+    assert [(b.metrics, b.kafka) for b in ports.dev_broker_ports(2, 7070, 0, 0)] == [(None, None)] * 2
+    assert [(b.metrics, b.kafka) for b in ports.dev_broker_ports(2, 7070, 8000, 8100)] == [(8000, 8100),
+                                                                                          (8001, 8101)]
+    assert [listener.role for listener in default[1].listeners()] == [
+        "client port of broker 2", "Raft port of broker 2", "metrics port of broker 2", "Kafka port of broker 2"]
+
+
+@pytest.mark.parametrize("count, base, metrics, problem", [
+    (3, 7070, None, None),
+    (0, 7070, None, "--brokers must be >= 1"),
+    (3, 65533, 0, "outside 1-65535"),
+    (3, 7070, 7073, "overlaps"),
+    (3, 7070, 9092, "overlaps"),  # metrics on the derived Kafka ports
+])
+def test_dev_port_problems(count, base, metrics, problem):
+    found = ports.dev_port_problem(count, base, metrics)
+    assert (found is None) if problem is None else (problem in found)
+
+
+@pytest.fixture
+def held():
+    """A loopback port held by a listening socket that never answers."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    yield f"127.0.0.1:{sock.getsockname()[1]}", sock
+    sock.close()
+
+
+def free_address() -> str:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{sock.getsockname()[1]}"
+
+
+def test_bind_problem(held):
+    address, _ = held
+    assert ports.bind_problem(address).errno == errno.EADDRINUSE
+    assert ports.bind_problem(free_address()) is None
+    assert ports.bind_problem("127.0.0.1:0") is None
+    assert ports.bind_problem("192.0.2.1:7070").errno == errno.EADDRNOTAVAIL  # not an address of this host
+
+
+def test_a_port_held_by_another_process_is_named_with_the_hint(held):
+    address, _ = held
+    listeners = [ports.Listener("client port of broker 1", free_address()), ports.Listener("Raft port", address)]
+    with pytest.raises(errors.AddressInUse) as raised:
+        ports.check_free(listeners, hint="use --base-port")
+    assert raised.value.message == f"{address} (Raft port) is in use by another process; use --base-port"
+    with pytest.raises(errors.InvalidArgument, match="cannot listen on 192.0.2.1:7070 \\(client port\\)"):
+        ports.check_free([ports.Listener("client port", "192.0.2.1:7070")], hint="")
+    ports.check_free([ports.Listener("client port", free_address())], hint="")
+
+
+class Status(pb_grpc.AdminServicer):
+    def ClusterStatus(self, request, context):
+        return pb.ClusterStatusResponse(cluster_id="dev-0123", answering_broker_id=2, controller_id=1)
+
+
+def test_a_raftbus_client_port_tells_its_cluster_and_broker():
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    pb_grpc.add_AdminServicer_to_server(Status(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        address = f"127.0.0.1:{port}"
+        assert ports.who_answers(address) == "another raftbus cluster (cluster_id dev-0123, broker 2)"
+        assert ports.who_answers(address, own_cluster_id="dev-0123").startswith(
+            "broker 2 of this data dir's own cluster (cluster_id dev-0123)")
+    finally:
+        server.stop(None)
+
+
+def test_a_raftbus_raft_port_and_metrics_port_tell_their_broker(held):
+    raft = socket.socket()
+    raft.bind(("127.0.0.1", 0))
+    raft.listen()
+
+    def greet():
+        conn, _ = raft.accept()
+        with conn:
+            conn.sendall(HELLO.pack(MAGIC, 3, bytes(32)))
+            conn.recv(1)
+
+    threading.Thread(target=greet, daemon=True).start()
+
+    class Metrics(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = b"# TYPE raftbus_broker_id gauge\nraftbus_broker_id 2.0\n"
+            self.send_response(200)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    metrics = http.server.HTTPServer(("127.0.0.1", 0), Metrics)
+    threading.Thread(target=metrics.serve_forever, daemon=True).start()
+    try:
+        assert ports.who_answers(f"127.0.0.1:{raft.getsockname()[1]}") == "the Raft port of raftbus broker 3"
+        assert ports.who_answers(f"127.0.0.1:{metrics.server_port}") == "the metrics endpoint of raftbus broker 2"
+    finally:
+        metrics.shutdown()
+        metrics.server_close()
+        raft.close()
+    assert struct.calcsize(">7sI32s") == HELLO.size  # the hello the check reads is the hub's
+
+
+def status(node: int, cluster_id: str = "dev-a", controller: int = 1, brokers: int = 3) -> ClusterStatus:
+    return ClusterStatus(brokers=tuple(range(brokers)), controller_id=controller, topics=(),
+                         answering_broker_id=node, cluster_id=cluster_id)
+
+
+ADDRESSES = {1: "127.0.0.1:7070", 2: "127.0.0.1:7072", 3: "127.0.0.1:7074"}
+
+
+def test_dev_is_ready_only_when_its_own_brokers_answer():
+    ready = {n: status(n) for n in ADDRESSES}
+    assert broker_main.readiness(ADDRESSES, "dev-a", ready) == (True, "ready")
+    waiting = {**ready, 2: "BROKER_UNREACHABLE: cannot connect"}
+    assert broker_main.readiness(ADDRESSES, "dev-a", waiting) == (False, "broker 2 at 127.0.0.1:7072: "
+                                                                         "BROKER_UNREACHABLE: cannot connect")
+    assert not broker_main.readiness(ADDRESSES, "dev-a", {n: status(n, controller=0) for n in ADDRESSES})[0]
+    assert not broker_main.readiness(ADDRESSES, "dev-a", {n: status(n, brokers=2) for n in ADDRESSES})[0]
+    with pytest.raises(errors.AddressInUse, match="127.0.0.1:7074 is answered by broker 3 of cluster dev-b, not "
+                                                  "broker 3 of this cluster \\(dev-a\\)"):
+        broker_main.readiness(ADDRESSES, "dev-a", {**ready, 3: status(3, cluster_id="dev-b")})
+    with pytest.raises(errors.AddressInUse, match="127.0.0.1:7072 is answered by broker 1"):
+        broker_main.readiness(ADDRESSES, "dev-a", {**ready, 2: status(1)})
+
+
+def test_a_port_taken_between_the_check_and_the_bind_is_named(held):
+    address, _ = held
+    client = [ports.Listener("client port, listen", address),
+              ports.Listener("Raft port, raft_listen", free_address())]
+    taken = broker_main._bind_failure(RuntimeError(f"Failed to bind to address {address}; set GRPC_VERBOSITY"),
+                                      client)
+    assert isinstance(taken, errors.AddressInUse) and taken.message.startswith(f"{address} (client port, listen)")
+    raft = [ports.Listener("client port, listen", free_address()), ports.Listener("Raft port, raft_listen", address),
+            ports.Listener("metrics port, metrics_listen", free_address())]
+    taken = broker_main._bind_failure(OSError(errno.EADDRINUSE, "Address already in use"), raft)
+    assert taken.message.startswith(f"{address} (Raft port, raft_listen) is in use")
+    kafka = [*raft[:1], ports.Listener("Kafka port, kafka_listen", address)]
+    taken = broker_main._bind_failure(OSError(errno.EADDRINUSE, "Address already in use"), kafka)
+    assert taken.message.startswith(f"{address} (Kafka port, kafka_listen) is in use")
+    assert broker_main._bind_failure(OSError(errno.ENOENT, "No such file"), raft) is None
+
+
+def test_start_checks_its_data_dir_and_pem_files_first(tmp_path):
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    not_pem = tmp_path / "not.pem"
+    not_pem.write_text("hello")
+    with pytest.raises(errors.InvalidArgument, match=f"data_dir {a_file}/d: Not a directory"):
+        broker_main.check_files(load_settings(data_dir=str(a_file / "d")))
+    settings = load_settings(data_dir=str(tmp_path / "d"), tls_cert_file=str(not_pem), tls_key_file=str(not_pem))
+    with pytest.raises(errors.InvalidArgument, match=f"tls_cert_file {not_pem} is not a PEM certificate"):
+        broker_main.check_files(settings)
+    settings = load_settings(data_dir=str(tmp_path / "d"), raft_tls_cert_file=str(tmp_path / "missing.pem"),
+                             raft_tls_key_file=str(not_pem), raft_tls_ca_file=str(not_pem))
+    with pytest.raises(errors.InvalidArgument, match="raft_tls_cert_file .*missing.pem: No such file"):
+        broker_main.check_files(settings)
