@@ -72,6 +72,15 @@ HIGH_WATERMARK_CATCH_UP_MS = 5_000
 QUEUE_BATCH_MESSAGES_MAX = 5_000       # messages per Enqueue, Ack, Nack or Extend request (brokers allow 10,000)
 QUEUE_VISIBILITY_MS = 30_000           # lease length a consumer asks for
 QUEUE_PREFETCH_MESSAGES = 200          # unsettled leases a consumer holds per partition (the stream's max_in_flight)
+# The most a consumer may prefetch per partition: after a stream is reopened on a new leader it may hold up to
+# twice its prefetch there, and one Extend request (QUEUE_BATCH_MESSAGES_MAX) must renew them all.
+QUEUE_PREFETCH_MESSAGES_MAX = QUEUE_BATCH_MESSAGES_MAX // 2
+# A consumer renews the leases it holds (prefetched or handed out, not settled) with one Extend per partition when
+# one of them has less than this left (at most a third of visibility_ms), up to QUEUE_LEASE_EXTENSION_MAX_MS after
+# each message arrived; it hands the application no message with less than half this margin left.
+QUEUE_LEASE_EXTENSION_MARGIN_MS = 2_000
+QUEUE_LEASE_EXTENSION_MAX_MS = 3_600_000  # 1 h; 0 turns lease extension off
+QUEUE_LEASE_CHECK_MAX_MS = 500          # the lease keeper looks at least this often at what it holds
 QUEUE_LEASE_BATCH_MESSAGES = 100       # messages per LeaseStream answer
 QUEUE_POLL_MESSAGES_MAX = 500          # messages one QueueConsumer.poll returns at most
 QUEUE_ACK_LINGER_MS = 2                # acks, nacks and extends wait this long to share a request
