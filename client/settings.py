@@ -76,7 +76,7 @@ QUEUE_PREFETCH_MESSAGES = 200          # unsettled leases a consumer holds per p
 # twice its prefetch there, and one Extend request (QUEUE_BATCH_MESSAGES_MAX) must renew them all.
 QUEUE_PREFETCH_MESSAGES_MAX = QUEUE_BATCH_MESSAGES_MAX // 2
 # A consumer renews the leases it holds (prefetched or handed out, not settled) with one Extend per partition when
-# one of them has less than this left (at most a third of visibility_ms), up to QUEUE_LEASE_EXTENSION_MAX_MS after
+# one of them has less than this left (at most half of visibility_ms), up to QUEUE_LEASE_EXTENSION_MAX_MS after
 # each message arrived; it hands the application no message with less than half this margin left.
 QUEUE_LEASE_EXTENSION_MARGIN_MS = 2_000
 QUEUE_LEASE_EXTENSION_MAX_MS = 3_600_000  # 1 h; 0 turns lease extension off

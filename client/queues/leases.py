@@ -41,13 +41,13 @@ class LeasePolicy:
     @classmethod
     def of(cls, visibility_ms: int, extension_max_ms: int, extension_margin_ms: int | None,
            handoff_margin_ms: int | None) -> "LeasePolicy":
-        """The policy of a consumer's arguments; None margins derive from visibility_ms (a third of it, at most
+        """The policy of a consumer's arguments; None margins derive from visibility_ms (half of it, at most
         QUEUE_LEASE_EXTENSION_MARGIN_MS; the hand-off margin half the extension margin). InvalidArgument unless
         0 < handoff margin < extension margin < visibility_ms and extension_max_ms >= 0."""
         if not isinstance(visibility_ms, int) or visibility_ms < 1:
             raise InvalidArgument("visibility_ms must be a positive number of milliseconds")
         if extension_margin_ms is None:
-            extension_margin_ms = min(settings.QUEUE_LEASE_EXTENSION_MARGIN_MS, visibility_ms // 3)
+            extension_margin_ms = min(settings.QUEUE_LEASE_EXTENSION_MARGIN_MS, visibility_ms // 2)
         if handoff_margin_ms is None:
             handoff_margin_ms = extension_margin_ms // 2
         if not 0 < handoff_margin_ms < extension_margin_ms < visibility_ms:

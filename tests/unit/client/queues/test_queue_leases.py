@@ -21,7 +21,7 @@ from raftbus.client.wire import raftbus_pb2 as pb
 from tests.unit.client.queues.test_queue_client import FakeChannel, FakeRouter, leased
 
 VISIBILITY_MS = 5_000
-POLICY = LeasePolicy.of(VISIBILITY_MS, 60_000, None, None)  # margins 1,666 and 833 ms
+POLICY = LeasePolicy.of(VISIBILITY_MS, 60_000, None, None)  # margins 2,000 and 1,000 ms
 
 
 def messages(partition: int, count: int, first_seq: int = 1) -> list[Message]:
@@ -39,8 +39,8 @@ def renew(keeper: LeaseKeeper, now_ms: int) -> dict:
 
 
 def test_margins_derive_from_visibility_and_must_nest():
-    assert (POLICY.extension_margin_ms, POLICY.handoff_margin_ms) == (1_666, 833)
-    assert LeasePolicy.of(30_000, 0, None, None).extension_margin_ms == 2_000
+    assert (POLICY.extension_margin_ms, POLICY.handoff_margin_ms) == (2_000, 1_000)
+    assert LeasePolicy.of(1_000, 0, None, None).extension_margin_ms == 500
     for extension, handoff in ((5_000, 100), (1_000, 1_000), (1_000, 0)):
         with pytest.raises(errors.InvalidArgument):
             LeasePolicy.of(VISIBILITY_MS, 60_000, extension, handoff)
@@ -58,7 +58,7 @@ def test_leases_are_renewed_per_partition_before_the_margin_and_kept_alive():
     keeper = LeaseKeeper(POLICY)
     keeper.received(messages(0, 200), 0)
     keeper.received(messages(1, 200), 0)
-    assert keeper.due(3_000) == []  # 2,000 ms left: more than the margin
+    assert keeper.due(3_000) == []  # 2,000 ms left: not less than the margin
     assert keeper.next_due_ms(3_000) == VISIBILITY_MS - POLICY.extension_margin_ms
     assert renew(keeper, 3_400) == {0: 200, 1: 200}
     for now in range(3_500, 50_000, 250):  # up to the maximum lease, none runs out
