@@ -173,3 +173,46 @@ def test_refused_lease_answer_reaches_the_keeper_from_a_batch_response():
 def test_consumer_refuses_a_prefetch_it_could_not_keep_alive():
     with pytest.raises(errors.InvalidArgument):
         QueueConsumer("127.0.0.1:1", topics=["jobs"], prefetch=100_000)
+
+
+class EndingStream:
+    """A lease stream's call: yields its answers, then ends (as a broker going away ends it)."""
+
+    def __init__(self, answers):
+        self.answers = list(answers)
+
+    def __iter__(self):
+        return iter(self.answers)
+
+    def cancel(self):
+        pass
+
+
+class ReopeningRouter(FakeRouter):
+    def note_failure(self, err, attempt, topic=None, partition=None):
+        return 0.01
+
+
+def test_a_failed_stream_reopens_only_once_fewer_than_prefetch_leases_are_held():
+    from tests.helpers import wait_until
+
+    opened = []
+    answer = qpb.LeaseResponse(messages=[leased(message_id(0, seq)) for seq in (1, 2)])
+
+    def lease_stream(request):
+        opened.append(request.max_in_flight)
+        return EndingStream([answer] if len(opened) == 1 else [])
+
+    channel = FakeChannel({"LeaseStream": lease_stream, "Ack": lambda r: qpb.QueueBatchResponse()})
+    consumer = QueueConsumer(router=ReopeningRouter(channel, partitions=1), topics=["jobs"], partitions=[0],
+                             prefetch=2, visibility_ms=VISIBILITY_MS)
+    try:
+        held = wait_until(lambda: consumer.poll(0.1, max_messages=2), 5, what="the two leased messages")
+        held += consumer.poll(0.1, max_messages=2 - len(held)) if len(held) < 2 else []
+        assert len(held) == 2
+        with pytest.raises(AssertionError):  # both leases held: the ended stream stays closed
+            wait_until(lambda: len(opened) > 1, 1.0, what="a reopened stream")
+        held[0].ack().result(5)
+        wait_until(lambda: len(opened) > 1, 5, what="the stream reopened once a lease was settled")
+    finally:
+        consumer.close(1)
