@@ -6,8 +6,9 @@ side until `--minutes` have passed:
   produce  Producer.send_batch of BENCH_SOAK_BATCH_RECORDS records of `--record-bytes` bytes, round-robin over the
            3 partitions of a stream topic whose `--retention-bytes` per partition bounds its data, paced at
            `--produce-rate-per-s` records/s; latency: send_batch to acknowledgement (majority commit);
-  group    a Consumer of one group reads that topic from the beginning, decoding every record and committing
-           after every poll; latency: the record's timestamp to its arrival in a poll;
+  group    `--group-members` Consumer processes of one group (one per partition by default) read that topic from
+           the beginning, decoding every record and committing after every poll; latency: the record's
+           timestamp to its arrival in a poll;
   queue    a Producer enqueues `--queue-rate-per-s` messages/s (send per message) into a 3-partition queue topic;
            a QueueConsumer with default settings leases them and acks each one (acked messages leave the queue,
            so its data is bounded too); latency: the message's timestamp to its ack's answer.
@@ -46,7 +47,7 @@ from pathlib import Path
 from raftbus.client import settings
 from raftbus.client.admin import Admin
 from raftbus.client.consumer import Consumer
-from raftbus.client.errors import InvalidArgument, RaftbusError, RequestTimedOut
+from raftbus.client.errors import InvalidArgument, RaftbusError
 from raftbus.client.producer import Producer
 from raftbus.client.queues.consumer import QueueConsumer
 from raftbus.client.queues.ids import SEQ_MASK
@@ -74,6 +75,8 @@ def add_soak_arguments(parser) -> None:
                         help="soak: how long each peak is measured when a rate is 0")
     parser.add_argument("--retention-bytes", type=int, default=settings.BENCH_SOAK_RETENTION_BYTES,
                         help="soak: retention of the stream topic, bytes per partition")
+    parser.add_argument("--group-members", type=int, default=PARTITIONS,
+                        help="soak: consumer processes of the group reading the stream topic")
     parser.add_argument("--plot-out", help="soak: also draw the figures over time to this PNG (matplotlib)")
 
 
@@ -84,6 +87,8 @@ def check_soak_args(args) -> None:
         raise InvalidArgument("--kill-every-minutes must be below --minutes: the first kill period is the baseline")
     if args.produce_rate_per_s < 0 or args.queue_rate_per_s < 0 or args.peak_seconds <= 0:
         raise InvalidArgument("rates must be >= 0 (0: half the peak) and --peak-seconds > 0")
+    if not 1 <= args.group_members <= PARTITIONS:
+        raise InvalidArgument(f"--group-members must be between 1 and {PARTITIONS}")
     if args.plot_out:
         try:
             import matplotlib  # noqa: F401
@@ -278,8 +283,8 @@ def produce_load(spec: LoadSpec, results, stop, drain) -> dict:
 def group_load(spec: LoadSpec, results, stop, drain) -> dict:
     intervals = Intervals(spec, results)
     segments: list[list[list[int]]] = [[] for _ in range(PARTITIONS)]
-    positions = [0] * PARTITIONS
     ends = None
+    drain_until = None
     started = time.monotonic()
     with Consumer(spec.bootstrap, group=GROUP, topics=[spec.topic], auto_offset_reset="earliest") as consumer:
         while True:
@@ -292,7 +297,6 @@ def group_load(spec: LoadSpec, results, stop, drain) -> dict:
                     segs[-1][1] = offset + 1
                 else:
                     segs.append([offset, offset + 1, delta])
-                positions[record.partition] = max(positions[record.partition], offset + 1)
                 first = first or record
             if polled:
                 consumer.commit_async()
@@ -301,26 +305,16 @@ def group_load(spec: LoadSpec, results, stop, drain) -> dict:
                 intervals.tick()
             if drain.is_set():
                 if ends is None:  # the producer has stopped: read up to where the log ends now
+                    drain_until = time.monotonic() + settings.BENCH_SOAK_DRAIN_TIMEOUT_MS / 1000
                     with Reader(spec.bootstrap) as reader:
                         ends = [reader.offsets(spec.topic, p)[1] for p in range(PARTITIONS)]
-                if all(position >= end for position, end in zip(positions, ends)):
-                    break
-                if time.monotonic() > drain_deadline(drain):
+                owned = consumer.assignment()
+                if all(consumer.position(tp) >= ends[tp.partition] for tp in owned) or \
+                        time.monotonic() > drain_until:
                     break
     intervals.flush()
     return {"read": sum(end - start for segs in segments for start, end, _ in segs), "segments": segments,
-            "ends": ends, "positions": positions, "elapsed_s": time.monotonic() - started}
-
-
-def drain_deadline(drain) -> float:
-    """When a draining load gives up (set once, on the first call after the drain began)."""
-    global _DRAIN_DEADLINE
-    if _DRAIN_DEADLINE is None:
-        _DRAIN_DEADLINE = time.monotonic() + settings.BENCH_SOAK_DRAIN_TIMEOUT_MS / 1000
-    return _DRAIN_DEADLINE
-
-
-_DRAIN_DEADLINE: float | None = None
+            "ends": ends, "elapsed_s": time.monotonic() - started}
 
 
 def queue_load(spec: LoadSpec, results, stop, drain) -> dict:
@@ -362,7 +356,7 @@ def queue_load(spec: LoadSpec, results, stop, drain) -> dict:
 
     producer_thread = threading.Thread(target=enqueue, name="soak-enqueue", daemon=True)
     producer_thread.start()
-    started = time.monotonic()
+    started, drain_until = time.monotonic(), None
     with QueueConsumer(spec.bootstrap, topics=[spec.topic]) as consumer:
         while True:
             messages = consumer.poll(0.5)
@@ -372,9 +366,10 @@ def queue_load(spec: LoadSpec, results, stop, drain) -> dict:
                 message.ack().add_done_callback(lambda f, m=message: ack_answered(f, m))
             intervals.tick()
             if drain.is_set() and not producer_thread.is_alive():
+                drain_until = drain_until or time.monotonic() + settings.BENCH_SOAK_DRAIN_TIMEOUT_MS / 1000
                 with lock:
                     done = tallies["acked"] >= tallies["enqueued"]
-                if done or time.monotonic() > drain_deadline(drain):
+                if done or time.monotonic() > drain_until:
                     break
         consumer.flush(settings.BENCH_SOAK_DRAIN_TIMEOUT_MS / 1000)
         lease_counts = consumer.lease_counts()
@@ -428,25 +423,28 @@ class SoakRun:
         self.intervals: dict[tuple[str, int], tuple[int, list[float]]] = {}
         self.samples: dict[tuple[int, int], dict] = {}  # (broker, interval) -> largest of each figure
         self.kills: list[dict] = []
-        self.finals: dict[str, dict] = {}
+        self.finals: dict[str, list[dict]] = {}
+        self.unfinished: list[str] = []
+        self._reported = -1
 
     def run_loads(self, rates: dict[str, int], seconds: float) -> float:
         """Run the three loads for `seconds` with kills and samples; returns the soak's start (monotonic)."""
         started = time.monotonic()
         stop, drain = self.ctx.Event(), self.ctx.Event()
-        procs = {load: self.ctx.Process(target=load_main, daemon=True, args=(
+        members = {"produce": 1, "group": self.args.group_members, "queue": 1}
+        procs = {(load, member): self.ctx.Process(target=load_main, daemon=True, args=(
             LoadSpec(self.cluster.bootstrap, load, QUEUE_TOPIC if load == "queue" else STREAM_TOPIC,
                      rates["queue" if load == "queue" else "produce"], started, self.args.report_seconds,
                      self.args.record_bytes), self.results, stop, drain))
-            for load in LOADS}
+            for load in LOADS for member in range(members[load])}
         for proc in procs.values():
             proc.start()
         try:
             self._steer(started, seconds)
             stop.set()
-            self._wait_final({"produce"}, procs)
+            self._wait_final({"produce": 1}, procs)
             drain.set()
-            self._wait_final({"group", "queue"}, procs)
+            self._wait_final({"group": self.args.group_members, "queue": 1}, procs)
         finally:
             for proc in procs.values():
                 proc.join(5)
@@ -462,8 +460,13 @@ class SoakRun:
             now = time.monotonic()
             self._take_results(0.2)
             if now >= next_sample:
-                self._sample(int((now - started) // self.args.report_seconds))
+                index = int((now - started) // self.args.report_seconds)
+                self._sample(index)
                 next_sample += self.args.sample_seconds
+                if index - 1 > self._reported:
+                    self._reported = index - 1
+                    counts = {load: self.intervals.get((load, index - 1), (0, []))[0] for load in LOADS}
+                    self.progress(f"soak: interval {index - 1}: {counts}")
             if restart is None and now >= next_kill:
                 victim = next(victims)
                 self.progress(f"soak: kill -9 of broker {victim} at {now - started:.0f} s")
@@ -501,7 +504,7 @@ class SoakRun:
             if kind == "error":
                 raise RaftbusError(f"soak {load} load failed: {rest[0]}")
             if kind == "final":
-                self.finals[load] = rest[0]
+                self.finals.setdefault(load, []).append(rest[0])
             else:
                 index, count, latencies = rest
                 old_count, old_latencies = self.intervals.get((load, index), (0, []))
@@ -511,14 +514,22 @@ class SoakRun:
             except queue.Empty:
                 return
 
-    def _wait_final(self, loads: set[str], procs) -> None:
+    def _wait_final(self, loads: dict[str, int], procs) -> None:
+        """Until each load's processes reported; one that does not within twice the drain bound is noted in
+        `unfinished` (the report says its history was not checked) instead of failing the whole run."""
         deadline = time.monotonic() + 2 * settings.BENCH_SOAK_DRAIN_TIMEOUT_MS / 1000
-        while not loads <= set(self.finals):
-            if time.monotonic() > deadline:
-                raise RequestTimedOut(f"soak loads {sorted(loads - set(self.finals))} did not finish")
-            dead = [load for load in loads - set(self.finals) if procs[load].exitcode not in (None, 0)]
+        while True:
+            waiting = [load for load, count in loads.items() if len(self.finals.get(load, ())) < count]
+            if not waiting:
+                return
+            dead = [(load, p.exitcode) for (load, _), p in procs.items() if load in waiting
+                    and p.exitcode not in (None, 0)]
             if dead:
-                raise RaftbusError(f"soak {dead[0]} load exited with {procs[dead[0]].exitcode}")
+                raise RaftbusError(f"soak {dead[0][0]} load exited with {dead[0][1]}")
+            if time.monotonic() > deadline:
+                self.progress(f"soak: {waiting} did not finish within the drain bound")
+                self.unfinished += waiting
+                return
             self._take_results(0.5)
 
 
@@ -540,7 +551,7 @@ def measure_peaks(cluster, args, progress) -> dict[str, int]:
         stop.set()
         drain.set()
         final = None
-        while final is None:
+        while final is None:  # results.get raises queue.Empty if the load never answers
             kind, _, *rest = results.get(timeout=settings.BENCH_SOAK_DRAIN_TIMEOUT_MS / 1000)
             if kind == "error":
                 raise RaftbusError(f"soak {load} peak failed: {rest[0]}")
@@ -588,17 +599,24 @@ def report(run: SoakRun, started_rates: dict, peaks: dict, seconds: float, args)
         ratio = None if base in (None, 0) or not later else round(max(later) / base, 2)
         p99_ratio[load] = {"per_period_ms": windows, "ratio": ratio,
                            "met": ratio is not None and ratio <= settings.BENCH_SOAK_P99_RATIO_MAX}
-    produce, group, queue_final = run.finals["produce"], run.finals["group"], run.finals["queue"]
-    lost_produce = sum(missing_records(a, r) for a, r in zip(produce["segments"], group["segments"]))
+    produce = run.finals["produce"][0]
+    members = run.finals.get("group", [])
+    read = [[seg for member in members for seg in member["segments"][p]] for p in range(PARTITIONS)]
+    lost_produce = None if "group" in run.unfinished else \
+        sum(missing_records(a, r) for a, r in zip(produce["segments"], read))
+    queue_final = (run.finals.get("queue") or [None])[0] or {
+        "enqueued": 0, "enqueue_failed": 0, "deliveries": 0, "acked": 0, "acked_twice": 0, "ack_errors": 0,
+        "lost": None, "lease_counts": {}}
     messages = max(1, queue_final["enqueued"])
     return {"bench": "soak", "minutes": args.minutes, "kill_every_minutes": args.kill_every_minutes,
             "report_seconds": report_s, "sample_seconds": args.sample_seconds, "brokers": run.brokers,
             "rates_per_s": started_rates, "peaks_per_s": peaks, "retention_bytes": args.retention_bytes,
             "kills": run.kills, "intervals": intervals, "baseline_interval": baseline_index,
             "growth": growth, "p99_ratio": p99_ratio,
-            "lost": {"produce": lost_produce, "queue": queue_final["lost"]},
+            "lost": {"produce": lost_produce, "queue": queue_final["lost"]}, "unfinished": run.unfinished,
             "produce": {"acked": produce["acked"], "failed": produce["failed"]},
-            "group": {"read": group["read"], "ends": group["ends"], "positions": group["positions"]},
+            "group": {"read": sum(m["read"] for m in members), "members": len(members),
+                      "ends": members[0]["ends"] if members else None},
             "queue": {k: queue_final[k] for k in ("enqueued", "enqueue_failed", "deliveries", "acked",
                                                   "acked_twice", "ack_errors", "lease_counts")}
             | {"deliveries_per_message": round(queue_final["deliveries"] / messages, 4)}}
@@ -622,8 +640,9 @@ def markdown(result: dict) -> str:
         lines.append(f"| p99 latency, worst kill period / first | {load} | ≤ {settings.BENCH_SOAK_P99_RATIO_MAX} | "
                      f"{_fmt(r[load]['ratio'])} {'yes' if r[load]['met'] else 'no'} |")
     q = result["queue"]
-    lines += [f"| acknowledged records lost | produce → group | 0 | {result['lost']['produce']} |",
-              f"| acknowledged enqueues never acked | queue | 0 | {result['lost']['queue']} |",
+    lost = {load: "not checked (did not finish)" if n is None else n for load, n in result["lost"].items()}
+    lines += [f"| acknowledged records lost | produce → group | 0 | {lost['produce']} |",
+              f"| acknowledged enqueues never acked | queue | 0 | {lost['queue']} |",
               f"| queue deliveries per message | queue | ≤ 1.05 | {q['deliveries_per_message']} |",
               f"| queue messages acked twice | queue | 0 | {q['acked_twice']} |", "",
               "| from s | produce /s | p50 / p99 ms | group /s | p50 / p99 ms | queue /s | p50 / p99 ms | "

@@ -37,7 +37,7 @@ def test_queue_accounting_counts_messages_never_acked_and_acks_twice():
 
 
 def args(**overrides):
-    values = dict(minutes=3.0, kill_every_minutes=1.0, report_seconds=60.0, sample_seconds=10.0,
+    values = dict(minutes=3.0, kill_every_minutes=1.0, report_seconds=60.0, sample_seconds=10.0, group_members=3,
                   produce_rate_per_s=1000, queue_rate_per_s=100, peak_seconds=5.0, plot_out=None,
                   retention_bytes=1 << 20, record_bytes=100)
     values.update(overrides)
@@ -45,7 +45,7 @@ def args(**overrides):
 
 
 @pytest.mark.parametrize("bad", [dict(minutes=0), dict(kill_every_minutes=3.0), dict(produce_rate_per_s=-1),
-                                 dict(report_seconds=0)])
+                                 dict(report_seconds=0), dict(group_members=4)])
 def test_bad_arguments_are_refused(bad):
     with pytest.raises(errors.InvalidArgument):
         soak.check_soak_args(args(**bad))
@@ -62,11 +62,12 @@ class FakeRun:
                   "journal_mb": 10.0}
         self.samples = {(b, i): dict(sample) for b in (1, 2) for i in range(3)}
         self.samples[(2, 2)]["anon_mb"] = 110.0
-        self.finals = {"produce": {"acked": 1500, "failed": 0, "segments": [[[0, 1500, 0]], [], []]},
-                       "group": {"read": 1490, "segments": [[[0, 1490, 0]], [], []], "ends": [1500, 0, 0],
-                                 "positions": [1490, 0, 0]},
-                       "queue": {"enqueued": 100, "enqueue_failed": 0, "deliveries": 103, "acked": 100,
-                                 "acked_twice": 0, "ack_errors": 3, "lost": 0, "lease_counts": {}}}
+        self.finals = {"produce": [{"acked": 1500, "failed": 0, "segments": [[[0, 1500, 0]], [], []]}],
+                       "group": [{"read": 1490, "segments": [[[0, 1000, 0]], [], []], "ends": [1500, 0, 0]},
+                                 {"read": 490, "segments": [[[1000, 1490, 0]], [], []], "ends": [1500, 0, 0]}],
+                       "queue": [{"enqueued": 100, "enqueue_failed": 0, "deliveries": 103, "acked": 100,
+                                  "acked_twice": 0, "ack_errors": 3, "lost": 0, "lease_counts": {}}]}
+        self.unfinished = []
 
 
 def test_report_gives_growth_against_the_first_kill_latency_ratios_and_losses():
@@ -81,4 +82,7 @@ def test_report_gives_growth_against_the_first_kill_latency_ratios_and_losses():
     assert result["queue"]["deliveries_per_message"] == 1.03
     table = soak.markdown(result)
     assert "| acknowledged records lost | produce → group | 0 | 10 |" in table
+    run = FakeRun()
+    run.unfinished = ["group"]
+    assert soak.report(run, {"produce": 1000, "queue": 100}, {}, 180.0, args())["lost"]["produce"] is None
     assert table.count("\n| 0 |") + table.count("\n| 60 |") + table.count("\n| 120 |") == 3
