@@ -1,0 +1,87 @@
+"""Goal: every runnable Python and shell example of README.md and docs/*.md runs as a reader pastes it, against
+one real `raftbus dev` cluster, and ends by itself, without a traceback, with exit status 0 and with the output its
+`# →` comments say (tests/doc_examples.py has the marking; a unit test checks every block is marked)."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.doc_examples import Block, localized, reader_env, runnable_blocks, unmatched
+
+pytestmark = pytest.mark.docs
+
+# Each example ends by itself well within this (a consumer loop stops after a few seconds without a record).
+EXAMPLE_TIMEOUT_S = 120.0
+BLOCKS = runnable_blocks()
+RUNNERS = {"python": [sys.executable], "sh": ["bash", "-e", "-o", "pipefail"]}
+
+
+class Runs:
+    """What each block did on the tier's cluster: its failure, or None once it ran well. A block runs at most once,
+    after the runnable blocks it follows (those before it in its doc, and its `after` doc's), so one test of a
+    block alone (-k) sees the state its doc builds up to it."""
+
+    def __init__(self, cluster):
+        self.cluster = cluster
+        self.failures: dict[str, str | None] = {}
+
+    def prerequisites(self, block: Block) -> list[Block]:
+        earlier = [b for b in BLOCKS if b.doc == block.doc and b.line < block.line]
+        after = [b for b in BLOCKS if b.doc == block.after] if block.after else []
+        return after + earlier
+
+    def run(self, block: Block) -> str | None:
+        if block.name not in self.failures:
+            for needed in self.prerequisites(block):
+                if self.run(needed) is not None:
+                    return f"{block.name} follows {needed.name}, which failed"
+            self.failures[block.name] = self._execute(block)
+        return self.failures[block.name]
+
+    def _execute(self, block: Block) -> str | None:
+        addresses = dict(self.cluster.addresses)
+        if block.gateway:
+            addresses["gateway"] = self.cluster.gateway()
+        code = localized(block.code, addresses)
+        source = self.cluster.work_dir / f"example-{Path(block.doc).stem}-{block.line}.{block.language}"
+        source.write_text(code)
+        bin_dir = str(Path(sys.executable).parent)  # as after `. .venv/bin/activate`
+        env = {**reader_env(), "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
+               "RAFTBUS_BOOTSTRAP": addresses["bootstrap"], "PYTHONUNBUFFERED": "1"}
+        proc = subprocess.Popen(RUNNERS[block.language] + [str(source)], cwd=self.cluster.work_dir, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        try:
+            out, err = proc.communicate(timeout=EXAMPLE_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # the example's own process group
+            out, err = proc.communicate()
+            return f"{block.name} did not end within {EXAMPLE_TIMEOUT_S:.0f} s" + _shown(out, err)
+        if "Traceback (most recent call last)" in out + err:
+            return f"{block.name} printed a traceback" + _shown(out, err)
+        if proc.returncode != 0:
+            return f"{block.name} exited with {proc.returncode}" + _shown(out, err)
+        missing = unmatched(block.expected(), out)
+        if missing is not None:
+            return f"{block.name} printed no line that reads {missing!r} (its `# →` comment)" + _shown(out, err)
+        return None
+
+
+def _shown(out: str, err: str) -> str:
+    return f"\n--- stdout ---\n{out[-4000:]}\n--- stderr ---\n{err[-4000:]}"
+
+
+@pytest.fixture(scope="module")
+def runs(docs_cluster):
+    return Runs(docs_cluster)
+
+
+@pytest.mark.parametrize("block", BLOCKS, ids=lambda block: block.name)
+def test_example_runs_as_written(block, runs):
+    """Goal: this example, pasted after the ones before it, ends by itself with what its comments say."""
+    failure = runs.run(block)
+    assert failure is None, failure
