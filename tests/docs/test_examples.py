@@ -15,8 +15,9 @@ from tests.doc_examples import Block, localized, reader_env, runnable_blocks, un
 
 pytestmark = pytest.mark.docs
 
-# Each example ends by itself well within this (a consumer loop stops after a few seconds without a record).
-EXAMPLE_TIMEOUT_S = 120.0
+# Each example ends by itself well within this, on a loaded machine too (a consumer loop stops a few seconds after
+# its last record); an example still running then is a hang.
+EXAMPLE_TIMEOUT_S = 180.0
 BLOCKS = runnable_blocks()
 RUNNERS = {"python": [sys.executable], "sh": ["bash", "-e", "-o", "pipefail"]}
 
@@ -67,7 +68,7 @@ class Runs:
             return f"{block.name} exited with {proc.returncode}" + _shown(out, err)
         missing = unmatched(block.expected(), out)
         if missing is not None:
-            return f"{block.name} printed no line that reads {missing!r} (its `# →` comment)" + _shown(out, err)
+            return f"{block.name} did not print {missing!r} where its `→` comments say" + _shown(out, err)
         return None
 
 
