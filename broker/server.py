@@ -96,7 +96,7 @@ class Broker:
                              early_votes=EarlyVotes(s.early_votes_keep_ms, s.early_votes_groups_max))
         self.metrics.watch(self.loop)
         self.joined = membership_at_start(node, self.settings.membership,
-                                          peer_credentials(self.settings.security, node.cluster_secret),
+                                          peer_credentials(self.settings.security, node.cluster_keys),
                                           self.data_dir / "metadata")
         known = self.joined["brokers"] if self.joined is not None else node.peer_addresses
         self.peers = {broker: address for broker, address in known.items() if broker != self.node_id}

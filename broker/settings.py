@@ -85,7 +85,16 @@ class BrokerSettings:
                 "raft_command_bytes_max must exceed batch_bytes_max by at least 1 KiB")
         require(not (self.membership.join and self.node.peers),
                 "a broker joins a running cluster (join) or starts with peers, not both")
+        self._validate_internal_identity()
         return self
+
+    def _validate_internal_identity(self) -> None:
+        """With auth on, brokers call each other's client port as the internal principal with a key of the cluster
+        secret: a public or weak secret would let anyone who knows it compute that key, even on loopback."""
+        problem = self.node.secret_problem if self.security.auth_enabled else None
+        require(not problem, f"auth_enabled needs a cluster secret of this cluster's own: {problem}. The brokers' "
+                             "internal identity is derived from it; set cluster_secret (RAFTBUS_CLUSTER_SECRET; "
+                             "`raftbus secret generate` makes one) and cluster_id (RAFTBUS_CLUSTER_ID)")
 
 
 SECTIONS: dict[str, type] = {f.name: f.default_factory for f in dataclasses.fields(BrokerSettings)}

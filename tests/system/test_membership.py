@@ -32,7 +32,7 @@ def joining_broker(root, node_id: int, join: str, secure=None) -> BrokerProcess:
 
         pki = write_dev_pki(secure.tls_dir, [node_id])
         cert, key = pki.broker(node_id)
-        broker.env = {"RAFTBUS_RAFT_TLS_CERT_FILE": str(cert), "RAFTBUS_RAFT_TLS_KEY_FILE": str(key),
+        broker.env = {**secure.cluster_env, "RAFTBUS_RAFT_TLS_CERT_FILE": str(cert), "RAFTBUS_RAFT_TLS_KEY_FILE": str(key),
                       "RAFTBUS_RAFT_TLS_CA_FILE": str(pki.ca_file),
                       **secure_broker_env(pki, node_id, Path(secure.admin_token_file))}
     return broker
