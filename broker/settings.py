@@ -86,6 +86,9 @@ class BrokerSettings:
                 "raft_command_bytes_max must exceed batch_bytes_max by at least 1 KiB")
         require(not (self.membership.join and self.node.peers),
                 "a broker joins a running cluster (join) or starts with peers, not both")
+        require(len(self.node.peer_addresses) <= self.membership.metadata_voters_max,
+                f"peers lists {len(self.node.peer_addresses)} brokers, more than metadata_voters_max="
+                f"{self.membership.metadata_voters_max}: every broker of peers votes in the metadata group")
         self._validate_internal_identity()
         self._validate_exposure()
         return self
