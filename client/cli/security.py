@@ -74,7 +74,7 @@ def add_certs_command(sub, common: argparse.ArgumentParser) -> None:
 
 
 def run_certs_create(args) -> int:
-    from raftbus.broker.deploy_credentials import create_credentials
+    from raftbus.cli.certs import create_credentials
 
     written = create_credentials(args.directory, args.host, name=args.name, ca_dir=args.ca_dir)
     if args.json:

@@ -7,7 +7,7 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from raftbus.broker.deploy_credentials import create_credentials
+from raftbus.cli.certs import create_credentials
 from raftbus.client import errors
 
 

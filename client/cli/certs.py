@@ -29,8 +29,6 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from raftbus.client import errors
 
-from raftbus.broker.storage.private import private_dir, private_opener
-
 CA_VALID_DAYS = 3650
 CERT_VALID_DAYS = 825
 TOKEN_FILES = ("admin.token", "metrics.token")
@@ -55,8 +53,18 @@ def subject_names(hosts) -> list[x509.GeneralName]:
     return names
 
 
+def private_dir(path: Path) -> Path:
+    """`path` as a directory, each missing component made 0700."""
+    for part in reversed([p for p in (path, *path.parents) if not p.exists()]):
+        part.mkdir(mode=0o700, exist_ok=True)
+    if not path.is_dir():
+        raise NotADirectoryError(f"{path} is not a directory")
+    return path
+
+
 def _write_private(path: Path, data: bytes) -> None:
-    with open(path, "xb", opener=private_opener) as f:
+    """A new file only its owner can read (never written over)."""
+    with open(path, "xb", opener=lambda name, flags: os.open(name, flags, 0o600)) as f:
         f.write(data)
 
 
