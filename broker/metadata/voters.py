@@ -8,6 +8,7 @@ whom to accept and dial.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from dataclasses import dataclass
 
@@ -83,6 +84,7 @@ class MembershipService:
         self._raft_peers = raft_peers  # RaftPeers (expect/forget); None without a Raft transport
         self._clock = clock
         self._joining: dict[int, tuple[str, str, float]] = {}  # broker id -> (address, raft address, joined at)
+        self._joining_lock = threading.Lock()  # joins come on gRPC threads, promotion runs on the loop thread
         self._learner_since: dict[int, float] = {}  # metadata learners, since when this controller has seen them
         self._proved: set[int] = set()  # learners seen caught up by this controller
 
@@ -102,8 +104,9 @@ class MembershipService:
         group = self.context.metadata_group
         if broker_id not in group.membership.members:
             now = self._clock()
-            self._joining[broker_id] = (address, raft_address, now)
-            self._learner_since[broker_id] = now  # the catch-up bound runs from the join
+            with self._joining_lock:
+                self._joining[broker_id] = (address, raft_address, now)
+                self._learner_since[broker_id] = now  # the catch-up bound runs from the join
             if self._raft_peers is not None:
                 self._raft_peers.expect(broker_id, raft_address)
             change_membership(self.context, group, lambda m: m.add_learner(broker_id), f"join {broker_id}",
@@ -117,7 +120,8 @@ class MembershipService:
         """A registered or joining broker of this id at other addresses must be gone: not a metadata member and
         not connected (a joining one: removed, or timed out)."""
         known = self.context.metadata_sm.brokers().get(broker_id)
-        joining = self._joining.get(broker_id)
+        with self._joining_lock:
+            joining = self._joining.get(broker_id)
         held = [(known.address, known.raft_address)] if known is not None else []
         if joining is not None and broker_id in self.context.metadata_group.membership.members:
             held.append(joining[:2])
@@ -170,16 +174,19 @@ class MembershipService:
         or remove one joined learner that did not catch up within membership_join_catch_up_timeout_ms."""
         group = self.context.metadata_group
         if not group.is_leader:
-            self._learner_since.clear()
+            with self._joining_lock:
+                self._learner_since.clear()
             self._proved.clear()
             return
         learners = group.membership.learners
         now = self._clock()
-        self._learner_since = {b: self._learner_since.get(b, now) for b in learners}
+        with self._joining_lock:
+            self._learner_since = {b: self._learner_since.get(b, now) for b in learners}
+            expired = [b for b, joined in self._joining.items()
+                       if b not in learners and _join_expired(joined, now, self.settings)]
         self._proved &= learners
-        for gone in [b for b in self._joining if b not in learners]:
-            if _join_expired(self._joining[gone], now, self.settings):
-                self._forget(gone)
+        for gone in expired:
+            self._forget(gone)
         if not learners:
             return
         s = self.settings
@@ -200,16 +207,16 @@ class MembershipService:
                             "membership_join_catch_up_timeout_ms=%s; removing it from the metadata group", learner,
                             s.membership_join_catch_up_timeout_ms)
                 self._propose(group, lambda m, learner=learner: m.remove(learner), f"remove {learner}")
-                self._forget(learner)
-                return
+                return  # once it is out, the next rounds stop dialing it (above)
 
     def _propose(self, group, step, what: str) -> None:
         future = group.propose_membership(step)
         future.add_done_callback(lambda f: _log_outcome(f, what))
 
     def _forget(self, broker_id: int) -> None:
-        self._joining.pop(broker_id, None)
-        self._learner_since.pop(broker_id, None)
+        with self._joining_lock:
+            self._joining.pop(broker_id, None)
+            self._learner_since.pop(broker_id, None)
         if self._raft_peers is not None:
             self._raft_peers.forget(broker_id)
 

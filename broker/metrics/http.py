@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hmac
+import socket
 import threading
 from wsgiref.simple_server import make_server
 
@@ -37,12 +38,8 @@ def serve_metrics(registry, host: str, port: int, token: bytes | None):
     """Serve `registry` on host:port from a daemon thread; returns the server (server_port, shutdown)."""
 
     class Server(ThreadingWSGIServer):
-        address_family = ThreadingWSGIServer.address_family
+        address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
 
-    if ":" in host:
-        import socket
-
-        Server.address_family = socket.AF_INET6
     server = make_server(host, port, guarded(make_wsgi_app(registry), token), Server, handler_class=_SilentHandler)
     threading.Thread(target=server.serve_forever, name="raftbus-metrics", daemon=True).start()
     return server

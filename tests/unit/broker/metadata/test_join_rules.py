@@ -32,8 +32,14 @@ class FakeGroup:
     caught_up: set = field(default_factory=set)
     is_leader: bool = True
     leader_id: int = 1
+    refusals: int = 0  # the next proposals refused as MEMBERSHIP_CHANGE_IN_PROGRESS
 
     def propose_membership(self, step) -> Future:
+        if self.refusals:
+            self.refusals -= 1
+            future = Future()
+            future.set_exception(errors.MembershipChangeInProgress("another change is in flight"))
+            return future
         self.membership = step(self.membership)
         return done(self.membership)
 
@@ -136,7 +142,20 @@ def test_a_join_that_never_catches_up_is_removed_after_the_bound_and_the_voters_
     for _ in range(3):  # one membership change per round
         membership.promote_caught_up()
     assert group.membership == Membership.of((1, 2, 3), ())
+    membership.promote_caught_up()  # the round after a removal stops dialing it
     assert peers.expected == {}
+
+
+def test_a_removal_refused_while_another_change_is_in_flight_is_proposed_again_at_once():
+    membership, group, _, clock, _ = service()
+    membership.join(4, "192.0.2.4:7070", "192.0.2.4:7071")
+    clock.now += 61.0
+    group.refusals = 1
+    membership.promote_caught_up()
+    assert group.membership.learners == {4}
+    clock.now += 0.5  # the next check: the bound has not started again
+    membership.promote_caught_up()
+    assert group.membership == Membership.of((1, 2, 3), ())
 
 
 def test_a_learner_seen_caught_up_is_not_removed_by_the_bound():
