@@ -20,7 +20,8 @@ import pytest
 from raftbus.cli.app import main as cli_main
 from raftbus.client import Admin, Producer, Reader, errors
 from tests.deploy import test_dockerfile, test_kubernetes, test_systemd
-from tests.helpers import free_ports, wait_until
+from tests.helpers import wait_until
+from tests.ports import REUSE_PORT_ENV, reserve_ports
 
 pytestmark = pytest.mark.system
 
@@ -75,9 +76,10 @@ class TemplateBroker:
         assert cli_main(["certs", "create", str(root / "etc" / "credentials"), "--host", "localhost",
                          "--host", "127.0.0.1", "--json"]) == 0
         self.credentials = root / "etc" / "credentials"
-        grpc_port, raft_port, metrics_port = free_ports(3)
+        self.ports = reserve_ports(2)  # held until stop(); the broker binds beside them (tests/ports.py)
+        grpc_port, raft_port = self.ports.ports
         self.address = f"127.0.0.1:{grpc_port}"
-        self.metrics_port = metrics_port
+        self.metrics_port = None  # the broker binds port 0 and names the port on its ready line
         metrics_host = "0.0.0.0" if "0.0.0.0:9570" in argv else "127.0.0.1"  # the template's choice, kept
         loopback = {"--listen": self.address, "--advertised-listen": self.address,
                     "--raft-listen": f"127.0.0.1:{raft_port}", "--peers": f"1@127.0.0.1:{raft_port}",
@@ -88,7 +90,7 @@ class TemplateBroker:
         self.env = {**os.environ, **{k: rewritten(v, root) for k, v in env.items()},
                     "RAFTBUS_PEERS": f"1@127.0.0.1:{raft_port}", "RAFTBUS_RAFT_LISTEN": f"127.0.0.1:{raft_port}",
                     "RAFTBUS_ADVERTISED_LISTEN": self.address,
-                    "RAFTBUS_METRICS_LISTEN": f"{metrics_host}:{metrics_port}",
+                    "RAFTBUS_METRICS_LISTEN": f"{metrics_host}:0", **REUSE_PORT_ENV,
                     "RAFTBUS_CLUSTER_SECRET": "0123456789abcdef" * 4, "RAFTBUS_CLUSTER_ID": "template-test"}
         self.env.pop("RAFTBUS_TLS_CA", None)
         self.env.pop("RAFTBUS_TOKEN_FILE", None)
@@ -110,13 +112,16 @@ class TemplateBroker:
         log.close()
         line = self.proc.stdout.readline()
         assert line, (self.root / "broker.log").read_text()
-        assert json.loads(line)["event"] == "ready"
+        ready = json.loads(line)
+        assert ready["event"] == "ready"
+        self.metrics_port = ready["metrics_port"]
         return self
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             self.proc.wait(30)
+        self.ports.close()
 
     def scrape(self, token: str | None) -> int:
         request = urllib.request.Request(f"http://127.0.0.1:{self.metrics_port}/metrics")
