@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import os
 import re
+import signal
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +45,8 @@ ADDRESSES = [
     ("127.0.0.1:8080", "gateway"),
     ("localhost:8080", "gateway"),
 ]
+# How the tier runs a block of each language: a shell block stops at its first failing command, pipes included.
+RUNNERS = {"python": [sys.executable], "sh": ["bash", "-e", "-o", "pipefail"]}
 # Any loopback address: after the replacement a runnable block may name only the tier's own.
 LOOPBACK = re.compile(r"\b(?:127\.0\.0\.1|localhost):\d+\b")
 
@@ -170,3 +175,35 @@ def reader_env() -> dict[str, str]:
     """This process's environment without RAFTBUS_* settings: the cluster and the examples see what a reader's
     fresh shell has (no TLS, token or secret variables a test may have set)."""
     return {name: value for name, value in os.environ.items() if not name.startswith("RAFTBUS_")}
+
+
+def run_example(block: Block, addresses: dict[str, str], work_dir: Path, timeout_s: float) -> str | None:
+    """Run `block` as a reader pastes it, on the cluster at `addresses` (ADDRESSES' names), in `work_dir`, with
+    the venv's commands first on PATH as after `. .venv/bin/activate`: None when it ends within `timeout_s` with
+    status 0, no traceback and the output its `→` comments say, else what went wrong with its output."""
+    source = work_dir / f"example-{Path(block.doc).stem}-{block.line}.{block.language}"
+    source.write_text(localized(block.code, addresses))
+    bin_dir = str(Path(sys.executable).parent)
+    env = {**reader_env(), "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""), "PYTHONUNBUFFERED": "1"}
+    if "bootstrap" in addresses:
+        env["RAFTBUS_BOOTSTRAP"] = addresses["bootstrap"]
+    proc = subprocess.Popen(RUNNERS[block.language] + [str(source)], cwd=work_dir, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the example's own process group, its children included
+        out, err = proc.communicate()
+        return f"{block.name} did not end within {timeout_s:g} s" + _shown(out, err)
+    if "Traceback (most recent call last)" in out + err:
+        return f"{block.name} printed a traceback" + _shown(out, err)
+    if proc.returncode != 0:
+        return f"{block.name} exited with {proc.returncode}" + _shown(out, err)
+    missing = unmatched(block.expected(), out)
+    if missing is not None:
+        return f"{block.name} did not print {missing!r} where its `→` comments say" + _shown(out, err)
+    return None
+
+
+def _shown(out: str, err: str) -> str:
+    return f"\n--- stdout ---\n{out[-4000:]}\n--- stderr ---\n{err[-4000:]}"

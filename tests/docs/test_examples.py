@@ -1,17 +1,11 @@
 """Goal: every runnable Python and shell example of README.md and docs/*.md runs as a reader pastes it, against
 one real `raftbus dev` cluster, and ends by itself, without a traceback, with exit status 0 and with the output its
-`# →` comments say (tests/doc_examples.py has the marking; a unit test checks every block is marked)."""
+`→` comments say (tests/doc_examples.py has the marking; a unit test checks every block is marked)."""
 from __future__ import annotations
-
-import os
-import signal
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from tests.doc_examples import Block, localized, reader_env, runnable_blocks, unmatched
+from tests.doc_examples import Block, run_example, runnable_blocks
 
 pytestmark = pytest.mark.docs
 
@@ -19,7 +13,6 @@ pytestmark = pytest.mark.docs
 # its last record); an example still running then is a hang.
 EXAMPLE_TIMEOUT_S = 180.0
 BLOCKS = runnable_blocks()
-RUNNERS = {"python": [sys.executable], "sh": ["bash", "-e", "-o", "pipefail"]}
 
 
 class Runs:
@@ -48,32 +41,7 @@ class Runs:
         addresses = dict(self.cluster.addresses)
         if block.gateway:
             addresses["gateway"] = self.cluster.gateway()
-        code = localized(block.code, addresses)
-        source = self.cluster.work_dir / f"example-{Path(block.doc).stem}-{block.line}.{block.language}"
-        source.write_text(code)
-        bin_dir = str(Path(sys.executable).parent)  # as after `. .venv/bin/activate`
-        env = {**reader_env(), "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
-               "RAFTBUS_BOOTSTRAP": addresses["bootstrap"], "PYTHONUNBUFFERED": "1"}
-        proc = subprocess.Popen(RUNNERS[block.language] + [str(source)], cwd=self.cluster.work_dir, env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-        try:
-            out, err = proc.communicate(timeout=EXAMPLE_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)  # the example's own process group
-            out, err = proc.communicate()
-            return f"{block.name} did not end within {EXAMPLE_TIMEOUT_S:.0f} s" + _shown(out, err)
-        if "Traceback (most recent call last)" in out + err:
-            return f"{block.name} printed a traceback" + _shown(out, err)
-        if proc.returncode != 0:
-            return f"{block.name} exited with {proc.returncode}" + _shown(out, err)
-        missing = unmatched(block.expected(), out)
-        if missing is not None:
-            return f"{block.name} did not print {missing!r} where its `→` comments say" + _shown(out, err)
-        return None
-
-
-def _shown(out: str, err: str) -> str:
-    return f"\n--- stdout ---\n{out[-4000:]}\n--- stderr ---\n{err[-4000:]}"
+        return run_example(block, addresses, self.cluster.work_dir, EXAMPLE_TIMEOUT_S)
 
 
 @pytest.fixture(scope="module")

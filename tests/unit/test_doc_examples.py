@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.doc_examples import DOCS, ROOT, blocks, localized, marking_problems, runnable_blocks, unmatched
+from tests.doc_examples import (DOCS, ROOT, blocks, localized, marking_problems, run_example, runnable_blocks,
+                                 unmatched)
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=lambda doc: str(doc.relative_to(ROOT)))
@@ -98,3 +99,31 @@ def test_expected_output_is_found_in_order_within_a_line():
     assert unmatched(['{"offsets":…}', "orders 2 0"], out) == "orders 2 0"   # out of order
     assert unmatched(["emails/0#1 in_flight …"], out) == "emails/0#1 in_flight …"
     assert unmatched([], "") is None
+
+
+def test_the_runner_fails_a_traceback_an_exit_a_hang_and_a_contradicted_comment(tmp_path):
+    """Goal: an example fails when it prints a traceback (even with status 0), exits non-zero, does not end
+    within the bound (its process group is killed), or prints other than its `→` comment; one that does what it
+    says passes, with the documented address replaced and RAFTBUS_BOOTSTRAP set as a reader's cluster would be."""
+    doc = tmp_path / "page.md"
+    examples = {
+        "ok": ("python", 'import os\nprint("127.0.0.1:7070", os.environ["RAFTBUS_BOOTSTRAP"])   # → tier:1 tier:1\n'),
+        "traceback": ("python", "import threading\nthreading.Thread(target=lambda: 1 / 0).start()\n"),
+        "exit": ("sh", "echo started\nfalse\necho never\n"),
+        "pipe": ("sh", "false | cat\n"),
+        "hang": ("sh", "sleep 60 &\nwait\n"),
+        "contradicted": ("sh", "echo 'emails/0#1 in_flight'   # → emails/0#1 acked …\n"),
+    }
+    lines = []
+    for name, (language, code) in examples.items():
+        lines += [f"## {name}", "<!-- runnable -->", f"```{language}", *code.splitlines(), "```"]
+    doc.write_text("\n".join(lines) + "\n")
+    found = dict(zip(examples, blocks(doc, tmp_path)))
+    verdicts = {name: run_example(block, {"bootstrap": "tier:1"}, tmp_path, timeout_s=3)
+                for name, block in found.items()}
+    assert verdicts["ok"] is None
+    assert verdicts["traceback"].startswith(f"{found['traceback'].name} printed a traceback")
+    assert verdicts["exit"].startswith(f"{found['exit'].name} exited with 1") and "never" not in verdicts["exit"]
+    assert verdicts["pipe"].startswith(f"{found['pipe'].name} exited with 1")
+    assert verdicts["hang"].startswith(f"{found['hang'].name} did not end within 3 s")
+    assert verdicts["contradicted"].startswith(f"{found['contradicted'].name} did not print 'emails/0#1 acked …'")
