@@ -47,6 +47,15 @@ from raftbus.broker.storage.private import private_data_dir
 log = logging.getLogger(__name__)
 
 
+def warn_exposure(settings: BrokerSettings) -> None:
+    """At every start: the ports serving callers beyond loopback without authentication (which validate() lets
+    through only with allow_insecure_network)."""
+    exposed = settings.exposed_without_auth
+    if exposed:
+        log.warning("allow_insecure_network: serving without authentication beyond loopback (%s); anyone who "
+                    "reaches these ports may do everything they serve", ", ".join(exposed))
+
+
 class Broker:
     def __init__(self, settings: BrokerSettings, clock=None):
         self.settings = settings
@@ -61,6 +70,7 @@ class Broker:
 
     # ------------------------------------------------------------------ start
     def start(self) -> "Broker":
+        warn_exposure(self.settings)
         self._open_data_dir()
         self._start_raft()
         self._open_metadata()
@@ -96,7 +106,7 @@ class Broker:
                              early_votes=EarlyVotes(s.early_votes_keep_ms, s.early_votes_groups_max))
         self.metrics.watch(self.loop)
         self.joined = membership_at_start(node, self.settings.membership,
-                                          peer_credentials(self.settings.security, node.cluster_secret),
+                                          peer_credentials(self.settings.security, node.cluster_keys),
                                           self.data_dir / "metadata")
         known = self.joined["brokers"] if self.joined is not None else node.peer_addresses
         self.peers = {broker: address for broker, address in known.items() if broker != self.node_id}
@@ -107,7 +117,8 @@ class Broker:
             send_buffer_bytes_max=s.send_buffer_bytes_max, connect_retry_ms=s.connect_retry_ms,
             handshake_timeout_ms=s.handshake_timeout_ms, handshakes_pending_max=s.handshakes_pending_max,
             handshakes_pending_per_address_max=s.handshakes_pending_per_address_max,
-            tls=raft_tls(s.tls_cert_file, s.tls_key_file, s.tls_ca_file), accepted_secrets=node.raft_accepted_secrets)
+            tls=raft_tls(s.tls_cert_file, s.tls_key_file, s.tls_ca_file), accepted_secrets=node.raft_accepted_secrets,
+            reuse_port=node.listen_reuse_port)
         self.loop.attach(self.hub)
         self.hub.start()
         self.disk.check()
@@ -176,7 +187,7 @@ class Broker:
             self.settings.node.listen, self.registry.servicers, workers_max=g.grpc_workers_max,
             message_bytes_max=g.grpc_message_bytes_max, concurrent_rpcs_max=g.grpc_concurrent_rpcs_max,
             long_calls=g.long_call_slots(), credentials=self.features.security.server_credentials(),
-            interceptors=self.registry.interceptors)
+            interceptors=self.registry.interceptors, reuse_port=self.settings.node.listen_reuse_port)
         self.server.start()
 
     # ------------------------------------------------------------------ stop

@@ -22,8 +22,7 @@ from raftbus.client.errors import CODE_KEY
 from raftbus.client.router import grpc_connect
 from raftbus.client.wire import groups_pb2, groups_pb2_grpc
 from raftbus.client.wire import raftbus_pb2 as pb
-from tests.helpers import wait_until
-from tests.system.conftest import running_cluster
+from tests.helpers import running_cluster, wait_until
 
 pytestmark = pytest.mark.system
 
