@@ -158,6 +158,11 @@ class BrokerStats:
     disk_full: bool = False               # below storage_free_bytes_min free: writes get DISK_FULL
     damaged_stores: tuple[str, ...] = ()  # replicas whose store failed its checksum when opened, until rebuilt
     groups_quiesced: int = 0              # groups idle enough to stop ticking and heartbeating
+    compaction_passes: int = 0            # compaction of the compacted partitions it led (docs/compaction.md)
+    compaction_bytes_scanned: int = 0
+    compaction_bytes_removed: int = 0
+    compaction_busy_s: float = 0.0
+    compaction_key_map_peak_bytes: int = 0
 
     @classmethod
     def from_proto(cls, info: pb.BrokerStatsResponse) -> "BrokerStats":

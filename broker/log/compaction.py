@@ -4,9 +4,10 @@ replica applies it (on the Raft loop, one LMDB transaction per command). See doc
 A record is removed when all of these hold, decided from the key index (each key's latest record) and the time
 the leader stamped into the command:
 - its batch was appended at least `min_compaction_lag_ms` before `now_ms` (younger batches are not looked at);
+- it is not a tombstone (a null value) appended less than `delete_retention_ms` before `now_ms`: no tombstone goes
+  before that, whether a later record of its key exists or not;
 - a later record of its key exists (the index points past it), or its key has no entry (the key was deleted and
-  its tombstone has expired), or it is its key's latest record, a tombstone, appended at least
-  `delete_retention_ms` before `now_ms`.
+  its tombstone has expired), or it is its key's latest record, a tombstone (then past `delete_retention_ms`).
 Offsets never change: a batch keeps its base offset and the surviving records keep their offset deltas
 (`kafka_batch.retain_records`); a batch left without records is removed. The partition's last batch is never
 planned (it bounds the pass), so a read below the high watermark always finds a batch.
@@ -44,6 +45,7 @@ class Step(NamedTuple):
     removed_records: int
     removed_bytes: int
     tombstone_due_ms: int | None  # when the earliest tombstone kept (its key's latest record) may go
+    finished: bool            # the pass ends here: at its end offset, or at a batch younger than the lag
 
 
 class KeyMap:
@@ -85,13 +87,13 @@ def plan_step(batches: Iterable[tuple[bytes, bytes]], key_map: KeyMap, now_ms: i
     rewrites: list[Rewrite] = []
     size = scanned = removed = removed_bytes = 0
     due_ms = None
-    next_offset = end_offset
+    next_offset, finished = None, False
     for raw_key, value in batches:
         key = bytes(raw_key)
         base_offset = int.from_bytes(key, "big", signed=True)
         append_ms = STORED_HEADER.unpack_from(value)[1]
         if base_offset >= end_offset or append_ms > superseded_before:
-            next_offset = min(base_offset, end_offset)
+            next_offset, finished = min(base_offset, end_offset), True
             break
         keep, tombstones, batch_due = _survivors(key, value, key_map, append_ms, tombstones_before,
                                                  knobs.delete_retention_ms)
@@ -108,7 +110,10 @@ def plan_step(batches: Iterable[tuple[bytes, bytes]], key_map: KeyMap, now_ms: i
         if batch_due is not None:
             due_ms = batch_due if due_ms is None else min(due_ms, batch_due)
         scanned += _OFFSET_BYTES + len(value)
-    return Step(tuple(rewrites), next_offset, scanned, removed, removed_bytes, due_ms)
+        next_offset = base_offset + 1
+    if next_offset is None or next_offset >= end_offset:  # nothing left below the end
+        next_offset, finished = end_offset, True
+    return Step(tuple(rewrites), next_offset, scanned, removed, removed_bytes, due_ms, finished)
 
 
 def _record_count(value) -> int:
@@ -123,18 +128,21 @@ def _survivors(key: bytes, value, key_map: KeyMap, append_ms: int, tombstones_be
                delete_retention_ms: int) -> tuple[list[int], list[tuple[int, bytes]], int | None]:
     """(offsets kept, (offset, key) of the tombstones removed, when the earliest kept tombstone may go)."""
     keep, tombstones, due_ms = [], [], None
+    expired = append_ms <= tombstones_before
     for record in key_index.batch_records(key, value):
         latest = key_map.latest(record.key)
-        if latest is None or latest.offset != record.offset:
-            if latest is None or latest.offset > record.offset:
-                continue  # superseded, or its key was deleted and the tombstone is gone
+        if record.value is None and not expired:  # no tombstone goes before delete_retention_ms, latest or not
+            due_ms = append_ms + delete_retention_ms if due_ms is None else min(due_ms, append_ms + delete_retention_ms)
+            keep.append(record.offset)
+            continue
+        if latest is None or latest.offset > record.offset:
+            continue  # superseded, or its key was deleted and the tombstone is gone
+        if latest.offset < record.offset:
             keep.append(record.offset)  # the index never points before a key's latest record; kept to be safe
             continue
-        if latest.tombstone and append_ms <= tombstones_before:
+        if latest.tombstone:  # the key's latest record, an expired tombstone: the key leaves the index
             tombstones.append((record.offset, record.key))
             continue
-        if latest.tombstone:
-            due_ms = append_ms + delete_retention_ms if due_ms is None else min(due_ms, append_ms + delete_retention_ms)
         keep.append(record.offset)
     return keep, tombstones, due_ms
 

@@ -74,6 +74,18 @@ def batch_records(key: bytes, value) -> list[KeyedRecord]:
     return out
 
 
+def check_keys(records: bytes, record_count: int, key_bytes_max: int) -> None:
+    """KeyRequired or KeyTooLarge unless every record of a produced batch has a key of at most `key_bytes_max`
+    bytes (the leader's check before it proposes a batch for a compacted topic)."""
+    for record in decode_stored_batch("", 0, StoredBatch(0, record_count, 0, 0, memoryview(records))):
+        if record.key is None:
+            raise errors.KeyRequired("every record of a compacted topic needs a key (its latest value per key is "
+                                     "what compaction keeps)")
+        if len(record.key) > key_bytes_max:
+            raise errors.KeyTooLarge(f"a key of {len(record.key)} bytes is over compacted_key_bytes_max="
+                                     f"{key_bytes_max}")
+
+
 def load_digest(raw) -> int:
     return 0 if raw is None else _DIGEST.unpack(bytes(raw))[0]
 

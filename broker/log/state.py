@@ -380,6 +380,37 @@ class PartitionStateMachine:
                 total += len(key) + len(value)
         return out
 
+    def dirty(self, since_offset: int) -> tuple[int, int | None]:
+        """(stored bytes, append time of the first) of the batches at or after `since_offset` but the last one:
+        what a compaction pass could clean that the last did not."""
+        total, first_ms, previous = 0, None, None
+        with self._store.read() as txn:
+            for key, value in txn.items(BATCHES, _offset_key(max(since_offset, 0))):
+                if previous is not None:
+                    total += previous
+                    if first_ms is None:
+                        first_ms = pending_ms
+                previous, pending_ms = len(key) + len(value), commands.stored_header(value)[1]
+        return total, first_ms
+
+    def backfill_start(self, index_from: int, bytes_max: int) -> int:
+        """Where a backfill ending at `index_from` starts so that it indexes at most `bytes_max` stored bytes (at
+        least one batch); the log start when nothing is stored below."""
+        total, start = 0, None
+        with self._store.read() as txn:
+            log_start = _state_in(txn).log_start_offset
+            if index_from <= log_start:
+                return log_start
+            for key, value in txn.items(BATCHES, _offset_key(index_from - 1), reverse=True):
+                offset = _OFFSET.unpack(key)[0]
+                if offset >= index_from:
+                    continue
+                if offset < log_start or (start is not None and total + len(value) > bytes_max):
+                    break
+                total += len(key) + len(value)
+                start = offset
+        return log_start if start is None else start
+
     def last_batch_offset(self) -> int | None:
         """The base offset of the partition's last stored batch."""
         with self._store.read() as txn:

@@ -25,6 +25,7 @@ from raftbus.bench import runner as bench_runner
 from raftbus.cli import backup as backup_cli
 from raftbus.cli import brokers as broker_cli
 from raftbus.cli import groups as group_cli
+from raftbus.cli import kv as kv_cli
 from raftbus.cli import movement as movement_cli
 from raftbus.cli import queues as cli_queues
 from raftbus.cli import security as security_cli
@@ -156,6 +157,7 @@ def _add_data_commands(sub, common) -> None:
     cluster.add_parser("status", parents=[common], help="brokers, controller, partition leaders and ISR") \
         .set_defaults(handler=run_cluster_status)
     cli_verify.add_cluster_verify(cluster, common, bootstrap_of)
+    kv_cli.add_kv_commands(sub, common, bootstrap_of)
     bench_parser = sub.add_parser("bench", help="throughput and latency figures (one JSON line each)")
     bench_runner.add_arguments(bench_parser)
     security_cli.add_credential_options(bench_parser)

@@ -204,6 +204,72 @@ class ListOffsetsResponse(_message.Message):
     high_watermark: int
     def __init__(self, offset: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ...) -> None: ...
 
+class GetKeyRequest(_message.Message):
+    __slots__ = ("topic", "partition", "key")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    key: bytes
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., key: _Optional[bytes] = ...) -> None: ...
+
+class GetKeyResponse(_message.Message):
+    __slots__ = ("found", "revision", "value", "timestamp_ms", "headers", "high_watermark")
+    FOUND_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    HEADERS_FIELD_NUMBER: _ClassVar[int]
+    HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    found: bool
+    revision: int
+    value: bytes
+    timestamp_ms: int
+    headers: _containers.RepeatedCompositeFieldContainer[Header]
+    high_watermark: int
+    def __init__(self, found: _Optional[bool] = ..., revision: _Optional[int] = ..., value: _Optional[bytes] = ..., timestamp_ms: _Optional[int] = ..., headers: _Optional[_Iterable[_Union[Header, _Mapping]]] = ..., high_watermark: _Optional[int] = ...) -> None: ...
+
+class Header(_message.Message):
+    __slots__ = ("name", "value")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    value: bytes
+    def __init__(self, name: _Optional[str] = ..., value: _Optional[bytes] = ...) -> None: ...
+
+class ListKeysRequest(_message.Message):
+    __slots__ = ("topic", "partition", "prefix", "start_after", "limit")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    PREFIX_FIELD_NUMBER: _ClassVar[int]
+    START_AFTER_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    prefix: bytes
+    start_after: bytes
+    limit: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., prefix: _Optional[bytes] = ..., start_after: _Optional[bytes] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class KeyRevision(_message.Message):
+    __slots__ = ("key", "revision")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    key: bytes
+    revision: int
+    def __init__(self, key: _Optional[bytes] = ..., revision: _Optional[int] = ...) -> None: ...
+
+class ListKeysResponse(_message.Message):
+    __slots__ = ("keys", "more", "high_watermark")
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    MORE_FIELD_NUMBER: _ClassVar[int]
+    HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    keys: _containers.RepeatedCompositeFieldContainer[KeyRevision]
+    more: bool
+    high_watermark: int
+    def __init__(self, keys: _Optional[_Iterable[_Union[KeyRevision, _Mapping]]] = ..., more: _Optional[bool] = ..., high_watermark: _Optional[int] = ...) -> None: ...
+
 class CheckpointPartitionRequest(_message.Message):
     __slots__ = ("topic", "partition")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
@@ -465,7 +531,7 @@ class BrokerStatsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class BrokerStatsResponse(_message.Message):
-    __slots__ = ("broker_id", "rss_bytes", "cpu_user_s", "cpu_system_s", "uptime_s", "groups_hosted", "groups_led", "durability_window_p50_ms", "durability_window_p99_ms", "durability_window_max_ms", "group_commit_rounds", "pid", "stopped_groups", "disk_full", "damaged_stores", "groups_quiesced")
+    __slots__ = ("broker_id", "rss_bytes", "cpu_user_s", "cpu_system_s", "uptime_s", "groups_hosted", "groups_led", "durability_window_p50_ms", "durability_window_p99_ms", "durability_window_max_ms", "group_commit_rounds", "pid", "stopped_groups", "disk_full", "damaged_stores", "groups_quiesced", "compaction_passes", "compaction_bytes_scanned", "compaction_bytes_removed", "compaction_busy_s", "compaction_key_map_peak_bytes")
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     RSS_BYTES_FIELD_NUMBER: _ClassVar[int]
     CPU_USER_S_FIELD_NUMBER: _ClassVar[int]
@@ -482,6 +548,11 @@ class BrokerStatsResponse(_message.Message):
     DISK_FULL_FIELD_NUMBER: _ClassVar[int]
     DAMAGED_STORES_FIELD_NUMBER: _ClassVar[int]
     GROUPS_QUIESCED_FIELD_NUMBER: _ClassVar[int]
+    COMPACTION_PASSES_FIELD_NUMBER: _ClassVar[int]
+    COMPACTION_BYTES_SCANNED_FIELD_NUMBER: _ClassVar[int]
+    COMPACTION_BYTES_REMOVED_FIELD_NUMBER: _ClassVar[int]
+    COMPACTION_BUSY_S_FIELD_NUMBER: _ClassVar[int]
+    COMPACTION_KEY_MAP_PEAK_BYTES_FIELD_NUMBER: _ClassVar[int]
     broker_id: int
     rss_bytes: int
     cpu_user_s: float
@@ -498,4 +569,9 @@ class BrokerStatsResponse(_message.Message):
     disk_full: bool
     damaged_stores: _containers.RepeatedScalarFieldContainer[str]
     groups_quiesced: int
-    def __init__(self, broker_id: _Optional[int] = ..., rss_bytes: _Optional[int] = ..., cpu_user_s: _Optional[float] = ..., cpu_system_s: _Optional[float] = ..., uptime_s: _Optional[float] = ..., groups_hosted: _Optional[int] = ..., groups_led: _Optional[int] = ..., durability_window_p50_ms: _Optional[float] = ..., durability_window_p99_ms: _Optional[float] = ..., durability_window_max_ms: _Optional[float] = ..., group_commit_rounds: _Optional[int] = ..., pid: _Optional[int] = ..., stopped_groups: _Optional[_Iterable[str]] = ..., disk_full: _Optional[bool] = ..., damaged_stores: _Optional[_Iterable[str]] = ..., groups_quiesced: _Optional[int] = ...) -> None: ...
+    compaction_passes: int
+    compaction_bytes_scanned: int
+    compaction_bytes_removed: int
+    compaction_busy_s: float
+    compaction_key_map_peak_bytes: int
+    def __init__(self, broker_id: _Optional[int] = ..., rss_bytes: _Optional[int] = ..., cpu_user_s: _Optional[float] = ..., cpu_system_s: _Optional[float] = ..., uptime_s: _Optional[float] = ..., groups_hosted: _Optional[int] = ..., groups_led: _Optional[int] = ..., durability_window_p50_ms: _Optional[float] = ..., durability_window_p99_ms: _Optional[float] = ..., durability_window_max_ms: _Optional[float] = ..., group_commit_rounds: _Optional[int] = ..., pid: _Optional[int] = ..., stopped_groups: _Optional[_Iterable[str]] = ..., disk_full: _Optional[bool] = ..., damaged_stores: _Optional[_Iterable[str]] = ..., groups_quiesced: _Optional[int] = ..., compaction_passes: _Optional[int] = ..., compaction_bytes_scanned: _Optional[int] = ..., compaction_bytes_removed: _Optional[int] = ..., compaction_busy_s: _Optional[float] = ..., compaction_key_map_peak_bytes: _Optional[int] = ...) -> None: ...

@@ -72,9 +72,9 @@ class Partition:
         results = []
         while start < end:
             step = self.plan(start, end, now_ms, knobs, key_map, command_bytes_max)
-            last = step.next_offset >= end or not step.rewrites
-            results.append(self.apply(cc.encode_compact(now_ms, step.next_offset if last else -1, step.rewrites)))
-            if last or step.next_offset <= start:
+            results.append(self.apply(cc.encode_compact(now_ms, step.next_offset if step.finished else -1,
+                                                        step.rewrites)))
+            if step.finished:
                 break
             start = step.next_offset
         return results
@@ -189,6 +189,10 @@ PASS_CASES = [
      10_000, compaction.Knobs(1_000, 1_000), [(1, b"a", b"2"), (2, b"b", b"1")]),
     ("a fresh tombstone stays", [((b"a", b"1"),), ((b"a", None),), ((b"b", b"1"),)], [0, 9_500, 9_500],
      10_000, KNOBS, [(1, b"a", None), (2, b"b", b"1")]),
+    ("a fresh superseded tombstone stays", [((b"a", None),), ((b"a", b"2"),), ((b"b", b"1"),)], [0, 9_500, 9_500],
+     10_000, compaction.Knobs(0, 20_000), [(0, b"a", None), (1, b"a", b"2"), (2, b"b", b"1")]),
+    ("an expired superseded tombstone goes", [((b"a", None),), ((b"a", b"2"),), ((b"b", b"1"),)], [0, 9_500, 9_500],
+     10_000, KNOBS, [(1, b"a", b"2"), (2, b"b", b"1")]),
     ("an expired tombstone goes", [((b"a", b"1"),), ((b"a", None),), ((b"b", b"1"),)], [0, 8_000, 9_500],
      10_000, KNOBS, [(2, b"b", b"1")]),
     ("survivors keep their offsets", [((b"a", b"1"), (b"b", b"1"), (b"a", b"2"), (b"c", b"1")), ((b"c", b"2"),)],
@@ -243,7 +247,7 @@ def test_commands_stay_within_their_bound(partition):
         partition.put([(b"k%d" % (i % 3), b"x" * 200)])
     key_map = compaction.KeyMap(1 << 20)
     step = partition.plan(0, 19, 10_000, KNOBS, key_map, 700)
-    assert len(step.rewrites) == 2 and step.next_offset == 2
+    assert len(step.rewrites) == 2 and step.next_offset == 2 and not step.finished
     assert sum(cc.rewrite_bytes(r) for r in step.rewrites) <= 700
     single = partition.plan(0, 19, 10_000, KNOBS, key_map, 10)
     assert len(single.rewrites) == 1 and single.next_offset == 1
