@@ -411,6 +411,12 @@ class RevisionMismatch(RaftbusError):
     code = "REVISION_MISMATCH"
 
 
+class KeyNotFound(RaftbusError):
+    """Client only: the HTTP gateway's read of a table key that has no value (404)."""
+
+    code = "KEY_NOT_FOUND"
+
+
 class IndexBuilding(RaftbusError):
     """The partition's key index is still being built (the topic was just altered to compact); retry shortly."""
 
@@ -471,6 +477,7 @@ GRPC_STATUS: dict[type[RaftbusError], grpc.StatusCode] = {
     NotCompacted: grpc.StatusCode.FAILED_PRECONDITION,
     RevisionMismatch: grpc.StatusCode.FAILED_PRECONDITION,
     IndexBuilding: grpc.StatusCode.UNAVAILABLE,
+    KeyNotFound: grpc.StatusCode.NOT_FOUND,
     # membership and data movement
     UnknownBroker: grpc.StatusCode.NOT_FOUND,
     InvalidReplicas: grpc.StatusCode.INVALID_ARGUMENT,
@@ -541,6 +548,7 @@ KAFKA_ERROR: dict[type[RaftbusError], int] = {
     NotCompacted: 42,                 # INVALID_REQUEST
     RevisionMismatch: 42,             # INVALID_REQUEST (never an answer of the Kafka port)
     IndexBuilding: 14,                # COORDINATOR_LOAD_IN_PROGRESS (retriable)
+    KeyNotFound: -1,                  # UNKNOWN_SERVER_ERROR (raised in the HTTP gateway only)
     # membership and data movement
     UnknownBroker: 8,                 # BROKER_NOT_AVAILABLE
     InvalidReplicas: 39,              # INVALID_REPLICA_ASSIGNMENT

@@ -87,6 +87,7 @@ class Table:
         if not topic:
             raise InvalidArgument("a Table needs its topic")
         self.topic = topic
+        self._owns_router = router is None  # a router handed in is its owner's to close
         self.router = router or Router(bootstrap, request_timeout_ms=request_timeout_ms, tls_ca=tls_ca,
                                        tls_cert=tls_cert, tls_key=tls_key, token=token)
         self.request_timeout_s = request_timeout_ms / 1000
@@ -204,9 +205,14 @@ class Table:
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
-        if self._reader is not None:
-            self._reader.close()
-        self.router.close()
+        reader, self._reader = self._reader, None
+        if self._owns_router:
+            if reader is not None:
+                reader.close()  # closes the router too
+            else:
+                self.router.close()
+        elif reader is not None and reader._ahead is not None:  # the router stays with its owner
+            reader._ahead.shutdown(wait=False, cancel_futures=True)
 
     def __enter__(self) -> "Table":
         return self

@@ -28,7 +28,7 @@ class LogFeature:
     def register(self, registry) -> None:
         registry.serve(log_servicers(self.service, self._rebuild_dir, self._peer_credentials))
         registry.every("retention", self.settings.retention_check_interval_ms, self.enforce_retention)
-        registry.thread("compaction", self.compactor.run)
+        registry.thread("raftbus-compaction", self.compactor.run)
 
     def compaction_stats(self) -> dict:
         """The compactor's counters, for BrokerStats."""

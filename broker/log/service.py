@@ -91,7 +91,8 @@ class LogService:
 
     def list_keys(self, topic: str, partition: int, prefix: bytes, start_after: bytes | None, limit: int):
         """(up to `limit` (key, revision) pairs in key order, whether more follow, high watermark)."""
-        limit = self.settings.table_keys_per_call_max if limit <= 0 else min(limit, self.settings.table_keys_per_call_max)
+        most = self.settings.table_keys_per_call_max
+        limit = most if limit <= 0 else min(limit, most)
         replica = self._compacted_replica(topic, partition)
         _, high_watermark = replica.state_machine.offsets()
         found = replica.state_machine.key_entries(prefix, start_after, limit + 1)

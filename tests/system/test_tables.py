@@ -231,3 +231,32 @@ def test_the_kv_commands_and_bad_input(plain_cluster):
     assert done.returncode == 1 and "KEY_REQUIRED" in done.stderr, done.stderr
     with Table(bootstrap, "kv") as table, pytest.raises(errors.KeyTooLarge):
         table.put(b"x" * 600, b"v")
+
+
+def test_the_asyncio_table_does_what_the_table_does(plain_cluster):
+    """AsyncTable puts, compares-and-sets, gets, lists, reads history and watches as Table does, on grpc.aio."""
+    import asyncio
+
+    from raftbus.client.aio import AsyncTable
+
+    async def scenario():
+        async with AsyncTable(plain_cluster.bootstrap, "kv3") as table:
+            first = await table.put("async-a", "1")
+            with pytest.raises(errors.RevisionMismatch):
+                await table.put("async-a", "x", expected_revision=first + 1000)
+            second = await table.put("async-a", "2", expected_revision=first)
+            await table.put("async-b", "1")
+            assert (await table.get("async-a")).value == b"2" and (await table.get("nothing")) is None
+            assert [k for k in await table.keys("async-")] == [b"async-a", b"async-b"]
+            assert [e.value for e in await table.history("async-a")] == [b"1", b"2"]
+            position: dict = {}
+            watch = table.watch("async-", position=position)
+            snapshot = [await watch.__anext__() for _ in range(2)]
+            assert {e.key: e.revision for e in snapshot}[b"async-a"] == second
+            deleted = await table.delete("async-a")
+            event = await asyncio.wait_for(watch.__anext__(), 30)
+            await watch.aclose()
+            assert (event.key, event.deleted, event.revision) == (b"async-a", True, deleted)
+            assert position[event.partition] == deleted
+
+    asyncio.run(scenario())
