@@ -122,3 +122,34 @@ def test_altering_a_topic_to_compact_builds_its_index_first(broker):
     with pytest.raises(errors.NotCompacted):
         broker.log.get_key("events", 0, b"k1")
     put(broker, "events", [(None, b"keyless again")])
+
+
+def test_readers_inside_a_compacted_range_or_below_the_log_start_get_what_kafka_gives(broker):
+    """Goal: a read at an offset compaction removed starts at the next surviving record, offsets never change, a
+    `compact` topic keeps its old records past retention_ms while `compact,delete` lets retention move the log
+    start, and a read below it is OFFSET_OUT_OF_RANGE."""
+    for name, policy in (("kept", "compact"), ("trimmed", "compact,delete")):
+        broker.create_topic(name, partitions=1, retention_ms=60_000, compaction={**COMPACT, "cleanup_policy": policy})
+        broker.sequence = 0  # one producer, a sequence of its own per partition
+        for i in range(20):
+            put(broker, name, [(b"k%d" % (i % 4), b"v%d" % i)])
+        broker.clock.advance(2_000)
+        put(broker, name, [(b"late", b"x")])
+        assert broker.features.log.compactor.run_once() >= 1
+        survivors = [(16, b"k0", b"v16"), (17, b"k1", b"v17"), (18, b"k2", b"v18"), (19, b"k3", b"v19"),
+                     (20, b"late", b"x")]
+        assert records(broker, name) == survivors
+        for offset in (0, 5, 16):
+            read = broker.log.fetch(name, 0, offset, max_bytes=1 << 20, max_wait_ms=0)
+            assert [r.offset for r in decode_fetched(name, 0, read.batches, offset)][:1] == [16]
+        read = broker.log.fetch(name, 0, 18, max_bytes=1 << 20, max_wait_ms=0)
+        assert [r.offset for r in decode_fetched(name, 0, read.batches, 18)] == [18, 19, 20]
+    broker.clock.advance(61_000)
+    put(broker, "trimmed", [(b"after", b"y")], sequence=21)
+    put(broker, "kept", [(b"after", b"y")], sequence=21)
+    broker.features.log.enforce_retention()
+    kept_start, _ = broker.replica("kept", 0).state_machine.offsets()
+    trimmed_start, _ = broker.replica("trimmed", 0).state_machine.offsets()
+    assert kept_start == 0 and trimmed_start > 0
+    with pytest.raises(errors.OffsetOutOfRange):
+        broker.log.fetch("trimmed", 0, trimmed_start - 1, max_bytes=1 << 20, max_wait_ms=0)
