@@ -16,7 +16,7 @@ import pytest
 from raftbus.client import Admin, Producer, Reader, Table
 from raftbus.client import errors
 from tests.helpers import wait_until
-from tests.system.conftest import running_cluster
+from tests.helpers import running_cluster
 
 pytestmark = pytest.mark.system
 
