@@ -20,6 +20,9 @@ so a pass starts only then):
       single-record sends (linger 0, acknowledged after a majority commit) at BENCH_KV_LIGHT_LOAD_RATE_PER_S to
       another topic of the same brokers, for BENCH_KV_MEASURE_MS, then while the first topic is compacted: how
       long a pass holds a produce up
+  fetch_latency_p50/p99_ms_without_compaction, fetch_latency_p50/p99/max_ms_during_compaction
+      Reader.fetch of the last acknowledged record of that topic (one at a time, at the same rate, from another
+      thread), to its answer after the read barrier, in the same windows: how long a pass holds a fetch up
   produce_records_per_s_without_compaction, produce_records_per_s_during_compaction, produce_during_compaction_ratio
       `--producers` processes sending whole batches (as `bench produce`) to that other topic for
       BENCH_KV_MEASURE_MS, while the second topic is compacted (compaction_wall_s_under_load), and for
@@ -30,6 +33,7 @@ from __future__ import annotations
 import itertools
 import multiprocessing
 import os
+import queue
 import random
 import threading
 import time
@@ -40,6 +44,7 @@ from raftbus.client.admin import Admin
 from raftbus.client.errors import InternalError, RequestTimedOut
 from raftbus.client.murmur2 import partition_for_key
 from raftbus.client.producer import Producer
+from raftbus.client.reader import Reader
 from raftbus.client.table import Table
 
 SEGMENT_BYTES_NEVER = 1 << 62  # no pass starts until the measurement sets segment_bytes to 1
@@ -167,43 +172,69 @@ def _produce_window(producer: Producer, topic: str, partitions: int, full: list[
 
 
 class LightLoad:
-    """Single-record sends (linger 0) at BENCH_KV_LIGHT_LOAD_RATE_PER_S from a thread of this process, beside the
-    full load; each latency, send to acknowledgement, goes to the window it was sent in."""
+    """Single-record sends (linger 0) and single fetches, each at BENCH_KV_LIGHT_LOAD_RATE_PER_S from a thread of
+    this process; each latency (send to acknowledgement; fetch of the last acknowledged record, to its answer after
+    the read barrier) goes to the window it started in."""
 
     def __init__(self, bootstrap: str, topic: str, record_bytes: int):
         self.producer = Producer(bootstrap, linger_ms=0)
+        self.reader = Reader(bootstrap)
         self.topic = topic
         self.value = os.urandom(record_bytes)
-        self.producer.send(topic, self.value).result()
-        self.window: list[float] | None = None
+        first = self.producer.send(topic, self.value).result()
+        self.last = (first.partition, first.offset)  # the last acknowledged record, which the fetches read
+        self.sends: list[float] | None = None
+        self.fetches: list[float] | None = None
         self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
+        self.threads = [threading.Thread(target=self._paced, args=(call,), daemon=True)
+                        for call in (self._send, self._fetch)]
+        for thread in self.threads:
+            thread.start()
 
-    def _run(self) -> None:
+    def _paced(self, call) -> None:
         interval_s = 1 / settings.BENCH_KV_LIGHT_LOAD_RATE_PER_S
         next_s = time.perf_counter()
         while not self.stopping.is_set():
-            window = self.window
-            if window is not None:
-                sent = time.perf_counter()
-                future = self.producer.send(self.topic, self.value)
-                future.add_done_callback(lambda _f, s=sent, w=window: w.append((time.perf_counter() - s) * 1000))
+            call()
             next_s += interval_s
             self.stopping.wait(max(0.0, next_s - time.perf_counter()))
 
-    def start(self) -> None:
-        self.window = []
+    def _send(self) -> None:
+        window = self.sends
+        if window is None:
+            return
+        sent = time.perf_counter()
+        future = self.producer.send(self.topic, self.value)
 
-    def stop(self) -> list[float]:
-        window, self.window = self.window, None
+        def acknowledged(done, s=sent, w=window) -> None:
+            w.append((time.perf_counter() - s) * 1000)
+            if done.exception() is None:
+                self.last = (done.result().partition, done.result().offset)
+        future.add_done_callback(acknowledged)
+
+    def _fetch(self) -> None:
+        window = self.fetches
+        if window is None:
+            return
+        partition, offset = self.last
+        started = time.perf_counter()
+        self.reader.fetch(self.topic, partition, offset)
+        window.append((time.perf_counter() - started) * 1000)
+
+    def start(self) -> None:
+        self.sends, self.fetches = [], []
+
+    def stop(self) -> tuple[list[float], list[float]]:
+        sends, fetches, self.sends, self.fetches = self.sends, self.fetches, None, None
         self.producer.flush()
-        return list(window or [])
+        return list(sends or []), list(fetches or [])
 
     def close(self) -> None:
         self.stopping.set()
-        self.thread.join(5)
+        for thread in self.threads:
+            thread.join(5)
         self.producer.close()
+        self.reader.close()
 
 
 class Producers:
@@ -223,19 +254,22 @@ class Producers:
         out = []
         deadline = time.monotonic() + timeout_s
         while len(out) < len(self.procs):
-            tag, value = self.answers.get(timeout=max(0.1, deadline - time.monotonic()))
+            try:
+                tag, value = self.answers.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                raise RequestTimedOut(f"produce processes silent after {timeout_s:g} s") from None
             if tag == "error":
                 raise InternalError(f"produce process: {value}")
             out.append(value)
         return out
 
     def start(self) -> None:
-        for queue in self.commands:
-            queue.put("run")
+        for commands in self.commands:
+            commands.put("run")
 
     def stop(self) -> dict:
-        for queue in self.commands:
-            queue.put("stop")
+        for commands in self.commands:
+            commands.put("stop")
         results = self._collect(settings.BENCH_WORKER_READY_TIMEOUT_MS / 1000)
         records = sum(r[0] for r in results)
         elapsed_s = max(r[1] for r in results)
@@ -247,8 +281,8 @@ class Producers:
         return self.stop()
 
     def close(self) -> None:
-        for queue in self.commands:
-            queue.put("exit")
+        for commands in self.commands:
+            commands.put("exit")
         for proc in self.procs:
             proc.join(10)
             if proc.is_alive():
@@ -313,12 +347,12 @@ def _delta(after: dict, before: dict, field: int) -> float:
 
 
 def compact_now(bootstrap: str, topic: str, runner) -> tuple[dict, dict, float]:
-    """Set `topic`'s segment_bytes to 1 and wait until every broker has finished a pass over each partition of it
-    that it leads; segment_bytes goes back up after. (compaction totals before, after, seconds from the change)."""
+    """Set `topic`'s segment_bytes to 1 and wait until the brokers have finished one pass per partition of `topic`
+    (nothing else is written to it, so a partition passed once is not due again, and a pass cut short by a leader
+    change is not counted: its new leader passes it); segment_bytes goes back up after. (compaction totals before,
+    after, seconds from the change)."""
     with Admin(bootstrap) as admin:
-        leaders: dict[int, int] = {}
-        for p in admin.describe_topic(topic).partitions:
-            leaders[p.leader_id] = leaders.get(p.leader_id, 0) + 1
+        partitions = len(admin.describe_topic(topic).partitions)
         totals = _compaction_totals(admin)
         started_s = time.monotonic()
         admin.alter_topic(topic, segment_bytes=1)
@@ -326,7 +360,7 @@ def compact_now(bootstrap: str, topic: str, runner) -> tuple[dict, dict, float]:
         report_s = started_s + PROGRESS_EVERY_S
         while True:
             now = _compaction_totals(admin)
-            if all(now.get(b, (0,))[0] - totals.get(b, (0,))[0] >= n for b, n in leaders.items()):
+            if _delta(now, totals, 0) >= partitions:
                 break
             if time.monotonic() > deadline:
                 raise RequestTimedOut(f"compaction of {topic} not done after "
@@ -359,14 +393,14 @@ def _bench_compaction(bootstrap: str, stamp: int, by_partition: list[list[bytes]
     window_s = settings.BENCH_KV_MEASURE_MS / 1000
     light = LightLoad(bootstrap, load_topic, args.record_bytes)
     try:
-        runner.progress(f"kv: {settings.BENCH_KV_LIGHT_LOAD_RATE_PER_S} single-record sends/s for {window_s:g} s, "
+        runner.progress(f"kv: {settings.BENCH_KV_LIGHT_LOAD_RATE_PER_S} single-record sends/s and fetches/s for {window_s:g} s, "
                         f"then while {light_topic} is compacted")
         light.start()
         time.sleep(window_s)
-        quiet_ms = light.stop()
+        quiet_ms, quiet_fetch_ms = light.stop()
         light.start()
         light_before, light_after, _ = compact_now(bootstrap, light_topic, runner)
-        compacting_ms = light.stop()
+        compacting_ms, compacting_fetch_ms = light.stop()
     finally:
         light.close()
     producers = Producers(bootstrap, load_topic, args.partitions, args.record_bytes, max(1, args.producers))
@@ -403,4 +437,9 @@ def _bench_compaction(bootstrap: str, stamp: int, by_partition: list[list[bytes]
             "produce_latency_p50_ms_during_compaction": ms(runner.percentile(compacting_ms, 0.50)),
             "produce_latency_p99_ms_during_compaction": ms(runner.percentile(compacting_ms, 0.99)),
             "produce_latency_max_ms_during_compaction": ms(max(compacting_ms, default=None)),
+            "fetch_latency_p50_ms_without_compaction": ms(runner.percentile(quiet_fetch_ms, 0.50)),
+            "fetch_latency_p99_ms_without_compaction": ms(runner.percentile(quiet_fetch_ms, 0.99)),
+            "fetch_latency_p50_ms_during_compaction": ms(runner.percentile(compacting_fetch_ms, 0.50)),
+            "fetch_latency_p99_ms_during_compaction": ms(runner.percentile(compacting_fetch_ms, 0.99)),
+            "fetch_latency_max_ms_during_compaction": ms(max(compacting_fetch_ms, default=None)),
             "light_load_rate_per_s": settings.BENCH_KV_LIGHT_LOAD_RATE_PER_S}
