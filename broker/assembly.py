@@ -45,7 +45,7 @@ def build_features(context: BrokerContext, settings: BrokerSettings, *, data_dir
                    metrics_url=str, raft_peers: RaftPeers | None = None) -> Features:
     """Every feature with its own settings section and what it is given of the others."""
     node = settings.node
-    security = ClientPortSecurity(context, settings.security, node.cluster_secret, node.cluster_secret_accepted)
+    security = ClientPortSecurity(context, settings.security, node.cluster_keys, node.accepted_cluster_keys)
     credentials = security.peer_credentials()
     kafka: list[KafkaFeature] = []  # its address is registered by the metadata feature, built first
     log = LogFeature(context, settings.log, rebuild_dir=data_dir / "rebuild", peer_credentials=credentials)
@@ -62,7 +62,9 @@ def build_features(context: BrokerContext, settings: BrokerSettings, *, data_dir
         metadata=metadata,
         log=log,
         groups=GroupsFeature(context, settings.groups),
-        queues=QueuesFeature(context, settings.queues, settings.log, cluster_secret=node.cluster_secret,
+        queues=QueuesFeature(context, settings.queues, settings.log,
+                             history_keys=[keys.queue_history for keys in (node.cluster_keys,
+                                                                           *node.accepted_cluster_keys)],
                              client_address=node.client_address, peer_credentials=credentials),
         kafka=kafka[0],
     )
