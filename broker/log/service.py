@@ -105,8 +105,13 @@ class LogService:
         replica = self._confirmed_leader_replica(topic, partition)
         sm = replica.state_machine
         if not sm.compaction_state().index_ready(sm.offsets()[0]):
-            self.sync_policy(replica, True)
-            raise errors.IndexBuilding(f"the key index of {topic}/{partition} is being built")
+            # a partition that has not applied the policy yet (a table just created) indexes from its end once it
+            # does: propose it and wait; one holding records from before must build its index back first
+            pending = self.sync_policy(replica, True)
+            if pending is not None:
+                wait_result(pending, self.settings.produce_timeout_ms / 1000)
+            if not sm.compaction_state().index_ready(sm.offsets()[0]):
+                raise errors.IndexBuilding(f"the key index of {topic}/{partition} is being built")
         return replica
 
     def start_at(self, topic: str, partition: int, offset: int) -> int:

@@ -389,3 +389,17 @@ def test_tables_over_http(api):
     assert answer["error"]["code"] == "NOT_COMPACTED"
     altered = api.ok("PATCH", "/v1/topics/plainlog", {"cleanup_policy": "compact,delete"})
     assert altered["compaction"]["cleanup_policy"] == "compact,delete"
+
+
+def test_bad_table_requests_get_typed_errors_over_http(api):
+    """Goal: a put without a value, a key over compacted_key_bytes_max, a malformed watch position and a bad cleanup
+    policy get typed errors with their HTTP status, and write nothing."""
+    api.ok("POST", "/v1/tables", {"name": "strict", "partitions": 1}, status=201)
+    api.error("PUT", "/v1/tables/strict/keys/k", {}, status=400, code="INVALID_ARGUMENT")
+    api.error("PUT", "/v1/tables/strict/keys/" + "k" * 501, {"value": "v"}, status=400, code="KEY_TOO_LARGE")
+    api.error("GET", "/v1/tables/strict/watch?after=zero", status=400, code="INVALID_ARGUMENT")
+    api.error("GET", "/v1/tables/strict/watch?after=0:1,1:1", status=400, code="INVALID_ARGUMENT")
+    api.error("POST", "/v1/topics", {"name": "shredded", "cleanup_policy": "shred"}, status=400,
+              code="INVALID_ARGUMENT")
+    assert api.ok("GET", "/v1/tables/strict/keys")["keys"] == []
+    assert api.ok("GET", "/v1/topics/strict")["partitions"][0]["high_watermark"] == 0

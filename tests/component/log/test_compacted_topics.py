@@ -153,3 +153,15 @@ def test_readers_inside_a_compacted_range_or_below_the_log_start_get_what_kafka_
     assert kept_start == 0 and trimmed_start > 0
     with pytest.raises(errors.OffsetOutOfRange):
         broker.log.fetch("trimmed", 0, trimmed_start - 1, max_bytes=1 << 20, max_wait_ms=0)
+
+
+def test_a_table_just_created_is_read_by_key_before_anything_is_written(broker):
+    """Goal: reads by key of a new compacted topic whose partition has not applied the policy yet (no write, no
+    compactor check) answer at once, empty, instead of INDEX_BUILDING; the read proposes the policy itself."""
+    broker.create_topic("fresh", partitions=1, compaction=COMPACT)
+    assert broker.replica("fresh", 0).state_machine.compaction_state().compacted is False
+    assert broker.log.get_key("fresh", 0, b"k")[:2] == (False, -1)
+    assert broker.log.list_keys("fresh", 0, b"", None, 0)[:2] == ([], False)
+    assert broker.replica("fresh", 0).state_machine.compaction_state().compacted is True
+    put(broker, "fresh", [(b"k", b"v")])
+    assert broker.log.get_key("fresh", 0, b"k")[:2] == (True, 0)
