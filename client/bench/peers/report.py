@@ -167,7 +167,7 @@ def report_markdown(document: dict) -> str:
         markdown_table(document["rows"]),
         "",
         f"Ratios are raftbus / peer: above 1 favours raftbus for rates, below 1 favours raftbus for the ms rows. "
-        f"{MISSING}: not measured (Redis' single node has no failover).",
+        f"{MISSING}: not measured (Redis' single node has no failover; its key-value rows are not measured).",
     ]
     for error in document.get("errors", []):
         parts.append(f"FAILED: {error['system']}: {error['error']}")
