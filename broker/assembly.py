@@ -48,12 +48,13 @@ def build_features(context: BrokerContext, settings: BrokerSettings, *, data_dir
     security = ClientPortSecurity(context, settings.security, node.cluster_keys, node.accepted_cluster_keys)
     credentials = security.peer_credentials()
     kafka: list[KafkaFeature] = []  # its address is registered by the metadata feature, built first
+    log = LogFeature(context, settings.log, rebuild_dir=data_dir / "rebuild", peer_credentials=credentials)
     metadata = MetadataFeature(context, settings.topics, settings.membership, settings.queues,
                                client_address=node.client_address, raft_address=node.raft_listen,
-                               fetch_wait_max_ms=settings.log.fetch_wait_max_ms, process_stats=process_stats,
+                               fetch_wait_max_ms=settings.log.fetch_wait_max_ms,
+                               process_stats=lambda: {**process_stats(), **log.compaction_stats()},
                                metrics_url=metrics_url, kafka_address=lambda: kafka[0].address if kafka else "",
                                raft_peers=raft_peers, cluster_id=node.cluster_id)
-    log = LogFeature(context, settings.log, rebuild_dir=data_dir / "rebuild", peer_credentials=credentials)
     kafka.append(KafkaFeature(context, PortSettings.of(settings), log.service, metadata.admin,
                               policy=security.policy()))
     return Features(

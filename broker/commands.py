@@ -149,10 +149,14 @@ def encode_register_broker(*, broker_id: int, address: str, raft_address: str, n
 
 def encode_create_topic(*, name: str, kind: str, ordering: str, partitions: int, replication_factor: int,
                         retention_ms: int, retention_bytes: int, now_ms: int, queue: dict | None = None,
-                        limits: dict | None = None) -> bytes:
+                        limits: dict | None = None, compaction: dict | None = None) -> bytes:
     """`queue`: the QueueConfig fields of a queue topic (see model.QueueConfig); `limits`: the counts the topic
-    must fit in (see model.CountLimits), stamped by the controller so every replica checks the same ones."""
+    must fit in (see model.CountLimits), stamped by the controller so every replica checks the same ones;
+    `compaction`: a stream topic's cleanup policy and compaction knobs (model.CompactionConfig), when not the
+    defaults."""
     extra = {"queue": queue} if queue is not None else {}
+    if compaction:
+        extra["compaction"] = compaction
     if limits is not None:
         extra["limits"] = limits
     return _encode_json(CREATE_TOPIC, name=name, kind=kind, ordering=ordering, partitions=partitions,
@@ -175,7 +179,8 @@ def encode_set_broker_state(*, broker_id: int, state: str, now_ms: int) -> bytes
 
 
 def encode_alter_topic(*, name: str, changes: dict, now_ms: int) -> bytes:
-    """`changes`: retention_ms, retention_bytes and queue options (model.QueueConfig fields) to set."""
+    """`changes`: retention_ms, retention_bytes, timestamp_type, queue options (model.QueueConfig fields) and
+    compaction options (model.COMPACTION_OPTIONS) to set."""
     return _encode_json(ALTER_TOPIC, name=name, changes=changes, now_ms=now_ms)
 
 

@@ -79,6 +79,64 @@ class QueueConfig:
         return self
 
 
+# ---------------------------------------------------------------------- compacted stream topics
+DELETE, COMPACT, COMPACT_DELETE = "delete", "compact", "compact,delete"
+CLEANUP_POLICIES = (DELETE, COMPACT, COMPACT_DELETE)
+LAG_UNBOUNDED_MS = 2**63 - 1  # Kafka's Long.MAX_VALUE: max_compaction_lag_ms that bounds nothing
+COMPACTION_OPTIONS = ("cleanup_policy", "min_compaction_lag_ms", "max_compaction_lag_ms", "delete_retention_ms",
+                      "segment_bytes")
+
+
+@dataclass(frozen=True)
+class CompactionConfig:
+    """How a stream topic's partitions are cleaned (docs/compaction.md): `delete` (retention by time and size),
+    `compact` (the latest record per key kept, older ones removed) or `compact,delete` (both).
+
+    A record is removed by compaction only once its batch was appended at least `min_compaction_lag_ms` ago and
+    a later record of its key exists; a tombstone (a key with a null value) that is its key's latest record is
+    removed `delete_retention_ms` after it was appended. A pass over a partition starts once `segment_bytes` were
+    appended since the last one, or when the oldest record appended since then is `max_compaction_lag_ms` old."""
+
+    cleanup_policy: str = DELETE
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LAG_UNBOUNDED_MS
+    delete_retention_ms: int = 24 * 3600 * 1000
+    segment_bytes: int = 16 * 1024 * 1024
+
+    @property
+    def compacted(self) -> bool:
+        return self.cleanup_policy in (COMPACT, COMPACT_DELETE)
+
+    @property
+    def deletes(self) -> bool:
+        """Whether retention by time and size applies."""
+        return self.cleanup_policy in (DELETE, COMPACT_DELETE)
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_dict(cls, data: dict | None) -> "CompactionConfig":
+        if not data:
+            return cls()
+        return cls(**{name: data[name] for name in cls.__dataclass_fields__ if name in data})
+
+    def validate(self) -> "CompactionConfig":
+        """InvalidArgument unless every value is in range."""
+        if self.cleanup_policy not in CLEANUP_POLICIES:
+            raise errors.InvalidArgument(f"cleanup_policy is one of {', '.join(CLEANUP_POLICIES)}, "
+                                         f"not {self.cleanup_policy!r}")
+        for name in COMPACTION_OPTIONS[1:]:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise errors.InvalidArgument(f"{name} must be an integer >= 0, not {value!r}")
+        if self.segment_bytes < 1:
+            raise errors.InvalidArgument("segment_bytes must be at least 1")
+        if self.max_compaction_lag_ms < self.min_compaction_lag_ms:
+            raise errors.InvalidArgument("max_compaction_lag_ms must be >= min_compaction_lag_ms")
+        return self
+
+
 CREATE_TIME, LOG_APPEND_TIME = "CreateTime", "LogAppendTime"
 TIMESTAMP_TYPES = (CREATE_TIME, LOG_APPEND_TIME)
 
@@ -99,6 +157,7 @@ class Topic:
     partitions: tuple[PartitionPlacement, ...]
     queue: QueueConfig | None = None  # queue topics only
     timestamp_type: str = "CreateTime"  # stream topics: CreateTime (the producer's) or LogAppendTime (the leader's)
+    compaction: CompactionConfig = CompactionConfig()  # stream topics: cleanup policy and compaction knobs
 
     def to_dict(self) -> dict:
         data = {
@@ -110,6 +169,8 @@ class Topic:
             data["queue"] = self.queue.to_dict()
         if self.timestamp_type != CREATE_TIME:
             data["timestamp_type"] = self.timestamp_type
+        if self.compaction != CompactionConfig():
+            data["compaction"] = self.compaction.to_dict()
         return data
 
     @classmethod
@@ -121,6 +182,7 @@ class Topic:
             partitions=tuple(PartitionPlacement.from_dict(p) for p in data["partitions"]),
             queue=QueueConfig.from_dict(data["queue"]) if data.get("queue") else None,
             timestamp_type=data.get("timestamp_type", CREATE_TIME),
+            compaction=CompactionConfig.from_dict(data.get("compaction")),
         )
 
 

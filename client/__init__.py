@@ -1,4 +1,4 @@
-"""The raftbus SDK: `from raftbus.client import Admin, Consumer, Producer, Reader, QueueConsumer, Queues`.
+"""The raftbus SDK: `from raftbus.client import Admin, Consumer, Producer, Reader, QueueConsumer, Queues, Table`.
 
 The broker imports only `raftbus.client.errors`, `raftbus.client.records` and the generated `raftbus.client.wire`
 modules from here (the wire protocol lives with the clients, as in Kafka); the SDK never imports the broker.
@@ -12,6 +12,7 @@ from raftbus.client.queues.messages import Message, MessageMetadata, QueueStats
 from raftbus.client.queues.admin import Queues
 from raftbus.client.reader import EARLIEST, LATEST, FetchResult, Reader
 from raftbus.client.records import Record, RecordMetadata
+from raftbus.client.table import Entry, Table, WatchEvent
 # consumer groups
 from raftbus.client.consumer import Consumer
 from raftbus.client.groups.fetcher import ConsumerRecords
@@ -25,4 +26,6 @@ __all__ = [
     "Consumer", "ConsumerRecords", "GroupDescription", "MemberDescription", "PartitionLag", "TopicPartition",
     # queue topics
     "Message", "MessageMetadata", "QueueConsumer", "QueueStats", "Queues",
+    # key-value tables over compacted topics
+    "Entry", "Table", "WatchEvent",
 ]

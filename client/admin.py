@@ -66,14 +66,23 @@ class TopicDescription:
     created_ms: int
     partitions: tuple[PartitionDescription, ...]
     queue: dict | None = None  # queue topics: max_deliveries, backoff_base_ms, ..., dead_letter_topic
+    compaction: dict | None = None  # stream topics: cleanup_policy, min_compaction_lag_ms, ... (docs/compaction.md)
 
     @classmethod
     def from_proto(cls, info: pb.TopicInfo) -> "TopicDescription":
-        queue = None
+        queue = compaction = None
         if info.HasField("queue"):
             queue = {f.name: getattr(info.queue, f.name) for f in info.queue.DESCRIPTOR.fields}
+        if info.HasField("compaction"):
+            compaction = {f.name: getattr(info.compaction, f.name) for f in info.compaction.DESCRIPTOR.fields}
         return cls(info.name, info.topic_id, info.kind, info.ordering, info.retention_ms, info.retention_bytes,
-                   info.created_ms, tuple(PartitionDescription.from_proto(p) for p in info.partitions), queue)
+                   info.created_ms, tuple(PartitionDescription.from_proto(p) for p in info.partitions), queue,
+                   compaction)
+
+    @property
+    def cleanup_policy(self) -> str:
+        """"delete", "compact" or "compact,delete" ("" for a queue topic)."""
+        return self.compaction["cleanup_policy"] if self.compaction else ""
 
     def to_dict(self) -> dict:
         fields = {name: getattr(self, name) for name in self.__dataclass_fields__ if name != "partitions"}
@@ -149,6 +158,11 @@ class BrokerStats:
     disk_full: bool = False               # below storage_free_bytes_min free: writes get DISK_FULL
     damaged_stores: tuple[str, ...] = ()  # replicas whose store failed its checksum when opened, until rebuilt
     groups_quiesced: int = 0              # groups idle enough to stop ticking and heartbeating
+    compaction_passes: int = 0            # compaction of the compacted partitions it led (docs/compaction.md)
+    compaction_bytes_scanned: int = 0
+    compaction_bytes_removed: int = 0
+    compaction_busy_s: float = 0.0
+    compaction_key_map_peak_bytes: int = 0
 
     @classmethod
     def from_proto(cls, info: pb.BrokerStatsResponse) -> "BrokerStats":
@@ -161,12 +175,16 @@ class BrokerStats:
         return asdict(self)
 
 
+COMPACTION_OPTIONS = ("cleanup_policy", "min_compaction_lag_ms", "max_compaction_lag_ms", "delete_retention_ms",
+                      "segment_bytes")
+
+
 def create_topic_request(name: str, partitions: int | None, replication_factor: int | None, kind: str,
                          ordering: str | None, retention_ms: int | None, retention_bytes: int | None,
-                         **queue_options: int | None) -> pb.CreateTopicRequest:
-    """The CreateTopic request; None (unset) partitions, replication factor, retention and queue fields mean "the
-    broker's default"; any value given is sent as given, so a bad one is refused, never replaced."""
-    optional = {name: value for name, value in queue_options.items() if value is not None}
+                         **options: int | str | None) -> pb.CreateTopicRequest:
+    """The CreateTopic request; None (unset) partitions, replication factor, retention, queue and compaction fields
+    mean "the broker's default"; any value given is sent as given, so a bad one is refused, never replaced."""
+    optional = {name: value for name, value in options.items() if value is not None}
     if partitions is not None:
         optional["partitions"] = partitions
     if replication_factor is not None:
@@ -212,11 +230,16 @@ class Admin(SecurityCalls, MembershipCalls):
                      retention_bytes: int | None = None, wait: bool = True, *, max_deliveries: int | None = None,
                      backoff_base_ms: int | None = None, backoff_max_ms: int | None = None,
                      max_in_flight_per_group: int | None = None,
-                     idempotency_window_ms: int | None = None) -> TopicDescription:
+                     idempotency_window_ms: int | None = None, cleanup_policy: str | None = None,
+                     min_compaction_lag_ms: int | None = None, max_compaction_lag_ms: int | None = None,
+                     delete_retention_ms: int | None = None,
+                     segment_bytes: int | None = None) -> TopicDescription:
         """Create a topic on the controller; with `wait`, return once every partition has a leader.
 
         A queue topic (kind="queue", ordering "priority" or "fair") takes the queue options (None: the broker's
-        default) and comes with its dead-letter topic `<name>.dlq`, which `wait` also waits for.
+        default) and comes with its dead-letter topic `<name>.dlq`, which `wait` also waits for. A stream topic
+        takes `cleanup_policy` ("delete", the default, "compact" or "compact,delete") and the compaction knobs
+        (docs/compaction.md).
         Raises TopicExists, InvalidName, InvalidPartitions, InvalidReplicationFactor, InvalidArgument, and
         LeaderNotAvailable when partitions still lack a leader after `topic_ready_timeout_ms`.
         """
@@ -224,7 +247,10 @@ class Admin(SecurityCalls, MembershipCalls):
                                        retention_bytes, max_deliveries=max_deliveries,
                                        backoff_base_ms=backoff_base_ms, backoff_max_ms=backoff_max_ms,
                                        max_in_flight_per_group=max_in_flight_per_group,
-                                       idempotency_window_ms=idempotency_window_ms)
+                                       idempotency_window_ms=idempotency_window_ms, cleanup_policy=cleanup_policy,
+                                       min_compaction_lag_ms=min_compaction_lag_ms,
+                                       max_compaction_lag_ms=max_compaction_lag_ms,
+                                       delete_retention_ms=delete_retention_ms, segment_bytes=segment_bytes)
         response = self.router.call_controller(
             lambda conn: conn.admin.CreateTopic(request, timeout=self.request_timeout_s))
         created = TopicDescription.from_proto(response.topic)
@@ -233,6 +259,14 @@ class Admin(SecurityCalls, MembershipCalls):
         if created.queue and created.queue.get("dead_letter_topic"):
             self.wait_for_leaders(created.queue["dead_letter_topic"])
         return self.wait_for_leaders(name)
+
+    def create_table(self, name: str, partitions: int | None = 1, replication_factor: int | None = 3, *,
+                     wait: bool = True, **compaction_options) -> TopicDescription:
+        """Create a key-value table: a compacted stream topic (cleanup_policy "compact" unless given) that
+        `raftbus.client.Table` reads by key. `compaction_options` are create_topic's compaction knobs."""
+        compaction_options.setdefault("cleanup_policy", "compact")
+        return self.create_topic(name, partitions=partitions, replication_factor=replication_factor, wait=wait,
+                                 **compaction_options)
 
     def list_topics(self) -> list[TopicDescription]:
         response = self.router.call_any(
@@ -299,12 +333,19 @@ class Admin(SecurityCalls, MembershipCalls):
     def alter_topic(self, name: str, *, retention_ms: int | None = None, retention_bytes: int | None = None,
                     max_deliveries: int | None = None, backoff_base_ms: int | None = None,
                     backoff_max_ms: int | None = None, max_in_flight_per_group: int | None = None,
-                    idempotency_window_ms: int | None = None) -> TopicDescription:
-        """Change a topic's retention and (queue topics) queue options; None leaves a setting as it is.
-        Raises UnknownTopic, WrongTopicKind (queue options on a stream topic), InvalidArgument."""
+                    idempotency_window_ms: int | None = None, cleanup_policy: str | None = None,
+                    min_compaction_lag_ms: int | None = None, max_compaction_lag_ms: int | None = None,
+                    delete_retention_ms: int | None = None, segment_bytes: int | None = None) -> TopicDescription:
+        """Change a topic's retention, (stream topics) cleanup policy and compaction knobs and (queue topics) queue
+        options; None leaves a setting as it is.
+        Raises UnknownTopic, WrongTopicKind (queue options on a stream topic, compaction on a queue topic),
+        InvalidArgument."""
         given = dict(retention_ms=retention_ms, retention_bytes=retention_bytes, max_deliveries=max_deliveries,
                      backoff_base_ms=backoff_base_ms, backoff_max_ms=backoff_max_ms,
-                     max_in_flight_per_group=max_in_flight_per_group, idempotency_window_ms=idempotency_window_ms)
+                     max_in_flight_per_group=max_in_flight_per_group, idempotency_window_ms=idempotency_window_ms,
+                     cleanup_policy=cleanup_policy, min_compaction_lag_ms=min_compaction_lag_ms,
+                     max_compaction_lag_ms=max_compaction_lag_ms, delete_retention_ms=delete_retention_ms,
+                     segment_bytes=segment_bytes)
         request = pb.AlterTopicRequest(name=name, **{k: v for k, v in given.items() if v is not None})
         response = self.router.call_controller(
             lambda conn: conn.admin.AlterTopic(request, timeout=self.request_timeout_s))

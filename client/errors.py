@@ -394,6 +394,43 @@ class ReassignmentInProgress(RaftbusError):
     code = "REASSIGNMENT_IN_PROGRESS"
 
 
+class KeyRequired(InvalidArgument):
+    """A record without a key for a compacted topic (compaction keeps the latest record of each key)."""
+
+    code = "KEY_REQUIRED"
+
+
+class KeyTooLarge(InvalidArgument):
+    """A key over `compacted_key_bytes_max` for a compacted topic (its key index stores every key)."""
+
+    code = "KEY_TOO_LARGE"
+
+
+class NotCompacted(InvalidArgument):
+    """A key-value operation (get, compare-and-set) on a topic whose cleanup policy is not compact."""
+
+    code = "NOT_COMPACTED"
+
+
+class RevisionMismatch(RaftbusError):
+    """A compare-and-set whose expected revision is not the key's latest: nothing was written."""
+
+    code = "REVISION_MISMATCH"
+
+
+class KeyNotFound(RaftbusError):
+    """Client only: the HTTP gateway's read of a table key that has no value (404)."""
+
+    code = "KEY_NOT_FOUND"
+
+
+class IndexBuilding(RaftbusError):
+    """The partition's key index is still being built (the topic was just altered to compact); retry shortly."""
+
+    code = "INDEX_BUILDING"
+    retriable = True
+
+
 # ---------------------------------------------------------------------- the table
 
 
@@ -441,6 +478,13 @@ GRPC_STATUS: dict[type[RaftbusError], grpc.StatusCode] = {
     UnknownMessage: grpc.StatusCode.NOT_FOUND,
     LeaseLost: grpc.StatusCode.FAILED_PRECONDITION,
     MessageNotWaiting: grpc.StatusCode.FAILED_PRECONDITION,
+    # compacted topics and tables
+    KeyRequired: grpc.StatusCode.INVALID_ARGUMENT,
+    KeyTooLarge: grpc.StatusCode.INVALID_ARGUMENT,
+    NotCompacted: grpc.StatusCode.FAILED_PRECONDITION,
+    RevisionMismatch: grpc.StatusCode.FAILED_PRECONDITION,
+    IndexBuilding: grpc.StatusCode.UNAVAILABLE,
+    KeyNotFound: grpc.StatusCode.NOT_FOUND,
     # membership and data movement
     UnknownBroker: grpc.StatusCode.NOT_FOUND,
     InvalidReplicas: grpc.StatusCode.INVALID_ARGUMENT,
@@ -506,6 +550,13 @@ KAFKA_ERROR: dict[type[RaftbusError], int] = {
     UnknownMessage: 42,               # INVALID_REQUEST
     LeaseLost: 42,                    # INVALID_REQUEST
     MessageNotWaiting: 42,            # INVALID_REQUEST
+    # compacted topics and tables
+    KeyRequired: 87,                  # INVALID_RECORD (Kafka: a compacted topic refuses a record without a key)
+    KeyTooLarge: 87,                  # INVALID_RECORD
+    NotCompacted: 42,                 # INVALID_REQUEST
+    RevisionMismatch: 42,             # INVALID_REQUEST (never an answer of the Kafka port)
+    IndexBuilding: 14,                # COORDINATOR_LOAD_IN_PROGRESS (retriable)
+    KeyNotFound: -1,                  # UNKNOWN_SERVER_ERROR (raised in the HTTP gateway only)
     # membership and data movement
     UnknownBroker: 8,                 # BROKER_NOT_AVAILABLE
     InvalidReplicas: 39,              # INVALID_REPLICA_ASSIGNMENT

@@ -387,12 +387,49 @@ def encode_batch(records, *, base_offset: int = 0, compression: int = NONE, prod
 
 def seal(base_offset: int, attributes: int, record_count: int, base_timestamp: int, max_timestamp: int,
          records: bytes, *, producer_id: int = NO_PRODUCER_ID, producer_epoch: int = -1,
-         base_sequence: int = NO_SEQUENCE, partition_leader_epoch: int = -1) -> bytes:
-    """A batch from its (already compressed) records section: the header with its length and CRC-32C."""
-    tail = HEADER.pack(0, 0, 0, 0, 0, attributes, record_count - 1, base_timestamp, max_timestamp, producer_id,
+         base_sequence: int = NO_SEQUENCE, partition_leader_epoch: int = -1,
+         last_offset_delta: int | None = None) -> bytes:
+    """A batch from its (already compressed) records section: the header with its length and CRC-32C.
+    `last_offset_delta` defaults to record_count - 1 (a compacted batch keeps its original one)."""
+    last = record_count - 1 if last_offset_delta is None else last_offset_delta
+    tail = HEADER.pack(0, 0, 0, 0, 0, attributes, last, base_timestamp, max_timestamp, producer_id,
                        producer_epoch, base_sequence, record_count)[CRC_START:] + records
     head = struct.pack(">qiibI", base_offset, len(tail) + 9, partition_leader_epoch, MAGIC, crc32c(tail))
     return head + tail
+
+
+def record_spans(data: bytes) -> list[tuple[int, int, int]]:
+    """(start, end, offset_delta) of every record of a (decompressed) records section, reading only each record's
+    length, attributes, timestamp delta and offset delta; CorruptBatch when a length runs past the end."""
+    spans, pos, end = [], 0, len(data)
+    try:
+        while pos < end:
+            length, start = _inline(data, pos)
+            if length < 0 or start + length > end:
+                raise CorruptBatch(f"record length {length} at byte {pos} runs past the records' end {end}")
+            _, at = _inline(data, start + 1)  # the timestamp delta, after the attributes byte
+            offset_delta, _ = _inline(data, at)
+            spans.append((pos, start + length, offset_delta))
+            pos = start + length
+    except IndexError:
+        raise CorruptBatch(f"record truncated at byte {pos}") from None
+    return spans
+
+
+def retain_records(blob, keep_offset_deltas, decompressed_bytes_max: int = DECOMPRESSED_BYTES_MAX) -> bytes | None:
+    """The batch with only the records whose offset delta is in `keep_offset_deltas`, each record's bytes as they
+    were (so their offset and timestamp deltas stand), compressed again with the batch's codec; the header keeps
+    its base timestamp, max timestamp, producer, sequence and last offset delta (as Kafka's log cleaner does), with
+    the record count, length and CRC-32C of what is left. None when no record is left."""
+    header = read_header(blob)
+    data = records_bytes(blob, header, decompressed_bytes_max)
+    kept = [data[start:end] for start, end, delta in record_spans(data) if delta in keep_offset_deltas]
+    if not kept:
+        return None
+    return seal(header.base_offset, header.attributes, len(kept), header.base_timestamp, header.max_timestamp,
+                compress(header.compression, b"".join(kept)), producer_id=header.producer_id,
+                producer_epoch=header.producer_epoch, base_sequence=header.base_sequence,
+                partition_leader_epoch=header.partition_leader_epoch, last_offset_delta=header.last_offset_delta)
 
 
 def with_log_append_time(blob, append_time_ms: int) -> bytes:

@@ -112,6 +112,12 @@ BENCH_SCALE_PARTITIONS = (3, 30, 300)   # partition counts of its rows
 BENCH_SCALE_PRODUCERS = (1, 4, 16)      # producer process counts of its rows
 BENCH_ERROR_TEXT_CHARS_MAX = 400       # a failed row's error as reported in the results
 BENCH_SCALE_TOPIC_READY_TIMEOUT_MS = 180_000  # until every partition of a row's topic has a leader (300 take a while)
+BENCH_KV_KEYS = 10_000                  # keys of `raftbus bench kv`'s table and compacted topic
+BENCH_KV_COMPACTION_RECORDS = 100_000   # records written over those keys before `bench kv` times a compaction
+BENCH_KV_MEASURE_MS = 3_000             # each timed window of `bench kv` (gets, CAS puts, produce before and after)
+BENCH_KV_LIGHT_LOAD_RATE_PER_S = 200     # single-record sends/s timed beside `bench kv`'s produce load
+BENCH_KV_CAS_KEYS = 100                 # keys each compare-and-set process of `bench kv` cycles over
+BENCH_KV_COMPACTION_TIMEOUT_MS = 120_000  # `bench kv` gives up on a compaction pass after this long
 BENCH_AIO_SENDERS = 500                # concurrent AsyncProducer.send tasks per process in `raftbus bench aio`
 BENCH_QUEUE_CALLERS_PER_PARTITION = 2   # lease+ack loops per partition (one leases while another acks)
 # Messages per Lease (and per Ack) of `bench queue`: the most one lease may take (the brokers' default

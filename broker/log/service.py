@@ -10,6 +10,7 @@ from raftbus.broker import commands
 from raftbus.broker.log.settings import LogSettings
 from raftbus.broker.context import BrokerContext, wait_result
 from raftbus.broker.groups.offset_service import check_member
+from raftbus.broker.log import compaction_commands, key_index
 
 EARLIEST = -2
 LATEST = -1
@@ -28,12 +29,15 @@ class LogService:
         return wait_result(future, self.settings.produce_timeout_ms / 1000)
 
     def submit_produce(self, topic: str, partition: int, *, producer_id: bytes, base_sequence: int,
-                       record_count: int, max_timestamp_ms: int, records: bytes, now_ms: int | None = None) -> Future:
+                       record_count: int, max_timestamp_ms: int, records: bytes, now_ms: int | None = None,
+                       expected_revision: int | None = None) -> Future:
         """Validate and propose one batch without waiting: bad input (an empty or oversized batch, records that do
-        not parse or whose count differs from `record_count`) raises at once; the future resolves to the
-        state machine's result (a ProduceResult or a typed error value) once committed and applied here.
-        Batches submitted one after another are proposed, and so appended, in that order. `now_ms` is the time
-        stamped into the command when the caller already stamped it into the batch (LogAppendTime)."""
+        not parse or whose count differs from `record_count`; on a compacted topic a record without a key or with
+        a key over `compacted_key_bytes_max`) raises at once; the future resolves to the state machine's result (a
+        ProduceResult or a typed error value) once committed and applied here. Batches submitted one after another
+        are proposed, and so appended, in that order. `now_ms` is the time stamped into the command when the caller
+        already stamped it into the batch (LogAppendTime). `expected_revision` makes it a compare-and-set of a
+        one-record batch on a compacted topic, decided where it is applied."""
         if not records or record_count < 1:
             raise errors.EmptyBatch("a produce request needs at least one record")
         if len(records) > self.settings.batch_bytes_max:
@@ -46,10 +50,66 @@ class LogService:
         replica = self.context.leader_replica(topic, partition, kind="stream")
         # CorruptBatch: nothing unreadable is ever replicated (raftbus's records or one Kafka batch)
         check_framing(records, record_count, self.settings.batch_decompressed_bytes_max)
+        compacted = self.context.topic(topic).compaction.compacted
+        if expected_revision is not None and not compacted:
+            raise errors.NotCompacted(f"compare-and-set needs a compacted topic; {topic!r} has cleanup policy "
+                                      f"{self.context.topic(topic).compaction.cleanup_policy}")
+        if expected_revision is not None and record_count != 1:
+            raise errors.InvalidArgument(f"a compare-and-set writes one record, not {record_count}")
+        if compacted:
+            key_index.check_keys(records, record_count, self.settings.compacted_key_bytes_max)
+        self.sync_policy(replica, compacted)  # the partition applies the topic's policy before this batch
         now_ms = self.context.clock.now_ms() if now_ms is None else now_ms
         command = commands.encode_produce(now_ms, producer_id, base_sequence, record_count, max_timestamp_ms,
                                           records)
+        if expected_revision is not None:
+            command = compaction_commands.encode_conditional(expected_revision, command)
         return replica.group.submit(command)
+
+    def sync_policy(self, replica, compacted: bool) -> Future | None:
+        """Propose the partition's compaction policy when its state machine has not applied the topic's yet (before
+        the batch the caller proposes next, so that batch is indexed); None when they agree."""
+        if replica.state_machine.compaction_state().compacted == compacted:
+            return None
+        return replica.group.submit(compaction_commands.encode_policy(compacted))
+
+    # ------------------------------------------------------------------ compacted topics: key-value reads
+    def get_key(self, topic: str, partition: int, key: bytes):
+        """(found, revision, record or None, high watermark): the key's latest record from the key index, read
+        once the leader confirmed its leadership for the read (ReadIndex: linearizable)."""
+        replica = self._compacted_replica(topic, partition)
+        entry, high_watermark = replica.state_machine.lookup(key)
+        log_start, _ = replica.state_machine.offsets()
+        if entry is None or entry.offset < log_start:
+            return False, -1, None, high_watermark
+        if entry.tombstone:
+            return False, entry.offset, None, high_watermark
+        return True, entry.offset, replica.state_machine.record_at(entry.offset), high_watermark
+
+    def list_keys(self, topic: str, partition: int, prefix: bytes, start_after: bytes | None, limit: int):
+        """(up to `limit` (key, revision) pairs in key order, whether more follow, high watermark)."""
+        most = self.settings.table_keys_per_call_max
+        limit = most if limit <= 0 else min(limit, most)
+        replica = self._compacted_replica(topic, partition)
+        _, high_watermark = replica.state_machine.offsets()
+        found = replica.state_machine.key_entries(prefix, start_after, limit + 1)
+        return [(k, e.offset) for k, e in found[:limit]], len(found) > limit, high_watermark
+
+    def _compacted_replica(self, topic: str, partition: int):
+        if not self.context.topic(topic).compaction.compacted:
+            raise errors.NotCompacted(f"topic {topic!r} is not compacted: key-value reads need cleanup policy "
+                                      f"compact")
+        replica = self._confirmed_leader_replica(topic, partition)
+        sm = replica.state_machine
+        if not sm.compaction_state().index_ready(sm.offsets()[0]):
+            # a partition that has not applied the policy yet (a table just created) indexes from its end once it
+            # does: propose it and wait; one holding records from before must build its index back first
+            pending = self.sync_policy(replica, True)
+            if pending is not None:
+                wait_result(pending, self.settings.produce_timeout_ms / 1000)
+            if not sm.compaction_state().index_ready(sm.offsets()[0]):
+                raise errors.IndexBuilding(f"the key index of {topic}/{partition} is being built")
+        return replica
 
     def start_at(self, topic: str, partition: int, offset: int) -> int:
         """An empty partition's next offset becomes `offset` (restoring a backup at the same offsets)."""

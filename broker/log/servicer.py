@@ -12,6 +12,7 @@ from raftbus.client.router import grpc_connect
 from raftbus.client.wire import raftbus_pb2 as pb
 from raftbus.client.wire import raftbus_pb2_grpc as pb_grpc
 
+from raftbus.broker.context import wait_result
 from raftbus.broker.grpc_server import _abort, _error_proto, _typed, unary
 from raftbus.broker.log.produce_stream import ProducePipeline
 from raftbus.broker.log.rebuild import RebuildService
@@ -27,10 +28,7 @@ class LogServicer(pb_grpc.LogServicer):
         self.rebuild_dir = rebuild_dir  # where a replica's store copy is written before it is installed
 
     def _produce(self, request) -> pb.ProduceResponse:
-        result = self.service.produce(
-            request.topic, request.partition, producer_id=request.producer_id,
-            base_sequence=request.base_sequence, record_count=request.record_count,
-            max_timestamp_ms=request.max_timestamp_ms, records=request.records)
+        result = wait_result(self._submit_produce(request), self.service.settings.produce_timeout_ms / 1000)
         return pb.ProduceResponse(request_id=request.request_id, topic=request.topic, partition=request.partition,
                                   base_offset=result.base_offset, duplicate=result.duplicate,
                                   append_time_ms=result.append_time_ms)
@@ -43,7 +41,25 @@ class LogServicer(pb_grpc.LogServicer):
         return self.service.submit_produce(
             request.topic, request.partition, producer_id=request.producer_id,
             base_sequence=request.base_sequence, record_count=request.record_count,
-            max_timestamp_ms=request.max_timestamp_ms, records=request.records)
+            max_timestamp_ms=request.max_timestamp_ms, records=request.records,
+            expected_revision=request.expected_revision if request.HasField("expected_revision") else None)
+
+    @unary
+    def GetKey(self, request, context):
+        found, revision, record, high_watermark = self.service.get_key(request.topic, request.partition, request.key)
+        if not found:
+            return pb.GetKeyResponse(found=False, revision=revision, high_watermark=high_watermark)
+        return pb.GetKeyResponse(found=True, revision=revision, value=record.value, timestamp_ms=record.timestamp_ms,
+                                 headers=[pb.Header(name=n, value=v) for n, v in record.headers],
+                                 high_watermark=high_watermark)
+
+    @unary
+    def ListKeys(self, request, context):
+        start_after = request.start_after if request.HasField("start_after") else None
+        keys, more, high_watermark = self.service.list_keys(request.topic, request.partition, request.prefix,
+                                                            start_after, request.limit)
+        return pb.ListKeysResponse(keys=[pb.KeyRevision(key=k, revision=r) for k, r in keys], more=more,
+                                   high_watermark=high_watermark)
 
     def ProduceStream(self, request_iterator, context):
         """Pipelined: each request is proposed on arrival, in order; answers stream back as batches commit."""

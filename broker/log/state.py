@@ -12,6 +12,8 @@ Tables:
     producers   producer_id -> last_seen_ms >q + up to 5 remembered batches (>qIqq each)
     time_index  running max timestamp (sign-flipped >Q) -> base offset >q of the batch that first reached it
     offsets     consumer groups' committed offsets (see groups/offset_state.py)
+    keys        compacted partitions: each key's latest record (log/key_index.py); meta b"compaction" and
+                b"index-digest" (log/compacted.py)
 """
 from __future__ import annotations
 
@@ -19,11 +21,16 @@ import struct
 from typing import NamedTuple
 
 from raftbus.client import errors
+from raftbus.client.records import STORED_HEADER, StoredBatch, decode_stored_batch
 
 from raftbus.broker import commands
 from raftbus.broker.groups import commands as group_commands
 from raftbus.broker.groups import offset_state
+from raftbus.broker.log import compacted
+from raftbus.broker.log import compaction_commands as compaction
 from raftbus.broker.log import digest as batch_digest
+from raftbus.broker.log import key_index
+from raftbus.broker.log.compacted import CompactionState
 
 META, BATCHES, PRODUCERS, TIME_INDEX = "meta", "batches", "producers", "time_index"
 STATE_KEY = b"state"
@@ -98,11 +105,12 @@ def _next_in_order(raw: bytes | None, produce: commands.ProduceCommand) -> bytes
 
 
 class PartitionStateMachine:
-    TABLES = (META, BATCHES, PRODUCERS, TIME_INDEX, offset_state.OFFSETS)
+    TABLES = (META, BATCHES, PRODUCERS, TIME_INDEX, offset_state.OFFSETS, key_index.KEYS)
 
     def __init__(self, store):
         self._store = store
         self._state = _LogState()
+        self._compaction = CompactionState()
         self.reload()
 
     # ------------------------------------------------------------------ apply (the Raft thread)
@@ -117,17 +125,29 @@ class PartitionStateMachine:
         try:
             kind, payload = commands.decode(command)
             with self._store.write() as txn:
+                before = self._compaction
                 result, state = self._dispatch(txn, kind, payload, index)
                 state = state._replace(applied_index=index)
                 txn.put(META, STATE_KEY, _STATE.pack(*state))
+                if self._pending_compaction != before:
+                    txn.put(META, compacted.COMPACTION_KEY, compacted.dump(self._pending_compaction))
         except errors.RaftbusError as refusal:  # nothing of the command was committed
+            self._pending_compaction = self._compaction
             return refusal
         self._state = state
+        self._compaction = self._pending_compaction
         return result
 
+    _pending_compaction = CompactionState()
+
     def _dispatch(self, txn, kind: str, payload, index: int):
+        self._pending_compaction = self._compaction
         if kind == commands.PRODUCE:
             return self._produce(txn, payload)
+        if kind == compaction.CONDITIONAL:
+            return self._produce(txn, payload.produce, payload.expected_revision)
+        if kind in (compaction.POLICY, compaction.BACKFILL, compaction.COMPACT):
+            return self._compaction_command(txn, kind, payload)
         if kind == commands.TRIM:
             return self._trim(txn, payload)
         if kind == commands.START_AT:
@@ -146,7 +166,20 @@ class PartitionStateMachine:
             return offset_state.expire(txn, payload), self._state
         return errors.InvalidArgument(f"{kind} is not a partition command"), self._state
 
-    def _produce(self, txn, produce: commands.ProduceCommand):
+    def _compaction_command(self, txn, kind: str, payload):
+        state, current = self._state, self._compaction
+        if kind == compaction.POLICY:
+            self._pending_compaction = compacted.switch(current, payload, state.high_watermark)
+            return self._pending_compaction, state
+        if kind == compaction.BACKFILL:
+            indexed, self._pending_compaction = compacted.backfill(txn, META, BATCHES, current, payload,
+                                                                   state.log_start_offset)
+            return indexed, state
+        applied, self._pending_compaction = compacted.compact(txn, META, BATCHES, current, payload,
+                                                              state.log_start_offset)
+        return applied, state._replace(size_bytes=state.size_bytes + applied.size_delta)
+
+    def _produce(self, txn, produce: commands.ProduceCommand, expected_revision: int | None = None):
         state = self._state
         producer_id = produce.producer_id
         if producer_id:
@@ -160,6 +193,18 @@ class PartitionStateMachine:
                 kept = b"".join(_PRODUCER_BATCH.pack(*b) for b in remembered[1 - PRODUCER_BATCHES_MAX:])
         base_offset = state.high_watermark
         key = _offset_key(base_offset)
+        if expected_revision is not None:
+            if not self._compaction.index_ready(state.log_start_offset):
+                raise errors.NotCompacted("compare-and-set needs a compacted topic whose key index is built")
+            current = compacted.check_revision(txn, key, produce.value, expected_revision, state.log_start_offset)
+            if current is not None:  # the conflict is remembered: a retry of this batch gets it again
+                if producer_id:
+                    conflict = _PRODUCER_BATCH.pack(produce.base_sequence, produce.record_count, _CONFLICT - current,
+                                                    produce.append_time_ms)
+                    txn.put(PRODUCERS, producer_id, _LAST_SEEN.pack(produce.append_time_ms) + kept + conflict)
+                return _revision_mismatch(expected_revision, current), state
+        if self._compaction.compacted:
+            compacted.index_append(txn, META, key, produce.value)
         txn.put(BATCHES, key, produce.value)
         digest = None if state.log_start_offset != state.high_watermark else 0  # an empty store starts tracking
         digest = batch_digest.load(txn.get(META, batch_digest.DIGEST_KEY)) if digest is None else digest
@@ -183,9 +228,12 @@ class PartitionStateMachine:
         return ProduceResult(base_offset, False, produce.append_time_ms), state
 
     def _checkpoint(self, txn, index: int) -> batch_digest.Checkpoint:
+        """The batches' digest, plus the key index's on a compacted partition (so replicas compare both)."""
         state = self._state
-        checkpoint = batch_digest.Checkpoint(index, state.log_start_offset, state.high_watermark,
-                                       batch_digest.load(txn.get(META, batch_digest.DIGEST_KEY)))
+        digest = batch_digest.load(txn.get(META, batch_digest.DIGEST_KEY))
+        if self._compaction.compacted:
+            digest = batch_digest.add(digest, key_index.load_digest(txn.get(META, key_index.INDEX_DIGEST_KEY)))
+        checkpoint = batch_digest.Checkpoint(index, state.log_start_offset, state.high_watermark, digest)
         txn.put(META, batch_digest.CHECKPOINT_KEY, batch_digest.dump_checkpoint(checkpoint))
         return checkpoint
 
@@ -257,7 +305,10 @@ class PartitionStateMachine:
             state = _state_in(txn)
             if kept is None:
                 return None if state.log_start_offset != state.high_watermark else True
-            return batch_digest.of_batches(txn.items(BATCHES)) == kept
+            if batch_digest.of_batches(txn.items(BATCHES)) != kept:
+                return False
+            index_kept = key_index.load_digest(txn.get(META, key_index.INDEX_DIGEST_KEY))
+            return key_index.digest_of(txn.items(key_index.KEYS)) == index_kept
 
     # consumer groups
     def committed(self, group: str) -> offset_state.CommittedOffset | None:
@@ -285,10 +336,93 @@ class PartitionStateMachine:
             found = txn.floor(BATCHES, _offset_key(max(offset, state.log_start_offset)))
         return None if found is None else commands.stored_header(found[1])[1]
 
+    # compacted partitions (log/compacted.py, log/key_index.py)
+    def compaction_state(self) -> CompactionState:
+        return self._compaction
+
+    def lookup(self, key: bytes) -> tuple[key_index.Entry | None, int]:
+        """(the key's index entry or None, the high watermark it was read at), as applied so far."""
+        with self._store.read() as txn:
+            return key_index.lookup(txn, key), _state_in(txn).high_watermark
+
+    def record_at(self, offset: int):
+        """The record stored at `offset` (a client Record), None when no record is there."""
+        with self._store.read() as txn:
+            found = txn.floor(BATCHES, _offset_key(offset))
+        if found is None:
+            return None
+        key, value = found
+        count, append_ms, max_ts, _ = commands.stored_header(value)
+        batch = StoredBatch(_OFFSET.unpack(key)[0], count, append_ms, max_ts, memoryview(value)[STORED_HEADER.size:])
+        return next((r for r in decode_stored_batch("", 0, batch, offset) if r.offset == offset), None)
+
+    def key_entries(self, prefix: bytes, start_after: bytes | None, limit: int) -> list[tuple[bytes, key_index.Entry]]:
+        """Up to `limit` live keys (not deleted, not below the log start) with their entries, in key order."""
+        out = []
+        with self._store.read() as txn:
+            log_start = _state_in(txn).log_start_offset
+            for key, entry in key_index.entries(txn, prefix, start_after):
+                if entry.tombstone or entry.offset < log_start:
+                    continue
+                out.append((key, entry))
+                if len(out) >= limit:
+                    break
+        return out
+
+    def stored_batches(self, start_offset: int, bytes_max: int) -> list[tuple[bytes, bytes]]:
+        """Stored (key, value) batches from the one at or after `start_offset`, up to `bytes_max` (at least one)."""
+        out, total = [], 0
+        with self._store.read() as txn:
+            for key, value in txn.items(BATCHES, _offset_key(start_offset)):
+                if out and total + len(value) > bytes_max:
+                    break
+                out.append((bytes(key), bytes(value)))
+                total += len(key) + len(value)
+        return out
+
+    def dirty(self, since_offset: int) -> tuple[int, int | None]:
+        """(stored bytes, append time of the first) of the batches at or after `since_offset` but the last one:
+        what a compaction pass could clean that the last did not."""
+        total, first_ms, previous = 0, None, None
+        with self._store.read() as txn:
+            for key, value in txn.items(BATCHES, _offset_key(max(since_offset, 0))):
+                if previous is not None:
+                    total += previous
+                    if first_ms is None:
+                        first_ms = pending_ms
+                previous, pending_ms = len(key) + len(value), commands.stored_header(value)[1]
+        return total, first_ms
+
+    def backfill_start(self, index_from: int, bytes_max: int) -> int:
+        """Where a backfill ending at `index_from` starts so that it indexes at most `bytes_max` stored bytes (at
+        least one batch); the log start when nothing is stored below."""
+        total, start = 0, None
+        with self._store.read() as txn:
+            log_start = _state_in(txn).log_start_offset
+            if index_from <= log_start:
+                return log_start
+            for key, value in txn.items(BATCHES, _offset_key(index_from - 1), reverse=True):
+                offset = _OFFSET.unpack(key)[0]
+                if offset >= index_from:
+                    continue
+                if offset < log_start or (start is not None and total + len(value) > bytes_max):
+                    break
+                total += len(key) + len(value)
+                start = offset
+        return log_start if start is None else start
+
+    def last_batch_offset(self) -> int | None:
+        """The base offset of the partition's last stored batch."""
+        with self._store.read() as txn:
+            found = txn.last(BATCHES)
+        return None if found is None else _OFFSET.unpack(found[0])[0]
+
     def reload(self) -> None:
         """Re-read the published state from the store (after a snapshot restore)."""
         with self._store.read() as txn:
             self._state = _state_in(txn)
+            self._compaction = compacted.load(txn.get(META, compacted.COMPACTION_KEY))
+        self._pending_compaction = self._compaction
 
 
 def _state_in(txn) -> _LogState:
@@ -311,6 +445,8 @@ def _check_sequence(remembered: tuple[_ProducerBatch, ...], produce: commands.Pr
             f"earlier batches come first")
     for batch in remembered:
         if batch.base_sequence == produce.base_sequence and batch.record_count == produce.record_count:
+            if batch.base_offset < 0:  # a compare-and-set that was refused
+                return _revision_mismatch(None, _CONFLICT - batch.base_offset)
             return ProduceResult(batch.base_offset, True, batch.append_time_ms)
     last = remembered[-1]
     expected = last.base_sequence + last.record_count
@@ -319,6 +455,14 @@ def _check_sequence(remembered: tuple[_ProducerBatch, ...], produce: commands.Pr
     return errors.OutOfOrderSequence(
         f"batch with base_sequence {produce.base_sequence} ({produce.record_count} records) does not follow "
         f"the last appended sequence; expected {expected}")
+
+
+_CONFLICT = -2  # a refused compare-and-set is remembered at base offset _CONFLICT - the key's revision then
+
+
+def _revision_mismatch(expected: int | None, current: int) -> errors.RevisionMismatch:
+    wanted = "" if expected is None else f"expected revision {expected}; "
+    return errors.RevisionMismatch(f"{wanted}the key's revision is {current} (-1: no value); nothing was written")
 
 
 def _collect(txn, offset: int, max_bytes: int) -> bytes:

@@ -50,8 +50,9 @@ class AdminService:
     def create_topic(self, name: str, *, partitions: int | None = None, replication_factor: int | None = None,
                      kind: str = "",
                      ordering: str = "", retention_ms: int | None = None, retention_bytes: int | None = None,
-                     **queue_options):
-        """Create a topic; a queue topic takes `queue_options` (see queue_config.OPTIONS) and gets `<name>.dlq`."""
+                     compaction: dict | None = None, **queue_options):
+        """Create a topic; a queue topic takes `queue_options` (see queue_config.OPTIONS) and gets `<name>.dlq`;
+        a stream topic takes `compaction` options (model.COMPACTION_OPTIONS; unset ones keep their defaults)."""
         s = self.settings
         partitions = s.default_partitions if partitions is None else partitions
         replication_factor = s.default_replication_factor if replication_factor is None else replication_factor
@@ -77,11 +78,12 @@ class AdminService:
         if not 1 <= replication_factor <= max(brokers, 1):
             raise errors.InvalidReplicationFactor(model.replication_factor_problem(replication_factor, brokers))
         queue = resolve_queue_options(self.queue_settings, kind, **queue_options)
+        compaction = _compaction_options(compaction, kind, name)
         self.context.require_controller()
         command = commands.encode_create_topic(
             name=name, kind=kind, ordering=ordering, partitions=partitions, replication_factor=replication_factor,
             retention_ms=retention_ms, retention_bytes=retention_bytes, now_ms=self.context.clock.now_ms(),
-            queue=queue, limits=self._limits())
+            queue=queue, limits=self._limits(), compaction=compaction)
         topic = wait_result(self.context.metadata_group.submit(command), self.context.commit_timeout_s)
         return self.describe_topic(topic.name, topic=topic)
 
@@ -103,12 +105,16 @@ class AdminService:
         return self.describe_topic(topic.name, topic=topic)
 
     def alter_topic(self, name: str, *, retention_ms: int | None = None, retention_bytes: int | None = None,
-                    timestamp_type: str | None = None, **queue_options):
+                    timestamp_type: str | None = None, compaction: dict | None = None, **queue_options):
         """Change a topic's retention, a stream topic's timestamp type (CreateTime or LogAppendTime, what the
-        Kafka port stamps) and a queue topic's queue options (None = unchanged)."""
+        Kafka port stamps) and compaction options, and a queue topic's queue options (None = unchanged)."""
         self.context.require_controller()
-        self.context.topic(name)
+        topic = self.context.topic(name)
         changes = check_altered_options(self.queue_settings, **queue_options)
+        if compaction:
+            merged = model.CompactionConfig.from_dict({**topic.compaction.to_dict(), **compaction})
+            _compaction_options(merged.to_dict(), topic.kind, name)
+            changes.update(compaction)
         if timestamp_type is not None:
             if timestamp_type not in model.TIMESTAMP_TYPES:
                 raise errors.InvalidArgument(f"timestamp_type is one of {model.TIMESTAMP_TYPES}")
@@ -119,7 +125,7 @@ class AdminService:
                     raise errors.InvalidArgument(f"{field} must be >= 0, or -1 for unlimited")
                 changes[field] = value
         if not changes:
-            raise errors.InvalidArgument("alter a topic's retention_ms, retention_bytes or queue options")
+            raise errors.InvalidArgument("alter a topic's retention_ms, retention_bytes, compaction or queue options")
         command = commands.encode_alter_topic(name=name, changes=changes, now_ms=self.context.clock.now_ms())
         topic = wait_result(self.context.metadata_group.submit(command), self.context.commit_timeout_s)
         return self.describe_topic(topic.name, topic=topic)
@@ -186,3 +192,19 @@ class AdminService:
             topics=tuple(views),
             answering_broker_id=self.context.node_id,
         )
+
+
+def _compaction_options(options: dict | None, kind: str, name: str) -> dict | None:
+    """The compaction options given (None or {}: the defaults), checked: InvalidArgument for an unknown option or a
+    value out of range, WrongTopicKind on a queue topic."""
+    if not options:
+        return None
+    unknown = set(options) - set(model.COMPACTION_OPTIONS)
+    if unknown:
+        raise errors.InvalidArgument(f"unknown compaction options {sorted(unknown)}; they are "
+                                     f"{', '.join(model.COMPACTION_OPTIONS)}")
+    config = model.CompactionConfig.from_dict(options).validate()
+    if kind != "stream" and config != model.CompactionConfig():
+        raise errors.WrongTopicKind(f"only stream topics take a cleanup policy or compaction options; {name!r} is "
+                                    f"a {kind} topic")
+    return dict(options)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from raftbus.client.wire import raftbus_pb2 as pb
 from raftbus.client.wire import raftbus_pb2_grpc as pb_grpc
 
+from raftbus.broker import model
 from raftbus.broker.grpc_server import unary
 from raftbus.broker.queues.options import queue_options_of, queue_options_proto
 
@@ -17,7 +18,16 @@ def topic_proto(view) -> pb.TopicInfo:
                                      isr=p.isr, log_start_offset=p.log_start_offset,
                                      high_watermark=p.high_watermark) for p in view.partitions],
         queue=queue_options_proto(topic.queue),
+        compaction=pb.Compaction(**topic.compaction.to_dict()) if topic.kind == "stream" else None,
     )
+
+
+def compaction_options_of(request) -> dict:
+    """The compaction options a CreateTopic or AlterTopic request sets (unset ones: defaults, or unchanged)."""
+    options = {name: getattr(request, name) for name in model.COMPACTION_OPTIONS[1:] if request.HasField(name)}
+    if request.cleanup_policy:
+        options["cleanup_policy"] = request.cleanup_policy
+    return options
 
 
 def broker_proto(b, alive: bool) -> pb.BrokerInfo:
@@ -41,7 +51,7 @@ class AdminServicer(pb_grpc.AdminServicer):
             kind=request.kind, ordering=request.ordering,
             retention_ms=request.retention_ms if request.HasField("retention_ms") else None,
             retention_bytes=request.retention_bytes if request.HasField("retention_bytes") else None,
-            **queue_options_of(request))
+            compaction=compaction_options_of(request), **queue_options_of(request))
         return pb.CreateTopicResponse(topic=topic_proto(view))
 
     @unary
@@ -70,7 +80,7 @@ class AdminServicer(pb_grpc.AdminServicer):
         return topic_proto(self.service.alter_topic(
             request.name, retention_ms=request.retention_ms if request.HasField("retention_ms") else None,
             retention_bytes=request.retention_bytes if request.HasField("retention_bytes") else None,
-            **queue_options_of(request)))
+            compaction=compaction_options_of(request), **queue_options_of(request)))
 
     @unary
     def GetMetadata(self, request, context):
@@ -95,7 +105,8 @@ class AdminServicer(pb_grpc.AdminServicer):
 _STATS_FIELDS = ("broker_id", "rss_bytes", "cpu_user_s", "cpu_system_s", "uptime_s", "groups_hosted", "groups_led",
                  "durability_window_p50_ms", "durability_window_p99_ms", "durability_window_max_ms",
                  "group_commit_rounds", "pid", "stopped_groups", "disk_full", "damaged_stores",
-                 "groups_quiesced")
+                 "groups_quiesced", "compaction_passes", "compaction_bytes_scanned", "compaction_bytes_removed",
+                 "compaction_busy_s", "compaction_key_map_peak_bytes")
 
 
 def broker_stats_proto(stats: dict) -> pb.BrokerStatsResponse:

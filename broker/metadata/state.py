@@ -226,9 +226,10 @@ class MetadataStateMachine:
         topic_id = self._state.next_topic_id
         placements = model.place_partitions(topic_id, 0, p["partitions"], p["replication_factor"],
                                           self._placeable())
+        compaction = _compaction_config(p.get("compaction"), p["kind"], name)
         topic = model.Topic(name=name, topic_id=topic_id, kind=p["kind"], ordering=p["ordering"],
                             retention_ms=p["retention_ms"], retention_bytes=p["retention_bytes"],
-                            created_ms=p["now_ms"], partitions=placements)
+                            created_ms=p["now_ms"], partitions=placements, compaction=compaction)
         if p["kind"] == "queue":
             return self._plan_queue_topic(topic, p)
         return topic, _Change(topic=topic, next_topic_id=topic_id + 1)
@@ -281,10 +282,12 @@ class MetadataStateMachine:
         if topic is None:
             raise errors.UnknownTopic(f"topic {p['name']!r} does not exist")
         changes = dict(p["changes"])
-        unknown = set(changes) - {"retention_ms", "retention_bytes", "timestamp_type", *QUEUE_OPTIONS}
+        unknown = set(changes) - {"retention_ms", "retention_bytes", "timestamp_type", *QUEUE_OPTIONS,
+                                  *model.COMPACTION_OPTIONS}
         if unknown or not changes:
-            raise errors.InvalidArgument(f"alter_topic changes retention_ms, retention_bytes, timestamp_type or "
-                                         f"queue options, not {sorted(unknown) or 'nothing'}")
+            raise errors.InvalidArgument(f"alter_topic changes retention_ms, retention_bytes, timestamp_type, "
+                                         f"compaction or queue options, not {sorted(unknown) or 'nothing'}")
+        compaction = {n: changes.pop(n) for n in model.COMPACTION_OPTIONS if n in changes}
         retention = {n: changes.pop(n) for n in ("retention_ms", "retention_bytes") if n in changes}
         if any(not isinstance(v, int) or isinstance(v, bool) or v < -1 for v in retention.values()):
             raise errors.InvalidArgument("retention_ms and retention_bytes must be >= 0, or -1 for unlimited")
@@ -293,6 +296,9 @@ class MetadataStateMachine:
             if retention["timestamp_type"] not in model.TIMESTAMP_TYPES or topic.kind != "stream":
                 raise errors.InvalidArgument(f"timestamp_type is one of {model.TIMESTAMP_TYPES}, on stream topics")
         altered = dataclasses.replace(topic, **retention)
+        if compaction:
+            merged = {**topic.compaction.to_dict(), **compaction}
+            altered = dataclasses.replace(altered, compaction=_compaction_config(merged, topic.kind, topic.name))
         if changes:
             if topic.queue is None:
                 raise errors.WrongTopicKind.queue_only(sorted(changes), topic.name, topic.kind)
@@ -397,3 +403,16 @@ def _queue_config(raw) -> model.QueueConfig:
     except TypeError as exc:
         raise errors.InvalidArgument(f"queue options are incomplete: {exc}") from None
     return dataclasses.replace(config, dead_letter_topic="", dead_letter_of="").validate()
+
+
+def _compaction_config(fields, kind: str, name: str) -> model.CompactionConfig:
+    """The compaction options of a create or alter command, checked (stream topics only)."""
+    if fields is None:
+        return model.CompactionConfig()
+    if not isinstance(fields, dict) or set(fields) - set(model.COMPACTION_OPTIONS):
+        raise errors.InvalidArgument(f"compaction options are {', '.join(model.COMPACTION_OPTIONS)}")
+    config = model.CompactionConfig.from_dict(fields).validate()
+    if kind != "stream" and config != model.CompactionConfig():
+        raise errors.WrongTopicKind(f"only stream topics take a cleanup policy or compaction options; {name!r} is "
+                                    f"a {kind} topic")
+    return config

@@ -59,6 +59,8 @@ METHOD_CHECKS: dict[str, tuple[Check, ...] | None] = {
     _LOG + "Fetch": (topic("topic", CONSUME), group("group?", CONSUME)),
     _LOG + "FetchStream": (topic("topic", CONSUME), group("group?", CONSUME)),
     _LOG + "ListOffsets": (topic("topic", CONSUME),),
+    _LOG + "GetKey": (topic("topic", CONSUME),),  # compacted topics: key-value reads
+    _LOG + "ListKeys": (topic("topic", CONSUME),),
     _LOG + "StartAt": (topic("topic", ADMIN),),  # restores: where an empty partition starts
     _LOG + "CheckpointPartition": (topic("topic", ADMIN),),  # topics verify
     _LOG + "ReplicaCheckpoint": (topic("topic", ADMIN),),

@@ -1,4 +1,4 @@
-"""`raftbus bench produce|consume|scale|queue|aio|failover|idle|all|spark|http`: figures, one JSON line per benchmark on stdout.
+"""`raftbus bench produce|consume|scale|queue|aio|kafka|kv|failover|idle|all|spark|http|soak`: figures, one JSON line per benchmark on stdout.
 
 Without --bootstrap the benchmark starts its own cluster (`python -m raftbus.broker dev`) in a temporary data
 dir on free loopback ports and always stops it by pid afterwards (SIGTERM, then SIGKILL of its process
@@ -22,6 +22,7 @@ Consumer processes of one consumer group read it, committing per batch, and reba
 (see client/bench/groups.py for every figure).
 spark: records/s through one Spark Structured Streaming micro-batch, Arrow and tuples (client/bench/spark.py).
 queue: see client/bench/queue.py (lease+ack throughput with priority ordering, delayed-delivery lateness).
+kv: see client/bench/kv.py (Table.get and compare-and-set puts; compaction MB/s and what it costs produce).
 scale: produce and consume at 3, 30 and 300 partitions, produce with 1, 4 and 16 producer processes, and
 Producer.send per record, each row bounded (client/bench/scale.py).
 soak: an hour (--minutes) of produce, group consume and queue load at half their peaks with a broker killed -9
@@ -61,6 +62,7 @@ from pathlib import Path
 from boltons.statsutils import Stats
 
 from raftbus.bench import groups as bench_groups
+from raftbus.bench import kv as bench_kv
 from raftbus.bench import ops as bench_ops
 from raftbus.bench import queue as bench_queue
 from raftbus.bench import scale as bench_scale
@@ -73,8 +75,8 @@ from raftbus.client.producer import Producer
 from raftbus.client.reader import Reader
 from raftbus.client.records import RECORD_OVERHEAD_BYTES
 
-WORKLOADS = ("produce", "consume", "scale", "queue", "aio", "kafka", "failover", "idle", "all", "spark", "http",
-             "soak")
+WORKLOADS = ("produce", "consume", "scale", "queue", "aio", "kafka", "kv", "failover", "idle", "all", "spark",
+             "http", "soak")
 FRESH_CLUSTER_WORKLOADS = ("scale", "failover", "idle", "soak")  # each starts clusters of its own
 LOOPBACK = "127.0.0.1"
 
@@ -119,6 +121,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--secure", action="store_true",
                         help="local cluster with TLS, tokens and ACLs (raftbus dev --secure), used as its admin")
     bench_queue.add_queue_arguments(parser)
+    bench_kv.add_kv_arguments(parser)
     bench_ops.add_ops_arguments(parser)
     bench_soak.add_soak_arguments(parser)
 
@@ -619,6 +622,8 @@ def run_workloads(bootstrap: str, args) -> list[dict]:
     if args.workload in ("kafka", "all"):  # the Kafka port through confluent-kafka, see client/bench/kafka.py
         from raftbus.bench.kafka import bench_kafka
         results.append(emit(bench_kafka(bootstrap, args, sys.modules[__name__])))
+    if args.workload in ("kv", "all"):  # tables and compaction, see client/bench/kv.py
+        results.append(emit(bench_kv.bench_kv(bootstrap, args, sys.modules[__name__])))
     if args.workload in ("aio", "all"):  # the asyncio SDK, see client/bench/aio.py
         from raftbus.bench.aio import bench_aio
         results.append(emit(bench_aio(bootstrap, args, sys.modules[__name__])))
@@ -675,7 +680,8 @@ def emit(result: dict) -> dict:
 
 def check_args(args) -> None:
     for name in ("records", "record_bytes", "partitions", "replication_factor", "brokers", "producers", "readers",
-                 "batch_bytes_max", "session_timeout_ms", "messages", "consumers", "lease_batch"):
+                 "batch_bytes_max", "session_timeout_ms", "messages", "consumers", "lease_batch", "kv_keys",
+                 "compaction_records"):
         if getattr(args, name) < 1:
             raise InvalidArgument(f"--{name.replace('_', '-')} must be >= 1")
     if args.linger_ms < 0:

@@ -25,6 +25,7 @@ from raftbus.bench import runner as bench_runner
 from raftbus.cli import backup as backup_cli
 from raftbus.cli import brokers as broker_cli
 from raftbus.cli import groups as group_cli
+from raftbus.cli import kv as kv_cli
 from raftbus.cli import movement as movement_cli
 from raftbus.cli import queues as cli_queues
 from raftbus.cli import security as security_cli
@@ -90,6 +91,7 @@ def _add_topic_commands(sub, common) -> None:
     create.add_argument("--ordering", choices=("priority", "fair"))
     create.add_argument("--retention-ms", type=int)
     create.add_argument("--retention-bytes", type=int)
+    _add_compaction_options(create)
     cli_queues.add_topic_queue_options(create)
     create.set_defaults(handler=run_topics_create)
     actions.add_parser("list", parents=[common], help="list topics").set_defaults(handler=run_topics_list)
@@ -104,9 +106,28 @@ def _add_topic_commands(sub, common) -> None:
     alter.add_argument("--partitions", type=int, help="new total (grow only)")
     alter.add_argument("--retention-ms", type=int, help="-1 = unlimited")
     alter.add_argument("--retention-bytes", type=int, help="per partition; -1 = unlimited")
+    _add_compaction_options(alter)
     cli_queues.add_topic_queue_options(alter)
     alter.set_defaults(handler=run_topics_alter)
     cli_verify.add_topic_verify(actions, common, bootstrap_of)
+
+
+_COMPACTION_FLAGS = ("cleanup_policy", "min_compaction_lag_ms", "max_compaction_lag_ms", "delete_retention_ms",
+                     "segment_bytes")
+
+
+def _add_compaction_options(parser) -> None:
+    """A stream topic's cleanup policy and compaction knobs (docs/compaction.md)."""
+    parser.add_argument("--cleanup-policy", choices=("delete", "compact", "compact,delete"),
+                        help="stream topics: delete (retention, the default), compact (latest record per key) or both")
+    parser.add_argument("--min-compaction-lag-ms", type=int, help="no record younger than this is compacted away")
+    parser.add_argument("--max-compaction-lag-ms", type=int, help="a record waits at most this long to be compacted")
+    parser.add_argument("--delete-retention-ms", type=int, help="how long a tombstone is kept")
+    parser.add_argument("--segment-bytes", type=int, help="bytes appended since the last pass that start the next")
+
+
+def compaction_options(args) -> dict:
+    return {name: getattr(args, name) for name in _COMPACTION_FLAGS if getattr(args, name, None) is not None}
 
 
 def _add_data_commands(sub, common) -> None:
@@ -136,6 +157,7 @@ def _add_data_commands(sub, common) -> None:
     cluster.add_parser("status", parents=[common], help="brokers, controller, partition leaders and ISR") \
         .set_defaults(handler=run_cluster_status)
     cli_verify.add_cluster_verify(cluster, common, bootstrap_of)
+    kv_cli.add_kv_commands(sub, common, bootstrap_of)
     bench_parser = sub.add_parser("bench", help="throughput and latency figures (one JSON line each)")
     bench_runner.add_arguments(bench_parser)
     security_cli.add_credential_options(bench_parser)
@@ -176,7 +198,8 @@ def check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
         parser.error("consume: --max must be >= 0")
     if args.command == "topics" and args.topics_command == "alter" and not _alterations(args) \
             and args.partitions is None:
-        parser.error("topics alter: give --partitions, --retention-ms, --retention-bytes or a queue option")
+        parser.error("topics alter: give --partitions, --retention-ms, --retention-bytes, a compaction option or a "
+                     "queue option")
     group_cli.check_group_usage(parser, args)
 
 
@@ -209,8 +232,12 @@ def print_topic(topic: TopicDescription, as_json: bool) -> None:
         print(json.dumps(topic.to_dict()))
         return
     ordering = f" ordering={topic.ordering}" if topic.ordering else ""
+    compaction = ""
+    if topic.compaction and topic.cleanup_policy != "delete":
+        knobs = {k: v for k, v in topic.compaction.items() if k != "cleanup_policy"}
+        compaction = " cleanup_policy=" + topic.cleanup_policy + "".join(f" {k}={v}" for k, v in knobs.items())
     print(f"topic {topic.name} id={topic.topic_id} kind={topic.kind}{ordering} "
-          f"retention_ms={topic.retention_ms} retention_bytes={size_text(topic.retention_bytes)}")
+          f"retention_ms={topic.retention_ms} retention_bytes={size_text(topic.retention_bytes)}{compaction}")
     print_table(["PARTITION", "LEADER", "REPLICAS", "ISR", "LOG_START", "HIGH_WATERMARK"],
                 [[p.partition, p.leader_id or "-", ids(p.replicas), ids(p.isr), p.log_start_offset,
                   p.high_watermark] for p in topic.partitions])
@@ -258,7 +285,8 @@ def run_topics_create(args) -> int:
     with Admin(bootstrap_of(args)) as admin:
         topic = admin.create_topic(args.name, partitions=args.partitions, replication_factor=args.replication_factor,
                                    kind=args.kind, ordering=args.ordering, retention_ms=args.retention_ms,
-                                   retention_bytes=args.retention_bytes, **cli_queues.topic_queue_options(args))
+                                   retention_bytes=args.retention_bytes, **compaction_options(args),
+                                   **cli_queues.topic_queue_options(args))
     print_topic(topic, args.json)
     return 0
 
@@ -292,7 +320,7 @@ def _alterations(args) -> dict:
     """The settings `topics alter` changes (partitions apart)."""
     changed = {name: getattr(args, name) for name in ("retention_ms", "retention_bytes")
                if getattr(args, name) is not None}
-    return {**changed, **cli_queues.topic_queue_options(args)}
+    return {**changed, **compaction_options(args), **cli_queues.topic_queue_options(args)}
 
 
 def run_topics_alter(args) -> int:

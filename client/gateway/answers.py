@@ -165,6 +165,7 @@ class TopicOut(BaseModel):
     retention_bytes: int
     created_ms: int
     queue: dict | None = Field(None, description="queue topics: max_deliveries, backoff, dead_letter_topic, ...")
+    compaction: dict | None = Field(None, description="stream topics: cleanup_policy, min_compaction_lag_ms, ...")
     partitions: list[PartitionOut]
 
 
@@ -228,3 +229,38 @@ class GroupOut(BaseModel):
 
 class GroupListAnswer(BaseModel):
     groups: list[GroupOut]
+
+
+class TableEntryOut(BaseModel):
+    key: str | None = None
+    key_b64: str | None = None
+    value: str | None = None
+    value_b64: str | None = None
+    revision: int = Field(description="the offset of the key's record")
+    partition: int
+    timestamp_ms: int
+    deleted: bool = False
+
+
+class TableKeysAnswer(BaseModel):
+    keys: list[str] = Field(description="UTF-8 keys; keys that are not UTF-8 are in keys_b64")
+    keys_b64: list[str] = []
+    more: bool = Field(description="more keys follow: ask again with start_after = the last key")
+
+
+class RevisionAnswer(BaseModel):
+    key: str
+    revision: int
+
+
+class TableHistoryAnswer(BaseModel):
+    entries: list[TableEntryOut]
+
+
+class TableWatchAnswer(BaseModel):
+    events: list[TableEntryOut]
+    position: str = Field(description="pass as `after` to the next poll: partition:revision pairs")
+
+
+class TableListAnswer(BaseModel):
+    tables: list[TopicOut]

@@ -15,13 +15,13 @@ from starlette.exceptions import HTTPException
 
 from raftbus.client.errors import RaftbusError
 
-from raftbus.gateway import admin_api, consumers_api, dashboard, queues_api, records_api, settings
+from raftbus.gateway import admin_api, consumers_api, dashboard, queues_api, records_api, settings, tables_api
 from raftbus.gateway.errors import on_http_error, on_raftbus_error, on_validation_error
 from raftbus.gateway.gateway import Gateway
 from raftbus.gateway.guard import RequestGuard
 
-DESCRIPTION = """The raftbus cluster over HTTP/JSON: stream records, consumer groups, queue topics and
-administration. Values are UTF-8 strings (`value`, `key`) or base64 (`value_b64`, `key_b64`). Errors are
+DESCRIPTION = """The raftbus cluster over HTTP/JSON: stream records, consumer groups, queue topics, key-value tables
+and administration. Values are UTF-8 strings (`value`, `key`) or base64 (`value_b64`, `key_b64`). Errors are
 `{"error": {"code", "message", "retriable"}}` with the HTTP status of the error's gRPC status."""
 
 
@@ -48,7 +48,7 @@ def create_app(gateway: Gateway, hosts: tuple[str, ...]) -> FastAPI:
     app.add_exception_handler(RaftbusError, on_raftbus_error)
     app.add_exception_handler(RequestValidationError, on_validation_error)
     app.add_exception_handler(HTTPException, on_http_error)
-    for module in (records_api, consumers_api, queues_api, admin_api, dashboard):
+    for module in (records_api, consumers_api, queues_api, tables_api, admin_api, dashboard):
         app.include_router(module.router)
     app.mount("/static/swagger", StaticFiles(directory=SWAGGER_UI_DIR), name="swagger")
     app.mount("/static", StaticFiles(directory=dashboard.STATIC_DIR), name="static")

@@ -16,7 +16,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from raftbus.client import Admin, Producer, Queues, Reader
+from raftbus.client import Admin, Producer, Queues, Reader, Table
 from raftbus.client.errors import Unauthenticated, Unavailable
 from raftbus.client.router import Router
 
@@ -36,6 +36,16 @@ class Clients:
     producer: Producer
     leaser: TopicLeaser
     credentials: dict  # the SDK's tls_ca, tls_cert, tls_key, token: consumer instances are built with them
+    tables: dict = field(default_factory=dict)  # topic -> Table over the router (built on first use)
+    tables_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def table(self, topic: str) -> Table:
+        """The Table of `topic` over this set's router (one idempotent producer per table and partition)."""
+        with self.tables_lock:
+            found = self.tables.get(topic)
+            if found is None:
+                found = self.tables[topic] = Table(topic=topic, router=self.router)
+            return found
 
     @classmethod
     def connect(cls, bootstrap: str, credentials: dict) -> "Clients":
@@ -48,6 +58,10 @@ class Clients:
     def close(self) -> None:
         self.producer.close(timeout_s=10)
         self.queues.close()
+        with self.tables_lock:
+            tables, self.tables = list(self.tables.values()), {}
+        for table in tables:
+            table.close()
         self.router.close()
 
 

@@ -2,8 +2,8 @@
 
 The snapshot is what the page needs in one call: brokers and controller, topics with partitions, leaders, ISR
 and high watermarks, consumer groups with lag, queue topics with ready / delayed / in flight / dead counts and
-their enqueued totals. The page turns successive snapshots into rates and keeps the history it plots; the
-gateway keeps none.
+their enqueued totals, tables (compacted topics) with their live keys. The page turns successive snapshots into
+rates and keeps the history it plots; the gateway keeps none.
 """
 from __future__ import annotations
 
@@ -62,6 +62,20 @@ def queue_json(clients: Clients, topic: TopicDescription) -> dict:
             "enqueued_total": sum(p.enqueued_total for p in stats.partitions)}
 
 
+def table_json(clients: Clients, topic: TopicDescription) -> dict:
+    """A table (compacted topic): its live keys, counted up to DASHBOARD_TABLE_KEYS_MAX, and its high watermarks."""
+    keys = 0
+    for _ in clients.table(topic.name).keys():
+        keys += 1
+        if keys > settings.DASHBOARD_TABLE_KEYS_MAX:
+            break
+    row = topic_json(clients, topic)
+    return {"name": topic.name, "cleanup_policy": topic.cleanup_policy, "partitions": len(topic.partitions),
+            "keys": min(keys, settings.DASHBOARD_TABLE_KEYS_MAX),
+            "keys_more": keys > settings.DASHBOARD_TABLE_KEYS_MAX,
+            "high_watermark_total": row["high_watermark_total"]}
+
+
 def section(build) -> dict:
     """One part of the snapshot, or its error (the rest of the page still shows)."""
     try:
@@ -77,6 +91,8 @@ def snapshot(clients: Clients = Depends(clients)) -> dict:
                               for i, g in enumerate(clients.admin.list_groups())])
     queues = section(lambda: [queue_json(clients, t) for t in status.topics
                               if t.kind == "queue" and not t.name.endswith(".dlq")])
+    tables = section(lambda: [table_json(clients, t) for t in status.topics if "compact" in t.cleanup_policy])
     return {"time_ms": time.time_ns() // 1_000_000, "controller_id": status.controller_id,
             "answering_broker_id": status.answering_broker_id, "brokers": [b.to_dict() for b in status.brokers],
-            "topics": [topic_json(clients, t) for t in status.topics], "groups": groups, "queues": queues}
+            "topics": [topic_json(clients, t) for t in status.topics], "groups": groups, "queues": queues,
+            "tables": tables}

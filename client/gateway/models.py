@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from raftbus.gateway import settings
 
 Strict = ConfigDict(extra="forbid")
+CLEANUP_POLICY = "^(delete|compact|compact,delete)$"
 
 
 class Payload(BaseModel):
@@ -91,6 +92,11 @@ class TopicCreateBody(BaseModel):
     backoff_max_ms: int | None = None
     max_in_flight_per_group: int | None = None
     idempotency_window_ms: int | None = None
+    cleanup_policy: str | None = Field(None, pattern=CLEANUP_POLICY, description="stream topics")
+    min_compaction_lag_ms: int | None = Field(None, description="stream topics (docs/compaction.md)")
+    max_compaction_lag_ms: int | None = None
+    delete_retention_ms: int | None = None
+    segment_bytes: int | None = None
 
 
 class TopicAlterBody(BaseModel):
@@ -105,6 +111,33 @@ class TopicAlterBody(BaseModel):
     backoff_max_ms: int | None = Field(None, description="queue topics")
     max_in_flight_per_group: int | None = Field(None, description="queue topics")
     idempotency_window_ms: int | None = Field(None, description="queue topics")
+    cleanup_policy: str | None = Field(None, pattern=CLEANUP_POLICY, description="stream topics")
+    min_compaction_lag_ms: int | None = Field(None, description="stream topics (docs/compaction.md)")
+    max_compaction_lag_ms: int | None = None
+    delete_retention_ms: int | None = None
+    segment_bytes: int | None = None
+
+
+class TableCreateBody(BaseModel):
+    """A key-value table: a compacted stream topic (cleanup_policy compact unless given)."""
+
+    model_config = Strict
+    name: str
+    partitions: int = 1
+    replication_factor: int = 3
+    cleanup_policy: str = Field("compact", pattern="^compact(,delete)?$")
+    min_compaction_lag_ms: int | None = None
+    max_compaction_lag_ms: int | None = None
+    delete_retention_ms: int | None = None
+    segment_bytes: int | None = None
+
+
+class TablePutBody(BaseModel):
+    model_config = Strict
+    value: str | None = None
+    value_b64: str | None = None
+    expected_revision: int | None = Field(None, ge=-1, description="compare-and-set: the key's revision now "
+                                                                   "(-1: it has no value)")
 
 
 class InstanceCreateBody(BaseModel):

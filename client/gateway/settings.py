@@ -54,6 +54,13 @@ REQUEST_THREADS_MAX = 64
 
 # The dashboard's JSON snapshot: consumer groups it describes with lag at most (the rest are listed only).
 DASHBOARD_GROUPS_MAX = 50
+# Tables (compacted topics): the dashboard counts a table's live keys up to this many ("at least" beyond it).
+DASHBOARD_TABLE_KEYS_MAX = 10_000
+# Keys one GET /v1/tables/{table}/keys returns at most, and the default when `limit` is not given.
+TABLE_KEYS_MAX = 10_000
+TABLE_KEYS_DEFAULT = 1_000
+# Events one watch poll returns at most.
+TABLE_WATCH_EVENTS_MAX = 10_000
 
 # `raftbus bench http`: concurrent keep-alive connections to the gateway, records (messages) per produce
 # (enqueue) request, messages per lease request, and the single-record requests timed at light load.

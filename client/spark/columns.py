@@ -37,6 +37,7 @@ from raftbus.client.records import (
     RECORD_OVERHEAD_BYTES,
     StoredBatch,
     decode_columns,
+    decode_stored_batch,
     iter_stored_batches,
     uniform_record_shape,
 )
@@ -72,20 +73,27 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
 # ---------------------------------------------------------------------- one stored batch → columns
 
 class BatchPiece:
-    """Arrow columns for the records of one stored batch between two offsets."""
+    """Arrow columns for the records of one stored batch between two offsets; `offsets` is None when they run on
+    from `first_offset` one by one, else each record's offset (a compacted batch, whose records have gaps)."""
 
-    __slots__ = ("first_offset", "timestamps_ms", "keys", "values", "headers")
+    __slots__ = ("first_offset", "timestamps_ms", "keys", "values", "headers", "offsets")
 
     def __init__(self, first_offset: int, timestamps_ms: np.ndarray, keys: pa.Array, values: pa.Array,
-                 headers: list | None):
+                 headers: list | None, offsets: np.ndarray | None = None):
         self.first_offset = first_offset
         self.timestamps_ms = timestamps_ms
         self.keys = keys
         self.values = values
         self.headers = headers  # list of header tuples, or None when headers are not wanted
+        self.offsets = offsets
 
     def __len__(self) -> int:
         return len(self.timestamps_ms)
+
+    def offset_column(self) -> np.ndarray:
+        if self.offsets is not None:
+            return self.offsets
+        return np.arange(self.first_offset, self.first_offset + len(self), dtype=np.int64)
 
 
 def _binary_column(rows: np.ndarray, start: int, length: int) -> pa.Array:
@@ -164,13 +172,33 @@ def _general_piece(batch: StoredBatch, lo: int, hi: int, want_headers: bool) -> 
                       columns.headers[lo:hi] if want_headers else None)
 
 
+def _sparse_piece(batch: StoredBatch, from_offset: int, until_offset: int, want_headers: bool) -> BatchPiece | None:
+    """The records of a compacted batch (fewer records than its offsets span, each at its own offset) in
+    [from_offset, until_offset); None when none is."""
+    records = [r for r in decode_stored_batch("", 0, batch, from_offset) if r.offset < until_offset]
+    if not records:
+        return None
+    return BatchPiece(records[0].offset, np.array([r.timestamp_ms for r in records], dtype=np.int64),
+                      pa.array([r.key for r in records], pa.binary()),
+                      pa.array([r.value for r in records], pa.binary()),
+                      [r.headers for r in records] if want_headers else None,
+                      np.array([r.offset for r in records], dtype=np.int64))
+
+
 def batch_pieces(buf: bytes | memoryview, from_offset: int, until_offset: int,
                  want_headers: bool) -> Iterator[BatchPiece]:
-    """Columns of the records of a fetched buffer with from_offset <= offset < until_offset."""
+    """Columns of the records of a fetched buffer with from_offset <= offset < until_offset (a compacted batch's
+    records keep their offsets, with the gaps compaction left)."""
     for batch in iter_stored_batches(buf):
         lo = max(from_offset - batch.base_offset, 0)
         hi = min(until_offset - batch.base_offset, batch.record_count)
         if lo >= hi:
+            continue
+        if kafka_batch.is_kafka_batch(batch.blob) and \
+                kafka_batch.read_header(batch.blob).record_count != batch.record_count:
+            piece = _sparse_piece(batch, from_offset, until_offset, want_headers)
+            if piece is not None:
+                yield piece
             continue
         if kafka_batch.is_kafka_batch(batch.blob):
             piece = _kafka_piece(batch, lo, hi, want_headers)
@@ -190,14 +218,13 @@ def _header_column(headers: list, arrow_type: pa.DataType) -> pa.Array:
 def to_record_batch(topic: str, partition: int, pieces: list[BatchPiece], schema: pa.Schema) -> pa.RecordBatch:
     """One Arrow record batch in `schema` (arrow_schema) from consecutive pieces of one partition."""
     count = sum(len(p) for p in pieces)
-    first = pieces[0].first_offset
     timestamps_us = np.concatenate([p.timestamps_ms for p in pieces]) * 1000
     columns = [
         pa.concat_arrays([p.keys for p in pieces]),
         pa.concat_arrays([p.values for p in pieces]),
         pa.repeat(pa.scalar(topic, pa.string()), count),
         pa.repeat(pa.scalar(partition, pa.int32()), count),
-        pa.array(np.arange(first, first + count, dtype=np.int64), pa.int64()),
+        pa.array(np.concatenate([p.offset_column() for p in pieces]), pa.int64()),
         pa.array(timestamps_us, schema.field("timestamp").type),
         pa.repeat(pa.scalar(CREATE_TIME, pa.int32()), count),
     ]
@@ -210,9 +237,9 @@ def to_record_batch(topic: str, partition: int, pieces: list[BatchPiece], schema
 def to_rows(topic: str, partition: int, pieces: list[BatchPiece], include_headers: bool) -> Iterator[tuple]:
     """The same records as plain tuples in schema order (the slower path PySpark converts itself)."""
     for piece in pieces:
-        keys, values = piece.keys.to_pylist(), piece.values.to_pylist()
+        keys, values, offsets = piece.keys.to_pylist(), piece.values.to_pylist(), piece.offset_column().tolist()
         for i, ts in enumerate(piece.timestamps_ms.tolist()):
-            row = (keys[i], values[i], topic, partition, piece.first_offset + i,
+            row = (keys[i], values[i], topic, partition, offsets[i],
                    _EPOCH + timedelta(milliseconds=ts), CREATE_TIME)
             if include_headers:
                 row += ([(name, value) for name, value in piece.headers[i]] or None,)

@@ -53,7 +53,7 @@ class PartitionInfo(_message.Message):
     def __init__(self, partition: _Optional[int] = ..., leader_id: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ..., log_start_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ...) -> None: ...
 
 class TopicInfo(_message.Message):
-    __slots__ = ("name", "topic_id", "kind", "ordering", "retention_ms", "retention_bytes", "partitions", "created_ms", "queue")
+    __slots__ = ("name", "topic_id", "kind", "ordering", "retention_ms", "retention_bytes", "partitions", "created_ms", "queue", "compaction")
     NAME_FIELD_NUMBER: _ClassVar[int]
     TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -63,6 +63,7 @@ class TopicInfo(_message.Message):
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
     CREATED_MS_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
+    COMPACTION_FIELD_NUMBER: _ClassVar[int]
     name: str
     topic_id: int
     kind: str
@@ -72,7 +73,22 @@ class TopicInfo(_message.Message):
     partitions: _containers.RepeatedCompositeFieldContainer[PartitionInfo]
     created_ms: int
     queue: QueueOptions
-    def __init__(self, name: _Optional[str] = ..., topic_id: _Optional[int] = ..., kind: _Optional[str] = ..., ordering: _Optional[str] = ..., retention_ms: _Optional[int] = ..., retention_bytes: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[PartitionInfo, _Mapping]]] = ..., created_ms: _Optional[int] = ..., queue: _Optional[_Union[QueueOptions, _Mapping]] = ...) -> None: ...
+    compaction: Compaction
+    def __init__(self, name: _Optional[str] = ..., topic_id: _Optional[int] = ..., kind: _Optional[str] = ..., ordering: _Optional[str] = ..., retention_ms: _Optional[int] = ..., retention_bytes: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[PartitionInfo, _Mapping]]] = ..., created_ms: _Optional[int] = ..., queue: _Optional[_Union[QueueOptions, _Mapping]] = ..., compaction: _Optional[_Union[Compaction, _Mapping]] = ...) -> None: ...
+
+class Compaction(_message.Message):
+    __slots__ = ("cleanup_policy", "min_compaction_lag_ms", "max_compaction_lag_ms", "delete_retention_ms", "segment_bytes")
+    CLEANUP_POLICY_FIELD_NUMBER: _ClassVar[int]
+    MIN_COMPACTION_LAG_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_COMPACTION_LAG_MS_FIELD_NUMBER: _ClassVar[int]
+    DELETE_RETENTION_MS_FIELD_NUMBER: _ClassVar[int]
+    SEGMENT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    cleanup_policy: str
+    min_compaction_lag_ms: int
+    max_compaction_lag_ms: int
+    delete_retention_ms: int
+    segment_bytes: int
+    def __init__(self, cleanup_policy: _Optional[str] = ..., min_compaction_lag_ms: _Optional[int] = ..., max_compaction_lag_ms: _Optional[int] = ..., delete_retention_ms: _Optional[int] = ..., segment_bytes: _Optional[int] = ...) -> None: ...
 
 class QueueOptions(_message.Message):
     __slots__ = ("max_deliveries", "backoff_base_ms", "backoff_max_ms", "max_in_flight_per_group", "idempotency_window_ms", "dead_letter_topic", "dead_letter_of")
@@ -93,7 +109,7 @@ class QueueOptions(_message.Message):
     def __init__(self, max_deliveries: _Optional[int] = ..., backoff_base_ms: _Optional[int] = ..., backoff_max_ms: _Optional[int] = ..., max_in_flight_per_group: _Optional[int] = ..., idempotency_window_ms: _Optional[int] = ..., dead_letter_topic: _Optional[str] = ..., dead_letter_of: _Optional[str] = ...) -> None: ...
 
 class ProduceRequest(_message.Message):
-    __slots__ = ("request_id", "topic", "partition", "producer_id", "base_sequence", "record_count", "max_timestamp_ms", "records")
+    __slots__ = ("request_id", "topic", "partition", "producer_id", "base_sequence", "record_count", "max_timestamp_ms", "records", "expected_revision")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
@@ -102,6 +118,7 @@ class ProduceRequest(_message.Message):
     RECORD_COUNT_FIELD_NUMBER: _ClassVar[int]
     MAX_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_REVISION_FIELD_NUMBER: _ClassVar[int]
     request_id: int
     topic: str
     partition: int
@@ -110,7 +127,8 @@ class ProduceRequest(_message.Message):
     record_count: int
     max_timestamp_ms: int
     records: bytes
-    def __init__(self, request_id: _Optional[int] = ..., topic: _Optional[str] = ..., partition: _Optional[int] = ..., producer_id: _Optional[bytes] = ..., base_sequence: _Optional[int] = ..., record_count: _Optional[int] = ..., max_timestamp_ms: _Optional[int] = ..., records: _Optional[bytes] = ...) -> None: ...
+    expected_revision: int
+    def __init__(self, request_id: _Optional[int] = ..., topic: _Optional[str] = ..., partition: _Optional[int] = ..., producer_id: _Optional[bytes] = ..., base_sequence: _Optional[int] = ..., record_count: _Optional[int] = ..., max_timestamp_ms: _Optional[int] = ..., records: _Optional[bytes] = ..., expected_revision: _Optional[int] = ...) -> None: ...
 
 class ProduceResponse(_message.Message):
     __slots__ = ("request_id", "topic", "partition", "base_offset", "duplicate", "error", "append_time_ms")
@@ -185,6 +203,72 @@ class ListOffsetsResponse(_message.Message):
     log_start_offset: int
     high_watermark: int
     def __init__(self, offset: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ...) -> None: ...
+
+class GetKeyRequest(_message.Message):
+    __slots__ = ("topic", "partition", "key")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    key: bytes
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., key: _Optional[bytes] = ...) -> None: ...
+
+class GetKeyResponse(_message.Message):
+    __slots__ = ("found", "revision", "value", "timestamp_ms", "headers", "high_watermark")
+    FOUND_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    HEADERS_FIELD_NUMBER: _ClassVar[int]
+    HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    found: bool
+    revision: int
+    value: bytes
+    timestamp_ms: int
+    headers: _containers.RepeatedCompositeFieldContainer[Header]
+    high_watermark: int
+    def __init__(self, found: _Optional[bool] = ..., revision: _Optional[int] = ..., value: _Optional[bytes] = ..., timestamp_ms: _Optional[int] = ..., headers: _Optional[_Iterable[_Union[Header, _Mapping]]] = ..., high_watermark: _Optional[int] = ...) -> None: ...
+
+class Header(_message.Message):
+    __slots__ = ("name", "value")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    value: bytes
+    def __init__(self, name: _Optional[str] = ..., value: _Optional[bytes] = ...) -> None: ...
+
+class ListKeysRequest(_message.Message):
+    __slots__ = ("topic", "partition", "prefix", "start_after", "limit")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    PREFIX_FIELD_NUMBER: _ClassVar[int]
+    START_AFTER_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    prefix: bytes
+    start_after: bytes
+    limit: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., prefix: _Optional[bytes] = ..., start_after: _Optional[bytes] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class KeyRevision(_message.Message):
+    __slots__ = ("key", "revision")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    key: bytes
+    revision: int
+    def __init__(self, key: _Optional[bytes] = ..., revision: _Optional[int] = ...) -> None: ...
+
+class ListKeysResponse(_message.Message):
+    __slots__ = ("keys", "more", "high_watermark")
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    MORE_FIELD_NUMBER: _ClassVar[int]
+    HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    keys: _containers.RepeatedCompositeFieldContainer[KeyRevision]
+    more: bool
+    high_watermark: int
+    def __init__(self, keys: _Optional[_Iterable[_Union[KeyRevision, _Mapping]]] = ..., more: _Optional[bool] = ..., high_watermark: _Optional[int] = ...) -> None: ...
 
 class CheckpointPartitionRequest(_message.Message):
     __slots__ = ("topic", "partition")
@@ -281,7 +365,7 @@ class RebuildReplicaResponse(_message.Message):
     def __init__(self, broker_id: _Optional[int] = ..., source_broker_id: _Optional[int] = ..., applied_index: _Optional[int] = ..., image_bytes: _Optional[int] = ...) -> None: ...
 
 class CreateTopicRequest(_message.Message):
-    __slots__ = ("name", "partitions", "replication_factor", "kind", "ordering", "retention_ms", "retention_bytes", "max_deliveries", "backoff_base_ms", "backoff_max_ms", "max_in_flight_per_group", "idempotency_window_ms")
+    __slots__ = ("name", "partitions", "replication_factor", "kind", "ordering", "retention_ms", "retention_bytes", "max_deliveries", "backoff_base_ms", "backoff_max_ms", "max_in_flight_per_group", "idempotency_window_ms", "cleanup_policy", "min_compaction_lag_ms", "max_compaction_lag_ms", "delete_retention_ms", "segment_bytes")
     NAME_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
     REPLICATION_FACTOR_FIELD_NUMBER: _ClassVar[int]
@@ -294,6 +378,11 @@ class CreateTopicRequest(_message.Message):
     BACKOFF_MAX_MS_FIELD_NUMBER: _ClassVar[int]
     MAX_IN_FLIGHT_PER_GROUP_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_WINDOW_MS_FIELD_NUMBER: _ClassVar[int]
+    CLEANUP_POLICY_FIELD_NUMBER: _ClassVar[int]
+    MIN_COMPACTION_LAG_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_COMPACTION_LAG_MS_FIELD_NUMBER: _ClassVar[int]
+    DELETE_RETENTION_MS_FIELD_NUMBER: _ClassVar[int]
+    SEGMENT_BYTES_FIELD_NUMBER: _ClassVar[int]
     name: str
     partitions: int
     replication_factor: int
@@ -306,7 +395,12 @@ class CreateTopicRequest(_message.Message):
     backoff_max_ms: int
     max_in_flight_per_group: int
     idempotency_window_ms: int
-    def __init__(self, name: _Optional[str] = ..., partitions: _Optional[int] = ..., replication_factor: _Optional[int] = ..., kind: _Optional[str] = ..., ordering: _Optional[str] = ..., retention_ms: _Optional[int] = ..., retention_bytes: _Optional[int] = ..., max_deliveries: _Optional[int] = ..., backoff_base_ms: _Optional[int] = ..., backoff_max_ms: _Optional[int] = ..., max_in_flight_per_group: _Optional[int] = ..., idempotency_window_ms: _Optional[int] = ...) -> None: ...
+    cleanup_policy: str
+    min_compaction_lag_ms: int
+    max_compaction_lag_ms: int
+    delete_retention_ms: int
+    segment_bytes: int
+    def __init__(self, name: _Optional[str] = ..., partitions: _Optional[int] = ..., replication_factor: _Optional[int] = ..., kind: _Optional[str] = ..., ordering: _Optional[str] = ..., retention_ms: _Optional[int] = ..., retention_bytes: _Optional[int] = ..., max_deliveries: _Optional[int] = ..., backoff_base_ms: _Optional[int] = ..., backoff_max_ms: _Optional[int] = ..., max_in_flight_per_group: _Optional[int] = ..., idempotency_window_ms: _Optional[int] = ..., cleanup_policy: _Optional[str] = ..., min_compaction_lag_ms: _Optional[int] = ..., max_compaction_lag_ms: _Optional[int] = ..., delete_retention_ms: _Optional[int] = ..., segment_bytes: _Optional[int] = ...) -> None: ...
 
 class CreateTopicResponse(_message.Message):
     __slots__ = ("topic",)
@@ -367,7 +461,7 @@ class StartAtRequest(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
 
 class AlterTopicRequest(_message.Message):
-    __slots__ = ("name", "retention_ms", "retention_bytes", "max_deliveries", "backoff_base_ms", "backoff_max_ms", "max_in_flight_per_group", "idempotency_window_ms")
+    __slots__ = ("name", "retention_ms", "retention_bytes", "max_deliveries", "backoff_base_ms", "backoff_max_ms", "max_in_flight_per_group", "idempotency_window_ms", "cleanup_policy", "min_compaction_lag_ms", "max_compaction_lag_ms", "delete_retention_ms", "segment_bytes")
     NAME_FIELD_NUMBER: _ClassVar[int]
     RETENTION_MS_FIELD_NUMBER: _ClassVar[int]
     RETENTION_BYTES_FIELD_NUMBER: _ClassVar[int]
@@ -376,6 +470,11 @@ class AlterTopicRequest(_message.Message):
     BACKOFF_MAX_MS_FIELD_NUMBER: _ClassVar[int]
     MAX_IN_FLIGHT_PER_GROUP_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_WINDOW_MS_FIELD_NUMBER: _ClassVar[int]
+    CLEANUP_POLICY_FIELD_NUMBER: _ClassVar[int]
+    MIN_COMPACTION_LAG_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_COMPACTION_LAG_MS_FIELD_NUMBER: _ClassVar[int]
+    DELETE_RETENTION_MS_FIELD_NUMBER: _ClassVar[int]
+    SEGMENT_BYTES_FIELD_NUMBER: _ClassVar[int]
     name: str
     retention_ms: int
     retention_bytes: int
@@ -384,7 +483,12 @@ class AlterTopicRequest(_message.Message):
     backoff_max_ms: int
     max_in_flight_per_group: int
     idempotency_window_ms: int
-    def __init__(self, name: _Optional[str] = ..., retention_ms: _Optional[int] = ..., retention_bytes: _Optional[int] = ..., max_deliveries: _Optional[int] = ..., backoff_base_ms: _Optional[int] = ..., backoff_max_ms: _Optional[int] = ..., max_in_flight_per_group: _Optional[int] = ..., idempotency_window_ms: _Optional[int] = ...) -> None: ...
+    cleanup_policy: str
+    min_compaction_lag_ms: int
+    max_compaction_lag_ms: int
+    delete_retention_ms: int
+    segment_bytes: int
+    def __init__(self, name: _Optional[str] = ..., retention_ms: _Optional[int] = ..., retention_bytes: _Optional[int] = ..., max_deliveries: _Optional[int] = ..., backoff_base_ms: _Optional[int] = ..., backoff_max_ms: _Optional[int] = ..., max_in_flight_per_group: _Optional[int] = ..., idempotency_window_ms: _Optional[int] = ..., cleanup_policy: _Optional[str] = ..., min_compaction_lag_ms: _Optional[int] = ..., max_compaction_lag_ms: _Optional[int] = ..., delete_retention_ms: _Optional[int] = ..., segment_bytes: _Optional[int] = ...) -> None: ...
 
 class MetadataRequest(_message.Message):
     __slots__ = ("topics",)
@@ -427,7 +531,7 @@ class BrokerStatsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class BrokerStatsResponse(_message.Message):
-    __slots__ = ("broker_id", "rss_bytes", "cpu_user_s", "cpu_system_s", "uptime_s", "groups_hosted", "groups_led", "durability_window_p50_ms", "durability_window_p99_ms", "durability_window_max_ms", "group_commit_rounds", "pid", "stopped_groups", "disk_full", "damaged_stores", "groups_quiesced")
+    __slots__ = ("broker_id", "rss_bytes", "cpu_user_s", "cpu_system_s", "uptime_s", "groups_hosted", "groups_led", "durability_window_p50_ms", "durability_window_p99_ms", "durability_window_max_ms", "group_commit_rounds", "pid", "stopped_groups", "disk_full", "damaged_stores", "groups_quiesced", "compaction_passes", "compaction_bytes_scanned", "compaction_bytes_removed", "compaction_busy_s", "compaction_key_map_peak_bytes")
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     RSS_BYTES_FIELD_NUMBER: _ClassVar[int]
     CPU_USER_S_FIELD_NUMBER: _ClassVar[int]
@@ -444,6 +548,11 @@ class BrokerStatsResponse(_message.Message):
     DISK_FULL_FIELD_NUMBER: _ClassVar[int]
     DAMAGED_STORES_FIELD_NUMBER: _ClassVar[int]
     GROUPS_QUIESCED_FIELD_NUMBER: _ClassVar[int]
+    COMPACTION_PASSES_FIELD_NUMBER: _ClassVar[int]
+    COMPACTION_BYTES_SCANNED_FIELD_NUMBER: _ClassVar[int]
+    COMPACTION_BYTES_REMOVED_FIELD_NUMBER: _ClassVar[int]
+    COMPACTION_BUSY_S_FIELD_NUMBER: _ClassVar[int]
+    COMPACTION_KEY_MAP_PEAK_BYTES_FIELD_NUMBER: _ClassVar[int]
     broker_id: int
     rss_bytes: int
     cpu_user_s: float
@@ -460,4 +569,9 @@ class BrokerStatsResponse(_message.Message):
     disk_full: bool
     damaged_stores: _containers.RepeatedScalarFieldContainer[str]
     groups_quiesced: int
-    def __init__(self, broker_id: _Optional[int] = ..., rss_bytes: _Optional[int] = ..., cpu_user_s: _Optional[float] = ..., cpu_system_s: _Optional[float] = ..., uptime_s: _Optional[float] = ..., groups_hosted: _Optional[int] = ..., groups_led: _Optional[int] = ..., durability_window_p50_ms: _Optional[float] = ..., durability_window_p99_ms: _Optional[float] = ..., durability_window_max_ms: _Optional[float] = ..., group_commit_rounds: _Optional[int] = ..., pid: _Optional[int] = ..., stopped_groups: _Optional[_Iterable[str]] = ..., disk_full: _Optional[bool] = ..., damaged_stores: _Optional[_Iterable[str]] = ..., groups_quiesced: _Optional[int] = ...) -> None: ...
+    compaction_passes: int
+    compaction_bytes_scanned: int
+    compaction_bytes_removed: int
+    compaction_busy_s: float
+    compaction_key_map_peak_bytes: int
+    def __init__(self, broker_id: _Optional[int] = ..., rss_bytes: _Optional[int] = ..., cpu_user_s: _Optional[float] = ..., cpu_system_s: _Optional[float] = ..., uptime_s: _Optional[float] = ..., groups_hosted: _Optional[int] = ..., groups_led: _Optional[int] = ..., durability_window_p50_ms: _Optional[float] = ..., durability_window_p99_ms: _Optional[float] = ..., durability_window_max_ms: _Optional[float] = ..., group_commit_rounds: _Optional[int] = ..., pid: _Optional[int] = ..., stopped_groups: _Optional[_Iterable[str]] = ..., disk_full: _Optional[bool] = ..., damaged_stores: _Optional[_Iterable[str]] = ..., groups_quiesced: _Optional[int] = ..., compaction_passes: _Optional[int] = ..., compaction_bytes_scanned: _Optional[int] = ..., compaction_bytes_removed: _Optional[int] = ..., compaction_busy_s: _Optional[float] = ..., compaction_key_map_peak_bytes: _Optional[int] = ...) -> None: ...

@@ -64,6 +64,16 @@ class LogStub:
                 request_serializer=raftbus__pb2.ListOffsetsRequest.SerializeToString,
                 response_deserializer=raftbus__pb2.ListOffsetsResponse.FromString,
                 _registered_method=True)
+        self.GetKey = channel.unary_unary(
+                '/raftbus.v1.Log/GetKey',
+                request_serializer=raftbus__pb2.GetKeyRequest.SerializeToString,
+                response_deserializer=raftbus__pb2.GetKeyResponse.FromString,
+                _registered_method=True)
+        self.ListKeys = channel.unary_unary(
+                '/raftbus.v1.Log/ListKeys',
+                request_serializer=raftbus__pb2.ListKeysRequest.SerializeToString,
+                response_deserializer=raftbus__pb2.ListKeysResponse.FromString,
+                _registered_method=True)
         self.CheckpointPartition = channel.unary_unary(
                 '/raftbus.v1.Log/CheckpointPartition',
                 request_serializer=raftbus__pb2.CheckpointPartitionRequest.SerializeToString,
@@ -122,6 +132,20 @@ class LogServicer:
 
     def ListOffsets(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetKey(self, request, context):
+        """compacted topics
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListKeys(self, request, context):
+        """compacted topics
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -186,6 +210,16 @@ def add_LogServicer_to_server(servicer, server):
                     servicer.ListOffsets,
                     request_deserializer=raftbus__pb2.ListOffsetsRequest.FromString,
                     response_serializer=raftbus__pb2.ListOffsetsResponse.SerializeToString,
+            ),
+            'GetKey': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetKey,
+                    request_deserializer=raftbus__pb2.GetKeyRequest.FromString,
+                    response_serializer=raftbus__pb2.GetKeyResponse.SerializeToString,
+            ),
+            'ListKeys': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListKeys,
+                    request_deserializer=raftbus__pb2.ListKeysRequest.FromString,
+                    response_serializer=raftbus__pb2.ListKeysResponse.SerializeToString,
             ),
             'CheckpointPartition': grpc.unary_unary_rpc_method_handler(
                     servicer.CheckpointPartition,
@@ -370,6 +404,60 @@ class Log:
             '/raftbus.v1.Log/ListOffsets',
             raftbus__pb2.ListOffsetsRequest.SerializeToString,
             raftbus__pb2.ListOffsetsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetKey(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftbus.v1.Log/GetKey',
+            raftbus__pb2.GetKeyRequest.SerializeToString,
+            raftbus__pb2.GetKeyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListKeys(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftbus.v1.Log/ListKeys',
+            raftbus__pb2.ListKeysRequest.SerializeToString,
+            raftbus__pb2.ListKeysResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -23,7 +23,8 @@ def test_each_feature_registers_its_tasks_with_its_own_interval_setting():
         "retention": 111, "offset expiry": 222, "member expiry": 333, "queue tick": 44,
         "reconcile replicas": 50, "starting replicas": 0, "disk faults": 666, "heap freeze": 777,
     }
-    assert [t.name for t in broker.registry.threads] == ["raftbus-register", "raftbus-dead-letters"]
+    assert [t.name for t in broker.registry.threads] == ["raftbus-register", "raftbus-compaction",
+                                                         "raftbus-dead-letters"]
     assert InProcessBroker(gc_freeze_interval_ms=0).registry.tasks[-1].name == "disk faults"  # 0: no freezing
 
 

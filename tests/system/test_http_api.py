@@ -357,3 +357,49 @@ def test_two_instances_of_a_group_share_the_partitions(api):
     wait_until(split_between_both, 60, 0, what="both instances owning a share of the partitions")
     for base in bases:
         api.ok("DELETE", base)
+
+
+def test_tables_over_http(api):
+    """Goal: a table is created, written (plain and compare-and-set), read, listed, deleted from, its history read
+    and its watch polled over HTTP; a key without a value is 404 KEY_NOT_FOUND, a stale CAS
+    REVISION_MISMATCH, key reads of a plain topic NOT_COMPACTED; the topic shows its cleanup policy."""
+    created = api.ok("POST", "/v1/tables", {"name": "prefs", "partitions": 2}, status=201)
+    assert created["compaction"]["cleanup_policy"] == "compact"
+    assert "prefs" in [t["name"] for t in api.ok("GET", "/v1/tables")["tables"]]
+    first = api.ok("PUT", "/v1/tables/prefs/keys/theme", {"value": "dark"})["revision"]
+    api.ok("PUT", "/v1/tables/prefs/keys/lang", {"value_b64": base64.b64encode(b"\xffen").decode()})
+    entry = api.ok("GET", "/v1/tables/prefs/keys/theme")
+    assert (entry["value"], entry["revision"], entry["deleted"]) == ("dark", first, False)
+    assert api.ok("GET", "/v1/tables/prefs/keys/lang")["value_b64"] == base64.b64encode(b"\xffen").decode()
+    status, answer = api.call("PUT", "/v1/tables/prefs/keys/theme", {"value": "x", "expected_revision": first + 100})
+    assert answer["error"]["code"] == "REVISION_MISMATCH" and status >= 400
+    second = api.ok("PUT", "/v1/tables/prefs/keys/theme", {"value": "light", "expected_revision": first})["revision"]
+    watch = api.ok("GET", "/v1/tables/prefs/watch?prefix=th")
+    assert [(e["key"], e["value"]) for e in watch["events"]] == [("theme", "light")]
+    assert api.ok("GET", "/v1/tables/prefs/keys")["keys"] == ["lang", "theme"]
+    assert [e["value"] for e in api.ok("GET", "/v1/tables/prefs/keys/theme/history")["entries"]] == ["dark", "light"]
+    api.ok("DELETE", f"/v1/tables/prefs/keys/theme?expected_revision={second}")
+    api.error("GET", "/v1/tables/prefs/keys/theme", status=404, code="KEY_NOT_FOUND")
+    changes = api.ok("GET", f"/v1/tables/prefs/watch?prefix=th&after={watch['position']}&wait_ms=5000")
+    assert [(e["key"], e["deleted"]) for e in changes["events"]] == [("theme", True)]
+    quiet = api.ok("GET", f"/v1/tables/prefs/watch?prefix=th&after={changes['position']}&wait_ms=200")
+    assert quiet["events"] == [] and quiet["position"] == changes["position"]
+    create_topic(api, "plainlog", partitions=1)
+    status, answer = api.call("GET", "/v1/tables/plainlog/keys/a")
+    assert answer["error"]["code"] == "NOT_COMPACTED"
+    altered = api.ok("PATCH", "/v1/topics/plainlog", {"cleanup_policy": "compact,delete"})
+    assert altered["compaction"]["cleanup_policy"] == "compact,delete"
+
+
+def test_bad_table_requests_get_typed_errors_over_http(api):
+    """Goal: a put without a value, a key over compacted_key_bytes_max, a malformed watch position and a bad cleanup
+    policy get typed errors with their HTTP status, and write nothing."""
+    api.ok("POST", "/v1/tables", {"name": "strict", "partitions": 1}, status=201)
+    api.error("PUT", "/v1/tables/strict/keys/k", {}, status=400, code="INVALID_ARGUMENT")
+    api.error("PUT", "/v1/tables/strict/keys/" + "k" * 501, {"value": "v"}, status=400, code="KEY_TOO_LARGE")
+    api.error("GET", "/v1/tables/strict/watch?after=zero", status=400, code="INVALID_ARGUMENT")
+    api.error("GET", "/v1/tables/strict/watch?after=0:1,1:1", status=400, code="INVALID_ARGUMENT")
+    api.error("POST", "/v1/topics", {"name": "shredded", "cleanup_policy": "shred"}, status=400,
+              code="INVALID_ARGUMENT")
+    assert api.ok("GET", "/v1/tables/strict/keys")["keys"] == []
+    assert api.ok("GET", "/v1/topics/strict")["partitions"][0]["high_watermark"] == 0

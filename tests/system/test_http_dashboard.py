@@ -73,11 +73,15 @@ def text(browser, selector: str) -> str:
 
 
 def test_dashboard_shows_the_cluster_live_in_a_real_browser(gateway, browser):
-    """Goal: the page a user opens shows 3 live brokers, the topics, group lag, queue counts and plotted data."""
+    """Goal: the page a user opens shows 3 live brokers, the topics, group lag, queue counts, tables and plotted
+    data."""
     api = Api(gateway.url)
     api.ok("POST", "/v1/topics", {"name": "orders", "partitions": 3}, status=201)
     api.ok("POST", "/v1/topics", {"name": "jobs", "partitions": 2, "kind": "queue"}, status=201)
     api.ok("POST", "/v1/topics/orders/records", {"records": [{"value": f"r{i}"} for i in range(50)]})
+    api.ok("POST", "/v1/tables", {"name": "settings", "partitions": 1}, status=201)
+    for key in ("a", "b", "c"):
+        api.ok("PUT", f"/v1/tables/settings/keys/{key}", {"value": "on"})
     base = api.ok("POST", "/v1/consumers/billing/instances", {"auto_offset_reset": "earliest"})["base_uri"]
     api.ok("POST", f"{base}/subscription", {"topics": ["orders"]})
     wait_until(lambda: api.ok("GET", f"{base}/records?timeout_ms=500&max=10")["records"], 60, 0,
@@ -107,6 +111,8 @@ def test_dashboard_shows_the_cluster_live_in_a_real_browser(gateway, browser):
     queue_row = text(browser, "#queue-table tbody").split()
     assert queue_row[0] == "jobs" and int(queue_row[1]) > 0, queue_row
     assert browser.find_element(By.ID, "chart-queues").find_elements(By.TAG_NAME, "canvas")
+    table_row = text(browser, "#table-table tbody").split()
+    assert table_row[:4] == ["settings", "compact", "1", "3"], table_row
     assert (ARTIFACTS / "dashboard.png").stat().st_size > 10_000
 
 

@@ -42,7 +42,7 @@ BROKER_CLIENT_MODULES = ("errors", "records", "kafka_batch", "wire", "router", "
 
 CLIENT_KERNEL = {"errors", "records", "kafka_batch", "router", "settings", "murmur2", "wire", "produce_stream",
                  "sender", "producer_lane", "credentials", "record_batch", "record_future", "reachability"}
-CLIENT_FACADES = {"", "admin", "producer", "consumer", "reader", "security", "cluster_admin"}
+CLIENT_FACADES = {"", "admin", "producer", "consumer", "reader", "security", "cluster_admin", "table"}
 CLIENT_APPS = {"spark", "aio", "backup"}
 CLIENT_ALLOWED = {
     "kernel": set(),

@@ -11,6 +11,7 @@ from raftbus.broker.kafka.apis.topic_configs import (
     STATIC_BROKER_CONFIG,
     InvalidConfig,
     settings_of,
+    split_compaction,
     topic_values,
 )
 from raftbus.broker.kafka.apis.topics import topic_error
@@ -93,9 +94,10 @@ def alter_handler(services):
                     if config.config_operation not in (SET, DELETE):
                         raise InvalidConfig(f"{config.name}: only SET (0) and DELETE (1) apply to these configs")
                     pairs.append((config.name, config.value if config.config_operation == SET else None))
-                changes = settings_of(pairs, settings, allow_reset=True)
-                if changes and not body.validate_only:
+                changes, compaction = split_compaction(settings_of(pairs, settings, allow_reset=True))
+                if (changes or compaction) and not body.validate_only:
                     await services.listener.run_blocking(lambda: admin.alter_topic(resource.resource_name,
+                                                                                   compaction=compaction,
                                                                                    **changes))
                 elif body.validate_only:
                     services.context.topic(resource.resource_name)

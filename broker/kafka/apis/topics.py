@@ -10,7 +10,8 @@ from raftbus.client import errors
 
 from raftbus.broker import model
 from raftbus.broker.kafka import codes
-from raftbus.broker.kafka.apis.topic_configs import BY_NAME, InvalidConfig, settings_of, topic_values
+from raftbus.broker.kafka.apis.topic_configs import BY_NAME, InvalidConfig, settings_of, split_compaction, \
+    topic_values
 from raftbus.broker.kafka.session import ADMIN, TOPIC
 
 
@@ -34,7 +35,9 @@ def create_handler(services):
             services.context.require_controller()
             return None
         timestamp_type = options.pop("timestamp_type", None)
-        view = admin.create_topic(name, partitions=partitions, replication_factor=replication_factor, **options)
+        options, compaction = split_compaction(options)
+        view = admin.create_topic(name, partitions=partitions, replication_factor=replication_factor,
+                                  compaction=compaction, **options)
         if timestamp_type is not None:
             view = admin.alter_topic(name, timestamp_type=timestamp_type)
         return view

@@ -21,7 +21,8 @@ from raftbus.client.errors import InvalidArgument, RaftbusError, Unavailable
 PROG = "python -m raftbus.bench.peers"
 BATCH_RECORDS_DEFAULT = 1_000
 REDIS_APPENDONLY = ("everysec", "no")
-COUNT_FLAGS = ("records", "queue_records", "record_bytes", "partitions", "producers", "readers", "batch_records")
+COUNT_FLAGS = ("records", "queue_records", "record_bytes", "partitions", "producers", "readers", "batch_records",
+               "kv_keys")
 
 
 def systems_list(text: str) -> tuple[str, ...]:
@@ -44,6 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="raftbus partitions; NATS subjects with one consumer each; Redis stream keys")
     parser.add_argument("--producers", type=int, default=defaults.producers, help="producer processes")
     parser.add_argument("--readers", type=int, default=defaults.readers, help="reader (and queue worker) processes")
+    parser.add_argument("--kv-keys", type=int, default=defaults.kv_keys,
+                        help="keys of the raftbus table and of the NATS key-value bucket")
     parser.add_argument("--batch-records", type=int, default=BATCH_RECORDS_DEFAULT,
                         help="peers: records per Redis pipeline, per NATS fetch and per ack batch")
     parser.add_argument("--systems", type=systems_list, default=report.SYSTEMS,
@@ -70,7 +73,8 @@ def raftbus_argv(args: argparse.Namespace) -> list[str]:
     --readers worker processes, as the peers' queue workloads do."""
     return ["all", "--records", str(args.records), "--record-bytes", str(args.record_bytes),
             "--partitions", str(args.partitions), "--producers", str(args.producers),
-            "--readers", str(args.readers), "--messages", str(args.queue_records), "--consumers", str(args.readers)]
+            "--readers", str(args.readers), "--messages", str(args.queue_records), "--consumers", str(args.readers),
+            "--kv-keys", str(args.kv_keys)]
 
 
 def settings_figures(args: argparse.Namespace) -> dict:

@@ -3,6 +3,7 @@
 One file-storage stream with replicas=3 stands for the raftbus topic; its subjects `bench.<p>` stand for the
 partitions (producers write them round-robin in runs of --batch-records, readers read each through its own
 filtered pull consumer). Queue: a work-queue retention stream (R3) with one shared explicit-ack pull consumer.
+Key-value: a bucket (R3, file) beside `raftbus bench kv`'s Table figures (nats_kv.py).
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from raftbus.bench.peers.figures import (
     throughput_line,
 )
 from raftbus.bench.peers.nats_failover import bench_failover
+from raftbus.bench.peers.nats_kv import bench_kv
 from raftbus.bench.peers.nats_streams import (
     QUEUE_CONSUMER,
     QUEUE_STREAM,
@@ -239,5 +241,5 @@ def run(args, lines: list[dict]) -> None:
         common = {"servers": len(cluster.servers), "replication_factor": REPLICAS, "partitions": args.partitions,
                   "durability": DURABILITY, "server_version": binary_version(cluster.binary),
                   "client": f"nats-py {version('nats-py')}"}
-        for workload in (bench_produce, bench_consume, bench_queue, bench_failover):
+        for workload in (bench_produce, bench_consume, bench_queue, bench_kv, bench_failover):
             lines.append(emit(workload(cluster, args, common)))

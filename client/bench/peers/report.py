@@ -39,6 +39,10 @@ ROWS = (
     Row("light-load produce latency p99, ms", "produce", "latency_p99_ms", lower_is_better=True),
     Row("leader kill -9 to next acknowledged produce, ms", "failover", "failover_ms", lower_is_better=True,
         raftbus_field="failover_p50_ms"),
+    Row("key-value get of random keys, one call in flight per process, gets/s", "kv", "gets_per_s"),
+    Row("key-value get latency p50, ms", "kv", "get_p50_ms", lower_is_better=True),
+    Row("key-value get latency p99, ms", "kv", "get_p99_ms", lower_is_better=True),
+    Row("key-value compare-and-set put, one in flight per process, puts/s", "kv", "cas_puts_per_s"),
     Row("Kafka port: confluent-kafka producer (linger.ms 5, acks=all), records/s", "produce", "records_per_s",
         raftbus_bench="kafka", raftbus_field="producer_records_per_s"),
     Row("Kafka port: confluent-kafka consumer, records/s", "consume", "records_per_s", raftbus_bench="kafka",
@@ -156,13 +160,14 @@ def report_markdown(document: dict) -> str:
         f"Command: `{document['command']}` (raftbus part: `{document['raftbus_command']}`).",
         f"Workload: {run['record_bytes']}-byte records; produce and consume {run['records']:,} records over "
         f"{run['partitions']} partitions with {run['producers']} producer and {run['readers']} reader processes; "
-        f"queue {run['queue_records']:,} messages; everything on loopback.",
+        f"queue {run['queue_records']:,} messages; key-value {run.get('kv_keys', 0):,} keys of the same size, "
+        f"gets by the reader processes, compare-and-set puts by the producer processes; everything on loopback.",
         *servers_summary(results),
         "",
         markdown_table(document["rows"]),
         "",
         f"Ratios are raftbus / peer: above 1 favours raftbus for rates, below 1 favours raftbus for the ms rows. "
-        f"{MISSING}: not measured (Redis' single node has no failover).",
+        f"{MISSING}: not measured (Redis' single node has no failover; its key-value rows are not measured).",
     ]
     for error in document.get("errors", []):
         parts.append(f"FAILED: {error['system']}: {error['error']}")

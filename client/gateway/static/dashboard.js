@@ -155,6 +155,15 @@ function showQueues(snap, seconds) {
   charts.queues.add(snap.time_ms / 1000, counts);
 }
 
+function showTables(snap, seconds) {
+  const before = new Map((previous?.tables?.items || []).map((t) => [t.name, t.high_watermark_total]));
+  const tables = snap.tables || { items: [] };
+  fillTable("table-table", tables.items.map((t) => [t.name, t.cleanup_policy, t.partitions,
+    t.keys_more ? `${t.keys}+` : t.keys, t.high_watermark_total,
+    fixed(rate(t.high_watermark_total, before.get(t.name), seconds))]));
+  document.getElementById("tables-error").textContent = tables.error ? tables.error.message : "";
+}
+
 async function refresh() {
   try {
     const response = await fetch("/v1/dashboard", { cache: "no-store" });
@@ -165,6 +174,7 @@ async function refresh() {
     showTopics(snap, seconds);
     showGroups(snap);
     showQueues(snap, seconds);
+    showTables(snap, seconds);
     previous = snap;
     document.getElementById("updated").textContent = `updated ${new Date(snap.time_ms).toLocaleTimeString()}`;
     document.body.dataset.refreshes = String(Number(document.body.dataset.refreshes || 0) + 1);

@@ -87,7 +87,7 @@ def test_report_names_the_machine_the_command_and_the_failed_systems():
     assert "2 cores, AMD EPYC 7B13, Python 3.11.7" in text
     assert f"`{cli.PROG} --records 1000 --queue-records 500`" in text
     assert ("`raftbus bench all --records 1000 --record-bytes 100 --partitions 3 --producers 2 --readers 3 "
-            "--messages 500 --consumers 3`") in text
+            "--messages 500 --consumers 3 --kv-keys 10000`") in text
     assert "produce and consume 1,000 records" in text and "queue 500 messages" in text
     assert "- raftbus: 3 brokers, replication factor 3, acknowledged after a majority commit" in text
     assert "- NATS JetStream R3: nats-server: v2.9.10, 3 server(s), R3 file; client nats-py 2.16.0" in text
@@ -119,6 +119,7 @@ def test_raftbus_runs_with_the_same_counts_as_the_peers():
     assert (bench_args.workload, bench_args.records, bench_args.record_bytes, bench_args.partitions,
             bench_args.producers, bench_args.readers) == ("all", 5000, 200, 6, 1, 2)
     assert (bench_args.messages, bench_args.consumers) == (5000, 2)  # queue: as many messages and workers
+    assert bench.build_parser().parse_args(cli.raftbus_argv(cli.parse_args(["--kv-keys", "300"]))).kv_keys == 300
 
 
 def test_raftbus_queue_moves_the_peers_queue_records():
@@ -128,7 +129,7 @@ def test_raftbus_queue_moves_the_peers_queue_records():
 
 
 @pytest.mark.parametrize("flag", ["--records", "--queue-records", "--record-bytes", "--partitions", "--producers",
-                                  "--readers", "--batch-records"])
+                                  "--readers", "--batch-records", "--kv-keys"])
 def test_a_count_below_one_is_a_typed_error(flag):
     with pytest.raises(InvalidArgument, match=flag):
         cli.parse_args([flag, "0"])
@@ -176,3 +177,15 @@ def test_kafka_rows_take_raftbus_from_its_kafka_workload_and_the_peers_from_thei
     assert (consumer["raftbus"], consumer["nats"]) == (800_000, 20_000)
     p50 = row(rows, "Kafka port: light-load produce latency p50 (linger.ms 0, acks=all), ms")
     assert (p50["raftbus"], p50["nats"], p50["lower_is_better"]) == (0.6, 0.75, True)
+
+
+def test_key_value_rows_set_raftbus_tables_beside_the_nats_bucket():
+    """Goal: the key-value rows take both systems' figures from their kv lines (same keys and value size)."""
+    results = report.by_system([
+        {"system": "raftbus", "bench": "kv", "gets_per_s": 300, "get_p99_ms": 20.0, "cas_puts_per_s": 320},
+        {"system": "nats", "bench": "kv", "gets_per_s": 1_200, "get_p99_ms": 4.0, "cas_puts_per_s": 800}])
+    rows = {r["figure"]: r for r in report.table_rows(results)}
+    gets = rows["key-value get of random keys, one call in flight per process, gets/s"]
+    assert (gets["raftbus"], gets["nats"], gets["raftbus_over_nats"], gets["redis"]) == (300, 1_200, 0.25, None)
+    assert rows["key-value get latency p99, ms"]["raftbus_over_nats"] == 5.0
+    assert rows["key-value compare-and-set put, one in flight per process, puts/s"]["raftbus_over_nats"] == 0.4

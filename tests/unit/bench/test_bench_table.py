@@ -63,3 +63,22 @@ def test_make_bench_keeps_every_scaling_row(monkeypatch):
     table = markdown({"scale": {field: 1_000 + i for i, field in enumerate(fields)}}, "2 cores", "raftbus bench all")
     for i, _ in enumerate(fields):
         assert f"| {1_000 + i:,} | records/s |" in table
+
+
+def test_kv_rows_show_table_calls_and_compaction():
+    """Goal: the kv workload's figures (gets, compare-and-set puts, compaction rate and its cost to produce) each
+    have a row."""
+    results = {"kv": {"gets_per_s": 1_480, "get_p99_ms": 12.5, "cas_puts_per_s": 314,
+                      "compaction_mb_per_s": 3.29, "produce_during_compaction_ratio": 0.799,
+                      "produce_latency_max_ms_during_compaction": 280.5}}
+    table = markdown(results, "2 cores", "raftbus bench kv")
+    rows = {line.split(" | ")[0].lstrip("| ").strip(): line for line in table.splitlines() if line.startswith("| ")}
+    get_row = "table: Table.get of random keys (linearizable), --readers processes (3), one call in flight each"
+    assert "| 1,480 | gets/s |" in rows[get_row]
+    assert "| 12.5 | ms |" in rows["Table.get latency p99"]
+    assert "| 314 | puts/s |" in rows["table: Table.put with expected_revision (compare-and-set), --producers "
+                                    "processes (2), acked"]
+    assert "| 3.29 | MB/s |" in rows["compaction: stored log read per second of a compactor's pass"]
+    assert "| 0.799 | × |" in rows["produce throughput while a pass runs / without (full load)"]
+    assert "| 280 | ms |" in rows["light-load produce latency max while a pass runs"]
+    assert "| — | ms |" in rows["Table.get latency p50"]

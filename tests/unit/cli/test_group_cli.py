@@ -149,7 +149,7 @@ def test_bench_consume_group_flags(capsys):
 
 
 def test_bench_all_includes_the_group_consume(monkeypatch, capsys):
-    """`bench all` runs produce, consume and consume-group (on the produce topic), queue, kafka and aio on the
+    """`bench all` runs produce, consume and consume-group (on the produce topic), queue, kafka, kv and aio on the
     benchmarked cluster, then scale, failover and idle on fresh clusters: after stopping a cluster it started, after
     letting one that stays up (--bootstrap) go quiet; `consume --group` only the group figures."""
     from contextlib import contextmanager
@@ -176,10 +176,11 @@ def test_bench_all_includes_the_group_consume(monkeypatch, capsys):
     monkeypatch.setattr(bench.bench_ops, "bench_idle", lambda *a: ran.append("idle") or {"bench": "idle"})
     monkeypatch.setattr(aio_bench, "bench_aio", lambda *a: ran.append("aio") or {"bench": "aio"})
     monkeypatch.setattr(kafka_bench, "bench_kafka", lambda *a: ran.append("kafka") or {"bench": "kafka"})
+    monkeypatch.setattr(bench.bench_kv, "bench_kv", lambda *a: ran.append("kv") or {"bench": "kv"})
     monkeypatch.setattr(bench.bench_scale, "bench_scale", lambda *a: ran.append("scale") or {"bench": "scale"})
     monkeypatch.setattr(bench, "settle_before_fresh_clusters", lambda b: ran.append(("settle", b)))
-    workloads = ["produce", "consume", "consume-group", "queue", "kafka", "aio", "scale", "failover", "idle"]
-    on_cluster = ["produce", ("consume", "t1"), ("consume-group", "t1"), "queue", "kafka", "aio"]
+    workloads = ["produce", "consume", "consume-group", "queue", "kafka", "kv", "aio", "scale", "failover", "idle"]
+    on_cluster = ["produce", ("consume", "t1"), ("consume-group", "t1"), "queue", "kafka", "kv", "aio"]
     args = cli.build_parser().parse_args(["bench", "all", "--bootstrap", "h:1"])
     assert [r["bench"] for r in bench.run_benchmarks(args)] == workloads
     assert ran == ["cluster up", *on_cluster, ("settle", "h:1"), "cluster down", "scale", "failover", "idle"]

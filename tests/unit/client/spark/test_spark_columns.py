@@ -157,3 +157,19 @@ def test_producer_shaped_kafka_batches_take_the_strided_path():
     assert piece is not None and piece.first_offset == 15 and len(piece) == 9_995
     assert piece.keys.null_count == 9_995 and piece.values.to_pylist()[:2] == [bytes([5]) * 100, bytes([6]) * 100]
     assert piece.timestamps_ms[0] == 10 and piece.timestamps_ms[-1] == 5 + 9_999
+
+
+def test_a_compacted_batch_keeps_its_records_offsets_and_gaps():
+    """Goal: a compacted Kafka batch (fewer records than its offsets span) gives each record its own offset in
+    Arrow and row form, within [from_offset, until_offset), and the batch after it follows its span."""
+    records = [(1_000 + i, b"k%d" % (i % 3), b"v%d" % i, ()) for i in range(8)]
+    blob, count, max_ts = encode_stream_batch(records)
+    kept = kafka_batch.retain_records(blob, {2, 5, 7})
+    buf = encode_stored_batch(10, count, 1, max_ts, kept) + stored(18, uniform(2, 5, 1, 4))
+    pieces = list(batch_pieces(buf, 13, 19, want_headers=True))
+    batch = to_record_batch(TOPIC, PARTITION, pieces, arrow_schema(True))
+    assert batch.column("offset").to_pylist() == [15, 17, 18]
+    assert batch.column("value").to_pylist() == [b"v5", b"v7", bytes([0]) * 4]
+    assert [row[4] for row in to_rows(TOPIC, PARTITION, pieces, True)] == [15, 17, 18]
+    expected = [(r.offset, r.value) for r in decode_fetched(TOPIC, PARTITION, buf, 13) if r.offset < 19]
+    assert expected == list(zip(batch.column("offset").to_pylist(), batch.column("value").to_pylist()))
