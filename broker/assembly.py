@@ -54,13 +54,15 @@ def build_features(context: BrokerContext, settings: BrokerSettings, *, data_dir
                                metrics_url=metrics_url, kafka_address=lambda: kafka[0].address if kafka else "",
                                raft_peers=raft_peers, cluster_id=node.cluster_id)
     log = LogFeature(context, settings.log, rebuild_dir=data_dir / "rebuild", peer_credentials=credentials)
+    groups = GroupsFeature(context, settings.groups)
     kafka.append(KafkaFeature(context, PortSettings.of(settings), log.service, metadata.admin,
-                              policy=security.policy()))
+                              group_service=groups.service, offset_service=groups.offsets,
+                              policy=security.policy(), peer_credentials=credentials))
     return Features(
         security=security,
         metadata=metadata,
         log=log,
-        groups=GroupsFeature(context, settings.groups),
+        groups=groups,
         queues=QueuesFeature(context, settings.queues, settings.log, cluster_secret=node.cluster_secret,
                              client_address=node.client_address, peer_credentials=credentials),
         kafka=kafka[0],

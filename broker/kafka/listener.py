@@ -92,6 +92,8 @@ class KafkaListener:
         self.connections += 1
         try:
             await Connection(reader, writer, self.router, Session(peer, self.policy), self.limits).serve()
+        except asyncio.CancelledError:  # the listener stops: end quietly (asyncio's stream callback would log it)
+            writer.close()
         except Exception:
             log.exception("kafka connection failed", extra={"peer": peer})
             writer.close()

@@ -3,7 +3,7 @@ Raft leader, in-sync replicas and replicas, so Kafka clients route to partition 
 from __future__ import annotations
 
 from raftbus.broker.kafka import codes
-from raftbus.broker.kafka.apis.common import broker_list, endpoints, leader_and_isr
+from raftbus.broker.kafka.apis.common import broker_list, endpoints, leader_and_isr, topic_uuid
 from raftbus.broker.kafka.session import DESCRIBE, TOPIC
 
 AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
@@ -51,5 +51,5 @@ def _topic(services, name: str, topic, known, alive) -> dict:
             "replica_nodes": replicas, "isr_nodes": [b for b in isr if b in replicas] or ([leader] if leader else []),
             "offline_replicas": [b for b in replicas if b not in alive],
         })
-    return {"name": name, "error_code": codes.NONE, "partitions": partitions,
+    return {"name": name, "error_code": codes.NONE, "partitions": partitions, "topic_id": topic_uuid(topic),
             "topic_authorized_operations": AUTHORIZED_OPERATIONS_UNKNOWN}
