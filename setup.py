@@ -39,4 +39,5 @@ def _packages():
 
 packages, package_dir = _packages()
 setup(packages=packages, package_dir=package_dir,
-      package_data={"raftbus.config": ["*.toml"], "raftbus.gateway": ["static/*"]})
+      package_data={"raftbus.config": ["*.toml"], "raftbus.broker.raft.pysyncobj": ["LICENSE"],
+                    "raftbus.gateway": ["static/*"]})

@@ -38,7 +38,6 @@ def setup_logging(level: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-    logging.getLogger("pysyncobj").setLevel(logging.WARNING)
 
 
 def broker_listeners(settings) -> list[broker_ports.Listener]:

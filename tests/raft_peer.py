@@ -1,7 +1,7 @@
 """A hand-driven Raft peer for tests: dials a broker's Raft port as a known node id, with the cluster key (and a
 TLS certificate when the port wants one), then sends and reads chosen (channel, message) records.
 
-It speaks the real protocol (broker/raft/hub.py), so whatever it sends reaches pysyncobj exactly as a genuine
+It speaks the real protocol (broker/raft/hub.py), so whatever it sends reaches the Raft core exactly as a genuine
 peer's messages would: the tests use it to forge what only a holder of the cluster secret could send.
 """
 from __future__ import annotations

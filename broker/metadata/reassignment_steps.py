@@ -1,6 +1,6 @@
 """The next step of a partition reassignment, decided from the group's configuration (pure).
 
-Order (each step waits until the previous one is applied, see raft/membership.py): add every new replica as a
+Order (each step waits until the previous one is applied, see raft/configuration.py): add every new replica as a
 learner; promote each learner once it lacks at most `promote_lag_max` committed entries; move leadership off a
 replica being removed; remove the old replicas one at a time; then record the target as the placement.
 """

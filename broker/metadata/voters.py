@@ -1,6 +1,6 @@
 """The metadata group's voters: brokers join as learners, are promoted once caught up, and leave one at a time.
 
-The voter set is the metadata group's own configuration (configuration entries in its log, raft/membership.py),
+The voter set is the metadata group's own configuration (configuration entries in its log, raft/configuration.py),
 seeded from `peers` when the cluster is first bootstrapped and never again from a broker's local settings. The
 brokers registry (metadata state) holds each broker's addresses, from which every broker's Raft transport learns
 whom to accept and dial.

@@ -38,7 +38,7 @@ class RaftTransportCollector:
                                 value=hub.get("peers_gcm_tagged", 0))
         totals = dict.fromkeys(TRANSFER_COUNTERS, 0)
         for group in list(self.broker.loop.groups.values()):
-            stats = getattr(getattr(getattr(group, "raft", None), "replication", None), "stats", {})
+            stats = getattr(getattr(group, "replication", None), "stats", {})
             for key in totals:
                 totals[key] += stats.get(key, 0)
         for key, text in TRANSFER_COUNTERS.items():

@@ -1,6 +1,6 @@
 """The replication seam: what services need from a replicated group.
 
-`RaftGroup` (pysyncobj over the broker's one loop and one transport) is the production implementation;
+`RaftGroup` (the Raft core over the broker's one loop and one transport) is the production implementation;
 `InProcessGroup` applies commands at once and serves fast unit and component tests.
 """
 from __future__ import annotations

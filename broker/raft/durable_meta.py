@@ -1,10 +1,9 @@
 """Term and vote writes made durable once per loop pass, before anything that pass sends.
 
 Raft needs a replica's term and vote on disk before it answers a vote request or a message of a newer term
-(journal.DurableMetaStorer). Made durable one file at a time (fsync of the file and of its directory), an
-election costs each replica about two fsyncs; thousands of new groups electing at once made the loop do
-thousands of fsyncs in a row, the vote answers came after the candidates' election timeouts, and the groups kept
-starting new elections (a livelock: 1,000 new partitions had no leader after minutes).
+(journal.DurableMetaStorer). Made durable one file at a time (fsync of the file and of its directory), thousands
+of new groups electing at once would make the loop do thousands of fsyncs in a row, answer the votes after the
+candidates' election timeouts, and keep the groups electing.
 
 On the loop thread the storer writes the file (in place, `meta_slots`) and records it here instead; the loop calls
 `sync_pending` just before it hands the pass's outgoing messages to the sockets (`RaftLoop.run_once`), and one

@@ -2,11 +2,10 @@
 
 When thousands of partitions are created at once, each broker opens its new replicas one after another, and the
 brokers do not keep the same pace: the preferred replica of a group often stands (broker/raft/first_election.py)
-before a peer has opened its own replica. The loop used to drop such a message, so the candidate waited a whole
-election timeout and stood again in a new term (one more durable term write on every replica). 28 % of the
-groups of a 4,000-partition creation needed a second term that way.
+before a peer has opened its own replica. Dropped, such a request would cost the candidate a whole election
+timeout and a second term (one more durable term write on every replica).
 
-Now the loop keeps the latest vote request per (group, peer) for groups it does not host, at most `groups_max`
+So the loop keeps the latest vote request per (group, peer) for groups it does not host, at most `groups_max`
 groups (the oldest go first) and for at most `keep_ms` each, and hands what is still fresh to the group when it
 is added: to Raft this is a message delayed in the network, which it tolerates like any other delay. Only vote
 requests are kept (their four fields, so the memory is bounded by the count); other messages for unknown
@@ -16,13 +15,13 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from pysyncobj.monotonic import monotonic as raft_monotonic
+from raftbus.broker.raft.clock import Clock, monotonic_s
 
 
 class EarlyVotes:
     """Loop thread only."""
 
-    def __init__(self, keep_ms: int, groups_max: int, clock=raft_monotonic):
+    def __init__(self, keep_ms: int, groups_max: int, clock: Clock = monotonic_s):
         self.keep_s = keep_ms / 1000
         self.groups_max = groups_max
         self._clock = clock
@@ -69,7 +68,7 @@ class EarlyVotes:
             del self._kept[group_id]
 
 
-_VOTE_FIELDS = ("type", "term", "last_log_index", "last_log_term")  # pysyncobj's vote request; only these are kept
+_VOTE_FIELDS = ("type", "term", "last_log_index", "last_log_term")  # a vote request's fields; only these are kept
 
 
 def _is_vote_request(message) -> bool:

@@ -11,18 +11,15 @@ preferred replica is down the others elect a leader after the grace.
 """
 from __future__ import annotations
 
-from pysyncobj.monotonic import monotonic as raft_monotonic
-
 GRACE_TIMEOUTS = 4  # the other replicas of a new group wait this many maximum election timeouts
 
 
 def stagger_first_election(group, self_id: int, election_timeout_max_ms: int) -> None:
     """Set the first election deadline of a new group (term 0) replicated here (before it is first ticked)."""
     raft = group.raft
-    if raft.raftCurrentTerm != 0 or group.preferred_leader is None:
+    if raft.term != 0 or group.preferred_leader is None:
         return
-    now = raft_monotonic()
     if group.preferred_leader == self_id:
-        raft._SyncObj__raftElectionDeadline = now
+        raft.set_election_timeout(0)
     else:
-        raft._SyncObj__raftElectionDeadline = now + GRACE_TIMEOUTS * election_timeout_max_ms / 1000
+        raft.set_election_timeout(GRACE_TIMEOUTS * election_timeout_max_ms / 1000)

@@ -1,479 +1,71 @@
-"""One Raft group (pysyncobj) per replicated state machine, driven by the broker's loop.
+"""One Raft group per replicated state machine, driven by the broker's loop over its one transport.
 
-What this module adds on top of pysyncobj 0.3.17 (see docs/replication.md):
-- `GroupTransport` plugs the group into the broker's one multiplexed, authenticated transport (`RaftHub`);
-- the state machine is reached through ONE kind of entry, a REGULAR entry whose payload is the command's own bytes
-  (no pickle: see `entry_codec`), with the Raft index passed in;
-- two message fixes that keep acknowledged entries safe under pipelined load (`_guard_append_entries`,
-  `_guard_next_index`);
-- snapshots that copy the LMDB store off the loop thread (`SnapshotWriter`), handed to pysyncobj through its
-  serializer/deserializer hooks only once complete;
+A `RaftGroup` joins the pieces of one replica: its Raft core (`broker/raft/pysyncobj`), its journal, its channel of
+the hub (`GroupTransport`), what its leader sends (`transfer.Replication`), its configuration (`configuration`,
+`reconfigure`) and its snapshots (`snapshots`). Beyond them it adds:
+- the state machine is reached through one kind of entry, a regular entry whose payload is the command's own
+  bytes, with the Raft index passed in;
+- snapshots copy the LMDB store off the loop thread (`SnapshotWriter`), handed to the core's serializer and
+  deserializer hooks only once complete;
 - crash-stop (`RaftGroup.stop`): a group whose store, fsync or snapshot fails stops applying, voting and
   acknowledging instead of skipping an entry the other replicas applied; one stopped for lack of space reopens
-  in place (`RaftGroup.reopen`); a leader on a full disk refuses writes with DISK_FULL.
+  in place (`RaftGroup.reopen`); a leader on a full disk refuses writes with DISK_FULL;
+- Raft's leadership transfer done as the paper describes it (`hand_over`), and an earlier election when the
+  leader's broker connection closes (`on_peer_lost`).
 """
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import random
-import threading
-import time
 from concurrent.futures import Future
-from dataclasses import dataclass
 from pathlib import Path
-
-import pysyncobj.syncobj as raft_syncobj
-from pysyncobj import SyncObj, SyncObjConf
-from pysyncobj.config import FAIL_REASON
-from pysyncobj.monotonic import monotonic as raft_monotonic
-from pysyncobj.node import Node
-from pysyncobj.transport import Transport
 
 from raftbus.client import errors
 
-from raftbus.broker.raft import entry_codec, reconfigure, snapshot_footer, transfer
-from raftbus.broker.raft import membership as config
-from raftbus.broker.raft.throttle import CatchUpThrottle, snapshot_bytes
-from raftbus.broker.raft.journal import JournalCorrupt, create_journal
+from raftbus.broker.raft import configuration, reconfigure, snapshot_footer
+from raftbus.broker.raft.group_transport import GroupStopped, GroupTransport
+from raftbus.broker.raft.journal import AppendJournal, JournalCorrupt
 from raftbus.broker.raft.latency import LatencyHistogram
+from raftbus.broker.raft.pysyncobj import Outcome, RaftNode, RaftOptions, Role
+from raftbus.broker.raft.settings import RaftSettings
+from raftbus.broker.raft.snapshots import LimitedReader, SnapshotWriter, compaction_due, journal_command
+from raftbus.broker.raft.throttle import CatchUpThrottle
+from raftbus.broker.raft.transfer import Replication
 from raftbus.broker.storage.base import is_disk_full
 from raftbus.broker.storage.private import private_dir, private_opener
 
+__all__ = ["RaftGroup", "RaftSettings", "GroupStopped", "compaction_due", "error_for_outcome"]
+
 log = logging.getLogger(__name__)
 
-_REGULAR_COMMAND = 0  # pysyncobj's _COMMAND_TYPE.REGULAR
-_NO_OP_COMMAND = 1
-_ROLES = {0: "follower", 1: "candidate", 2: "leader"}  # pysyncobj's _RAFT_STATE
-_FOLLOWER, _LEADER = 0, 2
+_LEADER = Role.LEADER
 
 
-@dataclass(frozen=True)
-class RaftSettings:
-    """Timers and bounds of every Raft group (see config/defaults.toml for units and defaults)."""
-
-    election_timeout_min_ms: int = 600
-    election_timeout_max_ms: int = 1200
-    # A follower whose connection to its leader's broker closes stands for election this long after, at random
-    # between min and max, unless the leader is heard from again first (see RaftGroup.on_peer_lost).
-    leader_lost_election_min_ms: int = 400
-    leader_lost_election_max_ms: int = 600
-    heartbeat_interval_ms: int = 150
-    leader_fallback_timeout_ms: int = 3000
-    command_bytes_max: int = 4 * 1024 * 1024
-    commands_queue_max: int = 100_000
-    log_compaction_bytes: int = 64 * 1024 * 1024
-    log_compaction_entries: int = 20_000
-    log_bytes_max: int = 256 * 1024 * 1024
-    log_entries_max: int = 200_000
-    snapshot_copy_ratio_max: int = 4
-    isr_lag_time_ms: int = 10_000
-    # Flow control of what a leader sends each peer (see transfer.py).
-    snapshot_chunk_bytes: int = 1024 * 1024
-    snapshot_chunks_in_flight_max: int = 8
-    snapshot_ack_timeout_ms: int = 5000
-    catch_up_bytes_in_flight_max: int = 8 * 1024 * 1024
-    bulk_send_buffer_bytes_max: int = 64 * 1024 * 1024
-
-    def syncobj_conf(self, data_dir: Path, serializer, deserializer, on_state_changed) -> SyncObjConf:
-        return SyncObjConf(
-            autoTick=False,
-            appendEntriesUseBatch=False,
-            # Larger than any command: pysyncobj's chunked path for bigger entries is broken.
-            appendEntriesBatchSizeBytes=self.command_bytes_max + 64 * 1024,
-            raftMinTimeout=self.election_timeout_min_ms / 1000,
-            raftMaxTimeout=self.election_timeout_max_ms / 1000,
-            appendEntriesPeriod=self.heartbeat_interval_ms / 1000,
-            connectionTimeout=self.election_timeout_max_ms / 1000,
-            leaderFallbackTimeout=self.leader_fallback_timeout_ms / 1000,
-            commandsQueueSize=self.commands_queue_max,
-            commandsWaitLeader=False,
-            journalFile=str(data_dir / "raft.journal"),
-            fullDumpFile=str(data_dir / "raft.snapshot"),
-            serializer=serializer,
-            deserializer=deserializer,
-            # Compaction is driven by RaftGroup.maybe_compact (by bytes), never by pysyncobj's own timers.
-            logCompactionMinEntries=2**62,
-            logCompactionMinTime=2**40,
-            onStateChanged=on_state_changed,
-            pollerType="select",
-        )
+def raft_options(settings: RaftSettings, data_dir: Path, eager_commit_notify: bool) -> RaftOptions:
+    return RaftOptions(
+        election_timeout_min_s=settings.election_timeout_min_ms / 1000,
+        election_timeout_max_s=settings.election_timeout_max_ms / 1000,
+        heartbeat_interval_s=settings.heartbeat_interval_ms / 1000,
+        leader_fallback_timeout_s=settings.leader_fallback_timeout_ms / 1000,
+        commands_queue_max=settings.commands_queue_max,
+        # Larger than any command (the API refuses bigger ones): every entry travels whole.
+        message_bytes_max=settings.command_bytes_max + 64 * 1024,
+        snapshot_path=str(data_dir / "raft.snapshot"),
+        eager_commit_notify=eager_commit_notify,
+    )
 
 
-def error_for_fail_reason(reason: int, leader_id: int | None) -> errors.RaftbusError:
-    if reason == FAIL_REASON.QUEUE_FULL:
+def error_for_outcome(outcome: int, leader_id: int | None) -> errors.RaftbusError:
+    if outcome == Outcome.QUEUE_FULL:
         return errors.Overloaded("the group's command queue is full (raft_commands_queue_max)")
-    if reason == FAIL_REASON.MISSING_LEADER:
+    if outcome == Outcome.NO_LEADER:
         return errors.LeaderNotAvailable("no leader is elected right now")
-    if reason in (FAIL_REASON.NOT_LEADER, FAIL_REASON.LEADER_CHANGED, FAIL_REASON.DISCARDED):
+    if outcome in (Outcome.NOT_LEADER, Outcome.LEADER_CHANGED, Outcome.DISCARDED):
         return errors.NotLeader("leadership changed before the command committed", leader_id=leader_id)
-    if reason == FAIL_REASON.UNKNOWN_OUTCOME:
+    if outcome == Outcome.UNKNOWN:
         return errors.RequestTimedOut("the command's outcome is unknown; retry idempotently")
-    return errors.InternalError(f"raft refused the command (reason {reason})")
-
-
-def _install_pysyncobj_fixes() -> None:
-    """Make pysyncobj use raftbus's journal (`AppendJournal`, durable term and vote) and, where it would pickle or
-    unpickle (chunked transmissions, replicated calls, membership and version entries), raftbus's entry codec,
-    which carries plain bytes and integers only: nothing a peer sends is ever unpickled."""
-    raft_syncobj.createJournal = create_journal
-    raft_syncobj.pickle = entry_codec
-
-
-_install_pysyncobj_fixes()
-
-
-def compaction_due(settings: RaftSettings, log_bytes: int, entries: int, store_bytes) -> bool:
-    """Whether a group should snapshot now, after `log_bytes` in `entries` applied since its last snapshot.
-
-    A snapshot copies the whole store, so it waits until that log is at least 1/snapshot_copy_ratio_max of the
-    store (`store_bytes()`, asked only then): each written byte is copied at most that many times however large
-    the partition grows. The log held in memory is bounded regardless (log_bytes_max, log_entries_max).
-    """
-    if log_bytes >= settings.log_bytes_max or entries >= settings.log_entries_max:
-        return True
-    if log_bytes < settings.log_compaction_bytes and entries < settings.log_compaction_entries:
-        return False
-    return store_bytes() <= settings.snapshot_copy_ratio_max * log_bytes
-
-
-class GroupStopped(Exception):
-    """Raised out of pysyncobj's apply loop when the group had to stop: pysyncobj then does not count the entry
-    as applied, and the group never ticks again in this process."""
-
-
-class GroupTransport(Transport):
-    """pysyncobj's view of the broker's shared transport: one channel of the hub."""
-
-    def __init__(self, hub, channel: str, peer_ids):
-        super().__init__(None, None, None)
-        self._hub = hub
-        self.channel = channel
-        self.nodes = {peer_id: Node(str(peer_id)) for peer_id in peer_ids}
-        self.raft: SyncObj | None = None
-        self.stopped = False  # a stopped group neither receives nor answers: to its peers it is down
-        self.voters: frozenset | None = None  # votes from or to anyone else are dropped (membership.py)
-        self.votes_here = True  # whether this replica is a voter: a learner neither grants nor asks for votes
-        self.learners: frozenset = frozenset()
-        self.throttle: CatchUpThrottle | None = None  # bounds what is sent to learners
-        self.throttled: set = set()  # learners held back until the next tick (see `resume_throttled`)
-
-    def send(self, node, message):
-        if self.stopped:
-            return False
-        if self.throttle is not None and int(node.id) in self.learners and not self._within_throttle(node, message):
-            return False
-        if message.get("type") == "next_node_idx":
-            # Lets the leader tell a reply of this term from a stale one of an earlier term.
-            message["term_tag"] = self.raft.raftCurrentTerm
-        try:
-            return self._hub.send(int(node.id), self.channel, message)
-        except ValueError:
-            log.error("%s: message to %s exceeds the frame limit; dropped", self.channel, node.id)
-            return False
-
-    def _within_throttle(self, node, message) -> bool:
-        """Whether a message to a learner may leave, cut to what the catch-up budget allows: the entries beyond it
-        are dropped from the message, and the learner gets nothing more this tick (pysyncobj's send loop stops at a
-        node it believes disconnected); the rest is sent from the same index at a later tick."""
-        if message.get("type") != "append_entries":
-            return True
-        pieces = snapshot_bytes(message)
-        if pieces:
-            self.throttle.charge(pieces)
-            return True
-        entries = message.get("entries") or ()
-        granted = self.throttle.grant([len(entry[0]) for entry in entries]) if entries else 0
-        if granted == len(entries):
-            return True
-        self.raft._SyncObj__raftNextIndex[node] = entries[granted][1]
-        self.raft._SyncObj__connectedNodes.discard(node)
-        self.throttled.add(node)
-        message["entries"] = entries[:granted]  # sent by the caller when not empty
-        return granted > 0
-
-    def resume_throttled(self, connected) -> None:
-        for node in self.throttled:
-            if int(node.id) in connected and int(node.id) in self.nodes:
-                self.raft._SyncObj__connectedNodes.add(node)
-        self.throttled.clear()
-
-    def peer_connected(self, peer_id: int) -> None:
-        node = self.nodes.get(peer_id)
-        if node is not None:
-            self._onNodeConnected(node)
-
-    def peer_disconnected(self, peer_id: int) -> None:
-        node = self.nodes.get(peer_id)
-        if node is not None:
-            self._onNodeDisconnected(node)
-
-    def deliver(self, peer_id: int, message) -> None:
-        node = self.nodes.get(peer_id)
-        if node is None or not isinstance(message, dict) or self.stopped:
-            return
-        kind = message.get("type")
-        if kind in ("request_vote", "response_vote") and self.voters is not None and \
-                (peer_id not in self.voters or not self.votes_here):
-            # Only voters elect: a learner's (or a removed replica's) request must not disrupt the voters' terms,
-            # and pysyncobj counts every response_vote it receives, so a learner's vote would make a false majority.
-            return
-        try:
-            if kind == "append_entries":
-                _guard_append_entries(self.raft, message)
-                self._onMessageReceived(node, message)
-            elif kind == "next_node_idx":
-                _guard_next_index(self.raft, node, message, self._onMessageReceived)
-                self.raft.replication.on_reply(node)
-            elif kind in transfer.MESSAGE_TYPES:
-                self.raft.replication.receive(node, message)
-            else:
-                self._onMessageReceived(node, message)
-        except entry_codec.EntryCodecError as exc:
-            log.warning("%s: refused a message from node %s: %s", self.channel, peer_id, exc)
-
-    def receive(self, peer_id: int, message, on_fault) -> None:
-        """`deliver`, with a fault of the group's own disk (a journal write that failed) handed to `on_fault`
-        instead of the hub: the message is then not acknowledged, and the leader sends it again."""
-        try:
-            self.deliver(peer_id, message)
-        except (OSError, GroupStopped) as exc:
-            on_fault(exc)
-
-
-def _guard_append_entries(raft: SyncObj, message: dict) -> None:
-    """Keep a follower from dropping entries it already holds when nothing conflicts.
-
-    pysyncobj truncates everything after `prevLogIdx` whenever the follower's log is longer, even when the
-    entries match. Under pipelining the leader re-sends from an older index, so a follower could drop entries
-    the leader already counted as replicated (acknowledged) — and lose them if the leader then dies. Raft only
-    truncates on a term conflict, so: entries the follower already holds with the same term are removed from
-    the message and `prevLogIdx` moves past them. A follower reply built on the rewritten message is truthful:
-    it only claims entries it holds that carry the leader's term, and all such entries came from this leader.
-    """
-    prev_idx = message.get("prevLogIdx")
-    if prev_idx is None or "transmission" in message or message.get("serialized") is not None:
-        return
-    journal = raft._SyncObj__raftLog
-    first_idx = journal[0][1]
-    last_idx = journal[-1][1]
-    if last_idx <= prev_idx or prev_idx < first_idx:
-        return
-    if journal[prev_idx - first_idx][2] != message["prevLogTerm"]:
-        return
-    entries = message.get("entries") or []
-    term = message["term"]
-    overlap = [e for e in entries if e[1] <= last_idx]
-    for entry in overlap:
-        if journal[entry[1] - first_idx][2] != entry[2]:
-            return  # a real conflict: let pysyncobj truncate and replace
-    new_entries = entries[len(overlap):]
-    if new_entries or journal[last_idx - first_idx][2] == term:
-        # Everything up to last_idx is verified (by the overlap, or because entries of the leader's own
-        # term can only have come from this leader after a consistency check).
-        message["prevLogIdx"] = last_idx
-        message["prevLogTerm"] = journal[last_idx - first_idx][2]
-        message["entries"] = new_entries
-        return
-    # The follower's extra entries are of an older term and cannot be claimed; claim only what the message
-    # proved. pysyncobj then drops that unverified suffix, which the leader re-sends.
-    covered = entries[-1][1] if entries else prev_idx
-    message["prevLogIdx"] = covered
-    message["prevLogTerm"] = journal[covered - first_idx][2]
-    message["entries"] = []
-
-
-def _guard_next_index(raft: SyncObj, node: Node, message: dict, deliver) -> None:
-    """Drop replies from an earlier term and keep pipelined replies from moving `nextIndex` backwards.
-
-    pysyncobj sets nextIndex from every successful reply, so the reply to entry n arriving after n+1 and n+2
-    were sent makes the leader re-send them (and the follower truncate them). Raft's optimistic nextIndex only
-    moves back on a rejection.
-    """
-    if message.get("term_tag", raft.raftCurrentTerm) != raft.raftCurrentTerm:
-        return
-    next_index = raft._SyncObj__raftNextIndex
-    before = next_index.get(node)
-    deliver(node, message)
-    after = next_index.get(node)
-    if message.get("success") and not message.get("reset") and before is not None and after is not None:
-        if after < before:
-            next_index[node] = before
-
-
-class _NoSockets:
-    """pysyncobj's poller for a group whose transport is the broker's hub: there are no sockets of its own, so
-    every tick's poll is nothing. (The stock select poller made one syscall per group per tick: a third of an
-    idle broker's loop with 100 partitions.)"""
-
-    def poll(self, timeout) -> None:
-        pass
-
-    def subscribe(self, descr, callback, eventMask) -> None:
-        raise RuntimeError("raftbus groups have no sockets of their own")
-
-    def unsubscribe(self, descr) -> None:
-        pass
-
-
-class _LoopNotifier:
-    """pysyncobj wakes its own tick thread through a pipe on every submitted command (one write syscall each, and
-    the pipe is drained only by the poller raftbus does not use); the broker's loop is woken by `RaftGroup.submit`
-    (`RaftLoop.mark_dirty`) instead, so this notifier does nothing."""
-
-    def notify(self) -> None:
-        pass
-
-
-@functools.cache
-def _replicated_methods(cls) -> list[str]:
-    """The names pysyncobj's scans of `dir(self)` keep: callables marked @replicated (a property of the class)."""
-    return [name for name in dir(cls) if callable(getattr(cls, name, None))
-            and getattr(getattr(cls, name), "replicated", False)]
-
-
-class _Raft(SyncObj):
-    """pysyncobj with raftbus's entries: REGULAR entries carry a command's bytes, applied by the owner."""
-
-    def __init__(self, owner: "RaftGroup", self_node, other_nodes, conf, transport):
-        self._owner = owner
-        self._appending = self._append_pending = False
-        self.replication = transfer.Replication(self, owner.group_id, owner.settings, owner._hub, owner._self_id,
-                                                owner.data_dir)
-        super().__init__(self_node, other_nodes, conf=conf, transport=transport)
-        self.replication.attach()
-        self._poller = _NoSockets()
-        pipe = getattr(self, "_SyncObj__pipeNotifier", None)
-        if pipe is not None:
-            for fd in (pipe._PipeNotifier__pipeR, pipe._PipeNotifier__pipeW):
-                os.close(fd)
-            self._SyncObj__pipeNotifier = _LoopNotifier()
-
-    def __dir__(self):
-        """Only the @replicated methods, which `_Raft` has none of: pysyncobj lists `dir(self)` twice while it
-        constructs a group and calls getattr on each of ~100 attributes to find them. Opening 500 replicas in one
-        process (LMDB store, journal, group) took 3.9–4.6 ms of CPU each with this and 4.5–5.1 ms without, four
-        alternated runs each on the 2-core development machine."""
-        return _replicated_methods(type(self))
-
-    def submit(self, command: bytes, callback) -> None:
-        self._applyCommand(command, callback, _REGULAR_COMMAND)
-
-    def _SyncObj__sendAppendEntries(self):
-        """pysyncobj's, with flow control per group and peer (transfer.py); while the commands queued since the
-        last tick are being appended, one send after the last of them."""
-        if self._appending:
-            self._append_pending = True
-            return
-        self.replication.send_append_entries()
-
-    def _checkCommandsToApply(self):
-        """pysyncobj's, which sends every follower an append after each command it takes from the queue: n
-        commands submitted between two ticks went out as n messages per follower. They go out as one now (as far
-        as flow control lets one message carry them). Most ticks find the queue empty: those return at once
-        (pysyncobj's takes the queue's lock and raises and catches Empty to find that out)."""
-        if not self._SyncObj__commandsQueue._FastQueue__queue:
-            return
-        self._appending = True
-        try:
-            SyncObj._checkCommandsToApply(self)
-        finally:
-            self._appending = False
-        if self._append_pending:
-            self._append_pending = False
-            self.replication.send_append_entries()
-
-    def _SyncObj__applyLogEntries(self) -> bool:
-        """pysyncobj's; whether the leader should send its followers the new commit index at once.
-
-        pysyncobj (with `appendEntriesUseBatch` off) sends every follower an append after every apply, only to
-        carry the new commit index: at light load that is one more message and one more answer per follower per
-        command, half of what a partition's Raft traffic costs. Only the leader's commit decides an
-        acknowledgement, so a group with `eager_commit_notify` off lets its followers learn the commit index
-        from the next append or heartbeat (`raft_heartbeat_interval_ms` at most when nothing else comes). The
-        metadata group stays eager: every broker answers metadata reads from its own replica."""
-        applied = SyncObj._SyncObj__applyLogEntries(self)
-        return applied and self._owner.eager_commit_notify
-
-    def destroy(self):
-        self.replication.close()
-        super().destroy()
-
-    def _SyncObj__doApplyCommand(self, entry: bytes):
-        """Apply one committed entry (replaces pysyncobj's, which unpickles it). Every replica decides the same
-        from the same bytes: a REGULAR entry goes to the state machine, anything else is a no-op (raftbus groups
-        write no membership or version entries; a peer that forges one changes nothing)."""
-        kind = entry[0] if entry else None
-        if kind == _REGULAR_COMMAND:
-            return self._owner._apply_committed(entry[1:])
-        if kind == config.ENTRY_TYPE:
-            return self._owner._apply_membership(entry)
-        if kind != _NO_OP_COMMAND:
-            log.warning("%s: ignored a committed entry of type %s", self._owner.group_id, kind)
-        return None
-
-
-class SnapshotWriter:
-    """Copies a pinned store view to `snapshot.ready` on a thread of its own."""
-
-    def __init__(self, data_dir: Path):
-        self.partial = data_dir / "snapshot.partial"
-        self.ready = data_dir / "snapshot.ready"
-        self._thread: threading.Thread | None = None
-        self.ready_index: int | None = None
-        self.failed = False
-        for stale in (self.partial, self.ready):
-            stale.unlink(missing_ok=True)
-
-    @property
-    def busy(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
-    def start(self, pinned, index: int) -> None:
-        self.ready_index = None
-        self.failed = False
-
-        def run():
-            try:
-                with open(self.partial, "wb", opener=private_opener) as f:
-                    pinned.write_to(f)
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.replace(self.partial, self.ready)
-                self.ready_index = index
-            except Exception:
-                log.exception("snapshot copy failed")
-                self.failed = True
-            finally:
-                pinned.close()
-
-        self._thread = threading.Thread(target=run, name="raftbus-snapshot", daemon=True)
-        self._thread.start()
-
-
-class _LimitedReader:
-    def __init__(self, f, length: int):
-        self._f, self._left = f, length
-
-    def read(self, n: int = -1) -> bytes:
-        if self._left <= 0:
-            return b""
-        n = self._left if n is None or n < 0 else min(n, self._left)
-        data = self._f.read(n)
-        self._left -= len(data)
-        return data
-
-    def readinto(self, buf) -> int:
-        data = self.read(len(buf))
-        buf[: len(data)] = data
-        return len(data)
-
-
-def _decode_journal_command(entry_command: bytes) -> bytes | None:
-    if not entry_command or entry_command[0] != _REGULAR_COMMAND:
-        return None
-    return entry_command[1:]
+    return errors.InternalError(f"raft refused the command (reason {outcome})")
 
 
 class RaftGroup:
@@ -484,7 +76,9 @@ class RaftGroup:
                  eager_commit_notify: bool = False, journal_budget=None, disk=None):
         self.group_id = group_id
         self._journal_budget = journal_budget  # broker/storage/open_files.py: idle journals may close their file
-        self.eager_commit_notify = eager_commit_notify  # see _Raft._SyncObj__applyLogEntries
+        # Followers learn each new commit index at once (the metadata group: every broker answers metadata reads
+        # from its own replica), not only from the next append or heartbeat.
+        self.eager_commit_notify = eager_commit_notify
         self.state_machine = state_machine
         self.store = store
         self.settings = settings
@@ -492,6 +86,7 @@ class RaftGroup:
         self.data_dir = Path(data_dir)
         private_dir(self.data_dir)
         self._loop = loop
+        self._clock = loop.clock
         self._snapshot = SnapshotWriter(self.data_dir)
         self._bytes_since_compaction = 0
         self._entries_since_compaction = 0
@@ -511,25 +106,31 @@ class RaftGroup:
         self._hub, self._self_id = hub, self_id
         learners = {int(n) for n in learner_ids}
         # The configuration the group starts from; its own configuration entries (and snapshots) replace it.
-        self.membership = config.Membership.of(({self_id} | {int(p) for p in peer_ids}) - learners, learners)
+        self.membership = configuration.Membership.of(({self_id} | {int(p) for p in peer_ids}) - learners, learners)
         self._membership_proposal: Future | None = None
         self._leader_lost: int | None = None  # the leader's broker whose connection closed (on_peer_lost)
         self._start_raft()
 
     def _start_raft(self) -> None:
         members = self.membership
+        journal = AppendJournal(str(self.data_dir / "raft.journal"))
         self.transport = GroupTransport(self._hub, self.group_id, sorted(members.members - {self._self_id}))
-        conf = self.settings.syncobj_conf(self.data_dir, self._serialize, self._deserialize, self._on_state_changed)
-        voters = [node for peer_id, node in self.transport.nodes.items() if peer_id in members.voters]
-        self.raft = _Raft(self, Node(str(self._self_id)), voters, conf, self.transport)
-        self.transport.raft = self.raft
-        self._install_membership(config.Membership(members.voters, frozenset(), members.index), members)
-        journal = self.raft._SyncObj__raftLog
-        if self._journal_budget is not None and hasattr(journal, "attach_budget"):
+        self.replication = Replication(self.transport, self.group_id, self.settings, self._hub, self._self_id,
+                                       self.data_dir, self._clock)
+        self.raft = RaftNode(
+            self._self_id, sorted(members.voters), name=self.group_id, journal=journal,
+            options=raft_options(self.settings, self.data_dir, self.eager_commit_notify), clock=self._clock,
+            send=self.transport.send, apply=self._apply_committed, apply_other=self._apply_other,
+            serialize=self._serialize, deserialize=self._deserialize, replicate=self.replication.send_append_entries,
+            on_role_changed=self._on_state_changed, on_tick=self.replication.on_tick)
+        self.replication.attach(self.raft)
+        self.transport.raft, self.transport.replication = self.raft, self.replication
+        self._install_membership(configuration.Membership(members.voters, frozenset(), members.index), members)
+        if self._journal_budget is not None:
             journal.attach_budget(self._journal_budget)
         first_index = journal[0][1] if len(journal) else 1
         if first_index > 1 and not (self.data_dir / "raft.snapshot").exists():
-            self.raft.destroy()
+            self.close()
             raise JournalCorrupt(f"{self.group_id}: the journal starts at index {first_index} and no snapshot covers "
                                  "the entries before it; remove the group's directory to rebuild it from the leader")
 
@@ -538,7 +139,7 @@ class RaftGroup:
         holds exactly what was applied — a failed apply commits nothing — and the state machine reloads from it;
         entries after it are replayed from the journal or sent by the leader."""
         try:
-            self.raft.destroy()
+            self.close()
         except OSError as exc:
             log.warning("closing the stopped group %s: %s", self.group_id, exc)
         reload = getattr(self.state_machine, "reload", None)
@@ -552,29 +153,25 @@ class RaftGroup:
         self._loop.mark_dirty(self.group_id)
         log.warning("raft group %s reopened", self.group_id, extra={"group": self.group_id})
 
-    # ------------------------------------------------------------------ membership (membership.py)
-    def _install_membership(self, old: config.Membership, new: config.Membership) -> None:
+    # ------------------------------------------------------------------ membership (configuration.py)
+    def _install_membership(self, old: configuration.Membership, new: configuration.Membership) -> None:
         reconfigure.install(self.raft, self.transport, self._self_id, old, new, self._hub.connected_peers())
         self.membership = new
-        self.transport.voters = new.voters
-        self.transport.votes_here = self._self_id in new.voters
-        self.transport.learners = new.learners
 
-    def _apply_membership(self, entry: bytes):
+    def _apply_membership(self, index: int, entry: bytes):
         """Apply a committed configuration entry: install it if it was derived from the configuration held here
         (every replica holds the same one at this index), else refuse it as a concurrent proposal."""
-        index = self.raft.raftLastApplied + 1
         if self.stopped is not None:
             raise GroupStopped(self.stopped)
         try:
-            based_on, voters, learners = config.decode_change(entry)
-        except config.MembershipCodecError as exc:
+            based_on, voters, learners = configuration.decode_change(entry)
+        except configuration.ConfigurationCodecError as exc:
             log.warning("%s: ignored configuration entry %s: %s", self.group_id, index, exc)
             return errors.InvalidArgument(str(exc))
         if based_on != self.membership.index:
             return errors.MembershipChangeInProgress(
                 f"configuration entry {index} was derived from configuration {based_on}, not {self.membership.index}")
-        installed = config.Membership(voters, learners, index)
+        installed = configuration.Membership(voters, learners, index)
         self._install_membership(self.membership, installed)
         log.info("raft group membership changed", extra={"group": self.group_id, **installed.to_dict()})
         self._loop.on_applied(self)
@@ -594,16 +191,16 @@ class RaftGroup:
             future.set_exception(exc)
             return future
 
-        def done(result, reason):
-            if reason != FAIL_REASON.SUCCESS:
-                future.set_exception(error_for_fail_reason(reason, self.leader_id))
+        def done(result, outcome):
+            if outcome != Outcome.APPLIED:
+                future.set_exception(error_for_outcome(outcome, self.leader_id))
             elif isinstance(result, errors.RaftbusError):
                 future.set_exception(result)
             else:
                 future.set_result(result)
 
         self._membership_proposal = future
-        self.raft._applyCommand(entry, done)
+        self.raft.propose_entry(entry, done)
         self._loop.mark_dirty(self.group_id)
         return future
 
@@ -615,26 +212,26 @@ class RaftGroup:
                                    leader_id=self.leader_id)
         pending = self._membership_proposal is not None and not self._membership_proposal.done()
         if pending or not reconfigure.own_term_applied(self.raft) or \
-                reconfigure.config_entry_pending(self.raft, config.is_change):
+                reconfigure.config_entry_pending(self.raft, configuration.is_change):
             raise errors.MembershipChangeInProgress(f"{self.group_id}: the previous membership change is not applied")
         current = self.membership
         target = step(current)
         if self._self_id not in target.voters:
             raise errors.InvalidReplicas(f"the leader of {self.group_id} cannot remove itself; move leadership first")
-        return config.encode_change(target, current.index)
+        return configuration.encode_change(target, current.index)
 
     def learner_progress(self) -> dict[int, int]:
         """Leader only: how many committed entries each member other than the leader still lacks."""
         if not self.is_leader:
             return {}
-        commit = self.raft.raftCommitIndex
+        commit = self.raft.commit_index
         peers = self.membership.members - {self._self_id}
         held = reconfigure.replication_progress(self.raft, peers)
         return {peer: max(0, commit - index) for peer, index in held.items()}
 
     def set_catch_up_throttle(self, bytes_per_s: int) -> None:
         """Bound what this group sends to its learners (bytes/s, 0 = unlimited); loop thread."""
-        self.transport.throttle = CatchUpThrottle(bytes_per_s) if bytes_per_s else None
+        self.transport.throttle = CatchUpThrottle(bytes_per_s, clock=self._clock) if bytes_per_s else None
 
     # ------------------------------------------------------------------ seam
     def submit(self, command: bytes) -> Future:
@@ -645,7 +242,7 @@ class RaftGroup:
             return future
 
         handing_over = self._handing_over
-        if handing_over is not None and raft_monotonic() < handing_over[1] and self.is_leader:
+        if handing_over is not None and self._clock() < handing_over[1] and self.is_leader:
             future.set_exception(errors.LeaderNotAvailable(
                 f"leadership is being handed over to broker {handing_over[0]}", leader_id=handing_over[0]))
             return future
@@ -659,42 +256,40 @@ class RaftGroup:
                 f"{disk.free_bytes} bytes free under the data directory of the leader of {self.group_id} "
                 f"(storage_free_bytes_min={disk.free_bytes_min}); leadership is being handed to a replica with room"))
             return future
-        submitted = time.monotonic()
+        clock = self._clock
+        submitted = clock()
 
-        def done(result, reason):
+        def done(result, outcome):
             self._pending.discard(future)
             if future.done():
                 return
-            if reason == FAIL_REASON.SUCCESS:
-                self.commit_latency.observe(time.monotonic() - submitted)
+            if outcome == Outcome.APPLIED:
+                self.commit_latency.observe(clock() - submitted)
                 future.set_result(result)
             else:
-                future.set_exception(error_for_fail_reason(reason, self.leader_id))
+                future.set_exception(error_for_outcome(outcome, self.leader_id))
 
         self._pending.add(future)
-        self.raft.submit(command, done)
+        self.raft.propose(command, done)
         self._loop.mark_dirty(self.group_id)
         return future
 
     @property
     def is_leader(self) -> bool:
-        return self.stopped is None and self.raft._isLeader()
+        return self.stopped is None and self.raft.role == _LEADER
 
     @property
     def caught_up_as_leader(self) -> bool:
         """Leads, and has applied the no-op of its own election, so every entry its predecessors committed too: what
         it answers from its state includes all of them. (A follower may learn the commit index only from the next
         append, so a new leader can hold committed entries it has not applied yet.)"""
-        raft = self.raft
-        noop = raft._SyncObj__noopIDx
-        return self.is_leader and noop is not None and raft.raftLastApplied >= noop
+        return self.is_leader and reconfigure.own_term_applied(self.raft)
 
     @property
     def leader_id(self) -> int | None:
         if self.stopped is not None:
             return None
-        leader = self.raft._getLeader()
-        return int(leader.id) if leader is not None else None
+        return self.raft.leader_id
 
     def _stopped_error(self) -> errors.RaftbusError:
         return errors.Unavailable(f"the replica of {self.group_id} on this broker stopped: {self.stopped}")
@@ -722,22 +317,32 @@ class RaftGroup:
 
     @property
     def term(self) -> int:
-        return self.raft.raftCurrentTerm
+        return self.raft.term
+
+    @property
+    def snapshot_in_progress(self) -> bool:
+        """A store copy is being made or waits to be handed to the core."""
+        snapshot = self._snapshot
+        return snapshot.busy or snapshot.ready_index is not None
+
+    @property
+    def busy(self) -> bool:
+        """Commands wait for their answers, a hand-over runs, or a snapshot is in progress (a leader then does not
+        quiesce)."""
+        handing_over = self._handing_over
+        return bool(self._pending) or (handing_over is not None and self._clock() < handing_over[1]) or \
+            self.snapshot_in_progress
 
     # ------------------------------------------------------------------ loop thread
     def tick(self) -> None:
         if self.stopped is not None:
             return
-        if self._self_id not in self.membership.voters:
-            reconfigure.hold_election(self.raft, self.settings.election_timeout_max_ms / 1000)
-        if self.transport.throttled:
-            self.transport.resume_throttled(self._hub.connected_peers())
+        self.replication.resume_throttled()
         raft = self.raft
         try:
-            raft.doTick(0.0)
-            if not raft._SyncObj__otherNodes and raft._SyncObj__raftState == _LEADER and \
-                    raft.raftCommitIndex < raft._SyncObj__raftLog[-1][1]:
-                # The only voter: pysyncobj appends the tick's new commands after it counted the commit index, and
+            raft.tick()
+            if not raft.voters and raft.role == _LEADER and raft.commit_index < raft.last_index:
+                # The only voter: the core appends the tick's new commands after it counted the commit index, and
                 # no follower's answer will tick the group again; the loop's next pass commits them.
                 self._loop.mark_dirty(self.group_id)
             if self.journal_disk_full and not (self.disk is not None and self.disk.full):
@@ -759,7 +364,7 @@ class RaftGroup:
         return disk.full
 
     def on_disk_fault(self, exc: BaseException) -> None:
-        """A journal write (or another file operation of pysyncobj) failed. Lack of space is a state: the entry
+        """A journal write (or another file operation of the Raft core) failed. Lack of space is a state: the entry
         is not in the log, is not acknowledged, and is written again once there is room. Any other I/O error
         stops the group."""
         if isinstance(exc, GroupStopped):
@@ -773,24 +378,23 @@ class RaftGroup:
 
     def in_sync_replicas(self, self_id: int) -> list[int]:
         """Replicas that acknowledged recently and hold nearly all committed entries (leader only)."""
-        now_monotonic = raft_monotonic()  # pysyncobj's clock (CLOCK_MONOTONIC_RAW), which stamps the responses
         if not self.is_leader:
             return []
         if self.quiesced_live_peers is not None:
             live = self.quiesced_live_peers()
             return sorted([self_id, *(p for p in self.membership.voters if p != self_id and p in live)])
-        match = self.raft._SyncObj__raftMatchIndex
-        last_response = self.raft._SyncObj__lastResponseTime
-        commit = self.raft.raftCommitIndex
+        raft = self.raft
+        now = self._clock()
+        last_response, commit, connected = raft.last_response, raft.commit_index, raft.connected
         lag_s = self.settings.isr_lag_time_ms / 1000
         isr = [self_id]
         voters = self.membership.voters
-        for node, index in match.items():
-            if int(node.id) not in voters:
+        for peer, index in raft.match_index.items():
+            if peer not in voters:
                 continue  # a learner is not in sync: it does not count for the commit
-            fresh = now_monotonic - last_response.get(node, 0) <= lag_s
-            if fresh and index >= commit - 1 and self.raft.isNodeConnected(node):
-                isr.append(int(node.id))
+            fresh = now - last_response.get(peer, 0) <= lag_s
+            if fresh and index >= commit - 1 and peer in connected:
+                isr.append(peer)
         return sorted(isr)
 
     def maybe_transfer_to_preferred(self) -> None:
@@ -803,43 +407,43 @@ class RaftGroup:
     def hand_over(self, target: int | None = None) -> None:
         """Raft's leadership transfer, done as the paper says: stop taking new commands (LEADER_NOT_AVAILABLE, so
         clients back off briefly and look again) for up to one election timeout, and send TimeoutNow only once every command
-        submitted so far is in the log and the target holds all of it. pysyncobj alone keeps appending: the
-        target then stood with a shorter log than its peers, lost, and the partition had no leader until an
-        election timeout passed (~1 s of unavailability per hand-over under writes)."""
-        if not self.is_leader or self.raft._SyncObj__commandsQueue._FastQueue__queue:
+        submitted so far is in the log and the target holds all of it (a leader that kept appending would leave the
+        target standing with a shorter log than its peers: it would lose, and the group would wait out an election
+        timeout without a leader)."""
+        raft = self.raft
+        if not self.is_leader or raft.commands_queued:
             return  # commands still to append: try again at the next check
-        node = self.transport.nodes.get(target) if target is not None else None
-        if node is not None and node not in self.raft._SyncObj__connectedNodes:
+        peer = target if target in self.transport.nodes else None
+        if peer is not None and peer not in raft.connected:
             return  # its broker is gone (its last match index may still look caught up): TimeoutNow would be lost
-        self._handing_over = (target, raft_monotonic() + self.settings.election_timeout_max_ms / 1000)
+        self._handing_over = (target, self._clock() + self.settings.election_timeout_max_ms / 1000)
 
-        def sent(_result, reason) -> None:
-            if reason != FAIL_REASON.SUCCESS:
+        def sent(_result, outcome) -> None:
+            if outcome != Outcome.APPLIED:
                 self._handing_over = None  # denied (target not caught up): keep leading, try at the next check
 
-        self.raft.transferLeadership(node, callback=sent)
+        raft.transfer_leadership(peer, sent)
 
     @property
     def log_bytes(self) -> int:
         """Bytes of Raft log this group holds in memory (its journal's entries)."""
-        journal = self.raft._SyncObj__raftLog
-        return getattr(journal, "size_bytes", 0)
+        return self.raft.log.size_bytes
 
     def maybe_compact(self, force: bool = False) -> None:
         """Start a snapshot copy once enough log has accumulated (or at once with `force`, when the broker's
-        logs together pass their memory budget); hand it to pysyncobj once complete."""
+        logs together pass their memory budget); hand it to the Raft core once complete."""
         snapshot = self._snapshot
         if snapshot.busy or self.stopped is not None:
             return
         if snapshot.ready_index is not None:
-            self.raft.forceLogCompaction()
+            self.raft.compact()
             return
         if not force and not compaction_due(self.settings, self._bytes_since_compaction,
                                             self._entries_since_compaction, self.store.size_bytes):
             return
         self._bytes_since_compaction = 0
         self._entries_since_compaction = 0
-        snapshot.start(self.store.snapshot(), self.raft.raftLastApplied)
+        snapshot.start(self.store.snapshot(), self.raft.applied_index)
 
     def sync(self) -> None:
         """Make everything applied and journaled so far durable: the store first, then the Raft journal (so the
@@ -847,10 +451,10 @@ class RaftGroup:
         raises, and the group commit then stops the group."""
         if self.stopped is not None:
             return
-        started = time.monotonic()
+        started = self._clock()
         self.store.sync()
-        journal = self.raft._SyncObj__raftLog
-        point = journal.sync_point() if hasattr(journal, "sync_point") else None
+        journal = self.raft.log
+        point = journal.sync_point()
         try:
             fd = os.open(self.data_dir / "raft.journal", os.O_RDONLY)
         except FileNotFoundError:
@@ -859,38 +463,43 @@ class RaftGroup:
             os.fsync(fd)
         finally:
             os.close(fd)
-        if point is not None:
-            journal.mark_synced(point)  # tells a torn tail from a damaged record on the next open
-        self.fsync_latency.observe(time.monotonic() - started)
+        journal.mark_synced(point)  # tells a torn tail from a damaged record on the next open
+        self.fsync_latency.observe(self._clock() - started)
 
     def close(self) -> None:
-        self.raft.destroy()
+        self.replication.close()
+        self.raft.close()
 
-    # ------------------------------------------------------------------ pysyncobj hooks
-    def _apply_committed(self, command: bytes):
-        index = self.raft.raftLastApplied + 1
+    # ------------------------------------------------------------------ the Raft core's hooks
+    def _apply_committed(self, index: int, command: bytes):
         if self.stopped is not None:
             raise GroupStopped(self.stopped)
         try:
             result = self.state_machine.apply(index, command)
         except Exception as exc:  # typed answers are returned; this is the store failing
             self.stop(f"applying entry {index} failed: {type(exc).__name__}: {exc}", disk_full=self._out_of_space(exc))
-            raise GroupStopped(self.stopped) from exc  # pysyncobj must not count the entry as applied
+            raise GroupStopped(self.stopped) from exc  # the core must not count the entry as applied
         self._bytes_since_compaction += len(command)
         self._entries_since_compaction += 1
         self._loop.on_applied(self)
         return result
 
-    def _on_state_changed(self, old_state, new_state) -> None:
-        if old_state == _LEADER and new_state == _FOLLOWER:
-            self._restart_election_timer()
+    def _apply_other(self, index: int, entry: bytes):
+        """A committed entry that is neither a command nor a no-op: a configuration entry, or one raftbus never
+        writes (pysyncobj's membership and version entries, kinds 2 and 3), which changes nothing anywhere."""
+        if configuration.is_change(entry):
+            return self._apply_membership(index, entry)
+        log.warning("%s: ignored a committed entry of type %s", self.group_id, entry[0] if entry else None)
+        return None
+
+    def _on_state_changed(self, old: int, new: int) -> None:
         # A hand-over belongs to the leadership it was started in: a replica that leads again later (the target
         # was killed and this one was elected) takes commands at once, not after the old hand-over's window.
         self._handing_over = None
         self.leader_changes += 1
-        self.role = _ROLES.get(new_state, str(new_state))
-        log.info("raft role changed", extra={"group": self.group_id, "from": _ROLES.get(old_state, old_state),
-                                             "to": _ROLES.get(new_state, new_state), "term": self.term})
+        self.role = Role.NAMES[new]
+        log.info("raft role changed", extra={"group": self.group_id, "from": Role.NAMES[old], "to": self.role,
+                                             "term": self.term})
         self._loop.on_leadership_changed(self)
 
     # ------------------------------------------------------------------ leader connection (loop thread)
@@ -906,16 +515,13 @@ class RaftGroup:
         if handing_over is not None and handing_over[0] == peer_id:
             self._handing_over = None  # the target's broker is gone: keep leading (if it stands, its term wins)
         raft = self.raft
-        if self.stopped is not None or not self.transport.votes_here or raft._SyncObj__raftState != _FOLLOWER:
+        if self.stopped is not None or not raft.is_voter or raft.role != Role.FOLLOWER:
             return
-        node = self.transport.nodes.get(peer_id)
-        if node is None or raft._SyncObj__raftLeader != node:
+        if peer_id not in self.transport.nodes or raft.leader_id != peer_id:
             return
         settings = self.settings
-        deadline = raft_monotonic() + random.uniform(settings.leader_lost_election_min_ms,
-                                                     settings.leader_lost_election_max_ms) / 1000
-        if deadline < raft._SyncObj__raftElectionDeadline:
-            raft._SyncObj__raftElectionDeadline = deadline
+        if raft.bring_election_forward(random.uniform(settings.leader_lost_election_min_ms,
+                                                      settings.leader_lost_election_max_ms) / 1000):
             self._leader_lost = peer_id
 
     def on_peer_back(self, peer_id: int) -> None:
@@ -925,28 +531,16 @@ class RaftGroup:
             return
         self._leader_lost = None
         raft = self.raft
-        if self.stopped is None and raft._SyncObj__raftState == _FOLLOWER and \
-                raft._SyncObj__raftLeader == self.transport.nodes.get(peer_id):
-            self._restart_election_timer()
+        if self.stopped is None and raft.role == Role.FOLLOWER and raft.leader_id == peer_id and \
+                peer_id in self.transport.nodes:
+            raft.restart_election_timer()
 
-    def _restart_election_timer(self) -> None:
-        """A leader that steps down starts a fresh election timeout, as Raft has it.
-
-        pysyncobj leaves a former leader with the deadline it had before it was elected, long past, so the moment
-        a higher term reaches it (a leadership hand-over's vote request) it stands for election at once. Under
-        writes its log is a little longer than the new candidate's, so it refused that vote, won its own
-        election, and every hand-over to the preferred replica failed and was tried again 5 s later.
-        """
-        raft = self.raft
-        raft._SyncObj__raftElectionDeadline = raft_monotonic() + raft._SyncObj__generateRaftTimeout()
-
-    def _serialize(self, tmp_file: str, data) -> None:
-        """pysyncobj's serializer: turn the completed copy into the snapshot file (fast, no data copy)."""
-        last_entry, prev_entry, cluster = data
+    def _serialize(self, tmp_file: str, last_entry, prev_entry, cluster) -> None:
+        """The core's serializer: turn the completed copy into the snapshot file (fast, no data copy)."""
         data_index = self._snapshot.ready_index
         if data_index is None or not self._snapshot.ready.exists():
             raise RuntimeError("no completed snapshot copy to hand over")
-        journal = self.raft._SyncObj__raftLog
+        journal = self.raft.log
         first_idx = journal[0][1]
         tail = journal[data_index + 1 - first_idx: last_entry[1] + 1 - first_idx]
         data_len = self._snapshot.ready.stat().st_size
@@ -955,7 +549,7 @@ class RaftGroup:
         footer = {
             "last": tuple(last_entry),
             "prev": tuple(prev_entry),
-            "cluster": sorted(str(node.id) for node in cluster),
+            "cluster": sorted(str(peer) for peer in cluster),
             "data_len": data_len,
             "data_index": data_index,
             "entries": [(bytes(entry[0]), entry[1]) for entry in tail],
@@ -967,10 +561,10 @@ class RaftGroup:
             os.fsync(f.fileno())
 
     def _deserialize(self, file_name: str):
-        """pysyncobj's deserializer: restore the store if ours is older, replay the entries after the copy.
+        """The core's deserializer: restore the store if ours is older, replay the entries after the copy.
 
-        pysyncobj logs a failed load and carries on, voting and acknowledging with a state machine frozen
-        before the snapshot; so a snapshot that cannot be loaded stops the group instead (fail closed)."""
+        A snapshot that cannot be loaded stops the group (fail closed): carrying on would vote and acknowledge with
+        a state machine frozen before the snapshot."""
         try:
             return self._load_snapshot(file_name)
         except GroupStopped:
@@ -985,16 +579,16 @@ class RaftGroup:
             footer = snapshot_footer.read_footer(f)
             if self.state_machine.applied_index() < footer["data_index"]:
                 f.seek(0)
-                self.store.restore(_LimitedReader(f, footer["data_len"]))
+                self.store.restore(LimitedReader(f, footer["data_len"]))
                 reload = getattr(self.state_machine, "reload", None)
                 if reload is not None:
                     reload()
         for entry_command, index in footer["entries"]:
-            command = _decode_journal_command(entry_command)
+            command = journal_command(entry_command)
             if command is not None:
                 self.state_machine.apply(index, command)  # a typed refusal is an answer; a failure raises
         saved = footer.get("membership")
         if saved is not None and saved[0] >= self.membership.index:
             index, voters, learners = saved
-            self._install_membership(self.membership, config.Membership.of(voters, learners, index))
+            self._install_membership(self.membership, configuration.Membership.of(voters, learners, index))
         return footer["last"], footer["prev"], tuple(footer["cluster"])

@@ -1,7 +1,7 @@
 """Group commit: make applied state durable every `storage_sync_interval_ms`, off the Raft loop thread.
 
-Stores are written with LMDB `sync=False` and pysyncobj writes its journal through mmap without ever syncing
-it, so an acknowledged record is first durable only in the page cache of a majority of replicas. Every round
+Stores are written with LMDB `sync=False` and Raft journals without syncing them, so an acknowledged record is
+first durable only in the page cache of a majority of replicas. Every round
 this thread syncs each group that applied something since the last round: its LMDB store first, then its Raft
 journal (`RaftGroup.sync`), in that order, so the durable journal always covers the durable applied index.
 A sync that fails crash-stops its group (`RaftGroup.stop`): a failed fsync is never retried and forgotten.
@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections import deque
 
 from boltons.statsutils import Stats
 
+from raftbus.broker.raft.clock import Clock, monotonic_s
 from raftbus.broker.storage.base import is_disk_full
 
 log = logging.getLogger(__name__)
@@ -28,7 +28,7 @@ WINDOW_SAMPLES_MAX = 4096
 
 
 class GroupCommit:
-    def __init__(self, interval_ms: int, *, samples_max: int = WINDOW_SAMPLES_MAX, clock=time.monotonic):
+    def __init__(self, interval_ms: int, *, samples_max: int = WINDOW_SAMPLES_MAX, clock: Clock = monotonic_s):
         self.interval_s = interval_ms / 1000
         self._clock = clock
         self._lock = threading.Lock()

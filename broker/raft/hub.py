@@ -1,8 +1,6 @@
 """The broker's Raft transport: one authenticated TCP connection per broker pair, shared by every Raft group.
 
-pysyncobj's stock transport zlib-compresses and *unpickles* every frame, so anyone who reaches a Raft port
-can run code on the broker, and compression costs more CPU than the rest of the replication path. `RaftHub`
-replaces it:
+Nothing a peer sends is unpickled or decompressed, and nothing is decoded before it is authenticated:
 
 - **Optional mutual TLS underneath.** With `tls` set, each TCP connection first completes a TLS 1.3 handshake in
   which both sides present a certificate signed by the configured CA; the hello, proofs and frames below then
@@ -20,7 +18,7 @@ replaces it:
   a connection are tagged with keyed BLAKE2b, which every raftbus broker verifies; each side offers AES-256-GCM
   tags at once (a `~hub` record, the first it sends), and a side that received the offer tags the rest of its
   frames with GMAC (AES-GCM over no plaintext, the payload as associated data, the sequence number as nonce),
-  ~20x cheaper per byte where the CPU has AES and carry-less multiply instructions. A peer that never offers
+  cheaper per byte where the CPU has AES and carry-less multiply instructions. A peer that never offers
   (a broker from before the offer, which drops the record as a message for no group) keeps getting BLAKE2b
   frames, so brokers of both kinds stay connected through a rolling upgrade.
 - **No pickle, no zlib.** Messages are `marshal`-encoded plain data; after the tag checks out the decoded
@@ -61,7 +59,6 @@ import selectors
 import socket
 import ssl
 import struct
-import time
 from collections import deque
 from itertools import islice
 from typing import Callable
@@ -69,6 +66,8 @@ from typing import Callable
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from raftbus.broker.raft.clock import Clock, monotonic_s
 
 log = logging.getLogger(__name__)
 
@@ -360,12 +359,14 @@ class RaftHub:
                  on_peer_disconnected: Callable[[int], None],
                  frame_bytes_max: int, send_buffer_bytes_max: int, connect_retry_ms: int,
                  handshake_timeout_ms: int, handshakes_pending_max: int = 64,
-                 handshakes_pending_per_address_max: int = 8, tls=None, accepted_secrets=()):
+                 handshakes_pending_per_address_max: int = 8, tls=None, accepted_secrets=(),
+                 clock: Clock = monotonic_s):
         if len(secret) < 16 or any(len(s) < 16 for s in accepted_secrets):
             raise ValueError("the Raft secret must be at least 16 bytes")
         if frame_bytes_max <= FRAME_OVERHEAD + 64:
             raise ValueError("frame_bytes_max is too small")
         self.node_id = int(node_id)
+        self._clock = clock  # monotonic seconds: handshake deadlines and redials
         self._listen = parse_address(listen)
         self._peers = self._parse_peers(peers)
         self._secret = bytes(secret)
@@ -588,7 +589,7 @@ class RaftHub:
         """Wait up to timeout_s for socket events and handle them all; dial peers that are due."""
         if self._closed:
             return
-        now = time.monotonic()
+        now = self._clock()
         self._dial_due(now)
         for conn in list(self._tls_readable):  # decrypted bytes wait in OpenSSL: select cannot see them
             if not conn.closed:
@@ -596,7 +597,7 @@ class RaftHub:
         wait_s = 0.0 if self._tls_readable else self._wait_s(timeout_s, now)
         for key, mask in self._selector.select(wait_s):
             self._on_event(key.data, mask)
-        self._expire_handshakes(time.monotonic())
+        self._expire_handshakes(self._clock())
 
     def _wait_s(self, timeout_s: float, now: float) -> float:
         due = [conn.deadline for conn in self._handshaking]
@@ -674,7 +675,7 @@ class RaftHub:
             return
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        conn = _Connection(sock, dialer=False, peer_id=None, deadline=time.monotonic() + self._handshake_s,
+        conn = _Connection(sock, dialer=False, peer_id=None, deadline=self._clock() + self._handshake_s,
                            source=source)
         self._handshaking.add(conn)
         if self._tls is not None:

@@ -1,9 +1,8 @@
 """The Raft journal of one group: an append-only file of log entries, written with one `writev` per entry.
 
-pysyncobj's `FileJournal` mmaps its file and builds every record by concatenation (three copies of each
-command, page faults on every newly grown page): it ran at ~200 MB/s here, a large share of a leader's CPU
-under load. `AppendJournal` keeps the same interface and in-memory list (pysyncobj indexes and slices it
-directly) and writes each entry once, with its header and trailer, by `os.writev` (~2 GB/s here).
+`AppendJournal` keeps the entries in memory (the Raft core indexes and slices them directly) and writes each
+entry once, with its header, by `os.pwritev`; it is the journal the Raft core (`broker/raft/pysyncobj/`) is
+given: `add`, `clear`, `delete_from`, `delete_to`, indexing, and the term, vote and commit index below.
 
 File format (integers big-endian):
     header  = b"RBJRNL01"
@@ -13,9 +12,9 @@ a torn tail from corruption: `<file>.synced` holds the last index the group comm
 fsync). A bad record after it is a torn tail (a crash or power loss mid-write, whose pages may also have
 reached the disk out of order): the file is cut there. A bad record at or below it was on disk intact and
 has rotted since: opening raises `JournalCorrupt` and the group does not start (a replica that silently
-dropped acknowledged entries could vote itself, or another stale replica, into losing them). `deleteEntriesFrom` truncates at a recorded offset; `deleteEntriesTo`
-(compaction) writes the remaining entries to a new file and renames it over the old one, so a crash leaves
-either the old journal or the new one, never a mix.
+dropped acknowledged entries could vote itself, or another stale replica, into losing them). `delete_from`
+truncates at a recorded offset; `delete_to` (compaction) writes the remaining entries to a new file and renames
+it over the old one, so a crash leaves either the old journal or the new one, never a mix.
 
 Term, vote and commit index live beside it in `<file>.meta` (`DurableMetaStorer`, `meta_slots`).
 Durability: writes reach the page cache; the group-commit thread fsyncs the file (`RaftGroup.sync`).
@@ -29,8 +28,7 @@ import os
 import struct
 import threading
 
-import pysyncobj.journal as raft_journal
-from isal.isal_zlib import crc32  # zlib's CRC-32 (same values), ~10x faster per byte
+from isal.isal_zlib import crc32  # zlib's CRC-32 (same values), with carry-less multiply
 
 from raftbus.broker.raft import durable_meta, meta_slots
 from raftbus.broker.storage.open_files import OpenBudget, next_use
@@ -112,26 +110,24 @@ def _check_torn_tail(path: str, entries: list, position: int, synced_index: int)
             f"fsynced through index {synced_index}: the disk lost or changed written data. The group is not "
             f"started; remove its directory to rebuild this replica from the leader")
 
-class DurableMetaStorer(raft_journal.MetaStorer):
-    """pysyncobj's journal metadata (term, vote, commit index), in two slots overwritten in place (`meta_slots`)
-    and made durable whenever the term or the vote changes.
+class DurableMetaStorer:
+    """A group's term, vote and commit index, in two slots overwritten in place (`meta_slots`), made durable
+    whenever the term or the vote changes.
 
-    pysyncobj writes the file and renames it without an fsync, so after a power loss a node could forget a vote
-    it granted and vote twice in one term, which Raft forbids. Term and vote change only at elections, so they
-    are made durable then: on the Raft loop by the pass's one syncfs before it sends anything (`durable_meta`),
-    elsewhere by an fsync at once. The commit index, rewritten every second, is only a hint and is not synced on
-    its own.
+    After a power loss a replica must not forget a vote it granted (it could vote twice in one term, which Raft
+    forbids). Term and vote change only at elections, so they are made durable then: on the Raft loop by the
+    pass's one syncfs before it sends anything (`durable_meta`), elsewhere by an fsync at once. The commit index,
+    saved at most once a second, is only a hint and is not synced on its own.
     """
 
     def __init__(self, path):
-        super().__init__(path)
         self._slots = meta_slots.SlotFile(path)
         self._durable_vote = object()
 
-    def getMeta(self):
+    def load(self) -> dict:
         return dict(self._slots.meta)
 
-    def storeMeta(self, meta):
+    def store(self, meta: dict) -> None:
         vote = (meta.get("currentTerm"), meta.get("votedForNodeId"))
         durable = vote != self._durable_vote
         created = not self._slots.on_disk
@@ -148,8 +144,8 @@ class DurableMetaStorer(raft_journal.MetaStorer):
             durable_meta.fsync_path(os.path.dirname(self._slots.path) or ".")
 
 
-class AppendJournal(raft_journal.Journal):
-    """pysyncobj's Journal interface over an append-only file (see the module docstring)."""
+class AppendJournal:
+    """A group's Raft log over an append-only file (see the module docstring)."""
 
     def __init__(self, path: str):
         self._path = str(path)
@@ -164,7 +160,7 @@ class AppendJournal(raft_journal.Journal):
         self.last_used = next_use()
         self._end = end
         self._meta_storer = DurableMetaStorer(self._path + ".meta")
-        self._meta = self._meta_storer.getMeta()
+        self._meta = self._meta_storer.load()
         self._meta_saved = True
 
     def _open(self, valid_end: int) -> int:
@@ -216,8 +212,9 @@ class AppendJournal(raft_journal.Journal):
         return self._fd
 
     # ------------------------------------------------------------------ entries
-    def add(self, command, idx, term):
-        command = raft_journal.to_bytes(command)
+    def add(self, command: bytes, idx: int, term: int) -> None:
+        if type(command) is not bytes:
+            command = bytes(command)
         header = RECORD.pack(len(command), idx, term, _crc(idx, term, command))
         with self._fd_lock:
             written = os.pwritev(self._file(), [header, command], self._end)
@@ -276,18 +273,20 @@ class AppendJournal(raft_journal.Journal):
     def last_index(self) -> int:
         return self._entries[-1][1] if self._entries else 0
 
-    def deleteEntriesFrom(self, entryFrom):
-        if entryFrom >= len(self._entries):
+    def delete_from(self, position: int) -> None:
+        """Drop the entries from `position` (in the list held) on."""
+        if position >= len(self._entries):
             return
-        self._lower_synced(self._entries[entryFrom][1] - 1)
-        self._end = self._offsets[entryFrom]
-        del self._entries[entryFrom:]
-        del self._offsets[entryFrom:]
+        self._lower_synced(self._entries[position][1] - 1)
+        self._end = self._offsets[position]
+        del self._entries[position:]
+        del self._offsets[position:]
         with self._fd_lock:
             os.ftruncate(self._file(), self._end)
 
-    def deleteEntriesTo(self, entryTo):
-        kept = self._entries[entryTo:]
+    def delete_to(self, position: int) -> None:
+        """Drop the entries before `position` (compaction)."""
+        kept = self._entries[position:]
         staging = self._path + ".compact"
         fd = os.open(staging, os.O_RDWR | os.O_CREAT | os.O_TRUNC, FILE_MODE)
         offsets, end = [], len(MAGIC)
@@ -326,7 +325,7 @@ class AppendJournal(raft_journal.Journal):
         with self._fd_lock:
             os.fsync(self._file())
 
-    def _destroy(self):
+    def close(self) -> None:
         with self._fd_lock:
             if self._fd < 0 and not self._destroyed:
                 try:
@@ -343,41 +342,35 @@ class AppendJournal(raft_journal.Journal):
                 self._fd = -1
             if self._budget is not None:
                 self._budget.closed(self)
-        if not self._meta_saved:
-            self._meta_storer.storeMeta(self._meta)
-            self._meta_saved = True
+        self.save_meta()
 
     # ------------------------------------------------------------------ term, vote, commit index
-    def setRaftCommitIndex(self, raftCommitIndex):
-        # pysyncobj reports the commit index on every heartbeat; rewrite the file (once a second at most) only when
-        # it moved: 100 idle groups rewriting theirs every second cost brokers a fifth of their idle CPU.
-        if self._meta.get("raftCommitIndex") != raftCommitIndex:
-            self._meta["raftCommitIndex"] = raftCommitIndex
+    def set_commit_index(self, index: int) -> None:
+        """Noted on every append; written by `save_meta` (once a second at most) only when it moved."""
+        if self._meta.get("raftCommitIndex") != index:
+            self._meta["raftCommitIndex"] = index
             self._meta_saved = False
 
-    def getRaftCommitIndex(self):
+    @property
+    def commit_index(self) -> int:
         return self._meta.get("raftCommitIndex", 1)
 
-    def setCurrentTerm(self, term, votedForNodeId):
+    def set_term(self, term: int, voted_for: str | None) -> None:
+        """Written, and made durable before any message reflecting it is sent (`DurableMetaStorer`)."""
         self._meta["currentTerm"] = term
-        self._meta["votedForNodeId"] = votedForNodeId
-        self._meta_storer.storeMeta(self._meta)  # before any message that reflects it is sent
+        self._meta["votedForNodeId"] = voted_for
+        self._meta_storer.store(self._meta)
         self._meta_saved = True
 
-    def getCurrentTerm(self):
+    @property
+    def current_term(self) -> int:
         return self._meta.get("currentTerm", 0)
 
-    def getVotedForNodeId(self):
+    @property
+    def voted_for(self) -> str | None:
         return self._meta.get("votedForNodeId", None)
 
-    def onOneSecondTimer(self):
+    def save_meta(self) -> None:
         if not self._meta_saved:
-            self._meta_storer.storeMeta(self._meta)
+            self._meta_storer.store(self._meta)
             self._meta_saved = True
-
-
-def create_journal(journal_file=None):
-    """pysyncobj's journal factory, replaced by raftbus: an AppendJournal for a file, memory otherwise."""
-    if journal_file is None:
-        return raft_journal.MemoryJournal()
-    return AppendJournal(journal_file)

@@ -5,20 +5,20 @@ the answers that queued (before any tick applies anything), ticks the groups tha
 submitted command) right away and every awake group once per `tick_interval_ms` for timers (elections,
 heartbeats), runs queued calls, then flushes outgoing frames.
 Quiesced groups (`quiesce.py`) are not ticked at all until something wakes them.
-Per-group threads and ports caused election storms on 2 cores; this keeps one thread and one connection
-per broker pair however many partitions there are.
+One thread and one connection per broker pair, however many partitions there are.
+
+The loop owns the Raft machinery's clock (`clock`, monotonic seconds, `broker/raft/clock.py`): its groups, their
+Raft cores, the quiescence and the sender all read the time through it.
 """
 from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections import deque
 from concurrent.futures import Future
 from typing import Callable
 
-from pysyncobj.monotonic import monotonic as raft_monotonic
-
+from raftbus.broker.raft.clock import Clock, monotonic_s
 from raftbus.broker.raft.durable_meta import DeferredMetaSync
 from raftbus.broker.raft.early_votes import EarlyVotes
 from raftbus.broker.raft.timers import timers_due
@@ -31,7 +31,8 @@ QUIESCE_CHANNEL = "~quiesce"  # quiesce.py: liveness, quiesce and wake messages 
 
 class RaftLoop:
     def __init__(self, *, tick_interval_ms: int = 50, housekeeping_interval_ms: int = 1000,
-                 log_bytes_max: int | None = None, early_votes: EarlyVotes | None = None):
+                 log_bytes_max: int | None = None, early_votes: EarlyVotes | None = None, clock: Clock = monotonic_s):
+        self.clock = clock
         self.hub = None
         self.groups: dict[str, object] = {}
         self.awake: dict[str, object] = {}  # the groups ticked every tick interval (not quiesced)
@@ -195,7 +196,7 @@ class RaftLoop:
                 next_tick, next_housekeeping = self.run_once(next_tick, next_housekeeping)
             except Exception:
                 log.exception("raft loop iteration failed")
-                time.sleep(self.tick_interval_s)
+                self._stopping.wait(self.tick_interval_s)
         for group_id in list(self.groups):
             try:
                 self.remove_group(group_id)
@@ -212,7 +213,7 @@ class RaftLoop:
             self.durable_meta.sync_pending()  # a pass that failed midway sends nothing before this either
 
     def _run_once(self, next_tick: float, next_housekeeping: float, wait: bool):
-        now = time.monotonic()
+        now = self.clock()
         with self._lock:
             busy = bool(self._dirty or self._calls)
         timeout = 0.0 if busy or not wait else max(0.0, min(next_tick - now, self.tick_interval_s))
@@ -223,7 +224,7 @@ class RaftLoop:
             self.durable_meta.sync_pending()
             self.hub.flush()
         self._run_calls()
-        now = time.monotonic()
+        now = self.clock()
         timers_due = now >= next_tick
         with self._lock:
             dirty, self._dirty = self._dirty, set()
@@ -257,7 +258,7 @@ class RaftLoop:
         """The awake groups whose timers may fire before the next tick (all of them without quiescence)."""
         if self.quiescence is None:
             return list(self.awake.values())
-        horizon = raft_monotonic() + self.tick_interval_s
+        horizon = self.clock() + self.tick_interval_s
         return [group for group in self.awake.values() if timers_due(group, horizon)]
 
     def _run_calls(self) -> None:

@@ -20,13 +20,11 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from pysyncobj.monotonic import monotonic as raft_monotonic
-
 from raftbus.broker.raft.loop import QUIESCE_CHANNEL
+from raftbus.broker.raft.pysyncobj import Role
 
 log = logging.getLogger(__name__)
 
-_LEADER, _FOLLOWER = 2, 0  # pysyncobj's _RAFT_STATE
 _OWN = 0  # `quiesced` value of a group this broker leads (broker ids start at 1)
 
 
@@ -40,41 +38,31 @@ class QuiesceSettings:
 
 def log_tail(raft) -> tuple[int, int]:
     """(last index, last term) of a group's Raft log."""
-    last = raft._SyncObj__raftLog[-1]
+    last = raft.log[-1]
     return last[1], last[2]
 
 
 def leader_idle(group) -> bool:
     """Whether a group this broker leads has nothing to replicate, commit, apply or hand over."""
     raft = group.raft
-    handing_over = group._handing_over
-    if group.stopped is not None or group._pending or (handing_over is not None and raft_monotonic() < handing_over[1]):
-        return False
-    if raft._SyncObj__raftState != _LEADER or raft._SyncObj__commandsQueue._FastQueue__queue:
+    if group.stopped is not None or group.busy or raft.role != Role.LEADER or raft.commands_queued:
         return False
     last_index, last_term = log_tail(raft)
-    if last_term != raft.raftCurrentTerm or raft.raftCommitIndex != last_index or raft.raftLastApplied != last_index:
+    if last_term != raft.term or raft.commit_index != last_index or raft.applied_index != last_index:
         return False
-    snapshot = group._snapshot
-    if snapshot.busy or snapshot.ready_index is not None:
-        return False
-    match = raft._SyncObj__raftMatchIndex
-    return all(match.get(node) == last_index and raft.isNodeConnected(node) for node in group.transport.nodes.values())
+    match, connected = raft.match_index, raft.connected
+    return all(match.get(peer) == last_index and peer in connected for peer in group.transport.nodes)
 
 
 def follower_agrees(group, leader_id: int, term: int, last_index: int, last_term: int) -> bool:
     """Whether a follower holds exactly the quiescing leader's view: same leader and term, the whole log committed
     and applied."""
     raft = group.raft
-    if group.stopped is not None or raft._SyncObj__raftState != _FOLLOWER or raft.raftCurrentTerm != term:
+    if group.stopped is not None or raft.role != Role.FOLLOWER or raft.term != term:
         return False
-    leader = raft._getLeader()
-    if leader is None or leader.id != str(leader_id) or log_tail(raft) != (last_index, last_term):
+    if raft.leader_id != leader_id or log_tail(raft) != (last_index, last_term) or group.snapshot_in_progress:
         return False
-    snapshot = group._snapshot
-    if snapshot.busy or snapshot.ready_index is not None:
-        return False
-    return raft.raftCommitIndex == last_index and raft.raftLastApplied == last_index
+    return raft.commit_index == last_index and raft.applied_index == last_index
 
 
 class Quiescence:
@@ -82,6 +70,7 @@ class Quiescence:
 
     def __init__(self, loop, hub, self_id: int, settings: QuiesceSettings, excluded=()):
         self.loop, self.hub, self.self_id, self.settings = loop, hub, self_id, settings
+        self._clock = loop.clock
         self.excluded = set(excluded)
         self.quiesced: dict[str, int] = {}        # group → the broker leading it (_OWN: this one)
         self.led: dict[str, int] = {}             # the quiesced groups led here → which quiesce (a serial) stopped it
@@ -90,7 +79,7 @@ class Quiescence:
         self._heard: dict[int, float] = {}        # peer → when its last liveness message came
         self._outbox: dict[int, dict] = {}        # peer → {"q": [...], "w": [...]} until the next flush
         self._next_alive = 0.0
-        self._last_tick = raft_monotonic()
+        self._last_tick = self._clock()
         self.quiesces = 0
         self.wakes = 0
 
@@ -108,7 +97,7 @@ class Quiescence:
     def on_peer(self, peer_id: int, connected: bool) -> None:
         """Any change of a peer's connection wakes every quiesced group it replicates."""
         if connected:
-            self._heard[peer_id] = raft_monotonic()
+            self._heard[peer_id] = self._clock()
         else:
             self._heard.pop(peer_id, None)
         for group_id in [g for g in self.quiesced if self._involves(g, peer_id)]:
@@ -128,7 +117,7 @@ class Quiescence:
         """A liveness message of `peer_id` (QUIESCE_CHANNEL), with any quiesce and wake requests."""
         if not isinstance(message, dict):
             return
-        self._heard[peer_id] = raft_monotonic()
+        self._heard[peer_id] = self._clock()
         for entry in message.get("q", ()):
             self._on_quiesce(peer_id, entry)
         for group_id in message.get("w", ()):
@@ -139,7 +128,7 @@ class Quiescence:
         """Once per tick interval: quiesce idle led groups, wake those of silent leaders, send liveness."""
         if not self.settings.enabled:
             return
-        now = raft_monotonic()
+        now = self._clock()
         self._forgive_own_lag(now)
         self._quiesce_idle(now)
         self._wake_silent(now)
@@ -164,13 +153,14 @@ class Quiescence:
         if leader is None or group is None:
             return
         self.wakes += 1
-        now = raft_monotonic()
         raft = group.raft
         group.quiesced_live_peers = None
-        if raft._SyncObj__raftState == _LEADER:
-            self._restart_fallback_timer(group, now)
+        if raft.is_leader:
+            # Its followers' last answers may be old (it sent nothing while quiesced): each gets a whole leader
+            # fallback timeout to answer again.
+            raft.restart_fallback_timer()
         else:
-            raft._SyncObj__raftElectionDeadline = now + raft._SyncObj__generateRaftTimeout()
+            raft.restart_election_timer()
         self.loop.resume(group)
         if notify:
             for peer_id in group.transport.nodes:
@@ -221,11 +211,10 @@ class Quiescence:
         nothing but their election's no-op entry are looked at now, so a new group quiesces as soon as its
         followers answered instead of at the next tick; then the outbox goes."""
         if self.settings.enabled:
-            now, awake = raft_monotonic(), self.loop.awake
+            now, awake = self._clock(), self.loop.awake
             for group in groups:
                 raft = group.raft
-                if group.group_id in awake and raft._isLeader() and \
-                        raft._SyncObj__raftLog[-1][1] == raft._SyncObj__noopIDx:
+                if group.group_id in awake and raft.is_leader and raft.last_index == raft.noop_index:
                     self._check_idle(group.group_id, group, now)
         self.flush()
 
@@ -234,10 +223,10 @@ class Quiescence:
             self._check_idle(group_id, group, now)
 
     def _check_idle(self, group_id: str, group, now: float) -> None:
-        if group_id in self.excluded or not group.raft._isLeader() or not leader_idle(group):
+        if group_id in self.excluded or not group.raft.is_leader or not leader_idle(group):
             self._idle_since.pop(group_id, None)
             return
-        state = (log_tail(group.raft), group.raft.raftCurrentTerm)
+        state = (log_tail(group.raft), group.raft.term)
         seen = self._idle_since.get(group_id)
         if seen is None or seen[0] != state:
             self._idle_since[group_id] = (state, now)
@@ -253,19 +242,19 @@ class Quiescence:
         need not wait `quiesce_after_ms` (thousands of new partitions, or the groups a failed broker led, quiesce
         as soon as their followers hold everything)."""
         (last_index, _), _ = state
-        return last_index == group.raft._SyncObj__noopIDx
+        return last_index == group.raft.noop_index
 
     def _heartbeat_now(self, group) -> None:
         """A new leader whose followers all hold its no-op entry heartbeats at its next tick (in the next loop pass)
         instead of after `heartbeat_interval_ms`: the heartbeat tells them the commit index, their answers let the
         group quiesce, so a new group stops ticking one round trip after it is led instead of a heartbeat later."""
-        group.raft._SyncObj__newAppendEntriesTime = 0
+        group.raft.heartbeat_at_next_tick()
         self.loop.mark_dirty(group.group_id)
 
     def _followers_answered_since(self, group, since: float) -> bool:
         """Every follower answered a heartbeat sent after the group went idle (so it learned the commit index)."""
-        responses = group.raft._SyncObj__lastResponseTime
-        return all(responses.get(node, 0) > since for node in group.transport.nodes.values())
+        responses = group.raft.last_response
+        return all(responses.get(peer, 0) > since for peer in group.transport.nodes)
 
     def _quiesce_led(self, group_id: str, group, state) -> None:
         (last_index, last_term), term = state
@@ -302,19 +291,9 @@ class Quiescence:
     def live_peers(self) -> set[int]:
         """The connected brokers heard from within `liveness_timeout_ms`: a quiesced leader hears nothing from its
         followers, so their broker's liveness stands for their answers (in-sync replicas)."""
-        now, timeout_s = raft_monotonic(), self.settings.liveness_timeout_ms / 1000
+        now, timeout_s = self._clock(), self.settings.liveness_timeout_ms / 1000
         connected = self.hub.connected_peers()
         return {peer for peer, heard in self._heard.items() if peer in connected and now - heard <= timeout_s}
-
-    @staticmethod
-    def _restart_fallback_timer(group, now: float) -> None:
-        """A leader that wakes gives its connected followers a full leader fallback timeout to answer again (its
-        last answers may be old: it sent nothing while quiesced)."""
-        raft = group.raft
-        responses = raft._SyncObj__lastResponseTime
-        for node in group.transport.nodes.values():
-            if raft.isNodeConnected(node):
-                responses[node] = now
 
     def stats(self) -> dict:
         led = sum(1 for leader in self.quiesced.values() if leader == _OWN)

@@ -14,7 +14,7 @@ import struct
 SNAPSHOT_MAGIC = b"RBSNAP01"
 TAIL = struct.Struct(">Q8s")
 _KEYS = {"last", "prev", "cluster", "data_len", "data_index", "entries"}
-_OPTIONAL_KEYS = {"membership"}  # (index, voters, learners) of the group's configuration (raft/membership.py)
+_OPTIONAL_KEYS = {"membership"}  # (index, voters, learners) of the group's configuration (raft/configuration.py)
 
 
 class SnapshotFooterError(ValueError):

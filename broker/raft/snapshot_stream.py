@@ -16,9 +16,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
-import time
 from dataclasses import dataclass
 
+from raftbus.broker.raft.clock import monotonic_s
 from raftbus.broker.storage.private import private_opener
 
 DIGEST_BYTES = 32  # SHA-256
@@ -156,8 +156,9 @@ class SnapshotSender:
 class SnapshotReceiver:
     """The snapshot a follower is receiving, written in order to `path`."""
 
-    def __init__(self, path):
+    def __init__(self, path, clock=monotonic_s):
         self.path = str(path)
+        self._clock = clock  # monotonic seconds: how long the fsync of a complete file took
         self.id: str | None = None
         self.size = 0
         self.written = 0
@@ -200,10 +201,10 @@ class SnapshotReceiver:
         f, self._file = self._file, None
         ok = digest is not None and hmac.compare_digest(self._hasher.digest(), digest)
         if ok:
-            started = time.monotonic()
+            started = self._clock()
             f.flush()
             os.fsync(f.fileno())
-            self.sync_s = time.monotonic() - started
+            self.sync_s = self._clock() - started
         f.close()
         if not ok:
             self.discard()

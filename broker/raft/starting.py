@@ -1,9 +1,9 @@
 """Starting many new replicas at once: a bounded number at a time.
 
-A new replica is awake until its group quiesces: its leader ticks and heartbeats, its followers answer. Creating
-thousands of partitions at once woke thousands of groups on every broker; the Raft loop could not keep up with
-their heartbeats, followers' election timers fired, each new election cost more messages and durable term writes,
-and the groups never settled (3,000 partitions on 3 brokers had fewer leaders after 7 minutes than after 3).
+A new replica is awake until its group quiesces: its leader ticks and heartbeats, its followers answer. Thousands
+of partitions created at once would wake thousands of groups on every broker: a Raft loop that cannot keep up with
+their heartbeats lets followers' election timers fire, each new election costs more messages and durable term
+writes, and the groups do not settle.
 
 So the replica opener waits while `starting_max` replicas it started have not quiesced yet. Every broker opens
 the new replicas of one metadata change in the same order, so the replicas of a group start at about the same
@@ -14,15 +14,16 @@ Only when replicas are started changes; elections, votes and logs follow Raft as
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Container
+
+from raftbus.broker.raft.clock import Clock, monotonic_s
 
 
 class StartingReplicas:
     """New replicas that have not quiesced yet (`started` and `settle` on the loop thread, `wait_for_room` on the
     opener thread)."""
 
-    def __init__(self, starting_max: int, starting_timeout_ms: int, clock=time.monotonic):
+    def __init__(self, starting_max: int, starting_timeout_ms: int, clock: Clock = monotonic_s):
         self.starting_max = starting_max
         self.timeout_s = starting_timeout_ms / 1000
         self._clock = clock

@@ -1,13 +1,13 @@
 """A bytes-per-second bound on what a leader sends to its learners while they catch up (a token bucket)."""
 from __future__ import annotations
 
-from pysyncobj.monotonic import monotonic as raft_monotonic
+from raftbus.broker.raft.clock import Clock, monotonic_s
 
 
 class CatchUpThrottle:
     """Allows `bytes_per_s` on average with bursts of up to one second's worth; 0 means unlimited."""
 
-    def __init__(self, bytes_per_s: int, clock=raft_monotonic):
+    def __init__(self, bytes_per_s: int, clock: Clock = monotonic_s):
         if bytes_per_s < 0:
             raise ValueError("a catch-up throttle is >= 0 bytes/s (0: unlimited)")
         self.bytes_per_s = bytes_per_s
@@ -38,14 +38,6 @@ class CatchUpThrottle:
         return granted
 
     def charge(self, size_bytes: int) -> None:
-        """Count bytes that must leave anyway (a piece of a snapshot being streamed cannot be sent again)."""
+        """Count bytes that leave anyway (snapshot chunks are never held back)."""
         self._balance -= size_bytes
         self.bytes_sent += size_bytes
-
-
-def snapshot_bytes(message: dict) -> int:
-    """The snapshot bytes an append_entries message carries (pysyncobj's (data, first, last) piece)."""
-    serialized = message.get("serialized")
-    if isinstance(serialized, (tuple, list)) and serialized and isinstance(serialized[0], (bytes, bytearray)):
-        return len(serialized[0])
-    return 0

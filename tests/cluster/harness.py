@@ -1,4 +1,4 @@
-"""Several brokers' Raft machinery in one process: real pysyncobj groups, real hubs on loopback, manual ticking."""
+"""Several brokers' Raft machinery in one process: real Raft groups, real hubs on loopback, manual ticking."""
 from __future__ import annotations
 
 import time
@@ -11,7 +11,6 @@ from raftbus.broker.raft.group import RaftGroup, RaftSettings
 from raftbus.broker.log.state import PartitionStateMachine
 from raftbus.broker.storage.lmdb_store import LmdbStore
 from raftbus.broker.raft.hub import RaftHub
-from pysyncobj.monotonic import monotonic as raft_monotonic
 from tests.helpers import free_ports
 
 SECRET = b"k" * 32
@@ -31,7 +30,8 @@ class Node:
         self.hub = RaftHub(node_id, raft_addresses[node_id], peers, SECRET, on_message=self.loop.on_message,
                            on_peer_connected=self.loop.on_peer_connected,
                            on_peer_disconnected=self.loop.on_peer_disconnected, frame_bytes_max=64 << 20,
-                           send_buffer_bytes_max=send_buffer_bytes_max, connect_retry_ms=50, handshake_timeout_ms=2000)
+                           send_buffer_bytes_max=send_buffer_bytes_max, connect_retry_ms=50, handshake_timeout_ms=2000,
+                           clock=self.loop.clock)
         self.loop.attach(self.hub)
         self.hub.start()
         self.groups: dict[str, RaftGroup] = {}
@@ -152,7 +152,7 @@ def first_leader(cluster: RaftCluster, node_id: int = 1, group_id: str = "p1.0")
     are committed through it. Returns its group."""
     for n in (1, 2, 3):
         cluster.start(n)
-    cluster.nodes[node_id].groups[group_id].raft._SyncObj__raftElectionDeadline = raft_monotonic()
+    cluster.nodes[node_id].groups[group_id].raft.set_election_timeout(0)
     leader = cluster.wait_leader(group_id)
     cluster.produce(3, group_id)
     return leader

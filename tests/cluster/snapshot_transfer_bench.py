@@ -48,9 +48,9 @@ def setup(root: Path, addresses: dict, records: int) -> dict:
         cluster.produce(min(20, records - first), first_sequence=first, payload=RECORD)
     group = cluster.nodes[1].groups[GROUP]  # broker 1 restarts next to an empty broker 3: it leads and sends
     cluster.run_until(lambda: group.state_machine.offsets()[1] == records, 600, what="broker 1 holds every record")
-    applied = group.raft.raftLastApplied
+    applied = group.raft.applied_index
     group.maybe_compact(force=True)
-    cluster.run_until(lambda: group.raft._SyncObj__raftLog[0][1] >= applied - 1, 600, what="compacted")
+    cluster.run_until(lambda: group.raft.first_index >= applied - 1, 600, what="compacted")
     size = (group.data_dir / "raft.snapshot").stat().st_size
     cluster.close()
     return {"records": records, "snapshot_bytes": size}
@@ -69,7 +69,7 @@ def serve(root: Path, addresses: dict, node_id: int, records: int) -> dict:
     deadline = started + 900
     while time.monotonic() < deadline and not (result and theirs.exists()):
         node.step()
-        receiver = group.raft.replication._receiver
+        receiver = group.replication._receiver
         if receiver.written and "first_chunk_s" not in marks:
             marks["first_chunk_s"] = time.monotonic() - started
         if result is None and _finished(group, node_id, records, root):
@@ -77,7 +77,7 @@ def serve(root: Path, addresses: dict, node_id: int, records: int) -> dict:
             result = {"node": node_id, **{k: round(v, 2) for k, v in marks.items()},
                       "cpu_s": round(cpu_s() - cpu_before, 2), "rss_before_mib": round(rss_before),
                       "rss_peak_mib": round(rss_mib()), "hub": node.hub.stats(),
-                      "transfer": dict(group.raft.replication.stats)}
+                      "transfer": dict(group.replication.stats)}
             mine.write_text("done")
         time.sleep(0.001)
     node.close()

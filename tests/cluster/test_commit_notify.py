@@ -1,5 +1,5 @@
 """How followers learn the commit index: partition groups carry it on the next append or heartbeat (no extra
-message per command), the metadata group sends it at once (real pysyncobj groups over real hubs)."""
+message per command), the metadata group sends it at once (real Raft groups over real hubs)."""
 from __future__ import annotations
 
 import time
@@ -30,7 +30,7 @@ def start(cluster, eager: bool):
     for node_id in (1, 2, 3):
         cluster.start(node_id, eager_commit_notify=eager)
     cluster.produce(1)  # elected, and the first command committed and known everywhere
-    cluster.run_until(lambda: all(n.groups[GROUP].raft.raftLastApplied == cluster.leader().raft.raftLastApplied
+    cluster.run_until(lambda: all(n.groups[GROUP].raft.applied_index == cluster.leader().raft.applied_index
                                   for n in cluster.nodes.values()), what="every replica applied the first command")
     return cluster.leader()
 
@@ -47,7 +47,7 @@ def submit_one(cluster, leader, sequence: int):
 
 
 def followers_applied(cluster, leader) -> list[int]:
-    return [n.groups[GROUP].raft.raftLastApplied for n in cluster.nodes.values() if n.groups[GROUP] is not leader]
+    return [n.groups[GROUP].raft.applied_index for n in cluster.nodes.values() if n.groups[GROUP] is not leader]
 
 
 def test_partition_leader_sends_one_append_per_follower_per_command(cluster):
@@ -61,7 +61,7 @@ def test_partition_leader_sends_one_append_per_follower_per_command(cluster):
     sent = hub.stats()["messages_out"] - before
     # Two followers: 2 appends per command, plus at most a few heartbeat rounds (eager sends 4 per command).
     assert 2 * COMMANDS <= sent <= 2 * COMMANDS + 6, sent
-    last = leader.raft.raftLastApplied
+    last = leader.raft.applied_index
     cluster.run_until(lambda: followers_applied(cluster, leader) == [last, last], timeout_s=10.0,
                       what="followers applied every command after a heartbeat")
     marks = {n.groups[GROUP].state_machine.offsets()[1] for n in cluster.nodes.values()}
@@ -76,15 +76,15 @@ def test_metadata_style_group_tells_followers_the_commit_at_once(cluster):
     before = hub.stats()["messages_out"]
     for sequence in range(1, 6):
         submit_one(cluster, leader, sequence)
-        index = leader.raft.raftLastApplied
+        index = leader.raft.applied_index
         cluster.run_until(lambda: followers_applied(cluster, leader) == [index, index], timeout_s=1.0,
                           what="followers applied the command well before a heartbeat (1.5 s)")
     assert hub.stats()["messages_out"] - before >= 4 * 5
 
 
 def test_commands_queued_between_two_ticks_go_out_in_one_append_per_follower(cluster):
-    """Ten commands submitted before the leader's next tick reach each follower in one message (pysyncobj sent
-    one per command), and commit with consecutive offsets."""
+    """Ten commands submitted before the leader's next tick reach each follower in one message (not one per
+    command), and commit with consecutive offsets."""
     leader = start(cluster, eager=False)
     hub = node_of(cluster, leader).hub
     before = hub.stats()["messages_out"]
@@ -124,7 +124,7 @@ def test_a_single_replica_group_commits_in_the_next_loop_pass_not_at_the_next_ti
     cluster = RaftCluster(tmp_path, size=1, settings=SLOW_HEARTBEATS)
     try:
         node = cluster.start(1)
-        node.groups[GROUP].raft._SyncObj__raftElectionDeadline = 0  # stand at once
+        node.groups[GROUP].raft.set_election_timeout(0)  # stand at once
         leader = cluster.wait_leader()
         cluster.run_until(lambda: leader.caught_up_as_leader, what="the leader serving")
         node.loop.tick_interval_s = 3600.0  # from here on, no periodic tick can commit anything

@@ -1,6 +1,6 @@
 """A leadership hand-over refuses new commands only while it can still happen: not after the replica has stopped
 leading (and leads again later), not once the target's broker is gone, and it is not started towards a broker that
-is not connected. Real pysyncobj groups over real hubs; a 60 s election timeout keeps every hand-over's window open
+is not connected. Real Raft groups over real hubs; a 60 s election timeout keeps every hand-over's window open
 for the whole test, so only these rules can end a refusal."""
 from __future__ import annotations
 
@@ -76,3 +76,17 @@ def test_losing_the_target_ends_the_hand_over(cluster):
     cluster.run_until(lambda: leader._handing_over is None, what="the hand-over ended")
     assert leader.is_leader
     assert produce_one(cluster, 1, 3) == 3
+
+
+def test_no_hand_over_starts_while_submitted_commands_wait_to_be_appended(cluster):
+    """Goal: a command submitted before the leader's next tick is not yet in its log, so the target cannot hold
+    it: no hand-over starts (the target would stand with a shorter log than its peers); once the tick appended it,
+    and node 2 holds it, the hand-over goes ahead."""
+    leader = cluster.nodes[1].groups[GROUP]
+    future = leader.submit(commands.encode_produce(2_003, PRODUCER, 3, 1, 2_003, b"queued"))
+    assert leader.raft.commands_queued
+    leader.hand_over(2)
+    assert leader._handing_over is None and not future.done()
+    cluster.run_until(future.done, what="the queued command committed")
+    hand_over(cluster, 1, 2)
+    assert produce_one(cluster, 2, 4) == 4

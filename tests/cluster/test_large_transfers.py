@@ -56,17 +56,17 @@ def test_a_snapshot_larger_than_the_send_buffer_reaches_an_empty_replica(tmp_pat
         produce_bytes(cluster, "p1.0", 400)  # ~40 MiB
         replicas = [cluster.nodes[n].groups["p1.0"] for n in (1, 2)]
         for replica in replicas:  # whichever leads when node 3 arrives has only a snapshot to offer it
-            applied = replica.raft.raftLastApplied
+            applied = replica.raft.applied_index
             replica.maybe_compact(force=True)
-            cluster.run_until(lambda: replica.raft._SyncObj__raftLog[0][1] >= applied - 1, what="the log compacted")
+            cluster.run_until(lambda: replica.raft.first_index >= applied - 1, what="the log compacted")
         snapshot_bytes = min((r.data_dir / "raft.snapshot").stat().st_size for r in replicas)
         assert snapshot_bytes > 4 * SEND_BUFFER_BYTES
         cluster.start(3)
-        sent = [r.raft.replication.stats for r in replicas]
+        sent = [r.replication.stats for r in replicas]
         cluster.run_until(lambda: same_state(cluster, "p1.0", 400) and sum(s["snapshots_sent"] for s in sent),
                           120, what="the empty replica caught up and its leader saw the snapshot installed")
         assert_connections_kept(cluster)
-        received = cluster.nodes[3].groups["p1.0"].raft.replication.stats
+        received = cluster.nodes[3].groups["p1.0"].replication.stats
         assert received["snapshots_received"] == 1 and sum(s["snapshots_sent"] for s in sent) == 1, (sent, received)
         assert sum(s["snapshot_bytes_sent"] for s in sent) >= snapshot_bytes
         assert sum(s["flow_control_waits"] for s in sent) > 0, sent
@@ -88,7 +88,7 @@ def test_many_groups_catch_up_at_once_after_a_replica_was_down(tmp_path):
         cluster.run_until(lambda: all(same_state(cluster, g, 30) for g in groups), 120,
                           what="every group caught up")
         assert_connections_kept(cluster)
-        held_back = sum(n.groups[g].raft.replication.stats["flow_control_waits"]
+        held_back = sum(n.groups[g].replication.stats["flow_control_waits"]
                         for n in cluster.nodes.values() for g in groups)
         assert held_back > 0  # the bound was reached: without it these 24 MiB would have been queued at once
     finally:
@@ -103,11 +103,11 @@ def start_snapshot_transfer(cluster: RaftCluster, records: int):
     produce_bytes(cluster, "p1.0", records)
     for node_id in (1, 2):
         replica = cluster.nodes[node_id].groups["p1.0"]
-        applied = replica.raft.raftLastApplied
+        applied = replica.raft.applied_index
         replica.maybe_compact(force=True)
-        cluster.run_until(lambda: replica.raft._SyncObj__raftLog[0][1] >= applied - 1, what="the log compacted")
+        cluster.run_until(lambda: replica.raft.first_index >= applied - 1, what="the log compacted")
     cluster.start(3)
-    receiver = cluster.nodes[3].groups["p1.0"].raft.replication._receiver
+    receiver = cluster.nodes[3].groups["p1.0"].replication._receiver
     cluster.run_until(lambda: receiver.size and receiver.written > receiver.size // 3, 60, what="a third received")
     node = next(n for n in cluster.nodes.values() if n.groups["p1.0"].is_leader)
     return node, node.groups["p1.0"], receiver.size
@@ -122,9 +122,9 @@ def test_a_dropped_connection_resumes_the_snapshot_where_the_follower_is(tmp_pat
         node.hub._close(node.hub._ready[3], "dropped by the test")
         cluster.run_until(lambda: same_state(cluster, "p1.0", 200), 120, what="the replica caught up")
         window = cluster.settings.snapshot_chunk_bytes * cluster.settings.snapshot_chunks_in_flight_max
-        sent = leader.raft.replication.stats["snapshot_bytes_sent"]
+        sent = leader.replication.stats["snapshot_bytes_sent"]
         assert size <= sent <= size + window, (sent, size)
-        assert cluster.nodes[3].groups["p1.0"].raft.replication.stats["snapshots_received"] == 1
+        assert cluster.nodes[3].groups["p1.0"].replication.stats["snapshots_received"] == 1
     finally:
         cluster.close()
 
@@ -135,10 +135,10 @@ def test_a_new_transfer_of_the_same_snapshot_skips_what_the_follower_holds(tmp_p
     cluster = small_buffer_cluster(tmp_path)
     try:
         node, leader, size = start_snapshot_transfer(cluster, 200)
-        leader.raft.replication.close_sending()
+        leader.replication.close_sending()
         cluster.run_until(lambda: same_state(cluster, "p1.0", 200), 120, what="the replica caught up")
         window = cluster.settings.snapshot_chunk_bytes * cluster.settings.snapshot_chunks_in_flight_max
-        sent = leader.raft.replication.stats["snapshot_bytes_sent"]
+        sent = leader.replication.stats["snapshot_bytes_sent"]
         assert size <= sent <= size + 2 * window, (sent, size)
     finally:
         cluster.close()
@@ -155,12 +155,12 @@ def test_a_follower_stalled_mid_snapshot_long_enough_to_depose_its_leader_still_
         produce_bytes(cluster, "p1.0", 200)
         for node_id in (1, 2):
             replica = cluster.nodes[node_id].groups["p1.0"]
-            applied = replica.raft.raftLastApplied
+            applied = replica.raft.applied_index
             replica.maybe_compact(force=True)
-            cluster.run_until(lambda: replica.raft._SyncObj__raftLog[0][1] >= applied - 1, what="the log compacted")
+            cluster.run_until(lambda: replica.raft.first_index >= applied - 1, what="the log compacted")
         cluster.stop(2)
         cluster.start(3)
-        receiver = cluster.nodes[3].groups["p1.0"].raft.replication._receiver
+        receiver = cluster.nodes[3].groups["p1.0"].replication._receiver
         cluster.run_until(lambda: receiver.size and receiver.written > receiver.size // 3, 60, what="a third received")
         size, leader = receiver.size, cluster.nodes[1].groups["p1.0"]
         stalled = cluster.nodes.pop(3)  # not stepped: its loop is blocked
@@ -168,9 +168,9 @@ def test_a_follower_stalled_mid_snapshot_long_enough_to_depose_its_leader_still_
         cluster.nodes[3] = stalled
         cluster.run_until(lambda: same_state(cluster, "p1.0", 200), 120, what="broker 3 caught up")
         window = cluster.settings.snapshot_chunk_bytes * cluster.settings.snapshot_chunks_in_flight_max
-        sent = leader.raft.replication.stats["snapshot_bytes_sent"]
+        sent = leader.replication.stats["snapshot_bytes_sent"]
         assert size <= sent <= size + 2 * window, (sent, size)
-        assert stalled.groups["p1.0"].raft.replication.stats["snapshots_received"] == 1
+        assert stalled.groups["p1.0"].replication.stats["snapshots_received"] == 1
         assert all(n.hub.stats()["send_buffer_overflows"] == 0 for n in cluster.nodes.values())
     finally:
         cluster.close()

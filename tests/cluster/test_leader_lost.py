@@ -1,9 +1,8 @@
 """A follower whose connection to its leader's broker closes stands for election sooner (RaftGroup.on_peer_lost);
-a leader that is alive keeps its term when its connection comes back. Real pysyncobj groups over real hubs."""
+a leader that is alive keeps its term when its connection comes back. Real Raft groups over real hubs."""
 from __future__ import annotations
 
 import pytest
-from pysyncobj.monotonic import monotonic as raft_monotonic
 
 from tests.cluster.harness import SLOW_ELECTIONS, RaftCluster, first_leader
 
@@ -23,7 +22,7 @@ def test_followers_of_a_stopped_leader_elect_a_new_one_long_before_their_electio
         followers = [cluster.nodes[n].groups[GROUP] for n in (2, 3)]
         cluster.run_until(lambda: all(f._leader_lost == 1 for f in followers), what="both followers losing node 1")
         for follower in followers:
-            assert follower.raft._SyncObj__raftElectionDeadline - raft_monotonic() <= 0.6
+            assert follower.raft.election_deadline - follower.raft.clock() <= 0.6
         new_leader = cluster.run_until(lambda: cluster.leader(), timeout_s=20, what="a new leader")
         assert new_leader.term > term
         cluster.run_until(lambda: new_leader.caught_up_as_leader, what="the new leader serving")
@@ -45,12 +44,12 @@ def test_a_live_leader_whose_connection_drops_and_comes_back_keeps_its_term(tmp_
         hub = cluster.nodes[2].hub
         hub._lost(hub._ready[1], "dropped by the test")
         assert follower._leader_lost == 1
-        assert follower.raft._SyncObj__raftElectionDeadline - raft_monotonic() <= 0.6
+        assert follower.raft.election_deadline - follower.raft.clock() <= 0.6
         cluster.run_until(lambda: 1 in hub.connected_peers() and follower._leader_lost is None,
                           what="the connection back")
-        assert follower.raft._SyncObj__raftElectionDeadline - raft_monotonic() > 30
-        settle_until = raft_monotonic() + 1.0  # past leader_lost_election_max_ms
-        cluster.run_until(lambda: raft_monotonic() > settle_until, what="a second of ticks")
+        assert follower.raft.election_deadline - follower.raft.clock() > 30
+        settle_until = follower.raft.clock() + 1.0  # past leader_lost_election_max_ms
+        cluster.run_until(lambda: follower.raft.clock() > settle_until, what="a second of ticks")
         assert cluster.leader() is leader and leader.term == term
         assert [r.base_offset for r in cluster.produce(1, first_sequence=3)] == [3]
     finally:
@@ -63,11 +62,11 @@ def test_a_lost_connection_to_a_broker_that_does_not_lead_changes_nothing(tmp_pa
     try:
         first_leader(cluster, 1)
         follower = cluster.nodes[2].groups[GROUP]
-        before = follower.raft._SyncObj__raftElectionDeadline
+        before = follower.raft.election_deadline
         cluster.stop(3)
         cluster.run_until(lambda: 3 not in cluster.nodes[2].hub.connected_peers(), what="node 3 gone")
         assert follower._leader_lost is None
-        assert follower.raft._SyncObj__raftElectionDeadline >= before
+        assert follower.raft.election_deadline >= before
     finally:
         cluster.close()
 

@@ -1,11 +1,12 @@
-"""Cluster tests of membership changes: real pysyncobj groups over real hubs in one process, ticked by hand."""
+"""Cluster tests of membership changes: real Raft groups over real hubs in one process, ticked by hand."""
 from __future__ import annotations
 
 import pytest
 
 from raftbus.broker import commands
+from raftbus.broker.raft import configuration
 from raftbus.client import errors
-from tests.cluster.harness import PRODUCER, RaftCluster
+from tests.cluster.harness import PRODUCER, SLOW_ELECTIONS, RaftCluster
 from tests.cluster.test_raft_groups import log_of
 
 pytestmark = pytest.mark.cluster
@@ -73,14 +74,14 @@ def test_a_learner_does_not_count_for_the_commit(cluster):
     leader = cluster.wait_leader()
     for node_id in [n for n in ORIGINAL if n != leader._self_id]:
         cluster.stop(node_id)
-    before = leader.raft._SyncObj__raftLog[-1][1]
+    before = leader.raft.last_index
     future = leader.submit(commands.encode_produce(5_000, PRODUCER, 10, 1, 5_000, b"only-two-hold-it"))
-    leader_log = leader.raft._SyncObj__raftLog
+    leader_log = leader.raft.log
     cluster.run_until(lambda: leader_log[-1][1] > before, what="the leader appending the entry")
     last = leader_log[-1][1]
-    learner_log = cluster.nodes[4].groups[GROUP].raft._SyncObj__raftLog
+    learner_log = cluster.nodes[4].groups[GROUP].raft.log
     cluster.run_until(lambda: learner_log[-1][1] >= last, what="the learner holding the new entry")
-    assert leader.raft.raftCommitIndex < last
+    assert leader.raft.commit_index < last
     assert not future.done() or not isinstance(future.exception(), type(None))  # never acknowledged
 
 
@@ -103,14 +104,53 @@ def test_one_change_at_a_time(cluster):
         leader.propose_membership(lambda m: m.remove(leader._self_id)).result(0)
 
     stale = leader.membership.index - 1
-    from raftbus.broker.raft import membership
-    future = leader.raft  # a forged proposal derived from an older configuration changes nothing
-    results = []
-    future._applyCommand(membership.encode_change(membership.Membership.of([leader._self_id]), stale),
-                         lambda result, reason: results.append(result))
+    results = []  # a forged proposal derived from an older configuration changes nothing
+    leader.raft.propose_entry(configuration.encode_change(configuration.Membership.of([leader._self_id]), stale),
+                              lambda result, reason: results.append(result))
     cluster.run_until(lambda: results, what="the stale change applied")
     assert isinstance(results[0], errors.MembershipChangeInProgress)
     assert leader.membership.voters == {1, 2, 3, 4}
+
+
+def test_no_change_is_proposed_before_the_leader_applied_its_own_term_or_while_one_waits_in_its_log(tmp_path):
+    """Goal: the single-step rule reads the log: a leader whose election no-op is not applied yet, or whose log holds
+    a configuration entry not applied yet (here one proposed without the group's bookkeeping), refuses another
+    change with MembershipChangeInProgress. Only the leader's node is stepped meanwhile, so nothing commits."""
+    cluster = RaftCluster(tmp_path, size=4, settings=SLOW_ELECTIONS)  # only node 1 stands, when told to
+    try:
+        one_change_at_a_time_by_the_log(cluster)
+    finally:
+        cluster.close()
+
+
+def one_change_at_a_time_by_the_log(cluster) -> None:
+    for node_id in ORIGINAL:
+        cluster.start(node_id, replicas=ORIGINAL)
+    nodes = [cluster.nodes[n] for n in ORIGINAL]
+    cluster.run_until(lambda: all(len(n.hub.connected_peers()) == 2 for n in nodes), what="the nodes connected")
+    candidate = nodes[0].groups[GROUP]
+    candidate.raft.set_election_timeout(0)
+
+    def step_until(stepped, predicate, what):
+        deadline = candidate.raft.clock() + 20
+        while not predicate():
+            assert candidate.raft.clock() < deadline, f"timed out waiting for {what}"
+            for node in stepped:
+                node.step()
+
+    step_until(nodes[:1], lambda: candidate.raft.term == 1, "node 1 standing")
+    step_until(nodes[1:], lambda: all(n.groups[GROUP].raft.term == 1 for n in nodes[1:]), "the votes")
+    step_until(nodes[:1], lambda: candidate.is_leader, "node 1 elected")
+    refused = candidate.propose_membership(lambda m: m.add_learner(4))
+    assert isinstance(refused.exception(0), errors.MembershipChangeInProgress)
+
+    cluster.run_until(lambda: candidate.caught_up_as_leader, what="the no-op applied")
+    pending = configuration.encode_change(candidate.membership.add_learner(4), candidate.membership.index)
+    candidate.raft.propose_entry(pending, None)
+    step_until(nodes[:1], lambda: candidate.raft.last_index > candidate.raft.commit_index, "the entry appended")
+    refused = candidate.propose_membership(lambda m: m.add_learner(4))
+    assert isinstance(refused.exception(0), errors.MembershipChangeInProgress)
+    cluster.run_until(lambda: candidate.membership.learners == {4}, what="the pending change applied")
 
 
 def test_membership_survives_a_restart_from_the_original_replica_list(cluster):
@@ -171,7 +211,7 @@ def test_a_learner_behind_the_compacted_log_gets_a_snapshot_with_the_configurati
         cluster.change_membership(lambda m: m.remove(4))  # a configuration entry before the snapshot
         cluster.produce(400, first_sequence=10)
         leader = cluster.wait_leader()
-        cluster.run_until(lambda: leader.raft._SyncObj__raftLog[0][1] > 50, what="the leader's log compacted")
+        cluster.run_until(lambda: leader.raft.first_index > 50, what="the leader's log compacted")
         cluster.start(4, replicas=ORIGINAL + [4], learners=[4])
         installed = cluster.change_membership(lambda m: m.add_learner(4))
         learner = cluster.nodes[4].groups[GROUP]

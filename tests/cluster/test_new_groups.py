@@ -1,4 +1,4 @@
-"""Creating groups, with real pysyncobj groups over real hubs in one process, ticked by hand:
+"""Creating groups, with real Raft groups over real hubs in one process, ticked by hand:
 - a vote request that reaches a broker before it opened its replica is kept and answered when the replica opens,
   so the preferred replica wins the group's first election in term 1 (dropped, the group needs a second term);
 - a new group is elected and quiesces on every replica without any timer tick (between ticks, as soon as its
@@ -37,7 +37,7 @@ def open_replica(cluster: RaftCluster, node_id: int, group_id: str = GROUP):
 def first_election_before_the_peers_open(cluster: RaftCluster) -> None:
     """Node 1 opens the group and stands at once; its vote requests reach nodes 2 and 3 before they open it."""
     candidate = open_replica(cluster, 1)
-    cluster.run_until(lambda: candidate.raft.raftCurrentTerm == 1 and
+    cluster.run_until(lambda: candidate.raft.term == 1 and
                       all(cluster.nodes[n].loop.early_votes.kept_total + cluster.nodes[n].loop.dropped_messages
                           for n in (2, 3)), what="the vote requests arrived at nodes 2 and 3")
     open_replica(cluster, 2)
@@ -50,7 +50,7 @@ def test_a_vote_request_that_came_before_the_replica_is_answered_when_it_opens(r
     first_election_before_the_peers_open(cluster)
     leader = cluster.wait_leader(GROUP)
     assert leader is cluster.nodes[1].groups[GROUP]
-    assert leader.raft.raftCurrentTerm == 1
+    assert leader.raft.term == 1
     assert [cluster.nodes[n].loop.early_votes.delivered_total for n in (2, 3)] == [1, 1]
     assert all(cluster.nodes[n].loop.dropped_messages == 0 for n in (2, 3))
 
@@ -60,7 +60,7 @@ def test_without_keeping_them_the_first_election_is_lost(raft_cluster):
     start_empty(cluster, keep_ms=0)
     first_election_before_the_peers_open(cluster)
     leader = cluster.wait_leader(GROUP)
-    assert leader.raft.raftCurrentTerm >= 2
+    assert leader.raft.term >= 2
     assert all(cluster.nodes[n].loop.dropped_messages >= 1 for n in (2, 3))
 
 
@@ -75,8 +75,8 @@ def test_a_new_group_is_elected_and_quiesces_everywhere_without_a_timer_tick(raf
                                   for n in cluster.nodes.values()), timeout_s=10,
                       what="the group quiesced on every replica")
     leader = cluster.leader(GROUP)
-    assert leader is cluster.nodes[1].groups[GROUP] and leader.raft.raftCurrentTerm == 1
-    assert all(n.groups[GROUP].raft.raftCommitIndex == leader.raft.raftCommitIndex for n in cluster.nodes.values())
+    assert leader is cluster.nodes[1].groups[GROUP] and leader.raft.term == 1
+    assert all(n.groups[GROUP].raft.commit_index == leader.raft.commit_index for n in cluster.nodes.values())
     # the leader gossip learns which led groups quiesced or woke (server.Broker._led_updates)
     quiescence = cluster.nodes[1].loop.quiescence
     assert quiescence.take_led_changes() == {GROUP} and quiescence.take_led_changes() == set()

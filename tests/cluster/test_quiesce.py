@@ -1,4 +1,4 @@
-"""Quiescence of idle groups, with real pysyncobj groups over real hubs in one process, ticked by hand: idle groups
+"""Quiescence of idle groups, with real Raft groups over real hubs in one process, ticked by hand: idle groups
 stop ticking on every replica, a write wakes and commits, and a lost or silent leader's groups elect new leaders."""
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def test_idle_groups_quiesce_on_every_replica_and_stop_heartbeating(cluster):
             node.step()
     # only liveness messages (one per peer per liveness interval), no per-group heartbeats or answers
     assert quiesced_everywhere(cluster)
-    assert all(n.groups[g].raft._getLeader() is not None for n in cluster.nodes.values() for g in GROUPS)
+    assert all(n.groups[g].raft.leader_id is not None for n in cluster.nodes.values() for g in GROUPS)
     assert leader_node.hub.stats()["messages_out"] - sent < 200
 
 
@@ -77,7 +77,7 @@ def test_losing_the_leaders_broker_elects_new_leaders_for_its_quiesced_groups(cl
     victim = led["p1.0"]
     cluster.stop(victim)
     cluster.run_until(lambda: leaders(cluster), what="a leader per group on the remaining brokers")
-    assert all(cluster.leader(g).raft.selfNode.id != str(victim) for g in GROUPS)
+    assert all(cluster.leader(g).raft.self_id != victim for g in GROUPS)
     commit_one_on_each(cluster, 0)
     cluster.run_until(lambda: all(applied_everywhere(cluster, g, 1) for g in GROUPS),
                       what="the writes applied on both remaining replicas")

@@ -1,9 +1,12 @@
-"""Cluster tests: real pysyncobj groups over real hubs in one process, ticked by hand."""
+"""Cluster tests: real Raft groups over real hubs in one process, ticked by hand."""
 from __future__ import annotations
+
+import shutil
 
 import pytest
 
-from tests.cluster.harness import RaftCluster
+from raftbus.broker.raft.journal import AppendJournal, JournalCorrupt
+from tests.cluster.harness import Node, RaftCluster
 
 pytestmark = pytest.mark.cluster
 
@@ -72,13 +75,55 @@ def test_snapshot_brings_an_empty_replica_up_to_date(tmp_path):
         cluster.start(2)
         cluster.produce(400)
         leader = cluster.leader()
-        cluster.run_until(lambda: leader.raft._SyncObj__raftLog[0][1] > 50, what="the leader's log compacted")
+        cluster.run_until(lambda: leader.raft.first_index > 50, what="the leader's log compacted")
         cluster.start(3)
         cluster.run_until(lambda: replicas_equal(cluster, 400), 30, what="empty replica caught up by snapshot")
         cluster.produce(10, first_sequence=400)
         cluster.run_until(lambda: replicas_equal(cluster, 410), what="new entries on every replica")
     finally:
         cluster.close()
+
+
+def test_a_replica_that_lost_its_data_gets_the_snapshot_once_and_then_appends(raft_cluster):
+    """A follower that held the whole log comes back empty after the leader compacted exactly there (the leader's
+    match index for it equals the snapshot's last index, so the install's reply cannot move its next index): it is
+    sent the snapshot once, and what is written after reaches it by appends."""
+    for node_id in (1, 2, 3):
+        raft_cluster.start(node_id)
+    raft_cluster.produce(30)
+    raft_cluster.run_until(lambda: replicas_equal(raft_cluster, 30), what="every replica holding 30 records")
+    leader = raft_cluster.leader()
+    victim = next(n for n, node in raft_cluster.nodes.items() if node.groups[GROUP] is not leader)
+    raft_cluster.stop(victim)
+    shutil.rmtree(raft_cluster.nodes_root(victim))
+    leader.maybe_compact(force=True)
+    raft_cluster.run_until(lambda: leader.raft.first_index > 1, what="the leader's log compacted")
+    raft_cluster.start(victim)
+    raft_cluster.run_until(lambda: replicas_equal(raft_cluster, 30), what="the empty replica restored")
+    raft_cluster.produce(5, first_sequence=30)
+    raft_cluster.run_until(lambda: replicas_equal(raft_cluster, 35), what="the new records appended to it")
+    assert leader.replication.stats["snapshots_sent"] == 1
+
+
+def test_a_journal_that_starts_after_index_1_without_a_snapshot_is_refused(raft_cluster):
+    """A journal whose first entries are gone while no snapshot covers them (a damaged data directory) must not
+    start a replica that would vote and acknowledge without them: opening the group raises JournalCorrupt."""
+    for node_id in (1, 2, 3):
+        raft_cluster.start(node_id)
+    raft_cluster.produce(20)
+    raft_cluster.run_until(lambda: replicas_equal(raft_cluster, 20), what="every replica holding 20 records")
+    raft_cluster.stop(3)
+    raft_dir = raft_cluster.nodes_root(3) / GROUP / "raft"
+    assert not (raft_dir / "raft.snapshot").exists()
+    journal = AppendJournal(str(raft_dir / "raft.journal"))
+    journal.delete_to(5)
+    journal.close()
+    node = Node(3, raft_cluster.addresses, raft_cluster.root, raft_cluster.settings)
+    try:
+        with pytest.raises(JournalCorrupt):
+            node.add_partition(GROUP, [1, 2, 3])
+    finally:
+        node.close()
 
 
 def test_full_restart_from_data_dirs(raft_cluster):

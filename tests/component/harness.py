@@ -20,7 +20,7 @@ from raftbus.broker.raft.disk import DiskSpace
 from raftbus.broker.raft.faults import FaultWatch
 from raftbus.broker.raft.group_commit import GroupCommit
 from raftbus.broker.raft.inprocess import InProcessGroup
-from raftbus.broker.raft.membership import Membership
+from raftbus.broker.raft.configuration import Membership
 from raftbus.broker.registry import Registry
 from raftbus.broker.replicas import state_machine_of, tables_of
 from raftbus.broker.assembly import assemble

@@ -9,7 +9,7 @@ from types import MappingProxyType, SimpleNamespace
 from raftbus.broker import model
 from raftbus.broker.metadata.reassignment_driver import Reassigner
 from raftbus.broker.metadata.settings import MembershipSettings
-from raftbus.broker.raft.membership import Membership
+from raftbus.broker.raft.configuration import Membership
 
 MEMBERSHIP = MembershipSettings(reassign_throttle_bytes_per_s=0, membership_promote_lag_entries_max=100)
 

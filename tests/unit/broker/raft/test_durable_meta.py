@@ -11,26 +11,26 @@ from raftbus.broker.raft.loop import RaftLoop
 def journal(tmp_path):
     journal = AppendJournal(str(tmp_path / "raft.journal"))
     yield journal
-    journal._destroy()
+    journal.close()
     durable_meta.DeferredMetaSync.deactivate()
 
 
 def test_a_vote_written_on_the_loop_waits_for_the_pass_sync(journal, tmp_path):
     deferred = durable_meta.DeferredMetaSync()
     deferred.activate()
-    journal.setCurrentTerm(7, "2")
+    journal.set_term(7, "2")
     assert {f.path for f in deferred.pending} == {str(tmp_path / "raft.journal.meta")}
     deferred.sync_pending()
     assert deferred.pending == set() and deferred.syncs == 1
-    assert AppendJournal(str(tmp_path / "raft.journal")).getCurrentTerm() == 7
+    assert AppendJournal(str(tmp_path / "raft.journal")).current_term == 7
 
 
 def test_an_unchanged_vote_is_not_synced_again(journal):
     deferred = durable_meta.DeferredMetaSync()
     deferred.activate()
-    journal.setCurrentTerm(3, "1")
+    journal.set_term(3, "1")
     deferred.sync_pending()
-    journal.setRaftCommitIndex(5)  # the commit index is a hint: never a reason to sync
+    journal.set_commit_index(5)  # the commit index is a hint: never a reason to sync
     assert deferred.pending == set()
 
 
@@ -40,7 +40,7 @@ class _RecordingHub:
         self.queued = False
 
     def poll(self, timeout_s):
-        self.journal.setCurrentTerm(9, "1")  # a vote granted while handling a message, its answer queued
+        self.journal.set_term(9, "1")  # a vote granted while handling a message, its answer queued
         self.queued = True
         self.events.append(("pending", {f.path for f in self.loop.durable_meta.pending}))
 

@@ -24,7 +24,7 @@ def fill(journal, count, first=1, term=1):
 def test_entries_survive_a_reopen_in_order(path):
     journal = AppendJournal(path)
     fill(journal, 5)
-    journal._destroy()
+    journal.close()
     reopened = AppendJournal(path)
     assert entries(reopened) == [(f"command-{i}".encode(), i, 1) for i in range(1, 6)]
     assert reopened[-1][1] == 5 and reopened[1:3] == entries(reopened)[1:3]
@@ -33,18 +33,18 @@ def test_entries_survive_a_reopen_in_order(path):
 def test_delete_from_truncates_and_later_entries_follow_the_cut(path):
     journal = AppendJournal(path)
     fill(journal, 5)
-    journal.deleteEntriesFrom(2)
+    journal.delete_from(2)
     journal.add(b"replacement", 3, 2)
-    journal._destroy()
+    journal.close()
     assert entries(AppendJournal(path)) == [(b"command-1", 1, 1), (b"command-2", 2, 1), (b"replacement", 3, 2)]
 
 
 def test_delete_to_keeps_the_tail_after_compaction_and_reopen(path):
     journal = AppendJournal(path)
     fill(journal, 6)
-    journal.deleteEntriesTo(4)
+    journal.delete_to(4)
     fill(journal, 1, first=7)
-    journal._destroy()
+    journal.close()
     assert [e[1] for e in entries(AppendJournal(path))] == [5, 6, 7]
     assert not os.path.exists(path + ".compact")
 
@@ -52,7 +52,7 @@ def test_delete_to_keeps_the_tail_after_compaction_and_reopen(path):
 def test_a_torn_or_corrupt_tail_is_cut_at_the_last_good_entry(path):
     journal = AppendJournal(path)
     fill(journal, 3)
-    journal._destroy()
+    journal.close()
     size = os.path.getsize(path)
     with open(path, "ab") as f:
         f.write(RECORD.pack(100, 4, 1, 0) + b"half")  # torn: shorter than it claims
@@ -64,7 +64,7 @@ def test_a_torn_or_corrupt_tail_is_cut_at_the_last_good_entry(path):
     reopened = AppendJournal(path)
     assert [e[1] for e in entries(reopened)] == [1, 2]
     reopened.add(b"next", 3, 1)
-    reopened._destroy()
+    reopened.close()
     assert entries(AppendJournal(path))[-1] == (b"next", 3, 1)
 
 
@@ -79,12 +79,12 @@ def test_a_file_of_another_format_is_refused_not_overwritten(path):
 
 def test_term_and_vote_are_stored_and_reloaded(path):
     journal = AppendJournal(path)
-    journal.setCurrentTerm(7, "2")
-    journal.setRaftCommitIndex(42)
-    journal.onOneSecondTimer()
-    journal._destroy()
+    journal.set_term(7, "2")
+    journal.set_commit_index(42)
+    journal.save_meta()
+    journal.close()
     reopened = AppendJournal(path)
-    assert (reopened.getCurrentTerm(), reopened.getVotedForNodeId(), reopened.getRaftCommitIndex()) == (7, "2", 42)
+    assert (reopened.current_term, reopened.voted_for, reopened.commit_index) == (7, "2", 42)
     with open(path, "rb") as f:
         assert f.read(len(MAGIC)) == MAGIC
 
@@ -107,7 +107,7 @@ def test_damage_to_an_fsynced_record_is_corruption_not_a_torn_tail(path):
     journal.flush()
     journal.mark_synced(journal.sync_point())
     second = journal._offsets[1]
-    journal._destroy()
+    journal.close()
     flip_byte(path, second + RECORD.size + 2)
     with pytest.raises(JournalCorrupt, match="fsynced through index 5"):
         AppendJournal(path)
@@ -120,7 +120,7 @@ def test_damage_to_the_first_fsynced_record_is_corruption_too(path):
     journal = AppendJournal(path)
     fill(journal, 2)
     journal.mark_synced(journal.sync_point())
-    journal._destroy()
+    journal.close()
     flip_byte(path, len(MAGIC) + RECORD.size)
     with pytest.raises(JournalCorrupt):
         AppendJournal(path)
@@ -132,7 +132,7 @@ def test_damage_after_the_last_fsync_is_a_torn_tail_and_is_cut(path):
     journal.mark_synced(journal.sync_point())
     fill(journal, 2, first=4)  # written after the last fsync
     fourth = journal._offsets[3]
-    journal._destroy()
+    journal.close()
     flip_byte(path, fourth + RECORD.size + 1)
     assert [e[1] for e in entries(AppendJournal(path))] == [1, 2, 3]
 
@@ -141,11 +141,11 @@ def test_a_truncation_below_the_mark_lowers_it_and_a_stale_mark_is_ignored(path)
     journal = AppendJournal(path)
     fill(journal, 5)
     point = journal.sync_point()
-    journal.deleteEntriesFrom(2)  # index 3 onwards replaced while the fsync ran
+    journal.delete_from(2)  # index 3 onwards replaced while the fsync ran
     journal.mark_synced(point)
     fill(journal, 1, first=3, term=2)
     third = journal._offsets[2]
-    journal._destroy()
+    journal.close()
     flip_byte(path, third + RECORD.size + 1)
     assert [e[1] for e in entries(AppendJournal(path))] == [1, 2]
 
@@ -158,12 +158,12 @@ def test_a_truncation_while_the_fsync_runs_still_marks_the_records_it_kept(path)
     journal = AppendJournal(path)
     fill(journal, 5)
     point = journal.sync_point()
-    journal.deleteEntriesFrom(3)  # index 4 onwards replaced while the fsync ran
+    journal.delete_from(3)  # index 4 onwards replaced while the fsync ran
     fill(journal, 2, first=4, term=2)
     journal.mark_synced(point)
     assert read_synced_index(path) == 3
     second = journal._offsets[1]
-    journal._destroy()
+    journal.close()
     flip_byte(path, second + RECORD.size + 1)
     with pytest.raises(JournalCorrupt, match="fsynced through index 3"):
         AppendJournal(path)
@@ -176,7 +176,7 @@ def test_a_truncation_above_the_sync_point_leaves_the_whole_point_marked(path):
     fill(journal, 3)
     point = journal.sync_point()
     fill(journal, 3, first=4)  # written after the fsync began
-    journal.deleteEntriesFrom(4)  # index 5 onwards replaced: above the point
+    journal.delete_from(4)  # index 5 onwards replaced: above the point
     journal.mark_synced(point)
     assert read_synced_index(path) == 3
     journal.mark_synced(journal.sync_point())

@@ -143,14 +143,14 @@ def test_journals_park_and_reopen_with_every_entry_kept(tmp_path):
         for idx in range(1, 4):
             journal.add(f"c{n}-{idx}".encode(), idx, 1)
     assert budget.open_count == 1 and budget.reopened_total >= 2
-    journals[0].deleteEntriesFrom(2)        # truncation of a parked journal reopens it
+    journals[0].delete_from(2)        # truncation of a parked journal reopens it
     journals[1].park()
-    journals[1].deleteEntriesTo(1)          # compaction of a parked journal leaves it open on the new file
+    journals[1].delete_to(1)          # compaction of a parked journal leaves it open on the new file
     journals[2].park()
     journals[2].flush()
     for journal in journals:
         journal.park()
-        journal._destroy()                   # a parked journal is fsynced and closed on stop
+        journal.close()                   # a parked journal is fsynced and closed on stop
         assert journal.park() is False
     assert open_fds_under(tmp_path) == 0 and budget.open_count == 0
     kept = [[e[:2] for e in AppendJournal(str(tmp_path / f"j{i}.journal"))._entries] for i in range(3)]
@@ -164,7 +164,7 @@ def test_a_journal_being_written_is_not_parked(tmp_path):
     with journal._fd_lock:
         assert journal.park() is False
     assert journal.park() is True
-    journal._destroy()
+    journal.close()
 
 
 def test_the_bound_comes_from_the_setting_or_the_descriptor_limit():

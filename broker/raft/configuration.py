@@ -1,4 +1,5 @@
-"""A Raft group's membership: its voters and learners, changed one step at a time through the group's own log.
+"""A Raft group's configuration (`Membership`): its voters and learners, changed one step at a time through the
+group's own log.
 
 A configuration change is an entry of raftbus's own type in the group's log (never pysyncobj's pickled
 membership entry, which stays a no-op). It carries the WHOLE configuration it installs and the index of the
@@ -24,7 +25,7 @@ ENTRY_TYPE = 16  # the first byte of a configuration entry (pysyncobj's own type
 MEMBERS_MAX = 64  # far above any replication factor; bounds what a configuration entry may carry
 
 
-class MembershipCodecError(ValueError):
+class ConfigurationCodecError(ValueError):
     """Bytes that are not a raftbus configuration entry."""
 
 
@@ -90,20 +91,20 @@ def encode_change(target: Membership, based_on: int) -> bytes:
 
 
 def decode_change(entry: bytes) -> tuple[int, frozenset, frozenset]:
-    """(based_on, voters, learners) of a configuration entry (type byte included); MembershipCodecError else."""
+    """(based_on, voters, learners) of a configuration entry (type byte included); ConfigurationCodecError else."""
     if not entry or entry[0] != ENTRY_TYPE or entry[1:1 + len(MAGIC)] != MAGIC:
-        raise MembershipCodecError("not a raftbus configuration entry")
+        raise ConfigurationCodecError("not a raftbus configuration entry")
     try:
         body = json.loads(entry[1 + len(MAGIC):])
     except ValueError as exc:
-        raise MembershipCodecError(f"undecodable configuration entry: {exc}") from None
+        raise ConfigurationCodecError(f"undecodable configuration entry: {exc}") from None
     if type(body) is not dict or set(body) != {"based_on", "voters", "learners"}:
-        raise MembershipCodecError("a configuration entry has the wrong fields")
+        raise ConfigurationCodecError("a configuration entry has the wrong fields")
     voters, learners, based_on = body["voters"], body["learners"], body["based_on"]
     if type(based_on) is not int or not _ids(voters) or not _ids(learners):
-        raise MembershipCodecError("a configuration entry's fields have the wrong types")
+        raise ConfigurationCodecError("a configuration entry's fields have the wrong types")
     if not voters or set(voters) & set(learners) or len(voters) + len(learners) > MEMBERS_MAX:
-        raise MembershipCodecError("a configuration entry's voters and learners are not a configuration")
+        raise ConfigurationCodecError("a configuration entry's voters and learners are not a configuration")
     return based_on, frozenset(voters), frozenset(learners)
 
 

@@ -1,4 +1,4 @@
-"""Unit tests of raft membership values, their entry codec and the catch-up throttle (no Raft, no sockets)."""
+"""Unit tests of a Raft group's configuration values, their entry codec and the catch-up throttle (no Raft, no sockets)."""
 from __future__ import annotations
 
 import io
@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from raftbus.broker.raft import membership, snapshot_footer
-from raftbus.broker.raft.membership import Membership
+from raftbus.broker.raft import configuration, snapshot_footer
+from raftbus.broker.raft.configuration import Membership
 from raftbus.broker.raft.throttle import CatchUpThrottle
 from raftbus.client import errors
 
@@ -41,10 +41,10 @@ def test_nonsense_steps_get_typed_errors(step, error):
 
 def test_entry_round_trip_and_refusals():
     """Goal: an entry carries the whole configuration and what it was derived from; anything else is refused."""
-    entry = membership.encode_change(Membership.of([1, 2], [3]), based_on=7)
-    assert membership.is_change(entry)
-    assert membership.decode_change(entry) == (7, {1, 2}, {3})
-    body = entry[1 + len(membership.MAGIC):]
+    entry = configuration.encode_change(Membership.of([1, 2], [3]), based_on=7)
+    assert configuration.is_change(entry)
+    assert configuration.decode_change(entry) == (7, {1, 2}, {3})
+    body = entry[1 + len(configuration.MAGIC):]
     bad_bodies = [
         {"based_on": 1, "voters": [], "learners": []},                   # no voter
         {"based_on": 1, "voters": [1], "learners": [1]},                 # both
@@ -52,13 +52,13 @@ def test_entry_round_trip_and_refusals():
         {"based_on": 1, "voters": [1], "learners": [], "extra": 1},      # fields
         {"based_on": 1, "voters": list(range(70)), "learners": []},      # over MEMBERS_MAX
     ]
-    prefix = bytes([membership.ENTRY_TYPE]) + membership.MAGIC
+    prefix = bytes([configuration.ENTRY_TYPE]) + configuration.MAGIC
     for bad in bad_bodies:
-        with pytest.raises(membership.MembershipCodecError):
-            membership.decode_change(prefix + json.dumps(bad).encode())
-    for raw in (b"", bytes([0]) + membership.MAGIC + body, prefix + b"\x80\x04pickle", prefix[:-1] + b"X" + body):
-        with pytest.raises(membership.MembershipCodecError):
-            membership.decode_change(raw)
+        with pytest.raises(configuration.ConfigurationCodecError):
+            configuration.decode_change(prefix + json.dumps(bad).encode())
+    for raw in (b"", bytes([0]) + configuration.MAGIC + body, prefix + b"\x80\x04pickle", prefix[:-1] + b"X" + body):
+        with pytest.raises(configuration.ConfigurationCodecError):
+            configuration.decode_change(raw)
 
 
 def test_snapshot_footer_carries_membership_and_checks_its_shape():
@@ -99,25 +99,3 @@ def test_throttle_grants_the_budget_per_second():
     assert CatchUpThrottle(0).grant([1 << 30] * 3) == 3
     with pytest.raises(ValueError):
         CatchUpThrottle(-1)
-
-
-def test_only_voters_take_part_in_elections():
-    """Goal: pysyncobj counts every response_vote it receives, so the group's channel drops votes and vote requests
-    from non-voters, and a learner neither answers nor asks for votes."""
-    from pysyncobj.node import Node
-
-    from raftbus.broker.raft.group import GroupTransport
-
-    transport = GroupTransport(hub=None, channel="p1.0", peer_ids=[2, 3, 4])
-    seen = []
-    transport.setOnMessageReceivedCallback(lambda node, message: seen.append((node.id, message["type"])))
-    transport.voters, transport.votes_here = frozenset({1, 2, 3}), True
-    for peer, kind in [(2, "request_vote"), (4, "request_vote"), (3, "response_vote"), (4, "response_vote")]:
-        transport.deliver(peer, {"type": kind, "term": 5})
-    assert seen == [("2", "request_vote"), ("3", "response_vote")]
-    seen.clear()
-    transport.votes_here = False  # this replica is a learner now
-    transport.deliver(2, {"type": "request_vote", "term": 6})
-    transport.deliver(3, {"type": "response_vote", "term": 6})
-    assert seen == []
-    assert isinstance(transport.nodes[4], Node)
