@@ -57,7 +57,9 @@ def build_features(context: BrokerContext, settings: BrokerSettings, *, data_dir
     groups = GroupsFeature(context, settings.groups)
     kafka.append(KafkaFeature(context, PortSettings.of(settings), log.service, metadata.admin,
                               group_service=groups.service, offset_service=groups.offsets,
-                              policy=security.policy(), peer_credentials=credentials))
+                              policy=security.policy(), token_policy=security.token_policy(),
+                              ssl_context=security.kafka_ssl_context() if settings.kafka.kafka_listen else None,
+                              peer_credentials=credentials))
     return Features(
         security=security,
         metadata=metadata,

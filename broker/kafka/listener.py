@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 from raftbus.broker.kafka.connection import Connection
 from raftbus.broker.kafka.session import Session
+from raftbus.broker.security.tls import certificate_common_name
 
 log = logging.getLogger(__name__)
 BLOCKING_CALLS_MAX = 4  # threads for the calls that block (topic administration)
@@ -30,6 +31,8 @@ class KafkaLimits(NamedTuple):
     request_read_timeout_ms: int = 30_000
     idle_ms: int = 600_000
     fetch_sessions_max: int = 1000
+    unauthenticated_request_bytes_max: int = 512 * 1024
+    authentication_timeout_ms: int = 10_000
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -38,10 +41,11 @@ def split_address(address: str) -> tuple[str, int]:
 
 
 class KafkaListener:
-    def __init__(self, listen: str, limits: KafkaLimits, policy=None):
+    def __init__(self, listen: str, limits: KafkaLimits, policy=None, ssl_context=None):
         self.listen = listen
         self.limits = limits
         self.policy = policy  # () -> AccessPolicy when authorization is on (session.py)
+        self.ssl_context = ssl_context  # TLS with the client port's certificate (SSL and SASL_SSL), or None
         self.router = None  # set by the assembly (broker/kafka/apis.py) before start
         self.loop = asyncio.new_event_loop()
         self.blocking = ThreadPoolExecutor(max_workers=BLOCKING_CALLS_MAX, thread_name_prefix="raftbus-kafka-admin")
@@ -78,7 +82,9 @@ class KafkaListener:
     async def _bind(self) -> None:
         self._stopping = asyncio.Event()
         host, port = split_address(self.listen)
-        self._server = await asyncio.start_server(self._accept, host, port, limit=64 * 1024, backlog=512)
+        tls = {"ssl": self.ssl_context, "ssl_handshake_timeout": self.limits.authentication_timeout_ms / 1000} \
+            if self.ssl_context is not None else {}
+        self._server = await asyncio.start_server(self._accept, host, port, limit=64 * 1024, backlog=512, **tls)
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -90,8 +96,11 @@ class KafkaListener:
             writer.close()
             return
         self.connections += 1
+        tls = writer.get_extra_info("ssl_object") is not None
+        session = Session(peer, self.policy, tls=tls,
+                          principal=certificate_common_name(writer.get_extra_info("peercert")) if tls else None)
         try:
-            await Connection(reader, writer, self.router, Session(peer, self.policy), self.limits).serve()
+            await Connection(reader, writer, self.router, session, self.limits).serve()
         except asyncio.CancelledError:  # the listener stops: end quietly (asyncio's stream callback would log it)
             writer.close()
         except Exception:

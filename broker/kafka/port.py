@@ -18,7 +18,7 @@ from raftbus.broker.groups.coordinator import ClassicCoordinator, CoordinatorSet
 from raftbus.broker.groups.offset_forwarder import OffsetForwarder
 from raftbus.broker.groups.settings import GroupSettings
 from raftbus.broker.kafka.apis import cluster, configs, consumer_groups, fetch, group_offsets, groups, metadata
-from raftbus.broker.kafka.apis import offsets, produce, producer_ids, topics, versions
+from raftbus.broker.kafka.apis import offsets, produce, producer_ids, sasl, topics, versions
 from raftbus.broker.kafka.fetch_sessions import FetchSessions
 from raftbus.broker.kafka.listener import KafkaLimits, KafkaListener
 from raftbus.broker.kafka.router import Api, Router
@@ -77,6 +77,8 @@ def limits_of(kafka: KafkaSettings) -> KafkaLimits:
         request_read_timeout_ms=kafka.kafka_request_read_timeout_ms,
         idle_ms=kafka.kafka_connection_idle_ms,
         fetch_sessions_max=kafka.kafka_fetch_sessions_max,
+        unauthenticated_request_bytes_max=kafka.kafka_unauthenticated_request_bytes_max,
+        authentication_timeout_ms=kafka.kafka_authentication_timeout_ms,
     )
 
 
@@ -95,10 +97,12 @@ def build_router(services: KafkaServices, sessions: FetchSessions) -> Router:
         Api(14, "SyncGroup", 0, 5, groups.sync_group_handler(services)),
         Api(15, "DescribeGroups", 0, 5, groups.describe_groups_handler(services)),
         Api(16, "ListGroups", 0, 5, groups.list_groups_handler(services)),
+        Api(17, "SaslHandshake", 1, 1, sasl.handshake_handler(services)),
         Api(19, "CreateTopics", 2, 7, topics.create_handler(services)),
         Api(20, "DeleteTopics", 1, 5, topics.delete_handler(services)),
         Api(22, "InitProducerId", 0, 4, producer_ids.handler(services)),
         Api(32, "DescribeConfigs", 1, 4, configs.describe_handler(services)),
+        Api(36, "SaslAuthenticate", 0, 2, sasl.authenticate_handler(services)),
         Api(37, "CreatePartitions", 0, 3, topics.partitions_handler(services)),
         Api(42, "DeleteGroups", 0, 2, groups.delete_groups_handler(services)),
         Api(44, "IncrementalAlterConfigs", 0, 1, configs.alter_handler(services)),
@@ -120,7 +124,8 @@ class KafkaFeature:
     """The Kafka port of one broker; off (registers nothing) when kafka_listen is empty."""
 
     def __init__(self, context, settings: PortSettings, log_service, admin_service, *, group_service=None,
-                 offset_service=None, policy=None, peer_credentials: dict | None = None):
+                 offset_service=None, policy=None, token_policy=None, ssl_context=None,
+                 peer_credentials: dict | None = None):
         self.settings = settings
         kafka = settings.kafka
         self.enabled = bool(kafka.kafka_listen)
@@ -128,7 +133,7 @@ class KafkaFeature:
         self._ticking: asyncio.Task | None = None
         if not self.enabled:  # no loop, no thread, no socket
             return
-        self.listener = KafkaListener(kafka.kafka_listen, limits_of(kafka), policy)
+        self.listener = KafkaListener(kafka.kafka_listen, limits_of(kafka), policy, ssl_context)
         self.waits = FetchWaits(call_soon=self.listener.call_soon)
         self.offsets = OffsetForwarder(context, offset_service, timeout_ms=settings.produce_timeout_ms,
                                        client_address=settings.client_address, credentials=peer_credentials)
@@ -139,7 +144,7 @@ class KafkaFeature:
             coordinator=self.coordinator, group_service=group_service, offsets=self.offsets,
             consumer_groups=ConsumerProtocolService(context, settings.groups, group_service.heartbeats)
             if group_service is not None else None,
-            group_settings=settings.groups,
+            group_settings=settings.groups, token_policy=token_policy,
             offset_executor=ThreadPoolExecutor(max_workers=kafka.kafka_offset_calls_max,
                                                thread_name_prefix="raftbus-kafka-offsets"))
         self.listener.router = build_router(self.services, FetchSessions(kafka.kafka_fetch_sessions_max))

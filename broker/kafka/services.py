@@ -25,6 +25,8 @@ class KafkaServices:
     offsets: object = None  # OffsetForwarder
     group_settings: object = None  # GroupSettings
     offset_executor: object = None  # the threads that carry offset calls to partition leaders
+    # () -> AccessPolicy of the applied tokens (SASL checks credentials with it)
+    token_policy: Callable = None
 
     async def offset_call(self, fn, *args):
         """Run a blocking offset call (OffsetForwarder) on the offset threads and await it."""

@@ -19,6 +19,8 @@ class SecuritySettings:
     auth_enabled: bool = setting(False, "bearer tokens / client certificates and ACLs on every call")
     auth_bootstrap_principal: str = setting("admin", "the first admin, created from the bootstrap token file ...")
     auth_bootstrap_token_file: str = setting("", "... while the cluster has no token and no ACL yet")
+    auth_scram_iterations: int = setting(4096, "PBKDF2 iterations of a new token's SCRAM verifiers (the Kafka "
+                                                "port's SASL; at least 4096)")
 
     def validate(self) -> None:
         require(bool(self.tls_cert_file) == bool(self.tls_key_file),
@@ -27,3 +29,5 @@ class SecuritySettings:
                 "tls_client_ca_file (mutual TLS) needs tls_cert_file and tls_key_file")
         require(not self.auth_bootstrap_token_file or self.auth_enabled,
                 "auth_bootstrap_token_file is set but auth_enabled is false")
+        require(4096 <= self.auth_scram_iterations <= 1_000_000,
+                "auth_scram_iterations must be between 4096 and 1000000")

@@ -3,6 +3,7 @@ calls another broker's client port (it trusts `tls_ca_file` and, under mutual TL
 """
 from __future__ import annotations
 
+import ssl
 from pathlib import Path
 
 import grpc
@@ -27,6 +28,33 @@ def server_credentials(settings) -> grpc.ServerCredentials | None:
     pair = (read_pem("tls_key_file", settings.tls_key_file), read_pem("tls_cert_file", settings.tls_cert_file))
     client_ca = read_pem("tls_client_ca_file", settings.tls_client_ca_file) if settings.tls_client_ca_file else None
     return grpc.ssl_server_credentials([pair], root_certificates=client_ca, require_client_auth=client_ca is not None)
+
+
+def server_ssl_context(settings) -> ssl.SSLContext | None:
+    """The Kafka port's TLS, from the client port's files (the same certificate, key and client CA): None when
+    `tls_cert_file` is empty. With `tls_client_ca_file` every client must present a certificate of that CA."""
+    if not settings.tls_cert_file:
+        return None
+    read_pem("tls_cert_file", settings.tls_cert_file)
+    read_pem("tls_key_file", settings.tls_key_file)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(settings.tls_cert_file, settings.tls_key_file)
+    if settings.tls_client_ca_file:
+        read_pem("tls_client_ca_file", settings.tls_client_ca_file)
+        context.load_verify_locations(settings.tls_client_ca_file)
+        context.verify_mode = ssl.CERT_REQUIRED
+    return context
+
+
+def certificate_common_name(peercert: dict | None) -> str | None:
+    """The subject common name of a verified peer certificate (ssl's getpeercert() form): the principal of a
+    client certificate, as the client port's interceptor names it."""
+    for rdn in (peercert or {}).get("subject", ()):
+        for key, value in rdn:
+            if key == "commonName":
+                return value
+    return None
 
 
 def peer_tls_files(settings) -> dict:
