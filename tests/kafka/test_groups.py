@@ -79,7 +79,8 @@ def test_a_group_reads_every_record_once_through_joins_leaves_kills_and_a_coordi
         wait_until(lambda: _covered([a, b]), 60, 0.2, what="a and b share the partitions")
         wait_read(members, produced.more(cluster, topic))
 
-        c = Member(client, bootstrap, topic, group, "c", *options, log_dir=logs)  # joins: a rebalance over three members
+        # c joins: a rebalance over three members
+        c = Member(client, bootstrap, topic, group, "c", *options, log_dir=logs)
         members.append(c)
         wait_until(lambda: c.assignment and _covered([a, b, c]), 60, 0.2, what="c joins with partitions")
         wait_read(members, produced.more(cluster, topic))
