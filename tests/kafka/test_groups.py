@@ -138,3 +138,64 @@ def test_static_members_rejoin_without_a_rebalance(cluster, tmp_path):
     finally:
         for member in members:
             member.kill()
+
+
+def test_one_namespace_of_groups_across_the_kafka_and_grpc_ports(cluster):
+    """Goal: offsets a Kafka group commits are where a raftbus Consumer of the same group resumes, and the reverse;
+    a raftbus member joining while a Kafka member holds the group gets INCONSISTENT_GROUP_PROTOCOL; `raftbus groups
+    reset-offsets` moves where the Kafka group resumes."""
+    from confluent_kafka import Consumer as KafkaConsumer
+    from confluent_kafka import TopicPartition as KafkaPartition
+
+    from raftbus.client import Consumer, TopicPartition, errors
+
+    topic = group = "g-cross"
+    create_topic(cluster, topic, partitions=1)
+    produce(cluster.kafka_bootstrap, topic, [f"x{i}" for i in range(30)])
+
+    def kafka_member():
+        member = KafkaConsumer({"bootstrap.servers": cluster.kafka_bootstrap, "group.id": group,
+                                "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+        member.subscribe([topic])
+        return member
+
+    def first_offset(member) -> int:
+        message = wait_until(lambda: member.poll(0.5), 60, 0, what="a record for the Kafka member")
+        assert message.error() is None
+        return message.offset()
+
+    member = kafka_member()
+    try:
+        assert first_offset(member) == 0
+        member.commit(offsets=[KafkaPartition(topic, 0, 10)], asynchronous=False)
+        with pytest.raises(errors.InconsistentGroupProtocol):
+            with Consumer(cluster.bootstrap, group=group, topics=[topic], auto_offset_reset="earliest") as other:
+                other.poll(10.0)
+    finally:
+        member.close()
+
+    with Consumer(cluster.bootstrap, group=group, topics=[topic], auto_offset_reset="earliest",
+                  enable_auto_commit=False) as consumer:
+        records = wait_until(lambda: list(consumer.poll(1.0)), 60, 0, what="records for the raftbus Consumer")
+        assert records[0].offset == 10  # the Kafka group's commit
+        consumer.commit({TopicPartition(topic, 0): 25})
+
+    member = kafka_member()
+    try:
+        assert first_offset(member) == 25  # the raftbus Consumer's commit
+    finally:
+        member.close()
+    cli = [sys.executable, "-c", "from raftbus.cli import main; raise SystemExit(main())", "groups",
+           "reset-offsets", group, "--topic", topic, "--to-offset", "5", "--bootstrap", cluster.bootstrap]
+    done = wait_until(lambda: _succeeded(cli), 30, 0.5, what="reset-offsets once the group is empty")
+    assert done.returncode == 0
+    member = kafka_member()
+    try:
+        assert first_offset(member) == 5
+    finally:
+        member.close()
+
+
+def _succeeded(cmd):
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    return done if done.returncode == 0 else None

@@ -120,3 +120,13 @@ def test_without_authorization_everything_is_allowed_and_no_sasl_is_needed():
         return Session("127.0.0.1:1", None)
     session = asyncio.run(make())
     assert session.authenticated and session.denied(CLUSTER, "", "admin") == codes.NONE
+
+
+def test_a_client_certificate_names_its_common_name_as_the_principal():
+    """Goal: over mutual TLS the connection's principal is the verified certificate's subject common name (as
+    the client port names it); an unverified connection (no certificate) names none."""
+    from raftbus.broker.security.tls import certificate_common_name
+
+    peercert = {"subject": ((("organizationName", "raftbus"),), (("commonName", "alice"),))}
+    assert certificate_common_name(peercert) == "alice"
+    assert certificate_common_name({}) is None and certificate_common_name(None) is None
