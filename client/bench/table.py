@@ -80,6 +80,10 @@ FIGURES = (
     Figure("Kafka port: light-load produce latency p50 (1,000 sends/s, linger.ms 0, acks=all)", "kafka",
            "latency_p50_ms", unit="ms"),
     Figure("Kafka port: light-load produce latency p99", "kafka", "latency_p99_ms", unit="ms"),
+    Figure("Kafka port: confluent-kafka group of --readers members, committing per batch (compare: consume "
+           "with a consumer group)", "kafka", "group_consumer_records_per_s", unit="records/s"),
+    Figure("Kafka port: group rebalance when a confluent-kafka member joins (compare: group rebalance)",
+           "kafka", "rebalance_join_ms", unit="ms"),
     Figure("group rebalance when a member joins", "consume-group", "rebalance_join_ms", unit="ms"),
     Figure("delayed delivery lateness p99", "queue", "lateness_p99_ms", unit="ms"),
     Figure("durability window p99 (ack to fsync, group commit)", "produce", "durability_window_p99_ms", unit="ms"),
