@@ -59,6 +59,8 @@ FIGURES = (
     Figure("leader kill -9 to next acknowledged produce, max", "failover", "failover_max_ms", 2_000, at_most=True,
            unit="ms"),
     Figure("acknowledged records lost over the kills", "failover", "acked_lost", 0, at_most=True),
+    Figure("Kafka port: group coordinator kill -9 to the next committed offset (confluent-kafka), p50", "failover",
+           "group_coordinator_failover_p50_ms", unit="ms"),
     Figure("idle: 100 partitions on 3 brokers, CPU of the busiest broker", "idle", "idle_cpu_percent_max", 5,
            at_most=True, unit="% of a core"),
     Figure("asyncio: AsyncProducer.send per record, awaited by 500 tasks per process, acked", "aio",
