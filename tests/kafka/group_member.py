@@ -6,7 +6,9 @@ and leaves the group) and kills (SIGKILL: the coordinator finds it gone after it
 CLIENT is confluent, kafka-python or aiokafka. The member reads from the group's committed offsets (earliest when
 there is none), commits each record's offset synchronously and only then prints it, one JSON line per record:
 {"p": partition, "o": offset, "v": value}; and {"assigned": [partitions]} after each assignment. So every record
-printed is committed: a member stopped or killed between records leaves nothing read and uncommitted.
+printed is committed: a member stopped or killed between records leaves nothing read and uncommitted. A commit
+refused during a rebalance (REBALANCE_IN_PROGRESS, as Kafka answers while the leader's assignment is awaited)
+leaves the record unprinted and the member seeks back to it, so whoever owns the partition next reads it.
 """
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ class Stop:
 
 
 def run_confluent(args, stop: Stop) -> None:
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     config = {"bootstrap.servers": args.bootstrap, "group.id": args.group, "enable.auto.commit": False,
               "auto.offset.reset": "earliest", "client.id": args.name}
@@ -70,8 +72,16 @@ def run_confluent(args, stop: Stop) -> None:
             if message.error() is not None:
                 emit(error=str(message.error()))
                 continue
-            consumer.commit(offsets=[TopicPartition(message.topic(), message.partition(), message.offset() + 1)],
-                            asynchronous=False)
+            try:
+                consumer.commit(offsets=[TopicPartition(message.topic(), message.partition(), message.offset() + 1)],
+                                asynchronous=False)
+            except KafkaException as exc:
+                emit(error=str(exc))
+                try:
+                    consumer.seek(TopicPartition(message.topic(), message.partition(), message.offset()))
+                except KafkaException:
+                    pass  # no longer assigned: its next owner starts from the committed offset
+                continue
             emit(p=message.partition(), o=message.offset(), v=message.value().decode())
     finally:
         consumer.close()
@@ -79,6 +89,7 @@ def run_confluent(args, stop: Stop) -> None:
 
 def run_kafka_python(args, stop: Stop) -> None:
     from kafka import ConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata
+    from kafka.errors import KafkaError
 
     consumer = KafkaConsumer(bootstrap_servers=args.bootstrap.split(","), group_id=args.group, client_id=args.name,
                              enable_auto_commit=False, auto_offset_reset="earliest",
@@ -97,7 +108,13 @@ def run_kafka_python(args, stop: Stop) -> None:
         while not stop.stopped:
             for tp, messages in consumer.poll(200).items():
                 for message in messages:
-                    consumer.commit({tp: OffsetAndMetadata(message.offset + 1, "", -1)})
+                    try:
+                        consumer.commit({tp: OffsetAndMetadata(message.offset + 1, "", -1)})
+                    except KafkaError as exc:
+                        emit(error=repr(exc))
+                        if tp in consumer.assignment():
+                            consumer.seek(tp, message.offset)
+                        break  # the partition's later records are read again after the seek
                     emit(p=tp.partition, o=message.offset, v=message.value.decode())
     finally:
         consumer.close()
@@ -105,6 +122,7 @@ def run_kafka_python(args, stop: Stop) -> None:
 
 async def run_aiokafka(args, stop: Stop) -> None:
     from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
+    from aiokafka.errors import KafkaError
     from aiokafka.structs import OffsetAndMetadata
 
     consumer = AIOKafkaConsumer(bootstrap_servers=args.bootstrap, group_id=args.group, client_id=args.name,
@@ -124,7 +142,13 @@ async def run_aiokafka(args, stop: Stop) -> None:
         while not stop.stopped:
             for tp, messages in (await consumer.getmany(timeout_ms=200)).items():
                 for message in messages:
-                    await consumer.commit({tp: OffsetAndMetadata(message.offset + 1, "")})
+                    try:
+                        await consumer.commit({tp: OffsetAndMetadata(message.offset + 1, "")})
+                    except KafkaError as exc:
+                        emit(error=repr(exc))
+                        if tp in consumer.assignment():
+                            consumer.seek(tp, message.offset)
+                        break  # the partition's later records are read again after the seek
                     emit(p=tp.partition, o=message.offset, v=message.value.decode())
     finally:
         await consumer.stop()

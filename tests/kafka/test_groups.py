@@ -43,9 +43,9 @@ class Produced(list):
 
 
 def _covered(members) -> bool:
-    """The members' latest assignments are disjoint and cover every partition."""
+    """Every member holds partitions, and together they hold each partition once."""
     held = [p for m in members for p in (m.assignment or [])]
-    return sorted(held) == list(range(PARTITIONS))
+    return all(m.assignment for m in members) and sorted(held) == list(range(PARTITIONS))
 
 
 def _lag(cluster, group: str) -> dict:
