@@ -41,8 +41,9 @@ def split_address(address: str) -> tuple[str, int]:
 
 
 class KafkaListener:
-    def __init__(self, listen: str, limits: KafkaLimits, policy=None, ssl_context=None):
+    def __init__(self, listen: str, limits: KafkaLimits, policy=None, ssl_context=None, reuse_port: bool = False):
         self.listen = listen
+        self.reuse_port = reuse_port  # SO_REUSEPORT: the port may be held reserved for this broker
         self.limits = limits
         self.policy = policy  # () -> AccessPolicy when authorization is on (session.py)
         self.ssl_context = ssl_context  # TLS with the client port's certificate (SSL and SASL_SSL), or None
@@ -84,7 +85,8 @@ class KafkaListener:
         host, port = split_address(self.listen)
         tls = {"ssl": self.ssl_context, "ssl_handshake_timeout": self.limits.authentication_timeout_ms / 1000} \
             if self.ssl_context is not None else {}
-        self._server = await asyncio.start_server(self._accept, host, port, limit=64 * 1024, backlog=512, **tls)
+        self._server = await asyncio.start_server(self._accept, host, port, limit=64 * 1024, backlog=512,
+                                                  reuse_port=self.reuse_port or None, **tls)
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -46,6 +46,7 @@ class PortSettings:
     default_retention_bytes: int
     groups: GroupSettings = GroupSettings()
     client_address: str = ""  # this broker's client port (its offset calls to other brokers start there)
+    listen_reuse_port: bool = False  # the node's: the Kafka port binds beside a port held for this broker
 
     @classmethod
     def of(cls, settings) -> "PortSettings":
@@ -58,7 +59,7 @@ class PortSettings:
                    default_replication_factor=topics_.default_replication_factor,
                    default_retention_ms=topics_.default_retention_ms,
                    default_retention_bytes=topics_.default_retention_bytes, groups=settings.groups,
-                   client_address=settings.node.client_address)
+                   client_address=settings.node.client_address, listen_reuse_port=settings.node.listen_reuse_port)
 
     def coordinator(self) -> CoordinatorSettings:
         g, k = self.groups, self.kafka
@@ -133,7 +134,8 @@ class KafkaFeature:
         self._ticking: asyncio.Task | None = None
         if not self.enabled:  # no loop, no thread, no socket
             return
-        self.listener = KafkaListener(kafka.kafka_listen, limits_of(kafka), policy, ssl_context)
+        self.listener = KafkaListener(kafka.kafka_listen, limits_of(kafka), policy, ssl_context,
+                                      reuse_port=settings.listen_reuse_port)
         self.waits = FetchWaits(call_soon=self.listener.call_soon)
         self.offsets = OffsetForwarder(context, offset_service, timeout_ms=settings.produce_timeout_ms,
                                        client_address=settings.client_address, credentials=peer_credentials)

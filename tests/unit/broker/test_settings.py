@@ -83,8 +83,9 @@ def test_every_number_carries_its_unit_in_its_name():
 
 def test_the_operators_keys_are_unchanged():
     """Goal: the 152 keys of the flat file (and RAFTBUS_<KEY>) are those operators set before the sections, with
-    the 15 added since (the Kafka port's 13, auth_scram_iterations and batch_decompressed_bytes_max)."""
-    assert len(KEYS) == 152 + 15
+    the 16 added since (the Kafka port's 13, auth_scram_iterations, batch_decompressed_bytes_max and
+    listen_reuse_port)."""
+    assert len(KEYS) == 152 + 16 and "listen_reuse_port" in KEYS
     for name in ("node_id", "raft_election_timeout_min_ms", "isr_lag_time_ms", "raft_quiesce_enabled",
                  "raft_liveness_timeout_ms", "raft_tls_ca_file", "leader_gossip_interval_ms", "join",
                  "storage_sync_interval_ms", "batch_bytes_max", "default_partitions", "session_timeout_ms",
