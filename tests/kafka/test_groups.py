@@ -18,7 +18,8 @@ from tests.kafka.members import Member, assert_exactly_once, produce, read_by, w
 pytestmark = pytest.mark.kafka
 PARTITIONS = 6
 # the KIP-848 protocol's session timeout is the broker's (session_timeout_ms); the classic clients ask for 6 s
-GROUP_ENV = {"RAFTBUS_KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS": "500", "RAFTBUS_SESSION_TIMEOUT_MS": "8000"}
+GROUP_ENV = {"RAFTBUS_KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS": "500", "RAFTBUS_SESSION_TIMEOUT_MS": "8000",
+             "RAFTBUS_METRICS_LISTEN": "127.0.0.1:0"}
 CLIENTS = {  # name: (client, member options)
     "confluent": ("confluent", ()),
     "confluent-cooperative": ("confluent", ("--assignor", "cooperative-sticky")),
@@ -140,10 +141,12 @@ def test_static_members_rejoin_without_a_rebalance(cluster, tmp_path):
             member.kill()
 
 
-def test_one_namespace_of_groups_across_the_kafka_and_grpc_ports(cluster):
+def test_one_namespace_of_groups_across_the_kafka_and_grpc_ports(cluster, tmp_path):
     """Goal: offsets a Kafka group commits are where a raftbus Consumer of the same group resumes, and the reverse;
-    a raftbus member joining while a Kafka member holds the group gets INCONSISTENT_GROUP_PROTOCOL; `raftbus groups
-    reset-offsets` moves where the Kafka group resumes."""
+    the brokers' metrics, the HTTP gateway and its dashboard show the Kafka group's lag; a raftbus member joining while a Kafka member holds the group
+    gets INCONSISTENT_GROUP_PROTOCOL; `raftbus groups reset-offsets` moves where the Kafka group resumes."""
+    from tests.system.http_gateway import Api, running_gateway
+    from tests.system.test_metrics import metrics_urls, scrape, total
     from confluent_kafka import Consumer as KafkaConsumer
     from confluent_kafka import TopicPartition as KafkaPartition
 
@@ -168,6 +171,16 @@ def test_one_namespace_of_groups_across_the_kafka_and_grpc_ports(cluster):
     try:
         assert first_offset(member) == 0
         member.commit(offsets=[KafkaPartition(topic, 0, 10)], asynchronous=False)
+        urls = wait_until(lambda: metrics_urls(cluster.bootstrap), 30, 0.5, what="every broker's metrics_url")
+        wait_until(lambda: total([scrape(u) for u in urls], "raftbus_group_lag_records", group=group) == 20, 30,
+                   0.5, what="the Kafka group's lag (30 records, 10 committed) in the metrics")
+        with running_gateway(cluster.bootstrap, tmp_path / "gateway.log", "--anonymous", "kafka-tier") as gateway:
+            api = Api(gateway.url)
+            described = api.ok("GET", f"/v1/groups/{group}")
+            assert described["lag_records"] == 20 and len(described["members"]) == 1
+            assert [(p["partition"], p["committed_offset"]) for p in described["partitions"]] == [(0, 10)]
+            shown = [g for g in api.ok("GET", "/v1/dashboard")["groups"]["items"] if g["name"] == group]
+            assert shown and shown[0]["lag_records"] == 20 and shown[0]["members"] == 1
         with pytest.raises(errors.InconsistentGroupProtocol):
             with Consumer(cluster.bootstrap, group=group, topics=[topic], auto_offset_reset="earliest") as other:
                 other.poll(10.0)
