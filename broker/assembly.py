@@ -45,7 +45,7 @@ def build_features(context: BrokerContext, settings: BrokerSettings, *, data_dir
                    metrics_url=str, raft_peers: RaftPeers | None = None) -> Features:
     """Every feature with its own settings section and what it is given of the others."""
     node = settings.node
-    security = ClientPortSecurity(context, settings.security, node.cluster_secret, node.cluster_secret_accepted)
+    security = ClientPortSecurity(context, settings.security, node.cluster_keys, node.accepted_cluster_keys)
     credentials = security.peer_credentials()
     kafka: list[KafkaFeature] = []  # its address is registered by the metadata feature, built first
     metadata = MetadataFeature(context, settings.topics, settings.membership, settings.queues,
@@ -59,13 +59,16 @@ def build_features(context: BrokerContext, settings: BrokerSettings, *, data_dir
                               group_service=groups.service, offset_service=groups.offsets,
                               policy=security.policy(), token_policy=security.token_policy(),
                               ssl_context=security.kafka_ssl_context() if settings.kafka.kafka_listen else None,
+                              certificate_rules=security.certificate_rules(),
                               peer_credentials=credentials))
     return Features(
         security=security,
         metadata=metadata,
         log=log,
         groups=groups,
-        queues=QueuesFeature(context, settings.queues, settings.log, cluster_secret=node.cluster_secret,
+        queues=QueuesFeature(context, settings.queues, settings.log,
+                             history_keys=[keys.queue_history for keys in (node.cluster_keys,
+                                                                           *node.accepted_cluster_keys)],
                              client_address=node.client_address, peer_credentials=credentials),
         kafka=kafka[0],
     )

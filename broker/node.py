@@ -50,16 +50,38 @@ class NodeSettings:
         return peers
 
     @property
+    def cluster_keys(self) -> cluster_secret_policy.ClusterKeys:
+        """The keys of `cluster_secret`, one per purpose; nothing else sees the string itself."""
+        return cluster_secret_policy.ClusterKeys.of(self.cluster_secret, self.cluster_id)
+
+    @property
+    def accepted_cluster_keys(self) -> list[cluster_secret_policy.ClusterKeys]:
+        """The keys of `cluster_secret_accepted`: what peers prove or present under them is accepted, never sent
+        (secret rotation)."""
+        if not self.cluster_secret_accepted:
+            return []
+        return [cluster_secret_policy.ClusterKeys.of(self.cluster_secret_accepted, self.cluster_id)]
+
+    @property
     def raft_secret(self) -> bytes:
-        """The Raft key, derived from the secret and the cluster id; the transport never sees the string itself."""
-        return cluster_secret_policy.raft_key(self.cluster_secret, self.cluster_id)
+        """The Raft handshake's key (`ClusterKeys.raft_handshake`)."""
+        return self.cluster_keys.raft_handshake
 
     @property
     def raft_accepted_secrets(self) -> list[bytes]:
-        """Keys of `cluster_secret_accepted`: proofs under them are accepted, never sent (secret rotation)."""
-        if not self.cluster_secret_accepted:
-            return []
-        return [cluster_secret_policy.raft_key(self.cluster_secret_accepted, self.cluster_id)]
+        """Raft keys of `cluster_secret_accepted`: proofs under them are accepted, never sent (secret rotation)."""
+        return [keys.raft_handshake for keys in self.accepted_cluster_keys]
+
+    @property
+    def secret_problem(self) -> str | None:
+        """Why `cluster_secret` (and `cluster_secret_accepted`) may not leave loopback, or None."""
+        problem = cluster_secret_policy.secret_problem(self.cluster_secret, self.cluster_id,
+                                                       self.cluster_secret_bytes_min)
+        if not problem and self.cluster_secret_accepted:
+            problem = cluster_secret_policy.secret_problem(self.cluster_secret_accepted, self.cluster_id,
+                                                           self.cluster_secret_bytes_min)
+            problem = problem and problem.replace("cluster_secret", "cluster_secret_accepted", 1)
+        return problem
 
     @property
     def loopback_only(self) -> bool:
@@ -76,12 +98,7 @@ class NodeSettings:
         self._validate_secret()
 
     def _validate_secret(self) -> None:
-        problem = cluster_secret_policy.secret_problem(self.cluster_secret, self.cluster_id,
-                                                       self.cluster_secret_bytes_min)
-        if not problem and self.cluster_secret_accepted:
-            problem = cluster_secret_policy.secret_problem(self.cluster_secret_accepted, self.cluster_id,
-                                                           self.cluster_secret_bytes_min)
-            problem = problem and problem.replace("cluster_secret", "cluster_secret_accepted", 1)
+        problem = self.secret_problem
         require(not problem or self.loopback_only,
                 f"refusing to listen beyond loopback (listen={self.listen}, raft_listen={self.raft_listen}): "
                 f"{problem}. Set cluster_secret (RAFTBUS_CLUSTER_SECRET) to a random string of at least "

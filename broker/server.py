@@ -47,6 +47,15 @@ from raftbus.broker.storage.private import private_data_dir
 log = logging.getLogger(__name__)
 
 
+def warn_exposure(settings: BrokerSettings) -> None:
+    """At every start: the ports serving callers beyond loopback without authentication (which validate() lets
+    through only with allow_insecure_network)."""
+    exposed = settings.exposed_without_auth
+    if exposed:
+        log.warning("allow_insecure_network: serving without authentication beyond loopback (%s); anyone who "
+                    "reaches these ports may do everything they serve", ", ".join(exposed))
+
+
 class Broker:
     def __init__(self, settings: BrokerSettings, clock=None):
         self.settings = settings
@@ -61,6 +70,7 @@ class Broker:
 
     # ------------------------------------------------------------------ start
     def start(self) -> "Broker":
+        warn_exposure(self.settings)
         self._open_data_dir()
         self._start_raft()
         self._open_metadata()
@@ -96,7 +106,7 @@ class Broker:
                              early_votes=EarlyVotes(s.early_votes_keep_ms, s.early_votes_groups_max))
         self.metrics.watch(self.loop)
         self.joined = membership_at_start(node, self.settings.membership,
-                                          peer_credentials(self.settings.security, node.cluster_secret),
+                                          peer_credentials(self.settings.security, node.cluster_keys),
                                           self.data_dir / "metadata")
         known = self.joined["brokers"] if self.joined is not None else node.peer_addresses
         self.peers = {broker: address for broker, address in known.items() if broker != self.node_id}

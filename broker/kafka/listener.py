@@ -16,7 +16,10 @@ from typing import NamedTuple
 
 from raftbus.broker.kafka.connection import Connection
 from raftbus.broker.kafka.session import Session
-from raftbus.broker.security.tls import certificate_common_name
+from raftbus.client import errors
+
+from raftbus.broker.security.principals import certificate_principal
+from raftbus.broker.security.tls import certificate_subject
 
 log = logging.getLogger(__name__)
 BLOCKING_CALLS_MAX = 4  # threads for the calls that block (topic administration)
@@ -41,12 +44,14 @@ def split_address(address: str) -> tuple[str, int]:
 
 
 class KafkaListener:
-    def __init__(self, listen: str, limits: KafkaLimits, policy=None, ssl_context=None, reuse_port: bool = False):
+    def __init__(self, listen: str, limits: KafkaLimits, policy=None, ssl_context=None, reuse_port: bool = False,
+                 certificate_rules: tuple = ()):
         self.listen = listen
         self.reuse_port = reuse_port  # SO_REUSEPORT: the port may be held reserved for this broker
         self.limits = limits
         self.policy = policy  # () -> AccessPolicy when authorization is on (session.py)
         self.ssl_context = ssl_context  # TLS with the client port's certificate (SSL and SASL_SSL), or None
+        self.certificate_rules = certificate_rules  # tls_principal_rules: a client certificate's principal, if any
         self.router = None  # set by the assembly (broker/kafka/apis.py) before start
         self.loop = asyncio.new_event_loop()
         self.blocking = ThreadPoolExecutor(max_workers=BLOCKING_CALLS_MAX, thread_name_prefix="raftbus-kafka-admin")
@@ -97,10 +102,15 @@ class KafkaListener:
                         extra={"peer": peer})
             writer.close()
             return
+        ssl_object = writer.get_extra_info("ssl_object")
+        try:
+            principal = self.certificate_principal(ssl_object)
+        except errors.Unauthenticated as exc:
+            log.warning("kafka connection refused: %s", exc.message, extra={"peer": peer})
+            writer.close()
+            return
         self.connections += 1
-        tls = writer.get_extra_info("ssl_object") is not None
-        session = Session(peer, self.policy, tls=tls,
-                          principal=certificate_common_name(writer.get_extra_info("peercert")) if tls else None)
+        session = Session(peer, self.policy, tls=ssl_object is not None, principal=principal)
         try:
             await Connection(reader, writer, self.router, session, self.limits).serve()
         except asyncio.CancelledError:  # the listener stops: end quietly (asyncio's stream callback would log it)
@@ -110,6 +120,14 @@ class KafkaListener:
             writer.close()
         finally:
             self.connections -= 1
+
+    def certificate_principal(self, ssl_object) -> str | None:
+        """The principal a verified client certificate names through `tls_principal_rules`, exactly as on the
+        client port (none without rules or a certificate); Unauthenticated for a reserved or invalid one."""
+        if ssl_object is None or not self.certificate_rules:
+            return None
+        subject = certificate_subject(ssl_object.getpeercert(binary_form=True))
+        return certificate_principal(self.certificate_rules, subject) if subject else None
 
     async def _shutdown(self) -> None:
         self._server.close()

@@ -125,7 +125,7 @@ class KafkaFeature:
     """The Kafka port of one broker; off (registers nothing) when kafka_listen is empty."""
 
     def __init__(self, context, settings: PortSettings, log_service, admin_service, *, group_service=None,
-                 offset_service=None, policy=None, token_policy=None, ssl_context=None,
+                 offset_service=None, policy=None, token_policy=None, ssl_context=None, certificate_rules=(),
                  peer_credentials: dict | None = None):
         self.settings = settings
         kafka = settings.kafka
@@ -135,7 +135,7 @@ class KafkaFeature:
         if not self.enabled:  # no loop, no thread, no socket
             return
         self.listener = KafkaListener(kafka.kafka_listen, limits_of(kafka), policy, ssl_context,
-                                      reuse_port=settings.listen_reuse_port)
+                                      reuse_port=settings.listen_reuse_port, certificate_rules=certificate_rules)
         self.waits = FetchWaits(call_soon=self.listener.call_soon)
         self.offsets = OffsetForwarder(context, offset_service, timeout_ms=settings.produce_timeout_ms,
                                        client_address=settings.client_address, credentials=peer_credentials)

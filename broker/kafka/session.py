@@ -1,7 +1,7 @@
 """Who is asking on one Kafka connection, and the authorization hook every operation goes through.
 
-A connection starts with no principal, or, over mutual TLS, with its client certificate's subject common name
-(as the client port names it). SASL (SaslHandshake, SaslAuthenticate: PLAIN with a raftbus token, SCRAM-SHA-256
+A connection starts with no principal, or, over mutual TLS, with the principal its client certificate names
+through `tls_principal_rules` (as on the client port). SASL (SaslHandshake, SaslAuthenticate: PLAIN with a raftbus token, SCRAM-SHA-256
 and SCRAM-SHA-512 with a token's verifiers) sets the principal. With `auth_enabled` off every operation is
 allowed; with it on, an operation is allowed only when the connection's principal holds an ACL for it
 (broker/security's policy, the same table the gRPC port checks), and a connection without a principal may send
@@ -29,7 +29,7 @@ class Session:
     def __init__(self, peer: str, policy, *, tls: bool = False, principal: str | None = None):
         self.peer = peer
         self.client_id: str | None = None
-        self.principal: str | None = principal  # a client certificate's common name, until SASL names another
+        self.principal: str | None = principal  # a client certificate's (tls_principal_rules), until SASL names another
         self._policy = policy  # () -> AccessPolicy, or None when authorization is off
         self.tls = tls
         self.mechanism: str | None = None  # chosen by SaslHandshake

@@ -16,11 +16,11 @@ log = logging.getLogger(__name__)
 
 
 class QueuesFeature:
-    def __init__(self, context: BrokerContext, settings: QueueSettings, log_settings, *, cluster_secret: str,
+    def __init__(self, context: BrokerContext, settings: QueueSettings, log_settings, *, history_keys: list[bytes],
                  client_address: str, peer_credentials: dict | None = None):
         self.context = context
         self.settings = settings
-        self.service = QueueService(context, settings, log_settings, cluster_secret)
+        self.service = QueueService(context, settings, log_settings, history_keys)
         self.forwarder = QueueForwarder(context, self.service, timeout_ms=settings.queue_forward_timeout_ms,
                                         client_address=client_address, credentials=peer_credentials)
         self.dead_letters = DeadLetters(context, settings, self.service, self.forwarder)

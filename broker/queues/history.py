@@ -4,7 +4,9 @@ Brokers set it when they move a message to its dead-letter topic or redrive it b
 over gRPC to the leader of the target partition. A client must not: a forged `origin_id` makes a real
 dead-letter move look like a duplicate, and a huge `delivery_count` blocks every lease of the partition. So an
 Enqueue carrying any history field must carry `history_mac`, a keyed BLAKE2b over the target and every
-message's history and record under a key derived from `cluster_secret`, which only brokers hold.
+message's history and record under the cluster's queue-history key (`ClusterKeys.queue_history`, derived from
+`cluster_secret` under a label of its own), which only brokers hold. While a secret rotates, a MAC under the key of
+`cluster_secret_accepted` is accepted too (a broker still on the other secret moved the message).
 """
 from __future__ import annotations
 
@@ -15,7 +17,6 @@ import struct
 from raftbus.client import errors
 
 MAC_BYTES = 32
-_PERSON = b"rb-queue-hist"
 _ENTRY = struct.Struct(">QIqI")
 
 
@@ -24,11 +25,14 @@ def has_history(message) -> bool:
 
 
 class HistorySigner:
-    def __init__(self, cluster_secret: str):
-        self._key = hashlib.blake2b(cluster_secret.encode(), digest_size=32, person=_PERSON).digest()
+    def __init__(self, key: bytes, *accepted: bytes):
+        if len(key) < 32 or any(len(k) < 32 for k in accepted):
+            raise ValueError("queue-history keys are 32 bytes")
+        self._key = bytes(key)
+        self._keys = (self._key, *(bytes(k) for k in accepted))
 
-    def sign(self, topic: str, partition: int, messages) -> bytes:
-        mac = hashlib.blake2b(key=self._key, digest_size=MAC_BYTES)
+    def sign(self, topic: str, partition: int, messages, key: bytes | None = None) -> bytes:
+        mac = hashlib.blake2b(key=key or self._key, digest_size=MAC_BYTES)
         target = topic.encode()
         mac.update(struct.pack(">Ii", len(target), partition) + target)
         for m in messages:
@@ -41,6 +45,7 @@ class HistorySigner:
         """InvalidArgument unless messages without history come with no MAC needed, or the MAC is a broker's."""
         if not any(has_history(m) for m in messages):
             return
-        if not hmac.compare_digest(self.sign(topic, partition, messages), bytes(history_mac)):
+        presented = bytes(history_mac)
+        if not any(hmac.compare_digest(self.sign(topic, partition, messages, key), presented) for key in self._keys):
             raise errors.InvalidArgument("origin_id, delivery_count, enqueued_ms and last_error are set by brokers "
                                          "only (dead-letter moves and redrives); send messages without them")

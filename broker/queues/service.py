@@ -33,13 +33,13 @@ _PARTITION_BYTES = (64 - SEQ_BITS) // 8  # the leading bytes of a big-endian mes
 
 
 class QueueService:
-    def __init__(self, context: BrokerContext, settings: QueueSettings, log_settings, cluster_secret: str):
+    def __init__(self, context: BrokerContext, settings: QueueSettings, log_settings, history_keys: list[bytes]):
         self.context = context
         self.settings = settings
         self.log_settings = log_settings  # LogSettings: the produce bounds hold for enqueues too
         self.streams = StreamRegistry()
         self.term_clock = TermClock(context.clock)
-        self.history = HistorySigner(cluster_secret)
+        self.history = HistorySigner(*history_keys)
         self._ticks: dict[str, Future] = {}
         self._waiting_lock = threading.Lock()
         self._waiting_calls = 0

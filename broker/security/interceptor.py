@@ -1,8 +1,10 @@
 """The gRPC server interceptor that authenticates and authorizes every call from the broker's applied metadata.
 
 Authentication: a bearer token (`authorization: Bearer <token>` call metadata) names its principal through the
-token table; without a token, a verified client certificate (mutual TLS) names the principal by its subject
-common name. Neither → UNAUTHENTICATED. Authorization: every check of the method's row in methods.py must be
+token table; without a token, a verified client certificate (mutual TLS) names a principal through the explicit
+`tls_principal_rules` over its subject (principals.py; none by default, never a reserved one). Neither →
+UNAUTHENTICATED. Authentication reads only the call's metadata and the TLS session, so it runs before the request
+message is decoded: an unauthenticated caller's message is never parsed. Authorization: every check of the method's row in methods.py must be
 allowed by the principal's ACLs → else PERMISSION_DENIED naming the operation, the resource and the call.
 Unary requests are checked before the servicer runs; each request of a request stream as it is read.
 """
@@ -17,10 +19,11 @@ from raftbus.client import errors
 from raftbus.broker.security.acl import describe
 from raftbus.broker.security.methods import PUBLIC, METHOD_CHECKS, operation_name
 from raftbus.broker.security.policy import AccessPolicy
+from raftbus.broker.security.principals import Rule, certificate_principal
 from raftbus.broker.security.state import SecurityTables
 from raftbus.broker.security.tokens import bearer_token
 
-_CERT_NAME_KEY = "x509_common_name"
+_CERT_SUBJECT_KEY = "x509_subject"
 
 
 def _abort(context: grpc.ServicerContext, error: errors.RaftbusError):
@@ -28,17 +31,19 @@ def _abort(context: grpc.ServicerContext, error: errors.RaftbusError):
     context.abort(errors.status_for(error), error.message)
 
 
-def certificate_principal(context: grpc.ServicerContext) -> str | None:
-    """The subject common name of the caller's verified client certificate, if it presented one."""
-    names = context.auth_context().get(_CERT_NAME_KEY) or ()
-    return names[0].decode("utf-8", errors="replace") if names else None
+def certificate_subject(context: grpc.ServicerContext) -> str | None:
+    """The subject (RFC 2253) of the caller's verified client certificate, if it presented one."""
+    subjects = context.auth_context().get(_CERT_SUBJECT_KEY) or ()
+    return subjects[0].decode("utf-8", errors="replace") if subjects else None
 
 
 class Authorizer:
     """Decides for one call: who the caller is and whether each check of the method passes."""
 
-    def __init__(self, tables: Callable[[], SecurityTables], *, internal_tokens: tuple[str, ...] = ()):
+    def __init__(self, tables: Callable[[], SecurityTables], *, internal_tokens: tuple[str, ...] = (),
+                 certificate_rules: tuple[Rule, ...] = ()):
         self._tables = tables
+        self._certificate_rules = certificate_rules
         self._internal_tokens = internal_tokens
         self._policy = AccessPolicy(SecurityTables(), internal_tokens=internal_tokens)
 
@@ -49,14 +54,18 @@ class Authorizer:
             policy = self._policy = AccessPolicy(tables, internal_tokens=self._internal_tokens)
         return policy
 
-    def authenticate(self, method: str, token: str | None, certificate_name: str | None) -> str:
+    def authenticate(self, method: str, token: str | None, certificate: str | None) -> str:
         if token is not None:
             principal = self.policy().principal_of_token(token)
             if principal is None:
                 raise errors.Unauthenticated(f"{operation_name(method)}: the bearer token is unknown or revoked")
             return principal
-        if certificate_name:
-            return certificate_name
+        if certificate:
+            principal = certificate_principal(self._certificate_rules, certificate)
+            if principal is not None:
+                return principal
+            raise errors.Unauthenticated(f"{operation_name(method)}: the client certificate {certificate!r} matches "
+                                         "no tls_principal_rules; send a bearer token")
         raise errors.Unauthenticated(f"{operation_name(method)} needs credentials: send a bearer token "
                                      "(authorization: Bearer <token>) or a client certificate")
 
@@ -91,7 +100,7 @@ def _guarded(handler, method: str, token: str | None, authorizer: Authorizer):
 
     def principal_of(context) -> str:
         try:
-            return authorizer.authenticate(method, token, certificate_principal(context))
+            return authorizer.authenticate(method, token, certificate_subject(context))
         except errors.RaftbusError as error:
             _abort(context, error)
 

@@ -11,7 +11,7 @@ import hmac
 
 from raftbus.broker.security.acl import Acl, allows
 from raftbus.broker.security.state import SecurityTables
-from raftbus.broker.security.tokens import INTERNAL_PRINCIPAL, token_hash
+from raftbus.broker.security.tokens import INTERNAL_PRINCIPAL, is_reserved, token_hash
 
 DECISIONS_CACHED_MAX = 100_000
 
@@ -26,12 +26,13 @@ class AccessPolicy:
         self._decisions: dict[tuple[str, str, str, str], bool] = {}
 
     def principal_of_token(self, token: str) -> str | None:
-        """The principal holding `token`, or None for an unknown or revoked one."""
+        """The principal holding `token`, or None for an unknown or revoked one. Only the internal token names a
+        reserved principal: a stored token of one (written before names were checked) names nobody."""
         presented = token.encode()
         if any(hmac.compare_digest(presented, internal) for internal in self._internal_tokens):
             return INTERNAL_PRINCIPAL
         record = self.tables.tokens.get(token_hash(token))
-        return record.principal if record is not None else None
+        return record.principal if record is not None and not is_reserved(record.principal) else None
 
     def allows(self, principal: str, resource_type: str, name: str, operation: str) -> bool:
         if principal == INTERNAL_PRINCIPAL:

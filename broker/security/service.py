@@ -10,7 +10,17 @@ from raftbus.broker.security import commands as security_commands
 from raftbus.broker.security import scram
 from raftbus.broker.security.acl import Acl, validate_acl, validate_principal
 from raftbus.broker.security.state import TokenRecord
-from raftbus.broker.security.tokens import new_token, token_hash
+from raftbus.broker.security.tokens import is_reserved, new_token, token_hash
+
+
+def not_reserved(principal: str) -> str:
+    """The principal if valid and outside the brokers' own namespace; InvalidArgument otherwise. Checked here,
+    before a command is proposed, so the state machine decides as every release before it did."""
+    validate_principal(principal)
+    if is_reserved(principal):
+        raise errors.InvalidArgument(f"principal {principal!r} is reserved (raftbus:...): only brokers act as one, "
+                                     "with a key of the cluster secret")
+    return principal
 
 
 class SecurityService:
@@ -31,7 +41,7 @@ class SecurityService:
     def create_token(self, principal: str) -> tuple[str, str]:
         """(token, token id) of a new token of `principal`; the token itself is never stored or logged, only its
         SHA-256 and its SCRAM verifiers (SHA-256 and SHA-512, salted and iterated, under the principal's salt)."""
-        validate_principal(principal)
+        not_reserved(principal)
         token = new_token()
         with self._creating:
             return token, self._commit(security_commands.encode_create_token(
@@ -56,11 +66,12 @@ class SecurityService:
         if self.context.metadata_sm.security().tokens:
             return False
         return self._commit(security_commands.encode_bootstrap_admin(
-            principal=validate_principal(principal), token_hash=token_hash(token), now_ms=self._now_ms(),
+            principal=not_reserved(principal), token_hash=token_hash(token), now_ms=self._now_ms(),
             scram=scram.verifiers(token, scram.new_salt(), self.scram_iterations)))
 
     # ------------------------------------------------------------------ ACLs
     def grant_acl(self, acl: Acl) -> bool:
+        not_reserved(acl.principal)
         return self._commit(security_commands.encode_grant_acl(validate_acl(acl), now_ms=self._now_ms()))
 
     def revoke_acl(self, acl: Acl) -> int:

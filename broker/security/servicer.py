@@ -6,7 +6,7 @@ from raftbus.client.wire import security_pb2_grpc as spb_grpc
 
 from raftbus.broker.grpc_server import unary
 from raftbus.broker.security.acl import Acl
-from raftbus.broker.security.interceptor import certificate_principal
+from raftbus.broker.security.interceptor import certificate_subject
 from raftbus.broker.security.tokens import bearer_token
 
 
@@ -58,7 +58,7 @@ class SecurityServicer(spb_grpc.SecurityServicer):
             return spb.WhoAmIResponse(principal="", auth_enabled=False)
         principal = self.authorizer.authenticate("/raftbus.v1.Security/WhoAmI",
                                                  bearer_token(context.invocation_metadata()),
-                                                 certificate_principal(context))
+                                                 certificate_subject(context))
         return spb.WhoAmIResponse(principal=principal, auth_enabled=True)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from raftbus.broker.section import require, setting
+from raftbus.broker.security.principals import principal_rules
 
 
 @dataclass(frozen=True)
@@ -16,11 +17,17 @@ class SecuritySettings:
     tls_client_ca_file: str = setting("", "mutual TLS: clients must present a certificate signed by this CA")
     tls_ca_file: str = setting("", 'CA this broker trusts when it calls other brokers\' client port ("" = system '
                                    'store)')
+    tls_principal_rules: str = setting(
+        "", 'mutual TLS: which principal a client certificate names, "RULE:<regex>/<replacement>/[L|U]" or DEFAULT, '
+            'comma-separated, first match wins ("" = none: certificates name no principal; docs/security.md)')
     auth_enabled: bool = setting(False, "bearer tokens / client certificates and ACLs on every call")
     auth_bootstrap_principal: str = setting("admin", "the first admin, created from the bootstrap token file ...")
     auth_bootstrap_token_file: str = setting("", "... while the cluster has no token and no ACL yet")
     auth_scram_iterations: int = setting(4096, "PBKDF2 iterations of a new token's SCRAM verifiers (the Kafka "
                                                 "port's SASL; at least 4096)")
+    allow_insecure_network: bool = setting(
+        False, "let the client, Kafka or metrics port listen beyond loopback without authentication (refused "
+               "otherwise; a warning at every start)")
 
     def validate(self) -> None:
         require(bool(self.tls_cert_file) == bool(self.tls_key_file),
@@ -31,3 +38,4 @@ class SecuritySettings:
                 "auth_bootstrap_token_file is set but auth_enabled is false")
         require(4096 <= self.auth_scram_iterations <= 1_000_000,
                 "auth_scram_iterations must be between 4096 and 1000000")
+        principal_rules(self.tls_principal_rules)  # InvalidArgument naming what is wrong

@@ -47,14 +47,14 @@ def server_ssl_context(settings) -> ssl.SSLContext | None:
     return context
 
 
-def certificate_common_name(peercert: dict | None) -> str | None:
-    """The subject common name of a verified peer certificate (ssl's getpeercert() form): the principal of a
-    client certificate, as the client port's interceptor names it."""
-    for rdn in (peercert or {}).get("subject", ()):
-        for key, value in rdn:
-            if key == "commonName":
-                return value
-    return None
+def certificate_subject(der: bytes | None) -> str | None:
+    """The subject (RFC 4514, as the client port's gRPC reports it: `CN=orders-app,O=Acme`) of a verified peer
+    certificate in DER form; None without one."""
+    if not der:
+        return None
+    from cryptography import x509
+
+    return x509.load_der_x509_certificate(der).subject.rfc4514_string()
 
 
 def peer_tls_files(settings) -> dict:

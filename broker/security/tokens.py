@@ -15,9 +15,11 @@ TOKEN_RANDOM_BYTES = 32
 TOKEN_ID_HEX_DIGITS = 16
 AUTHORIZATION_KEY = "authorization"
 BEARER = "bearer "
-# The principal of a broker calling another broker's client port (dead-letter moves, redrives).
+# The principal of a broker calling another broker's client port (dead-letter moves, redrives, joins).
 INTERNAL_PRINCIPAL = "raftbus:broker"
-_INTERNAL_LABEL = b"raftbus-internal-client-v1"
+# Principals under this prefix are the brokers' own: no token, ACL or certificate rule may name one.
+RESERVED_PRINCIPAL_PREFIX = "raftbus:"
+INTERNAL_TOKEN_PREFIX = TOKEN_PREFIX + "internal_"
 
 
 def new_token() -> str:
@@ -34,11 +36,18 @@ def token_id(hashed: str) -> str:
     return hashed[:TOKEN_ID_HEX_DIGITS]
 
 
-def internal_token(cluster_secret: str) -> str:
-    """The token brokers present to each other's client port: an HMAC of the cluster secret, so every broker can
-    derive and check it and nothing about it is stored (whoever holds the secret already is a peer)."""
-    digest = hmac.new(cluster_secret.encode(), _INTERNAL_LABEL, hashlib.sha256).hexdigest()
-    return f"{TOKEN_PREFIX}internal_{digest}"
+def internal_token(internal_key: bytes) -> str:
+    """The token brokers present to each other's client port: the cluster's internal-client key
+    (`ClusterKeys.internal_client`, HKDF of the cluster's master key under a label of its own), so every broker
+    can derive and check it, nothing about it is stored, and no other key of the cluster tells it."""
+    if len(internal_key) < 32:
+        raise ValueError("the internal-client key must be 32 bytes")
+    return INTERNAL_TOKEN_PREFIX + bytes(internal_key).hex()
+
+
+def is_reserved(principal: str) -> bool:
+    """Whether `principal` is in the brokers' own namespace (`raftbus:`): only the internal token names one."""
+    return principal.lower().startswith(RESERVED_PRINCIPAL_PREFIX)
 
 
 def bearer_token(metadata) -> str | None:

@@ -6,6 +6,7 @@ import functools
 import logging
 
 from raftbus.broker.security import tls
+from raftbus.broker.security.principals import principal_rules
 from raftbus.broker.security.bootstrap import seed_first_admin
 from raftbus.broker.security.interceptor import AuthInterceptor, Authorizer
 from raftbus.broker.security.policy import AccessPolicy
@@ -17,24 +18,25 @@ from raftbus.broker.security.tokens import internal_token
 log = logging.getLogger(__name__)
 
 
-def peer_credentials(settings: SecuritySettings, cluster_secret: str) -> dict:
+def peer_credentials(settings: SecuritySettings, keys) -> dict:
     """The SDK credentials of this broker toward other brokers' client ports (joining, dead-letter moves,
-    redrives, store copies): their TLS files and, with auth on, the internal token of the cluster secret."""
+    redrives, store copies): their TLS files and, with auth on, the internal token of the cluster's keys."""
     files = tls.peer_tls_files(settings)
     if settings.auth_enabled:
-        files["token"] = internal_token(cluster_secret)
+        files["token"] = internal_token(keys.internal_client)
     return files
 
 
 class ClientPortSecurity:
-    def __init__(self, context, settings: SecuritySettings, cluster_secret: str, cluster_secret_accepted: str = ""):
+    def __init__(self, context, settings: SecuritySettings, keys, accepted_keys=()):
         self.context = context
         self.settings = s = settings
-        self.cluster_secret = cluster_secret
+        self.keys = keys
         self.service = SecurityService(context, s.auth_scram_iterations)
         # during a secret rotation (cluster_secret_accepted) a broker still on the other secret presents its token
-        accepted = tuple(internal_token(secret) for secret in (cluster_secret, cluster_secret_accepted) if secret)
-        self.authorizer = Authorizer(context.metadata_sm.security, internal_tokens=accepted) \
+        accepted = tuple(internal_token(k.internal_client) for k in (keys, *accepted_keys))
+        self.authorizer = Authorizer(context.metadata_sm.security, internal_tokens=accepted,
+                                     certificate_rules=principal_rules(s.tls_principal_rules)) \
             if s.auth_enabled else None
         self.first_admin_token = bootstrap_token(s.auth_bootstrap_token_file) if s.auth_bootstrap_token_file else None
         self.credentials = tls.server_credentials(s)  # read now: a bad file stops the broker before it serves
@@ -55,6 +57,10 @@ class ClientPortSecurity:
             return self.authorizer.policy
         return lambda: AccessPolicy(self.context.metadata_sm.security())
 
+    def certificate_rules(self) -> tuple:
+        """`tls_principal_rules`, parsed: the Kafka port names a client certificate's principal with them too."""
+        return principal_rules(self.settings.tls_principal_rules)
+
     def kafka_ssl_context(self):
         """The Kafka port's TLS, with the client port's certificate, key and client CA (None: plaintext)."""
         return tls.server_ssl_context(self.settings)
@@ -67,7 +73,7 @@ class ClientPortSecurity:
 
     def peer_credentials(self) -> dict:
         """The SDK credentials of this broker toward other brokers' client ports (dead-letter moves, redrives)."""
-        return peer_credentials(self.settings, self.cluster_secret)
+        return peer_credentials(self.settings, self.keys)
 
     def register(self, registry) -> None:
         """The Security servicer, the auth interceptor and, with a bootstrap token file, the first admin's seeding."""

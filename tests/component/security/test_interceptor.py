@@ -146,16 +146,21 @@ def test_the_internal_broker_token_may_do_everything(served):
 
 @pytest.fixture
 def pki(tmp_path):
-    dev = write_dev_pki(tmp_path, [1], clients=("alice",))
-    (cert, key), (alice_cert, alice_key) = dev.broker(1), dev.client("alice")
-    return {"ca": str(dev.ca_file), "brokers": {1: {"cert": str(cert), "key": str(key)}},
-            "alice": {"cert": str(alice_cert), "key": str(alice_key)}}
+    names = ("alice", "raftbus:broker", "Bob")
+    dev = write_dev_pki(tmp_path, [1], clients=names)
+    cert, key = dev.broker(1)
+    clients = {name: dict(zip(("cert", "key"), map(str, dev.client(name)))) for name in names}
+    return {"ca": str(dev.ca_file), "brokers": {1: {"cert": str(cert), "key": str(key)}}, **clients}
+
+
+CN_RULE = "RULE:^CN=([^,]+)$/$1/"
 
 
 def test_mutual_tls_names_the_principal_by_its_certificate(pki):
+    """A rule mapping the subject's CN names the principal; the caller is then checked by its ACLs."""
     broker = pki["brokers"][1]
     served = Served(tls_cert_file=broker["cert"], tls_key_file=broker["key"], tls_client_ca_file=pki["ca"],
-                    tls_ca_file=pki["ca"])
+                    tls_ca_file=pki["ca"], tls_principal_rules=CN_RULE)
     try:
         served.service.grant_acl(Acl("alice", "topic", "orders", "produce"))
         alice = served.log(tls_ca=pki["ca"], tls_cert=pki["alice"]["cert"], tls_key=pki["alice"]["key"])
@@ -168,6 +173,67 @@ def test_mutual_tls_names_the_principal_by_its_certificate(pki):
         plaintext = served.admin()
         assert isinstance(typed_failure(lambda: plaintext.GetMetadata(pb.MetadataRequest(), timeout=5)),
                           errors.Unavailable)
+    finally:
+        served.close()
+
+
+def certificate_call(served, pki, name):
+    """GetMetadata with the client certificate of `name` and no token: the principal or the typed refusal."""
+    channel = served.channel(tls_ca=pki["ca"], tls_cert=pki[name]["cert"], tls_key=pki[name]["key"])
+    try:
+        return spb_grpc.SecurityStub(channel).WhoAmI(spb.WhoAmIRequest(), timeout=5).principal
+    except grpc.RpcError as failure:
+        return errors.error_from_rpc(failure)
+
+
+def test_a_certificate_naming_the_internal_principal_is_refused(pki):
+    """A client certificate whose common name is the brokers' internal principal (raftbus:broker) is refused by any
+    rule that would give that name (the CN rule, a lowercasing one); under DEFAULT it names the principal
+    'CN=raftbus:broker', an ordinary one. Either way, with no ACL it can neither create a topic nor mint a token."""
+    broker = pki["brokers"][1]
+    for rules, named in ((CN_RULE, None), ("RULE:^CN=(.*)$/$1/L", None), ("DEFAULT", "CN=raftbus:broker")):
+        served = Served(tls_cert_file=broker["cert"], tls_key_file=broker["key"], tls_client_ca_file=pki["ca"],
+                        tls_ca_file=pki["ca"], tls_principal_rules=rules)
+        try:
+            answer = certificate_call(served, pki, "raftbus:broker")
+            if named is None:
+                assert isinstance(answer, errors.Unauthenticated) and "reserved" in answer.message, (rules, answer)
+            else:
+                assert answer == named
+            channel = served.channel(tls_ca=pki["ca"], tls_cert=pki["raftbus:broker"]["cert"],
+                                     tls_key=pki["raftbus:broker"]["key"])
+            create = typed_failure(lambda: pb_grpc.AdminStub(channel).CreateTopic(
+                pb.CreateTopicRequest(name="claimed", partitions=1, replication_factor=1), timeout=5))
+            mint = typed_failure(lambda: spb_grpc.SecurityStub(channel).CreateToken(
+                spb.CreateTokenRequest(principal="mallory"), timeout=5))
+            refusal = errors.Unauthenticated if named is None else errors.PermissionDenied
+            assert isinstance(create, refusal) and isinstance(mint, refusal), (create, mint)
+            assert "claimed" not in [t.topic.name for t in served.broker.admin.list_topics()]
+        finally:
+            served.close()
+
+
+def test_certificates_name_no_principal_without_rules_and_rules_are_applied_in_order(pki):
+    """No rules (the default): a verified certificate alone is refused, naming the setting. With rules, the first
+    that matches decides (here lowercasing Bob), and a subject no rule matches is refused."""
+    broker = pki["brokers"][1]
+    tls_files = dict(tls_cert_file=broker["cert"], tls_key_file=broker["key"], tls_client_ca_file=pki["ca"],
+                     tls_ca_file=pki["ca"])
+    served = Served(**tls_files)
+    try:
+        refused = certificate_call(served, pki, "alice")
+        assert isinstance(refused, errors.Unauthenticated) and "tls_principal_rules" in refused.message
+    finally:
+        served.close()
+    served = Served(**tls_files, tls_principal_rules="RULE:^CN=(B.*)$/$1/L, RULE:^CN=(a.*)$/user-$1/")
+    try:
+        assert certificate_call(served, pki, "Bob") == "bob"
+        assert certificate_call(served, pki, "alice") == "user-alice"
+    finally:
+        served.close()
+    served = Served(**tls_files, tls_principal_rules="RULE:^CN=(zed)$/$1/")
+    try:
+        assert isinstance(certificate_call(served, pki, "alice"), errors.Unauthenticated)
     finally:
         served.close()
 

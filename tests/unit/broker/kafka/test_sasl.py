@@ -4,6 +4,7 @@ loopback; a failed authentication is answered SASL_AUTHENTICATION_FAILED and mar
 SaslAuthenticate before SaslHandshake is ILLEGAL_SASL_STATE; and the session's authorization hook answers Kafka's
 error per resource, Describe being implied by any operation on the resource."""
 import asyncio
+import ssl
 from types import MappingProxyType, SimpleNamespace
 
 import pytest
@@ -122,11 +123,30 @@ def test_without_authorization_everything_is_allowed_and_no_sasl_is_needed():
     assert session.authenticated and session.denied(CLUSTER, "", "admin") == codes.NONE
 
 
-def test_a_client_certificate_names_its_common_name_as_the_principal():
-    """Goal: over mutual TLS the connection's principal is the verified certificate's subject common name (as
-    the client port names it); an unverified connection (no certificate) names none."""
-    from raftbus.broker.security.tls import certificate_common_name
+def test_a_client_certificate_names_a_principal_only_through_the_rules(tmp_path):
+    """Goal: over mutual TLS the Kafka port names a certificate's principal exactly as the client port does:
+    through `tls_principal_rules` over its subject (RFC 4514), none without rules or a matching rule, and a rule
+    giving a reserved principal refuses the connection."""
+    from types import SimpleNamespace as Ssl
 
-    peercert = {"subject": ((("organizationName", "raftbus"),), (("commonName", "alice"),))}
-    assert certificate_common_name(peercert) == "alice"
-    assert certificate_common_name({}) is None and certificate_common_name(None) is None
+    from raftbus.broker.kafka.listener import KafkaLimits, KafkaListener
+    from raftbus.broker.security.principals import principal_rules
+    from raftbus.broker.tls_dev import write_dev_pki
+    from raftbus.client import errors
+
+    pki = write_dev_pki(tmp_path, [], clients=("alice", "raftbus:broker"))
+
+    def connection(name):
+        pem = pki.client(name)[0].read_text()
+        return Ssl(getpeercert=lambda binary_form: ssl.PEM_cert_to_DER_cert(pem))
+
+    def listener(rules: str) -> KafkaListener:
+        return KafkaListener("127.0.0.1:0", KafkaLimits(), certificate_rules=principal_rules(rules))
+
+    assert listener("RULE:^CN=([^,]+)$/$1/").certificate_principal(connection("alice")) == "alice"
+    assert listener("").certificate_principal(connection("alice")) is None
+    assert listener("RULE:^CN=(zed)$/$1/").certificate_principal(connection("alice")) is None
+    assert listener("DEFAULT").certificate_principal(connection("alice")) == "CN=alice"
+    assert listener("RULE:^CN=([^,]+)$/$1/").certificate_principal(None) is None
+    with pytest.raises(errors.Unauthenticated, match="reserved"):
+        listener("RULE:^CN=([^,]+)$/$1/").certificate_principal(connection("raftbus:broker"))

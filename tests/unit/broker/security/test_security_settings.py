@@ -16,7 +16,13 @@ def test_defaults_are_plaintext_with_auth_off():
     assert tls.peer_tls_files(s) == {"tls_ca": False}
 
 
+OWN_SECRET = {"cluster_secret": "s" * 40, "cluster_id": "settings-test"}
+
+
 def test_auth_switch_comes_from_the_environment_as_a_boolean(monkeypatch):
+    """RAFTBUS_AUTH_ENABLED is read as true or false."""
+    monkeypatch.setenv("RAFTBUS_CLUSTER_SECRET", OWN_SECRET["cluster_secret"])
+    monkeypatch.setenv("RAFTBUS_CLUSTER_ID", OWN_SECRET["cluster_id"])
     monkeypatch.setenv("RAFTBUS_AUTH_ENABLED", "true")
     assert load_settings().security.auth_enabled is True
     monkeypatch.setenv("RAFTBUS_AUTH_ENABLED", "false")
@@ -36,6 +42,7 @@ def test_a_non_boolean_switch_is_refused(tmp_path):
     ({"auth_bootstrap_token_file": "admin.token"}, "auth_enabled"),
 ])
 def test_inconsistent_security_settings_are_refused(overrides, word):
+    """Each inconsistency is refused naming the setting to fix."""
     with pytest.raises(errors.InvalidArgument, match=word):
         load_settings(**overrides)
 
@@ -55,3 +62,12 @@ def test_tls_files_are_read_and_checked(tmp_path):
     with pytest.raises(errors.InvalidArgument, match="tls_key_file"):
         tls.server_credentials(
             load_settings(tls_cert_file=files["cert"], tls_key_file=str(tmp_path / "missing")).security)
+
+
+@pytest.mark.parametrize("secret", [{}, {"cluster_secret": "s" * 40}, {"cluster_secret": "short", "cluster_id": "x"}])
+def test_auth_needs_a_cluster_secret_of_its_own_even_on_loopback(secret):
+    """With auth on, the brokers' internal identity is a key of the cluster secret: with the public default (or a
+    weak secret, or the default cluster id) anyone could compute it, so the broker refuses to start, on loopback too."""
+    with pytest.raises(errors.InvalidArgument, match="auth_enabled needs a cluster secret of this cluster's own"):
+        load_settings(auth_enabled=True, **secret)
+    assert load_settings(auth_enabled=True, **OWN_SECRET).security.auth_enabled
