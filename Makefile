@@ -22,8 +22,8 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # one local[2] session (one worker at most) whose Python workers must connect back to the JVM within Spark's fixed
 # 10 s: it runs on its own, not beside the broker tests that would starve them of CPU. `make test-<tier>` runs one
 # tier: in parallel, but for the tiers that take less time than starting the workers would (SERIAL_TIERS).
-TIERS := unit component cluster system chaos spark deploy kafka
-SERIAL_TIERS := component deploy spark
+TIERS := unit component cluster system chaos spark deploy kafka docs
+SERIAL_TIERS := component deploy spark docs
 TEST_WORKERS ?= 3
 PYTEST := $(PY) -m pytest -q -x -p no:cacheprovider
 PYTEST_PARALLEL := $(PYTEST) -n $(TEST_WORKERS) --dist loadgroup
@@ -50,9 +50,10 @@ test: $(STAMP) proto-check browser kafka-tools
 test-fast: test-unit test-component
 
 # test-system needs the browser of the dashboard test; test-kafka (the real Kafka clients and kcat against real
-# brokers' Kafka ports, docs/kafka.md) the Kafka tools.
+# brokers' Kafka ports, docs/kafka.md) the Kafka tools, and so does test-docs (the README's kcat examples; the
+# fenced examples of README.md and docs/*.md run against one `raftbus dev` cluster, tests/doc_examples.py).
 test-system: browser
-test-kafka: kafka-tools
+test-kafka test-docs: kafka-tools
 $(addprefix test-,$(filter-out $(SERIAL_TIERS),$(TIERS))): test-%: $(STAMP)
 	@if [ -d tests/$* ]; then echo "$(PYTEST_PARALLEL) tests/$*"; $(PYTEST_PARALLEL) tests/$*; \
 	else echo "tests/$* has no tests yet"; fi

@@ -6,7 +6,8 @@ where the stored value is what the partition keeps under its 8-byte big-endian b
     record_count >I | append_time_ms >q | max_timestamp_ms >q | records_len >I | records
 so a stored key + value is exactly one stored batch of client/records.py.
 Trim (binary): b"T" | now_ms >q | retention_ms >q | retention_bytes >q | producer_idle_ms >q.
-Read barrier: b"B" (changes nothing; a leader serves a read once one proposed after the read committed).
+Read barrier: b"B" (changes nothing; applied wherever a journal or snapshot holds one; raftbus confirms reads
+without a log entry, docs/replication.md).
 Checkpoint: b"C" (every replica records its checksums at this index, to be compared: broker/log/digest.py).
 Metadata commands: b"J" + compact JSON object with a "type" field.
 """

@@ -42,7 +42,6 @@ class PartitionReplica:
     store: object
     appended: threading.Condition = field(default_factory=threading.Condition)
     waiters: int = 0
-    read_barrier: object = None  # log/read_barrier.py, made on the first read served as leader
 
     @property
     def group_id(self) -> str:

@@ -19,6 +19,8 @@ GROUP_COMMENTS = {
     "leader_fallback_timeout_ms": "a leader that hears from no majority for this long steps down",
     "command_bytes_max": "largest command: batch_bytes_max plus headroom",
     "commands_queue_max": "commands submitted to one group and not yet in its log; beyond: OVERLOADED",
+    "reads_waiting_max": "reads waiting for one group's leader to confirm its leadership and apply (ReadIndex); "
+                         "beyond: OVERLOADED",
     "log_compaction_bytes": "snapshot a group once this much log has been applied since the last (while its "
                             "store is at most raft_snapshot_copy_ratio_max times that log)",
     "log_compaction_entries": "... or this many entries",

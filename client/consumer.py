@@ -135,7 +135,7 @@ class Consumer:
         return self._fetcher.position(self._owned(tp))
 
     def committed(self, tp: TopicPartition) -> int | None:
-        """The group's committed offset for `tp` (None if never committed), read through the partition's log."""
+        """The group's committed offset for `tp` (None if never committed), read linearizably at its leader."""
         answer = self.calls.fetch_offset(self.group, TopicPartition(*tp), consistent=True)
         return None if answer.committed_offset < 0 else answer.committed_offset
 

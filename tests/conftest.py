@@ -16,7 +16,7 @@ from tests.helpers import running_cluster
 _SHARED_SCOPES = ("session", "package", "module")
 # Tiers by the length of their longest unit of work, longest first: workers take work in collection order, so the
 # chaos runs and the long system tests start at once and the many short tests fill the gaps at the end.
-TIERS_LONGEST_FIRST = ("spark", "chaos", "system", "kafka", "cluster", "component", "deploy", "unit")
+TIERS_LONGEST_FIRST = ("spark", "chaos", "docs", "system", "kafka", "cluster", "component", "deploy", "unit")
 
 
 def tier_rank(item) -> int:

@@ -135,20 +135,21 @@ class OffsetService:
 
     def fetch(self, group: str, topic: str, partition: int, *, consistent: bool = False,
               member: tuple[str, int] | None = None) -> PartitionLag:
-        """The group's committed offset and lag; `consistent` reads through the log (sees every acknowledged
-        commit even on a leader elected a moment ago). `member` (member_id, generation) makes a consistent read
-        the owner's start: checked like a commit, it fences commits of older generations in the partition."""
+        """The group's committed offset and lag; `consistent` reads it linearizably (every commit acknowledged
+        before is seen, even on a leader elected a moment ago or deposed without knowing it: the leader confirms its
+        leadership first, `RaftGroup.confirm_read`). `member` (member_id, generation) makes a consistent read the
+        owner's start, through the log: checked like a commit, it fences commits of older generations in the
+        partition."""
         rules.validate_group_name(group)
         replica = self.context.leader_replica(topic, partition, kind="stream")
         sm = replica.state_machine
-        generation = 0
         if consistent and member is not None:
             check_member(self.context, group, member[0], member[1], topic, partition)
-            generation = member[1]
-        if consistent:
-            committed = wait_result(replica.group.submit(group_commands.encode_read_offset(group=group, generation=generation)),
-                                    self.context.commit_timeout_s)
+            read = group_commands.encode_read_offset(group=group, generation=member[1])
+            committed = wait_result(replica.group.submit(read), self.context.commit_timeout_s)
         else:
+            if consistent:
+                wait_result(replica.group.confirm_read(), self.context.commit_timeout_s)
             committed = sm.committed(group)
         log_start, high_watermark = sm.offsets()
         lag_records, lag_ms = lag_of(sm, committed, self.context.clock.now_ms())

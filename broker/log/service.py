@@ -1,7 +1,6 @@
 """Produce, fetch and list offsets on stream topics: the rules, independent of gRPC."""
 from __future__ import annotations
 
-import threading
 from concurrent.futures import Future
 
 from raftbus.client import errors
@@ -11,7 +10,6 @@ from raftbus.broker import commands
 from raftbus.broker.log.settings import LogSettings
 from raftbus.broker.context import BrokerContext, wait_result
 from raftbus.broker.groups.offset_service import check_member
-from raftbus.broker.log.read_barrier import ReadBarrier
 
 EARLIEST = -2
 LATEST = -1
@@ -21,7 +19,6 @@ class LogService:
     def __init__(self, context: BrokerContext, settings: LogSettings):
         self.context = context
         self.settings = settings
-        self._barriers_lock = threading.Lock()
 
     def produce(self, topic: str, partition: int, *, producer_id: bytes, base_sequence: int, record_count: int,
                 max_timestamp_ms: int, records: bytes):
@@ -93,22 +90,18 @@ class LogService:
         return replica.state_machine.offset_for_time(timestamp_ms), log_start, high_watermark
 
     def _confirmed_leader_replica(self, topic: str, partition: int):
-        """The partition's replica here once a read barrier proposed now has committed in this leader's term, so
-        a read from it sees every write acknowledged before (log/read_barrier.py); a deposed leader raises."""
+        """The partition's replica here once its Raft leader confirmed, after this call, that it still leads and
+        applied everything committed before (ReadIndex, `RaftGroup.confirm_read`), so a read from it sees every
+        write acknowledged before; a deposed leader raises."""
         replica, confirmed = self.confirm_leader(topic, partition)
         wait_result(confirmed, self.settings.produce_timeout_ms / 1000)
         return replica
 
     def confirm_leader(self, topic: str, partition: int) -> tuple[object, Future]:
-        """The partition's replica here and a future that completes once a read barrier proposed now has committed
-        (what _confirmed_leader_replica waits for, for callers that await instead of blocking)."""
+        """The partition's replica here and a future that completes once its leadership is confirmed for a read
+        that began now (what _confirmed_leader_replica waits for, for callers that await instead of blocking)."""
         replica = self.context.leader_replica(topic, partition, kind="stream")
-        barrier = replica.read_barrier
-        if barrier is None:
-            with self._barriers_lock:
-                barrier = replica.read_barrier = replica.read_barrier or ReadBarrier(
-                    replica.group.submit, self.settings.produce_timeout_ms / 1000)
-        return replica, barrier.confirm()
+        return replica, replica.group.confirm_read()
 
     def trim_if_due(self, replica, retention_ms: int, retention_bytes: int) -> None:
         """Submit a retention command when the oldest batch or the size is past the topic's limits (leader only)."""

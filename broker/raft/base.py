@@ -22,6 +22,10 @@ class Replica(Protocol):
         """Propose `command`; the future resolves with the state machine's result once it is committed on a
         majority and applied here, or fails with a typed, retriable error (NotLeader, RequestTimedOut...)."""
 
+    def confirm_read(self) -> Future:
+        """A future that completes once this replica's applied state answers linearizably a read that began before
+        the call (ReadIndex on the Raft core), or fails with a typed, retriable error (NotLeader...)."""
+
     @property
     def is_leader(self) -> bool: ...
 

@@ -49,6 +49,7 @@ def raft_options(settings: RaftSettings, data_dir: Path, eager_commit_notify: bo
         heartbeat_interval_s=settings.heartbeat_interval_ms / 1000,
         leader_fallback_timeout_s=settings.leader_fallback_timeout_ms / 1000,
         commands_queue_max=settings.commands_queue_max,
+        reads_waiting_max=settings.reads_waiting_max,
         # Larger than any command (the API refuses bigger ones): every entry travels whole.
         message_bytes_max=settings.command_bytes_max + 64 * 1024,
         snapshot_path=str(data_dir / "raft.snapshot"),
@@ -287,6 +288,34 @@ class RaftGroup:
 
         self._pending.add(future)
         self.raft.propose(command, done)
+        self._loop.mark_dirty(self.group_id)
+        return future
+
+    def confirm_read(self) -> Future:
+        """A future that completes (with the read index) once this replica's applied state answers linearizably a
+        read that began before this call: the Raft core's ReadIndex (`RaftNode.read_index`: a heartbeat round
+        acknowledged by a majority of voters in this leader's term, no log entry, then the apply up to the commit
+        index of the round's start). Fails with NotLeader (a deposed leader included), LeaderNotAvailable,
+        Overloaded (`raft_reads_waiting_max`) or Unavailable (a stopped group); all retriable."""
+        future: Future = Future()
+        if self.stopped is not None:
+            future.set_exception(self._stopped_error())
+            return future
+
+        def done(index, outcome):
+            self._pending.discard(future)
+            if future.done():
+                return
+            if outcome == Outcome.APPLIED:
+                future.set_result(index)
+            elif outcome == Outcome.QUEUE_FULL:
+                future.set_exception(errors.Overloaded(
+                    f"too many reads wait for {self.group_id} to confirm its leadership (raft_reads_waiting_max)"))
+            else:
+                future.set_exception(error_for_outcome(outcome, self.leader_id))
+
+        self._pending.add(future)
+        self.raft.read_index(done)
         self._loop.mark_dirty(self.group_id)
         return future
 

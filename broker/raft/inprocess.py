@@ -36,6 +36,15 @@ class InProcessGroup:
             listener(self)
         return future
 
+    def confirm_read(self) -> Future:
+        """Applied state is always current here: confirmed at once while leading, NotLeader otherwise."""
+        future: Future = Future()
+        if self.is_leader:
+            future.set_result(self._index)
+        else:
+            future.set_exception(errors.NotLeader("not the leader", leader_id=self._leader_id))
+        return future
+
     @property
     def is_leader(self) -> bool:
         return self._leader_id == self._self_id

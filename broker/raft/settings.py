@@ -16,6 +16,7 @@ class RaftSettings:
     leader_fallback_timeout_ms: int = 3000
     command_bytes_max: int = 4 * 1024 * 1024
     commands_queue_max: int = 100_000
+    reads_waiting_max: int = 100_000
     log_compaction_bytes: int = 64 * 1024 * 1024
     log_compaction_entries: int = 20_000
     log_bytes_max: int = 256 * 1024 * 1024

@@ -89,7 +89,7 @@ class AsyncConsumer(AsyncClient):
     _owned = Consumer._owned
 
     async def committed(self, tp) -> int | None:
-        """The group's committed offset for `tp` (None if never committed), read through the partition's log."""
+        """The group's committed offset for `tp` (None if never committed), read linearizably at its leader."""
         answer = await self.calls.fetch_offset(self.group, TopicPartition(*tp))
         return None if answer.committed_offset < 0 else answer.committed_offset
 

@@ -64,7 +64,7 @@ class AsyncGroupCalls:
 
     async def fetch_offset(self, group: str, tp: TopicPartition,
                            member: tuple[str, int] | None = None) -> gpb.PartitionOffset:
-        """The committed offset (read through the partition's log), the log start and the high watermark;
+        """The committed offset (read linearizably at the leader), the log start and the high watermark;
         `member` (member_id, generation) makes it the owner's start read, which fences older generations' commits."""
         member_id, generation = member or ("", 0)
         return await self._on_leader(tp, "FetchOffset", gpb.FetchOffsetRequest(

@@ -79,6 +79,17 @@ FRESH_CLUSTER_WORKLOADS = ("scale", "failover", "idle", "soak")  # each starts c
 LOOPBACK = "127.0.0.1"
 
 
+def partition_counts(text: str) -> tuple[int, ...]:
+    """`--scale-partitions`: comma-separated partition counts, each at least 1."""
+    try:
+        counts = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected partition counts like 3,300, got {text!r}") from None
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"partition counts must be at least 1, got {text!r}")
+    return counts
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("workload", choices=WORKLOADS)
     parser.add_argument("--bootstrap", default=argparse.SUPPRESS,
@@ -102,6 +113,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="consume --group: count records from batch headers without decoding them into Records")
     parser.add_argument("--session-timeout-ms", type=int, default=settings.BENCH_GROUP_SESSION_TIMEOUT_MS,
                         help="consume --group: session timeout of the rebalance run's members")
+    parser.add_argument("--scale-partitions", type=partition_counts, default=None, metavar="N,N...",
+                        help="scale: only the partition rows of these partition counts (no send or producer rows)")
     parser.add_argument("--keep-cluster", action="store_true", help="leave the local cluster running")
     parser.add_argument("--secure", action="store_true",
                         help="local cluster with TLS, tokens and ACLs (raftbus dev --secure), used as its admin")

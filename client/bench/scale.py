@@ -12,7 +12,7 @@ In this order:
   written the same way by --producers processes (so all partitions carry load, and 300 partitions means 100×
   the batches of 3), then read from the beginning by --readers Reader processes (at most one per partition):
   `produce_p{N}_records_per_s`, `consume_p{N}_records_per_s`.
-Each row's topic is deleted after it. A row that fails (say the cluster cannot give 300 new partitions a leader
+`--scale-partitions 3,300` runs only the partition rows of those counts. Each row's topic is deleted after it. A row that fails (say the cluster cannot give 300 new partitions a leader
 within BENCH_SCALE_TOPIC_READY_TIMEOUT_MS) ends the workload with its error in `error`. The rows run on a fresh local cluster of their own (--brokers brokers,
 as `failover` and `idle` do), whatever --bootstrap says.
 
@@ -96,7 +96,24 @@ def bench_scale(args, runner) -> dict:
 
 def measure_rows(bootstrap: str, args, runner, result: dict) -> None:
     """Per-record send first, then the producer rows, then the partition rows from 3 to 300 (the most demanding
-    last, so a cluster that cannot take it loses no other row)."""
+    last, so a cluster that cannot take it loses no other row); only the partition rows asked for with
+    --scale-partitions."""
+    chosen = getattr(args, "scale_partitions", None)
+    if chosen is None:
+        measure_producer_rows(bootstrap, args, runner, result)
+    for partitions in chosen or settings.BENCH_SCALE_PARTITIONS:
+        topic = topic_name("p", partitions)
+        produced = produce_row(runner, bootstrap, args, partitions, args.producers, topic)
+        consumed = consume_row(runner, bootstrap, args, partitions, topic)
+        delete_topic(bootstrap, topic)
+        result["rows"][f"p{partitions}"] = {"api": "send_batch", "partitions": partitions,
+                                             "producers": args.producers, "produce": produced, "consume": consumed}
+        result[f"produce_p{partitions}_records_per_s"] = produced["records_per_s"]
+        result[f"consume_p{partitions}_records_per_s"] = consumed["records_per_s"]
+
+
+def measure_producer_rows(bootstrap: str, args, runner, result: dict) -> None:
+    """The per-record send row and the producer rows."""
     topic = topic_name("send", args.producers)
     produced = produce_row(runner, bootstrap, args, args.partitions, args.producers, topic, per_record=True)
     delete_topic(bootstrap, topic)
@@ -112,12 +129,3 @@ def measure_rows(bootstrap: str, args, runner, result: dict) -> None:
         result["rows"][f"producers{producers}"] = {"api": "send_batch", "partitions": args.partitions,
                                                    "producers": producers, "produce": produced}
         result[f"produce_producers{producers}_records_per_s"] = produced["records_per_s"]
-    for partitions in settings.BENCH_SCALE_PARTITIONS:
-        topic = topic_name("p", partitions)
-        produced = produce_row(runner, bootstrap, args, partitions, args.producers, topic)
-        consumed = consume_row(runner, bootstrap, args, partitions, topic)
-        delete_topic(bootstrap, topic)
-        result["rows"][f"p{partitions}"] = {"api": "send_batch", "partitions": partitions,
-                                             "producers": args.producers, "produce": produced, "consume": consumed}
-        result[f"produce_p{partitions}_records_per_s"] = produced["records_per_s"]
-        result[f"consume_p{partitions}_records_per_s"] = consumed["records_per_s"]

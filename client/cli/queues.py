@@ -109,9 +109,10 @@ def _age(value: int | None) -> str:
 def print_stats(stats: QueueStats, groups: bool) -> None:
     print(f"queue {stats.topic}: ready={stats.ready} delayed={stats.delayed} in_flight={stats.in_flight} "
           f"dead={stats.dead} dead_lettered={stats.dead_lettered} oldest_ready_age_ms={_age(stats.oldest_ready_age_ms)}")
-    _table(["PARTITION", "READY", "DELAYED", "IN_FLIGHT", "DEAD", "OLDEST_READY_AGE_MS", "ENQUEUED_TOTAL"],
-           [[p.partition, p.ready, p.delayed, p.in_flight, p.dead, _age(p.oldest_ready_age_ms), p.enqueued_total]
-            for p in stats.partitions])
+    _table(["PARTITION", "READY", "DELAYED", "IN_FLIGHT", "DEAD", "OLDEST_READY_AGE_MS", "ENQUEUED_TOTAL",
+            "NEXT_DELIVERY_MS"],
+           [[p.partition, p.ready, p.delayed, p.in_flight, p.dead, _age(p.oldest_ready_age_ms), p.enqueued_total,
+             _age(p.next_delivery_ms)] for p in stats.partitions])
     if groups and stats.groups:
         print()
         _table(["GROUP", "READY", "DELAYED", "IN_FLIGHT", "DEAD", "OLDEST_READY_AGE_MS"],

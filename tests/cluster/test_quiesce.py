@@ -1,10 +1,11 @@
 """Quiescence of idle groups, with real Raft groups over real hubs in one process, ticked by hand: idle groups
-stop ticking on every replica, a write wakes and commits, and a lost or silent leader's groups elect new leaders."""
+stop ticking on every replica, a write or a read wakes the group, and a lost or silent leader's groups elect new
+leaders."""
 from __future__ import annotations
 
 import pytest
 
-from raftbus.broker.raft.quiesce import Quiescence, QuiesceSettings
+from raftbus.broker.raft.quiesce import Quiescence, QuiesceSettings, leader_idle
 from tests.cluster.harness import RaftCluster
 
 pytestmark = pytest.mark.cluster
@@ -69,6 +70,21 @@ def test_a_write_wakes_a_quiesced_group_commits_everywhere_and_it_quiesces_again
     cluster.run_until(lambda: applied_everywhere(cluster, "p1.2", 3), what="the write applied on every replica")
     cluster.run_until(lambda: quiesced_everywhere(cluster), what="quiesced again after the write")
     assert applied_everywhere(cluster, "p1.2", 3)
+
+
+def test_a_read_wakes_a_quiesced_group_is_confirmed_without_an_entry_and_the_group_quiesces_again(cluster):
+    """A linearizable read (ReadIndex) of a quiesced group wakes it, keeps its leader from quiescing while it waits,
+    is served, and adds no entry to any replica's log."""
+    cluster.produce(2, group_id="p1.1")
+    cluster.run_until(lambda: quiesced_everywhere(cluster), what="every group quiesced")
+    group = cluster.leader("p1.1")
+    last_indexes = {n.node_id: n.groups["p1.1"].raft.last_index for n in cluster.nodes.values()}
+    read = group.confirm_read()
+    assert not leader_idle(group), "a leader with a read waiting counts as idle"
+    cluster.run_until(read.done, what="the read confirmed")
+    assert read.exception() is None and group.state_machine.offsets()[1] == 2
+    cluster.run_until(lambda: quiesced_everywhere(cluster), what="quiesced again after the read")
+    assert {n.node_id: n.groups["p1.1"].raft.last_index for n in cluster.nodes.values()} == last_indexes
 
 
 def test_losing_the_leaders_broker_elects_new_leaders_for_its_quiesced_groups(cluster):

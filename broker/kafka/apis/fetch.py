@@ -2,8 +2,9 @@
 within max_bytes and each partition's partition_max_bytes (at least one batch, as KIP-74 asks), with incremental
 fetch sessions (broker/kafka/fetch_sessions.py).
 
-Reads are linearizable as the gRPC port's are: a partition is read once a read barrier proposed after the request
-arrived has committed in the leader's term (LogService.confirm_leader). No transactions: the last stable offset
+Reads are linearizable as the gRPC port's are: a partition is read once its leader confirmed, by a heartbeat round
+started after the request arrived and acknowledged by a majority in its term, that it still leads, and applied what
+was committed before (ReadIndex, LogService.confirm_leader). No transactions: the last stable offset
 is the high watermark and isolation levels read the same.
 """
 from __future__ import annotations
@@ -26,8 +27,8 @@ def handler(services, sessions: FetchSessions):
     settings = services.settings
 
     async def confirm(session, topic: str, partition: int):
-        """The partition's replica here once its read barrier committed, or the answer of the error that stopped
-        it (the barriers of every partition of a request are awaited together)."""
+        """The partition's replica here once its leadership is confirmed for this read, or the answer of the error
+        that stopped it (the confirmations of every partition of a request are awaited together)."""
         try:
             if session.denied(TOPIC, topic, CONSUME):
                 raise errors.PermissionDenied(f"may not consume topic {topic!r}")

@@ -8,6 +8,8 @@ Nothing else in raftbus knows pysyncobj: the rest of `broker/raft` uses only wha
     propose:        node.propose(command, callback)           callback(result, Outcome) once applied here
                     node.propose_entry(entry, callback)       an entry of raftbus's own type (configuration)
     apply:          apply(index, command) / apply_other(index, entry), called on commit, in log order
+    reads:          node.read_index(callback)                 callback(read_index, Outcome) once a read that began
+                                                              before the call may be served (ReadIndex, no entry)
     tick:           node.tick()                               timers, commit, apply, append the proposals
     messages:       node.receive(peer, message)               send(peer, message) for what leaves
     membership:     add_voter / remove_voter / add_learner / remove_learner / step_down / is_voter
@@ -18,8 +20,8 @@ Nothing else in raftbus knows pysyncobj: the rest of `broker/raft` uses only wha
     timers:         restart_election_timer / set_election_timeout / bring_election_forward /
                     heartbeat_at_next_tick / restart_fallback_timer / election_deadline
     state:          role, is_leader, term, leader_id, commit_index, applied_index, noop_index, first_index,
-                    last_index, last_term, commands_queued, voters, learners, next_index, match_index,
-                    last_response, log, clock
+                    last_index, last_term, commands_queued, reads_waiting, read_round, voters, learners, next_index,
+                    match_index, last_response, log, clock
     leader's sender (transfer.py): append_entries_message, snapshot_heartbeat_message, heard_from,
                     message_bytes_max, snapshot_path
 """

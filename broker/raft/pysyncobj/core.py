@@ -25,7 +25,10 @@ Changed, each with its test (docs/replication.md, "pysyncobj: adapter or vendore
   never stands;
 - a leader that steps down starts a fresh election timeout;
 - proposals leave in one append per follower per tick, a follower's append is not followed by a commit notice
-  unless the group asks for it (`eager_commit_notify`), and compaction happens only when asked (`compact`).
+  unless the group asks for it (`eager_commit_notify`), and compaction happens only when asked (`compact`);
+- linearizable reads without a log entry (`read_index`, etcd's ReadIndex): every append carries the leader's
+  latest read round (`read_round`), a follower's reply echoes it, and a round acknowledged by a majority of
+  voters in the leader's term confirms that it still led after the round's reads arrived.
 """
 from __future__ import annotations
 
@@ -82,6 +85,7 @@ class RaftOptions:
     message_bytes_max: int        # the largest append a leader sends (at least one entry)
     snapshot_path: str
     eager_commit_notify: bool = False  # send followers the new commit index after every apply on the leader
+    reads_waiting_max: int = 100_000   # reads waiting for a confirmation round or the apply (0: unbounded)
 
     def __post_init__(self):
         if not self.election_timeout_min_s > 3 * self.heartbeat_interval_s:
@@ -90,8 +94,8 @@ class RaftOptions:
             raise ValueError("the maximum election timeout must exceed the minimum")
         if not self.leader_fallback_timeout_s > self.heartbeat_interval_s > 0:
             raise ValueError("the leader fallback timeout must exceed the heartbeat interval, which must be > 0")
-        if self.commands_queue_max < 0 or self.message_bytes_max <= 0:
-            raise ValueError("the command queue bound must be >= 0 and the message bound > 0")
+        if self.commands_queue_max < 0 or self.message_bytes_max <= 0 or self.reads_waiting_max < 0:
+            raise ValueError("the command and read bounds must be >= 0 and the message bound > 0")
 
 
 class RaftNode:
@@ -156,6 +160,18 @@ class RaftNode:
         self._waiting_reply: dict[int, Callable] = {}  # forwarded request id -> callback
         self._appending = self._append_pending = False
 
+        # Reads (ReadIndex): queued by any thread, then waiting for a round (`_reads_next`), in the round in flight
+        # (`_reads_round`), or confirmed and waiting for the apply (`_reads_confirmed`: (read index, callback)).
+        self.read_round = 0            # the last confirmation round started; every append carries it
+        self._round_in_flight = False
+        self._round_index = 0          # the read index of the round in flight
+        self._round_acks: dict[int, int] = {}  # voter -> the highest round it echoed in this term
+        self._reads_queue: deque = deque()
+        self._reads_next: list = []
+        self._reads_round: list = []
+        self._reads_confirmed: deque = deque()
+        self._reads_waiting = 0
+
         self.heartbeat_due = 0.0
         self._started = clock()
         self._seconds = 0
@@ -184,6 +200,11 @@ class RaftNode:
     def commands_queued(self) -> bool:
         """Whether proposals wait for the next tick."""
         return bool(self._queue)
+
+    @property
+    def reads_waiting(self) -> int:
+        """Reads taken and not answered yet (queued, in a round, or waiting for the apply)."""
+        return self._reads_waiting
 
     @property
     def snapshot_path(self) -> str:
@@ -223,6 +244,95 @@ class RaftNode:
             return
         callback(None, outcome)
 
+    # ------------------------------------------------------------------ linearizable reads (ReadIndex)
+    def read_index(self, callback) -> None:
+        """Any thread: `callback(read_index, outcome)` runs once this replica's applied state may answer a read that
+        began before this call linearizably: it leads, a heartbeat round it started after this call was acknowledged
+        by a majority of its voters in its own term (so no later leader had been elected when the call was made),
+        and it has applied up to the commit index of that round's start, and at least its own term's no-op (so every
+        entry committed before its term too). Reads waiting together share one round; a read that arrives while a
+        round is in flight waits for the next one. `(None, NOT_LEADER)` when it does not lead or stops leading
+        first, `(None, NO_LEADER)` with no leader known (both on the loop thread), `(None, QUEUE_FULL)` at once
+        beyond `reads_waiting_max`."""
+        with self._queue_lock:
+            full = 0 < self._options.reads_waiting_max <= self._reads_waiting
+            if not full:
+                self._reads_waiting += 1
+                self._reads_queue.append(callback)
+        if full:
+            callback(None, Outcome.QUEUE_FULL)
+
+    def _take_reads(self) -> None:
+        """The reads queued since the last tick join the next round, started at once unless one is in flight (its
+        heartbeats left before these reads arrived, so their acknowledgements prove nothing about them)."""
+        with self._queue_lock:
+            taken = list(self._reads_queue)
+            self._reads_queue.clear()
+        if self.role != _LEADER:
+            self._answer_reads(taken, None, Outcome.NOT_LEADER if self.leader_id is not None else Outcome.NO_LEADER)
+            return
+        self._reads_next.extend(taken)
+        if not self._round_in_flight:
+            self._start_round()
+
+    def _start_round(self) -> None:
+        self._reads_round, self._reads_next = self._reads_next, []
+        self.read_round += 1
+        self._round_in_flight = True
+        self._round_index = max(self.commit_index, self.noop_index)
+        if not self._confirm_round():  # the only voter confirms alone
+            self._send_append_entries()  # every append from now on carries the new round
+
+    def _confirm_round(self) -> bool:
+        """Whether a majority of voters (this leader included) acknowledged the round in flight in this term; if so,
+        its reads wait only for the apply, and the next round starts."""
+        round_, acks = self.read_round, self._round_acks
+        count = 1
+        for peer in self.voters:
+            if acks.get(peer, 0) >= round_:
+                count += 1
+        if count <= (len(self.voters) + 1) / 2:
+            return False
+        index, reads = self._round_index, self._reads_round
+        self._round_in_flight, self._reads_round = False, []
+        self._reads_confirmed.extend((index, callback) for callback in reads)
+        self._serve_reads()
+        if self._reads_next:
+            self._start_round()
+        return True
+
+    def _on_read_ack(self, peer: int, round_: int) -> None:
+        """A voter's reply in this term to an append that carried `round_`."""
+        if round_ > self._round_acks.get(peer, 0):
+            self._round_acks[peer] = round_
+            if self._round_in_flight and round_ >= self.read_round:
+                self._confirm_round()
+
+    def _serve_reads(self) -> None:
+        """Answer the confirmed reads whose read index is applied (they are in read-index order)."""
+        confirmed, applied = self._reads_confirmed, self.applied_index
+        served = []
+        while confirmed and confirmed[0][0] <= applied:
+            served.append(confirmed.popleft()[1])
+        if served:
+            self._answer_reads(served, applied, Outcome.APPLIED)
+
+    def _fail_reads(self) -> None:
+        """Leadership ended: no waiting read may be answered from this replica's state."""
+        failed = self._reads_next + self._reads_round + [callback for _, callback in self._reads_confirmed]
+        self._reads_next, self._reads_round = [], []
+        self._reads_confirmed.clear()
+        self._round_in_flight = False
+        self._answer_reads(failed, None, Outcome.NOT_LEADER)
+
+    def _answer_reads(self, callbacks, index, outcome: int) -> None:
+        if not callbacks:
+            return
+        with self._queue_lock:
+            self._reads_waiting -= len(callbacks)
+        for callback in callbacks:
+            callback(index, outcome)
+
     # ------------------------------------------------------------------ ticking (loop thread)
     def tick(self) -> None:
         """Timers, the commit, applying committed entries, appending proposals, compaction."""
@@ -243,6 +353,10 @@ class RaftNode:
             self._advance_commit()
             self._check_followers()
         notify = self._apply_committed()
+        if self._reads_queue:
+            self._take_reads()
+        if self._reads_confirmed:
+            self._serve_reads()
         if self.role == _LEADER and (self.clock() > self.heartbeat_due or notify):
             self._send_append_entries()
         if self._queue:
@@ -452,11 +566,12 @@ class RaftNode:
         prev_index, prev_term = message["prevLogIdx"], message["prevLogTerm"]
         log_ = self.log
         first, last = log_[0][1], log_[-1][1]
+        read_round = message.get("read_round")
         if prev_index is None or not first <= prev_index <= last:
-            self._reply(peer, last + 1, success=False, reset=True)
+            self._reply(peer, last + 1, success=False, reset=True, read_round=read_round)
             return None
         if log_[prev_index - first][2] != prev_term:
-            self._reply(peer, prev_index, success=False, reset=True)
+            self._reply(peer, prev_index, success=False, reset=True, read_round=read_round)
             return None
         entries = message.get("entries") or ()
         new = ()
@@ -475,7 +590,7 @@ class RaftNode:
         for entry in new:
             log_.add(*entry)
         verified = entries[-1][1] if entries else prev_index
-        self._reply(peer, verified + 1, success=True)
+        self._reply(peer, verified + 1, success=True, read_round=read_round)
         return verified
 
     def _commit_to(self, leader_commit: int, verified: int) -> None:
@@ -489,11 +604,15 @@ class RaftNode:
             self.commit_index = min(leader_commit, bound)
         self.log.set_commit_index(self.commit_index)
 
-    def _reply(self, peer: int, next_index: int | None = None, *, success: bool, reset: bool = False) -> None:
+    def _reply(self, peer: int, next_index: int | None = None, *, success: bool, reset: bool = False,
+               read_round: int | None = None) -> None:
         if next_index is None:
             next_index = self.last_index + 1
-        self._send(peer, {"type": "next_node_idx", "next_node_idx": next_index, "reset": reset,
-                          "success": success, "term_tag": self.term})
+        message = {"type": "next_node_idx", "next_node_idx": next_index, "reset": reset, "success": success,
+                   "term_tag": self.term}
+        if type(read_round) is int:
+            message["read_round"] = read_round  # echoed: the leader's read confirmation (read_index)
+        self._send(peer, message)
 
     def _on_reply(self, peer: int, message: dict) -> None:
         if self.role != _LEADER or message.get("term_tag", self.term) != self.term:
@@ -509,6 +628,9 @@ class RaftNode:
             if next_index > self.next_index.get(peer, 0):
                 self.next_index[peer] = next_index  # optimistic: only a refusal moves it back
         self.last_response[peer] = self.clock()
+        round_ = message.get("read_round")
+        if round_ is not None and "term_tag" in message and peer in self.voters:
+            self._on_read_ack(peer, round_)  # a refusal too: the follower took this leader's term
 
     def _on_forwarded_command(self, peer: int, message: dict) -> None:
         command = message.get("command")
@@ -538,7 +660,7 @@ class RaftNode:
         found = self._entries(prev_index, 1)
         prev_term = found[0][2] if found else None
         return {"type": "append_entries", "term": self.term, "commit_index": self.commit_index, "entries": entries,
-                "prevLogIdx": prev_index if found else None, "prevLogTerm": prev_term}
+                "prevLogIdx": prev_index if found else None, "prevLogTerm": prev_term, "read_round": self.read_round}
 
     def snapshot_heartbeat_message(self, commit_index: int) -> dict:
         """A heartbeat to a follower whose next entry is compacted away (it is being sent a snapshot); it carries
@@ -566,6 +688,7 @@ class RaftNode:
         self.leader_id = self.self_id
         self._set_role(_LEADER)
         self.last_response.clear()
+        self._round_acks.clear()
         now, next_index = self.clock(), self.last_index + 1
         for peer in self.voters | self.learners:
             self.next_index[peer] = next_index
@@ -610,6 +733,7 @@ class RaftNode:
         if old == role:
             return
         if old == _LEADER:
+            self._fail_reads()
             # A fresh election timeout, as Raft has it: the deadline from before it was elected is long past, and
             # with it a former leader would stand at once when a higher term reaches it (a hand-over's vote
             # request), win with its slightly longer log, and undo the hand-over.

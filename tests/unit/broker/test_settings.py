@@ -83,15 +83,15 @@ def test_every_number_carries_its_unit_in_its_name():
 
 def test_the_operators_keys_are_unchanged():
     """Goal: the 152 keys of the flat file (and RAFTBUS_<KEY>) are those operators set before the sections, with
-    the 21 added since (the Kafka port's 13, batch_decompressed_bytes_max, listen_reuse_port, tls_principal_rules,
+    the 22 added since (the Kafka port's 13, batch_decompressed_bytes_max, listen_reuse_port, tls_principal_rules,
     allow_insecure_network, metrics_token_file, metadata_voters_max, membership_join_catch_up_timeout_ms,
-    auth_scram_iterations)."""
-    assert len(KEYS) == 152 + 21 and "listen_reuse_port" in KEYS
+    raft_reads_waiting_max, auth_scram_iterations)."""
+    assert len(KEYS) == 152 + 22 and "listen_reuse_port" in KEYS and "raft_reads_waiting_max" in KEYS
     for name in ("node_id", "raft_election_timeout_min_ms", "isr_lag_time_ms", "raft_quiesce_enabled",
                  "raft_liveness_timeout_ms", "raft_tls_ca_file", "leader_gossip_interval_ms", "join",
                  "storage_sync_interval_ms", "batch_bytes_max", "default_partitions", "session_timeout_ms",
                  "queue_tick_interval_ms", "tls_cert_file", "metrics_listen", "grpc_workers_max", "kafka_listen",
-                 "batch_decompressed_bytes_max"):
+                 "batch_decompressed_bytes_max", "raft_reads_waiting_max"):
         assert name in KEYS
 
 

@@ -64,8 +64,10 @@ def calls(monkeypatch):
 
         def stats(self, topic):
             calls.record("stats", topic)
-            p = PartitionQueueStats(0, 2, 1, 0, 0, 40, None, 3, (GroupQueueStats("acme", 2, 1, 0, 0, 40),), False)
-            return QueueStats.combine(topic, [p], dead_lettered=4)
+            p = PartitionQueueStats(0, 2, 1, 0, 0, 40, 1_796_000_060_000, 3, (GroupQueueStats("acme", 2, 1, 0, 0, 40),),
+                                    False)
+            empty = PartitionQueueStats(1, 0, 0, 0, 0, None, None, 0, (), False)
+            return QueueStats.combine(topic, [p, empty], dead_lettered=4)
 
         def peek(self, topic, partition, state, max_messages):
             calls.record("peek", topic, partition, state, max_messages)
@@ -167,11 +169,17 @@ def test_consume_a_queue_topic_refuses_offsets_and_groups_as_the_wrong_kind(call
 
 
 def test_queues_stats_text_and_json(calls, capsys):
+    """queues stats prints the counts and, per partition, when its earliest delayed message is delivered."""
     code, out, _ = run(capsys, "queues", "stats", "jobs", "--groups")
     assert code == 0 and out.startswith("queue jobs: ready=2 delayed=1 in_flight=0 dead=0 dead_lettered=4")
     assert "acme" in out
+    rows = [line.split() for line in out.splitlines()[1:4]]
+    assert rows == [["PARTITION", "READY", "DELAYED", "IN_FLIGHT", "DEAD", "OLDEST_READY_AGE_MS", "ENQUEUED_TOTAL",
+                     "NEXT_DELIVERY_MS"], ["0", "2", "1", "0", "0", "40", "3", "1796000060000"],
+                    ["1", "0", "0", "0", "0", "-", "0", "-"]]
     stats = json.loads(run(capsys, "--json", "queues", "stats", "jobs")[1])
     assert stats["ready"] == 2 and stats["partitions"][0]["enqueued_total"] == 3
+    assert [p["next_delivery_ms"] for p in stats["partitions"]] == [1_796_000_060_000, None]
 
 
 @pytest.mark.parametrize("argv, call", [

@@ -602,3 +602,18 @@ def test_random_runs_keep_the_invariants(ordering, seed):
 def test_enqueue_result_shape(queue):
     result = queue.enqueue(item(b"x"))
     assert isinstance(result, EnqueueResult) and result.enqueued_ms == queue.now_ms
+
+
+def test_next_delivery_is_the_delayed_messages_time_not_an_acked_leases_deadline(queue):
+    """Goal: stats' next_delivery_ms is the available_ms of the earliest delayed message, whatever else the tick
+    has due (the README's queue example: a message leased for 30 s and acked, one delayed by 60 s)."""
+    queue.put(b"resize 42.png")
+    (leased,) = queue.lease(visibility_ms=30_000)
+    queue.ack((leased.seq, leased.message.delivery_count))
+    later, = queue.put(b"later", deliver_at_ms=queue.now_ms + 60_000)
+    queue.advance(1_000)
+    stats = queue.sm.stats(groups_max=10, scan_max=100)
+    assert (stats.ready, stats.delayed, stats.in_flight) == (0, 1, 0)
+    assert stats.next_delivery_ms == queue.sm.get(later).available_ms == queue.now_ms - 1_000 + 60_000
+    queue.delete(later)
+    assert queue.sm.stats(groups_max=10, scan_max=100).next_delivery_ms is None

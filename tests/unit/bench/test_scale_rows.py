@@ -1,0 +1,56 @@
+"""Goal: `raftbus bench scale --scale-partitions 3,300` runs only the partition rows asked for (no send or producer
+rows), without it every row runs, and a malformed list is refused with a clear message."""
+import argparse
+
+import pytest
+
+from raftbus.bench import scale
+from raftbus.bench.runner import add_arguments
+from raftbus.client import settings
+
+
+def parse(*argv):
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return parser.parse_args(["scale", *argv])
+
+
+@pytest.fixture
+def rows(monkeypatch):
+    """The rows measure_rows runs, as (kind, partitions, producers), with no cluster behind them."""
+    ran = []
+
+    def produce_row(runner, bootstrap, args, partitions, producers, topic, per_record=False):
+        ran.append(("send" if per_record else "produce", partitions, producers))
+        return {"records_per_s": 1, "producer_cpu_us_per_record": 1, "broker_cpu_us_per_record": 1}
+
+    def consume_row(runner, bootstrap, args, partitions, topic):
+        ran.append(("consume", partitions, None))
+        return {"records_per_s": 1}
+
+    monkeypatch.setattr(scale, "produce_row", produce_row)
+    monkeypatch.setattr(scale, "consume_row", consume_row)
+    monkeypatch.setattr(scale, "delete_topic", lambda bootstrap, topic: None)
+    return ran
+
+
+def test_only_the_partition_rows_asked_for_run(rows):
+    result = {"rows": {}}
+    scale.measure_rows("127.0.0.1:1", parse("--scale-partitions", "3,300"), None, result)
+    assert rows == [("produce", 3, 2), ("consume", 3, None), ("produce", 300, 2), ("consume", 300, None)]
+    assert sorted(result["rows"]) == ["p3", "p300"]
+
+
+def test_without_the_flag_every_row_runs(rows):
+    scale.measure_rows("127.0.0.1:1", parse(), None, {"rows": {}})
+    assert rows[0] == ("send", 3, 2)
+    assert [p for kind, p, producers in rows if kind == "produce" and p == 3 and producers != 2] == [3] * len(
+        settings.BENCH_SCALE_PRODUCERS)
+    assert [p for kind, p, _ in rows if kind == "consume"] == list(settings.BENCH_SCALE_PARTITIONS)
+
+
+@pytest.mark.parametrize("text", ["", "3,x", "0,300", "3,,300"])
+def test_a_malformed_list_of_partition_counts_is_refused(text, capsys):
+    with pytest.raises(SystemExit):
+        parse("--scale-partitions", text)
+    assert "--scale-partitions" in capsys.readouterr().err
