@@ -55,13 +55,18 @@ def build_features(context: BrokerContext, settings: BrokerSettings, *, data_dir
                                process_stats=lambda: {**process_stats(), **log.compaction_stats()},
                                metrics_url=metrics_url, kafka_address=lambda: kafka[0].address if kafka else "",
                                raft_peers=raft_peers, cluster_id=node.cluster_id)
+    groups = GroupsFeature(context, settings.groups)
     kafka.append(KafkaFeature(context, PortSettings.of(settings), log.service, metadata.admin,
-                              policy=security.policy()))
+                              group_service=groups.service, offset_service=groups.offsets,
+                              policy=security.policy(), token_policy=security.token_policy(),
+                              ssl_context=security.kafka_ssl_context() if settings.kafka.kafka_listen else None,
+                              certificate_rules=security.certificate_rules(),
+                              peer_credentials=credentials))
     return Features(
         security=security,
         metadata=metadata,
         log=log,
-        groups=GroupsFeature(context, settings.groups),
+        groups=groups,
         queues=QueuesFeature(context, settings.queues, settings.log,
                              history_keys=[keys.queue_history for keys in (node.cluster_keys,
                                                                            *node.accepted_cluster_keys)],

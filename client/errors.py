@@ -276,6 +276,37 @@ class GroupLimitReached(RaftbusError):
     code = "GROUP_LIMIT_REACHED"
 
 
+class InconsistentGroupProtocol(RaftbusError):
+    """The group is in use by members of another protocol (raftbus's own, Kafka's classic protocol or Kafka's
+    consumer protocol), or a classic member shares no assignment protocol with the group's members."""
+
+    code = "INCONSISTENT_GROUP_PROTOCOL"
+
+
+class RebalanceInProgress(RaftbusError):
+    """A classic group is between generations: its members must join again before they sync."""
+
+    code = "REBALANCE_IN_PROGRESS"
+
+
+class GroupSubscribedToTopic(RaftbusError):
+    """Deleting a group's committed offsets of a topic its members still consume."""
+
+    code = "GROUP_SUBSCRIBED_TO_TOPIC"
+
+
+class FencedInstanceId(RaftbusError):
+    """Another consumer joined under the same static member id (Kafka's group.instance.id): this one is fenced."""
+
+    code = "FENCED_INSTANCE_ID"
+
+
+class GroupStateTooLarge(RaftbusError):
+    """A Kafka classic group's members' protocols and assignments would exceed `kafka_group_state_bytes_max`."""
+
+    code = "GROUP_STATE_TOO_LARGE"
+
+
 class LimitReached(RaftbusError):
     """The change would exceed a configured count: `topics_max`, `cluster_partitions_max` or `broker_replicas_max`."""
 
@@ -473,6 +504,11 @@ GRPC_STATUS: dict[type[RaftbusError], grpc.StatusCode] = {
     GroupNotEmpty: grpc.StatusCode.FAILED_PRECONDITION,
     GroupLimitReached: grpc.StatusCode.RESOURCE_EXHAUSTED,
     InvalidSessionTimeout: grpc.StatusCode.INVALID_ARGUMENT,
+    InconsistentGroupProtocol: grpc.StatusCode.FAILED_PRECONDITION,
+    RebalanceInProgress: grpc.StatusCode.FAILED_PRECONDITION,
+    GroupSubscribedToTopic: grpc.StatusCode.FAILED_PRECONDITION,
+    FencedInstanceId: grpc.StatusCode.FAILED_PRECONDITION,
+    GroupStateTooLarge: grpc.StatusCode.RESOURCE_EXHAUSTED,
     LimitReached: grpc.StatusCode.RESOURCE_EXHAUSTED,
     # queue topics
     UnknownMessage: grpc.StatusCode.NOT_FOUND,
@@ -545,6 +581,11 @@ KAFKA_ERROR: dict[type[RaftbusError], int] = {
     GroupNotEmpty: 68,                # NON_EMPTY_GROUP
     GroupLimitReached: 81,            # GROUP_MAX_SIZE_REACHED
     InvalidSessionTimeout: 26,        # INVALID_SESSION_TIMEOUT
+    InconsistentGroupProtocol: 23,    # INCONSISTENT_GROUP_PROTOCOL
+    RebalanceInProgress: 27,          # REBALANCE_IN_PROGRESS
+    GroupSubscribedToTopic: 86,       # GROUP_SUBSCRIBED_TO_TOPIC
+    FencedInstanceId: 82,             # FENCED_INSTANCE_ID
+    GroupStateTooLarge: -1,           # UNKNOWN_SERVER_ERROR (what Kafka answers when a group's record is too large)
     LimitReached: 44,                 # POLICY_VIOLATION
     # queue topics
     UnknownMessage: 42,               # INVALID_REQUEST

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from raftbus.client import errors
 
+from raftbus.broker.groups import classic
 from raftbus.broker.groups import commands as group_commands
 from raftbus.broker.groups import rules
 from raftbus.broker.groups.offset_state import CommittedOffset
@@ -64,10 +65,39 @@ class OffsetService:
             raise errors.InvalidArgument(
                 f"offset metadata exceeds offset_metadata_bytes_max={self.settings.offset_metadata_bytes_max}")
         replica = self.context.leader_replica(topic, partition, kind="stream")
-        check_member(self.context, group, member_id, generation, topic, partition)
+        generation = self._check_commit(replica, group, member_id, generation, topic, partition)
         command = group_commands.encode_commit_offset(group=group, member_id=member_id, generation=generation, offset=offset,
                                           metadata=metadata, reset=reset, now_ms=self.context.clock.now_ms())
         return wait_result(replica.group.submit(command), self.context.commit_timeout_s)
+
+    def _check_commit(self, replica, group: str, member_id: str, generation: int, topic: str,
+                      partition: int) -> int:
+        """The generation the commit carries into the partition, once this broker's metadata replica allows it.
+
+        Members of raftbus's groups and of Kafka's consumer protocol must own the partition (check_member); a
+        classic group's member must be at its group's generation, as Kafka's coordinator decides (the coordinator
+        checked first and forwarded the commit here; this replica checks again, so a deposed coordinator cannot
+        let an old generation through once this broker knows the new one). A commit without member and
+        generation (-1: Kafka's admin tools, consumers that assign themselves partitions) is allowed while the
+        group has no members, under the highest generation the partition has seen for it."""
+        applied_index = self.context.metadata_sm.applied_index()  # first: the group read next is at least this new
+        found = self.context.metadata_sm.group(group)
+        if (found is not None and found.protocol == rules.CLASSIC) or (generation < 0 and not member_id):
+            classic.check_commit(found, applied_index, group, member_id, generation)
+            return generation if generation >= 0 else replica.state_machine.highest_generation(group)
+        rules.check_owner(found, applied_index, group, member_id, generation, (topic, partition))
+        return generation
+
+    def delete(self, group: str, *, topic: str, partition: int) -> bool:
+        """Forget the group's committed offset of the partition (Kafka's DeleteGroups and OffsetDelete); refused
+        while members of the group consume the topic (GroupSubscribedToTopic). True when there was one."""
+        rules.validate_group_name(group)
+        replica = self.context.leader_replica(topic, partition, kind="stream")
+        found = self.context.metadata_sm.group(group)
+        if found is not None and any(topic in m.topics for m in found.members.values()):
+            raise errors.GroupSubscribedToTopic(f"members of group {group!r} consume topic {topic!r}")
+        return wait_result(replica.group.submit(group_commands.encode_delete_offset(group=group)),
+                           self.context.commit_timeout_s)
 
     def reset(self, group: str, *, topic: str, partition: int, offset: int) -> CommittedOffset:
         """An operator sets the group's offset for the partition, backwards too; only while the group has no

@@ -106,6 +106,18 @@ def commit(txn, high_watermark: int, payload: dict):
     return entry
 
 
+def delete(txn, payload: dict) -> bool:
+    """Forget the group's committed offset (Kafka's DeleteGroups, OffsetDelete): reads see none from now on.
+    Its highest generation stays as a fence-only entry, so a late commit of an older generation is still refused;
+    the entry expires like an old commit. True when an offset was there."""
+    group = payload["group"]
+    entry = _load_entry(txn, group)
+    if entry is None or entry.offset == _FENCE_ONLY:
+        return False
+    _store(txn, group, CommittedOffset(_FENCE_ONLY, 0, 0, entry.highest_generation, ""))
+    return True
+
+
 def committed_before(txn, cutoff_ms: int) -> list[str]:
     """Groups whose offset here was last committed before `cutoff_ms`."""
     return [bytes(key).decode() for key, raw in txn.items(OFFSETS) if _ENTRY.unpack_from(raw)[2] < cutoff_ms]

@@ -9,11 +9,14 @@ from collections.abc import Mapping
 
 from raftbus.client import errors
 
+from raftbus.broker.groups import classic
 from raftbus.broker.groups import commands as group_commands
 from raftbus.broker.groups import rules
 
 _MEMBER_CHANGES = {group_commands.LEAVE_GROUP: rules.leave, group_commands.EXPIRE_MEMBERS: rules.expire,
-                   group_commands.RELEASE_PARTITIONS: rules.release}
+                   group_commands.RELEASE_PARTITIONS: rules.release,
+                   group_commands.CLASSIC_COMPLETE_JOIN: classic.complete_join,
+                   group_commands.CLASSIC_SYNC: classic.sync, group_commands.CLASSIC_LEAVE: classic.leave}
 
 
 def plan_group_command(groups: Mapping[str, rules.ConsumerGroup], topics: Mapping, index: int, kind: str,
@@ -26,11 +29,15 @@ def plan_group_command(groups: Mapping[str, rules.ConsumerGroup], topics: Mappin
         return None, _delete(group, name)
     if kind == group_commands.JOIN_GROUP:
         changed = rules.join(group, payload, counts, len(groups), index)
+    elif kind == group_commands.CLASSIC_JOIN:
+        changed = classic.join(group, payload, counts, len(groups), index)
     elif kind == group_commands.REGISTER_GROUP:
         changed = rules.register(group, payload, counts, len(groups))
     else:
-        if kind == group_commands.EXPIRE_MEMBERS:
+        if kind in (group_commands.EXPIRE_MEMBERS, group_commands.CLASSIC_LEAVE):
             _check_ids(payload["member_ids"])
+        if kind not in group_commands.CLASSIC_KINDS and group is not None and group.protocol == rules.CLASSIC:
+            raise errors.InconsistentGroupProtocol(f"group {name!r} uses Kafka's classic protocol")
         changed = _MEMBER_CHANGES[kind](group, payload, counts, index)
     return changed, (((name, changed),) if changed is not group else ())
 
@@ -55,6 +62,8 @@ def resettle_after_topic_change(groups: Mapping[str, rules.ConsumerGroup], topic
     changes = []
     for name in sorted(groups):
         group = groups[name]
+        if group.protocol == rules.CLASSIC:  # its leader assigns; the members see the topic change themselves
+            continue
         if any(topic_name in member.topics for member in group.members.values()):
             settled = rules.refresh(group, counts, index, now_ms)
             if settled is not group:

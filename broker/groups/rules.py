@@ -21,8 +21,14 @@ from dataclasses import dataclass
 from raftbus.client import errors
 
 from raftbus.broker.groups import assignor
+from raftbus.broker.groups.classic_state import STABLE as CLASSIC_STABLE, ClassicState
 
 TopicPartition = tuple[str, int]
+
+# Who a group's members are: raftbus's own consumers, Kafka's classic protocol (JoinGroup/SyncGroup, the leader
+# assigns), Kafka's consumer protocol (KIP-848: ConsumerGroupHeartbeat, this broker's sticky assignor assigns).
+RAFTBUS, CLASSIC, CONSUMER = "raftbus", "classic", "consumer"
+PROTOCOLS = (RAFTBUS, CLASSIC, CONSUMER)
 
 GROUP_NAME_BYTES_MAX = 249
 MEMBER_ID_BYTES_MAX = 255
@@ -72,6 +78,8 @@ class ConsumerGroup:
     members: Mapping[str, Member]
     owners: Mapping[TopicPartition, Owner]
     topics: tuple[str, ...] = ()  # what its members subscribe to; kept when the group empties (for its offsets)
+    protocol: str = RAFTBUS
+    classic: ClassicState | None = None  # a classic group's protocols, assignments, leader and phase
 
     # ------------------------------------------------------------------ views
     def owned_by(self, member_id: str) -> tuple[TopicPartition, ...]:
@@ -96,24 +104,34 @@ class ConsumerGroup:
     def state(self) -> str:
         if not self.members:
             return EMPTY
+        if self.classic is not None:
+            return STABLE if self.classic.phase == CLASSIC_STABLE else REBALANCING
         owned = owned_sets(self.owners)
         settled = all(owned.get(m, set()) == set(member.target) for m, member in self.members.items())
         return STABLE if settled else REBALANCING
 
     # ------------------------------------------------------------------ storage
     def to_dict(self) -> dict:
-        return {"name": self.name, "generation": self.generation, "created_ms": self.created_ms,
-                "changed_ms": self.changed_ms, "empty_since_ms": self.empty_since_ms, "topics": list(self.topics),
-                "members": [self.members[m].to_dict() for m in sorted(self.members)],
-                "owners": [[t, p, o.member_id, o.since_generation] for (t, p), o in sorted(self.owners.items())]}
+        out = {"name": self.name, "generation": self.generation, "created_ms": self.created_ms,
+               "changed_ms": self.changed_ms, "empty_since_ms": self.empty_since_ms, "topics": list(self.topics),
+               "members": [self.members[m].to_dict() for m in sorted(self.members)],
+               "owners": [[t, p, o.member_id, o.since_generation] for (t, p), o in sorted(self.owners.items())]}
+        if self.protocol != RAFTBUS:  # raftbus's own groups are stored as they always were
+            out["protocol"] = self.protocol
+        if self.classic is not None:
+            out["classic"] = self.classic.to_dict()
+        return out
 
     @classmethod
     def from_dict(cls, data: dict) -> "ConsumerGroup":
         members = {m["member_id"]: Member.from_dict(m) for m in data["members"]}
         owners = {(t, int(p)): Owner(member_id, int(since)) for t, p, member_id, since in data["owners"]}
+        classic = data.get("classic")
         return cls(name=data["name"], generation=int(data["generation"]), created_ms=int(data["created_ms"]),
                    changed_ms=int(data["changed_ms"]), empty_since_ms=int(data["empty_since_ms"]),
-                   members=members, owners=owners, topics=tuple(data["topics"]))
+                   members=members, owners=owners, topics=tuple(data["topics"]),
+                   protocol=data.get("protocol", RAFTBUS),
+                   classic=None if classic is None else ClassicState.from_dict(classic))
 
 
 def owned_sets(owners: Mapping[TopicPartition, Owner]) -> dict[str, set[TopicPartition]]:
@@ -146,8 +164,15 @@ def validate_member_id(member_id, what: str = "member_id", limit: int = MEMBER_I
         raise errors.InvalidArgument(f"{what} {member_id!r} may only use printable ASCII without spaces")
 
 
-def _topic_list(topics) -> tuple[str, ...]:
-    if not isinstance(topics, list) or not topics or not all(isinstance(t, str) and t for t in topics):
+def printable_client_id(client_id: str | None) -> str:
+    """A client id as a group member's: printable ASCII without spaces (others become "_"), at most
+    CLIENT_ID_BYTES_MAX characters (Kafka's client ids may hold anything)."""
+    return "".join(c if "\x21" <= c <= "\x7e" else "_" for c in client_id or "")[:CLIENT_ID_BYTES_MAX]
+
+
+def _topic_list(topics, allow_empty: bool = False) -> tuple[str, ...]:
+    if not isinstance(topics, list) or not (topics or allow_empty) or \
+            not all(isinstance(t, str) and t for t in topics):
         raise errors.InvalidArgument("a member subscribes to a non-empty list of topic names")
     return tuple(sorted(set(topics)))
 
@@ -165,20 +190,26 @@ def _partition_list(partitions) -> list[TopicPartition]:
 # ---------------------------------------------------------------------- changes (each returns the new group)
 def join(group: ConsumerGroup | None, payload: dict, partition_counts: Mapping[str, int], groups_count: int,
          index: int) -> ConsumerGroup:
-    """Add a member, or update an existing member's subscription and timeouts."""
+    """Add a member, or update an existing member's subscription and timeouts. `protocol` in the payload says
+    whose member it is: raftbus's own (the default) or Kafka's consumer protocol (whose members may subscribe to
+    topics that do not exist yet, or to none)."""
     name, member_id, now_ms = payload["group"], payload["member_id"], payload["now_ms"]
+    protocol = payload.get("protocol", RAFTBUS)
+    if protocol not in (RAFTBUS, CONSUMER):
+        raise errors.InvalidArgument(f"join_group protocol must be {RAFTBUS!r} or {CONSUMER!r}")
     validate_group_name(name)
     validate_member_id(member_id)
     validate_member_id(payload["client_id"], "client_id", CLIENT_ID_BYTES_MAX)
     if not member_id:
         raise errors.InvalidArgument("the joining member needs a member_id")
-    topics = _topic_list(payload["topics"])
+    topics = _topic_list(payload["topics"], allow_empty=protocol == CONSUMER)
     if payload["session_timeout_ms"] < 1 or payload["rebalance_timeout_ms"] < 1:
         raise errors.InvalidSessionTimeout("session and rebalance timeouts must be >= 1 ms")
     if group is None:
         if groups_count >= payload["groups_max"]:
             raise errors.GroupLimitReached(f"{groups_count} groups exist (groups_max={payload['groups_max']})")
         group = new_group(name, now_ms)
+    group = adopt(group, protocol)
     known = group.members.get(member_id)
     if known is None and len(group.members) >= payload["members_max"]:
         raise errors.GroupLimitReached(
@@ -189,6 +220,18 @@ def join(group: ConsumerGroup | None, payload: dict, partition_counts: Mapping[s
                     target=known.target if known else (), revoking_since_ms=known.revoking_since_ms if known else -1)
     members = {**group.members, member_id: member}
     return settle(group, members, group.owners, partition_counts, index, now_ms)
+
+
+def adopt(group: ConsumerGroup, protocol: str) -> ConsumerGroup:
+    """The group, to be used by members of `protocol`: an empty group changes protocol (its committed offsets
+    stay: either port's consumers start from them); a group in use by another protocol's members refuses."""
+    if group.protocol == protocol:
+        return group
+    if group.members:
+        raise errors.InconsistentGroupProtocol(
+            f"group {group.name!r} is in use by {len(group.members)} member(s) of the {group.protocol} protocol; a "
+            f"member of the {protocol} protocol cannot join it until it is empty")
+    return dataclasses.replace(group, protocol=protocol, classic=None, owners={})
 
 
 def register(group: ConsumerGroup | None, payload: dict, partition_counts: Mapping[str, int],
@@ -300,6 +343,9 @@ def check_owner(group: ConsumerGroup | None, applied_index: int, name: str, memb
     `applied_index` is the replica's applied metadata index, read BEFORE `group`: a replica that has not
     applied `generation` yet answers MetadataBehind (retriable) instead of judging with old knowledge.
     """
+    if group is not None and group.protocol == CLASSIC:
+        raise errors.InconsistentGroupProtocol(f"group {name!r} uses Kafka's classic protocol: its members commit "
+                                               "through the Kafka port's group coordinator")
     if generation < 1:
         raise errors.StaleGeneration("a member needs a generation from its assignment before fetching or committing")
     if applied_index < generation:

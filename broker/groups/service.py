@@ -139,6 +139,24 @@ class GroupService:
         self._submit(group_commands.encode_leave_group(group=group, member_id=member_id, now_ms=self.context.clock.now_ms()))
         log.info("member left", extra={"group": group, "member": member_id})
 
+    def delete_group(self, group: str, forget_offset) -> None:
+        """Delete an empty group and its committed offsets (Kafka's DeleteGroups): `forget_offset(group, topic,
+        partition)` forgets each offset on its partition's leader, then the group goes. GroupNotEmpty while it
+        has members, UnknownGroup when there is none."""
+        rules.validate_group_name(group)
+        self.context.require_controller()
+        found = self.context.metadata_sm.group(group)
+        if found is None:
+            raise errors.UnknownGroup(f"group {group!r} does not exist")
+        if found.members:
+            raise errors.GroupNotEmpty(f"group {group!r} has {len(found.members)} member(s)")
+        for name in found.topics:
+            topic = self.context.metadata_sm.topic(name)
+            for partition in range(len(topic.partitions) if topic is not None and topic.kind == "stream" else 0):
+                forget_offset(group, name, partition)
+        self._submit(group_commands.encode_delete_group(group=group, now_ms=self.context.clock.now_ms()))
+        log.info("group deleted", extra={"group": group})
+
     # ------------------------------------------------------------------ reads (any broker)
     def list_groups(self) -> list[rules.ConsumerGroup]:
         groups = self.context.metadata_sm.groups()
@@ -177,7 +195,9 @@ class GroupService:
         self.heartbeats.keep_only({name: set(g.members) for name, g in groups.items()})
 
     def _housekeeping_command(self, group: rules.ConsumerGroup, now_ms: int, since_ms: int) -> bytes | None:
-        doomed = rules.overdue_members(group, self.heartbeats.last_of(group.name), since_ms, now_ms)
+        # a classic group's members are the Kafka port's coordinator's to expire (broker/groups/coordinator.py)
+        doomed = [] if group.protocol == rules.CLASSIC else \
+            rules.overdue_members(group, self.heartbeats.last_of(group.name), since_ms, now_ms)
         if doomed:
             log.info("members expired", extra={"group": group.name, "members": doomed})
             return group_commands.encode_expire_members(group=group.name, member_ids=doomed, now_ms=now_ms)

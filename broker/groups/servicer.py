@@ -18,8 +18,11 @@ def group_proto(group) -> gpb.GroupInfo:
                                joined_ms=m.joined_ms, owned=partitions_proto(owned[m.member_id]),
                                target=partitions_proto(m.target))
                for _, m in sorted(group.members.items())]
+    classic = group.classic
     return gpb.GroupInfo(name=group.name, generation=group.generation, state=group.state, members=members,
-                         topics=group.topics, created_ms=group.created_ms, changed_ms=group.changed_ms)
+                         topics=group.topics, created_ms=group.created_ms, changed_ms=group.changed_ms,
+                         protocol=group.protocol, protocol_type=classic.protocol_type if classic else "",
+                         assignor=classic.protocol_name if classic else "")
 
 
 def offset_proto(lag) -> gpb.PartitionOffset:
@@ -96,6 +99,11 @@ class GroupsServicer(gpb_grpc.GroupsServicer):
     @unary
     def DescribeGroup(self, request, context):
         return group_proto(self.groups.describe_group(request.group))
+
+    @unary
+    def DeleteOffset(self, request, context):
+        return gpb.DeleteOffsetResponse(deleted=self.offsets.delete(request.group, topic=request.topic,
+                                                                    partition=request.partition))
 
 
 def group_servicers(group_service, offset_service) -> list:

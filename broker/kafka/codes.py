@@ -34,8 +34,34 @@ DUPLICATE_SEQUENCE_NUMBER = 46
 INVALID_CONFIG = 40
 UNKNOWN_PRODUCER_ID = 59
 INVALID_RECORD = 87
+UNKNOWN_TOPIC_ID = 100
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 INVALID_TXN_STATE = 48
+# consumer groups
+OFFSET_METADATA_TOO_LARGE = 12
+COORDINATOR_LOAD_IN_PROGRESS = 14
+COORDINATOR_NOT_AVAILABLE = 15
+NOT_COORDINATOR = 16
+ILLEGAL_GENERATION = 22
+INCONSISTENT_GROUP_PROTOCOL = 23
+INVALID_GROUP_ID = 24
+UNKNOWN_MEMBER_ID = 25
+INVALID_SESSION_TIMEOUT = 26
+REBALANCE_IN_PROGRESS = 27
+NON_EMPTY_GROUP = 68
+GROUP_ID_NOT_FOUND = 69
+MEMBER_ID_REQUIRED = 79
+GROUP_MAX_SIZE_REACHED = 81
+FENCED_INSTANCE_ID = 82
+GROUP_SUBSCRIBED_TO_TOPIC = 86
+FENCED_MEMBER_EPOCH = 110
+UNRELEASED_INSTANCE_ID = 111
+UNSUPPORTED_ASSIGNOR = 112
+STALE_MEMBER_EPOCH = 113
+# authentication
+UNSUPPORTED_SASL_MECHANISM = 33
+ILLEGAL_SASL_STATE = 34
+SASL_AUTHENTICATION_FAILED = 58
 
 RETRIABLE = {CORRUPT_MESSAGE, UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER,
              REQUEST_TIMED_OUT, NOT_CONTROLLER}
@@ -47,6 +73,25 @@ def code_of(error: BaseException) -> int:
     if isinstance(error, errors.RaftbusError):
         return errors.kafka_code_for(error)
     return UNKNOWN_SERVER_ERROR
+
+
+def group_code_of(error: BaseException, *, consumer_protocol: bool = False) -> int:
+    """The Kafka error code of an error raised by a group call: where the answer is about the coordinator
+    (NOT_COORDINATOR while another broker leads the metadata group, COORDINATOR_NOT_AVAILABLE during an
+    election or a commit that did not make it in time), a group id (INVALID_GROUP_ID) or, for Kafka's consumer
+    protocol, a member epoch (FENCED_MEMBER_EPOCH); else its row in KAFKA_ERROR."""
+    if isinstance(error, errors.NotLeader) and error.leader_id is not None:
+        return NOT_COORDINATOR
+    if isinstance(error, errors.NotLeader | errors.LeaderNotAvailable | errors.Unavailable |
+                  errors.RequestTimedOut):
+        return COORDINATOR_NOT_AVAILABLE
+    if isinstance(error, errors.InvalidName):
+        return INVALID_GROUP_ID
+    if isinstance(error, errors.PermissionDenied):
+        return GROUP_AUTHORIZATION_FAILED
+    if consumer_protocol and isinstance(error, errors.StaleGeneration):
+        return FENCED_MEMBER_EPOCH
+    return code_of(error)
 
 
 def message_of(error: BaseException) -> str:

@@ -16,6 +16,10 @@ from typing import NamedTuple
 
 from raftbus.broker.kafka.connection import Connection
 from raftbus.broker.kafka.session import Session
+from raftbus.client import errors
+
+from raftbus.broker.security.principals import certificate_principal
+from raftbus.broker.security.tls import certificate_subject
 
 log = logging.getLogger(__name__)
 BLOCKING_CALLS_MAX = 4  # threads for the calls that block (topic administration)
@@ -30,6 +34,8 @@ class KafkaLimits(NamedTuple):
     request_read_timeout_ms: int = 30_000
     idle_ms: int = 600_000
     fetch_sessions_max: int = 1000
+    unauthenticated_request_bytes_max: int = 512 * 1024
+    authentication_timeout_ms: int = 10_000
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -38,11 +44,14 @@ def split_address(address: str) -> tuple[str, int]:
 
 
 class KafkaListener:
-    def __init__(self, listen: str, limits: KafkaLimits, policy=None, reuse_port: bool = False):
+    def __init__(self, listen: str, limits: KafkaLimits, policy=None, ssl_context=None, reuse_port: bool = False,
+                 certificate_rules: tuple = ()):
         self.listen = listen
         self.reuse_port = reuse_port  # SO_REUSEPORT: the port may be held reserved for this broker
         self.limits = limits
         self.policy = policy  # () -> AccessPolicy when authorization is on (session.py)
+        self.ssl_context = ssl_context  # TLS with the client port's certificate (SSL and SASL_SSL), or None
+        self.certificate_rules = certificate_rules  # tls_principal_rules: a client certificate's principal, if any
         self.router = None  # set by the assembly (broker/kafka/apis.py) before start
         self.loop = asyncio.new_event_loop()
         self.blocking = ThreadPoolExecutor(max_workers=BLOCKING_CALLS_MAX, thread_name_prefix="raftbus-kafka-admin")
@@ -79,8 +88,10 @@ class KafkaListener:
     async def _bind(self) -> None:
         self._stopping = asyncio.Event()
         host, port = split_address(self.listen)
+        tls = {"ssl": self.ssl_context, "ssl_handshake_timeout": self.limits.authentication_timeout_ms / 1000} \
+            if self.ssl_context is not None else {}
         self._server = await asyncio.start_server(self._accept, host, port, limit=64 * 1024, backlog=512,
-                                                  reuse_port=self.reuse_port or None)
+                                                  reuse_port=self.reuse_port or None, **tls)
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -91,14 +102,32 @@ class KafkaListener:
                         extra={"peer": peer})
             writer.close()
             return
-        self.connections += 1
+        ssl_object = writer.get_extra_info("ssl_object")
         try:
-            await Connection(reader, writer, self.router, Session(peer, self.policy), self.limits).serve()
+            principal = self.certificate_principal(ssl_object)
+        except errors.Unauthenticated as exc:
+            log.warning("kafka connection refused: %s", exc.message, extra={"peer": peer})
+            writer.close()
+            return
+        self.connections += 1
+        session = Session(peer, self.policy, tls=ssl_object is not None, principal=principal)
+        try:
+            await Connection(reader, writer, self.router, session, self.limits).serve()
+        except asyncio.CancelledError:  # the listener stops: end quietly (asyncio's stream callback would log it)
+            writer.close()
         except Exception:
             log.exception("kafka connection failed", extra={"peer": peer})
             writer.close()
         finally:
             self.connections -= 1
+
+    def certificate_principal(self, ssl_object) -> str | None:
+        """The principal a verified client certificate names through `tls_principal_rules`, exactly as on the
+        client port (none without rules or a certificate); Unauthenticated for a reserved or invalid one."""
+        if ssl_object is None or not self.certificate_rules:
+            return None
+        subject = certificate_subject(ssl_object.getpeercert(binary_form=True))
+        return certificate_principal(self.certificate_rules, subject) if subject else None
 
     async def _shutdown(self) -> None:
         self._server.close()

@@ -200,6 +200,8 @@ def _convert(f: _Field, value):
 
 
 def _primitive(kafka_type: str, value, optional: bool):
+    if value is None and not optional and kafka_type in ("string", "bytes"):
+        return "" if kafka_type == "string" else b""  # a field nullable in later versions, not in this one
     if kafka_type == "error_code":
         return ErrorCode(int(value))
     if kafka_type in ("timedelta_i32", "timedelta_i64"):

@@ -17,6 +17,20 @@ class KafkaServices:
     # broker id -> "host:port" of its Kafka port, from the broker registry
     kafka_addresses: Callable[[], dict[int, str]] = dict
     cluster_id: str = "raftbus"
+    # consumer groups (broker/groups/): the classic protocol's coordinator, the consumer protocol's service, the
+    # controller's GroupService (registration, deletion), committed offsets on partition leaders, the settings
+    coordinator: object = None
+    consumer_groups: object = None
+    group_service: object = None
+    offsets: object = None  # OffsetForwarder
+    group_settings: object = None  # GroupSettings
+    offset_executor: object = None  # the threads that carry offset calls to partition leaders
+    # () -> AccessPolicy of the applied tokens (SASL checks credentials with it)
+    token_policy: Callable = None
+
+    async def offset_call(self, fn, *args):
+        """Run a blocking offset call (OffsetForwarder) on the offset threads and await it."""
+        return await self.listener.loop.run_in_executor(self.offset_executor, fn, *args)
 
 
 @dataclass

@@ -22,6 +22,16 @@ class KafkaSettings:
     kafka_connection_idle_ms: int = setting(600_000, "a connection silent for this long is closed")
     kafka_fetch_sessions_max: int = setting(1000, "incremental fetch sessions kept by one broker (the oldest idle "
                                                   "one goes)")
+    kafka_group_initial_rebalance_delay_ms: int = setting(3_000, "a classic group's first members wait this long "
+                                                                 "for others before the first generation (0 = not)")
+    kafka_group_state_bytes_max: int = setting(1024 * 1024, "a classic group's members' protocols and assignments "
+                                                            "(Kafka's group record limit)")
+    kafka_offset_calls_max: int = setting(16, "threads carrying a coordinator's offset calls to partition leaders")
+    kafka_unauthenticated_request_bytes_max: int = setting(512 * 1024, "with auth_enabled: one request frame "
+                                                                       "before SASL (or a client certificate) "
+                                                                       "authenticated the connection")
+    kafka_authentication_timeout_ms: int = setting(10_000, "with auth_enabled: a connection not authenticated "
+                                                           "this long after it opened (TLS and SASL) is closed")
 
     @property
     def kafka_address(self) -> str:
@@ -33,5 +43,10 @@ class KafkaSettings:
             if address:
                 parse_address(address)
         for name in ("kafka_connections_max", "kafka_in_flight_per_connection_max", "kafka_request_bytes_max",
-                     "kafka_request_read_timeout_ms", "kafka_connection_idle_ms", "kafka_fetch_sessions_max"):
+                     "kafka_request_read_timeout_ms", "kafka_connection_idle_ms", "kafka_fetch_sessions_max",
+                     "kafka_group_state_bytes_max", "kafka_offset_calls_max",
+                     "kafka_unauthenticated_request_bytes_max", "kafka_authentication_timeout_ms"):
             require(getattr(self, name) >= 1, f"{name} must be >= 1")
+        require(self.kafka_group_initial_rebalance_delay_ms >= 0, "kafka_group_initial_rebalance_delay_ms must be >= 0")
+        require(self.kafka_unauthenticated_request_bytes_max <= self.kafka_request_bytes_max,
+                "kafka_unauthenticated_request_bytes_max must not exceed kafka_request_bytes_max")

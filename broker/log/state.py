@@ -164,6 +164,8 @@ class PartitionStateMachine:
             return offset_state.read(txn, payload), self._state
         if kind == group_commands.EXPIRE_OFFSETS:
             return offset_state.expire(txn, payload), self._state
+        if kind == group_commands.DELETE_OFFSET:
+            return offset_state.delete(txn, payload), self._state
         return errors.InvalidArgument(f"{kind} is not a partition command"), self._state
 
     def _compaction_command(self, txn, kind: str, payload):

@@ -1,7 +1,7 @@
 """Token and ACL commands of the metadata group: JSON objects like every metadata command (b"J" + JSON with
 "type"). A token travels only as its hash: the controller generates the token and proposes its SHA-256.
 
-    create_token     principal, token_hash          a new token of the principal
+    create_token     principal, token_hash, (scram) a new token of the principal, with its SCRAM verifiers
     revoke_tokens    principal, token_id            one token of the principal ("" = all of them)
     grant_acl        principal, resource_type, resource_name, operation
     revoke_acl       the same four fields
@@ -36,8 +36,10 @@ def _json(command_type: str, **fields) -> bytes:
     return b"J" + json.dumps({"type": command_type, **fields}, separators=(",", ":"), sort_keys=True).encode()
 
 
-def encode_create_token(*, principal: str, token_hash: str, now_ms: int) -> bytes:
-    return _json(CREATE_TOKEN, principal=principal, token_hash=token_hash, now_ms=now_ms)
+def encode_create_token(*, principal: str, token_hash: str, now_ms: int, scram: dict | None = None) -> bytes:
+    """`scram`: the token's SCRAM verifiers by mechanism (broker/security/scram.py), never the token."""
+    extra = {"scram": scram} if scram is not None else {}
+    return _json(CREATE_TOKEN, principal=principal, token_hash=token_hash, now_ms=now_ms, **extra)
 
 
 def encode_revoke_tokens(*, principal: str, token_id: str, now_ms: int) -> bytes:
@@ -52,8 +54,9 @@ def encode_revoke_acl(acl: Acl, *, now_ms: int) -> bytes:
     return _json(REVOKE_ACL, **acl._asdict(), now_ms=now_ms)
 
 
-def encode_bootstrap_admin(*, principal: str, token_hash: str, now_ms: int) -> bytes:
-    return _json(BOOTSTRAP_ADMIN, principal=principal, token_hash=token_hash, now_ms=now_ms)
+def encode_bootstrap_admin(*, principal: str, token_hash: str, now_ms: int, scram: dict | None = None) -> bytes:
+    extra = {"scram": scram} if scram is not None else {}
+    return _json(BOOTSTRAP_ADMIN, principal=principal, token_hash=token_hash, now_ms=now_ms, **extra)
 
 
 def acl_of(payload: dict) -> Acl:

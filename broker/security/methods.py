@@ -89,6 +89,7 @@ METHOD_CHECKS: dict[str, tuple[Check, ...] | None] = {
     _GROUPS + "RegisterGroup": (group("group", ADMIN), topic("topics*", CONSUME)),  # before a reset or a restore
     _GROUPS + "ListGroups": (cluster(ADMIN),),
     _GROUPS + "DescribeGroup": (group("group", CONSUME),),
+    _GROUPS + "DeleteOffset": (group("group", ADMIN), topic("topic", CONSUME)),  # Kafka's DeleteGroups, OffsetDelete
     # queue topics: enqueue, cancel and reprioritize are the producer's; lease and settle the consumer's
     _QUEUE + "Enqueue": (topic("topic", PRODUCE),),
     _QUEUE + "Delete": (topic("topic", PRODUCE),),

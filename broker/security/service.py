@@ -1,10 +1,13 @@
 """Principals' tokens and ACLs: the rules, independent of gRPC. Writes on the controller, reads on any broker."""
 from __future__ import annotations
 
+import threading
+
 from raftbus.client import errors
 
 from raftbus.broker.context import BrokerContext, wait_result
 from raftbus.broker.security import commands as security_commands
+from raftbus.broker.security import scram
 from raftbus.broker.security.acl import Acl, validate_acl, validate_principal
 from raftbus.broker.security.state import TokenRecord
 from raftbus.broker.security.tokens import is_reserved, new_token, token_hash
@@ -21,9 +24,11 @@ def not_reserved(principal: str) -> str:
 
 
 class SecurityService:
-    def __init__(self, context: BrokerContext):
+    def __init__(self, context: BrokerContext, scram_iterations: int = scram.ITERATIONS_MIN):
         self.context = context
         self.timeout_s = context.commit_timeout_s
+        self.scram_iterations = scram_iterations
+        self._creating = threading.Lock()  # a principal's tokens share one SCRAM salt: one creation at a time
 
     def _commit(self, command: bytes):
         self.context.require_controller()
@@ -34,11 +39,19 @@ class SecurityService:
 
     # ------------------------------------------------------------------ tokens
     def create_token(self, principal: str) -> tuple[str, str]:
-        """(token, token id) of a new token of `principal`; the token itself is never stored or logged."""
+        """(token, token id) of a new token of `principal`; the token itself is never stored or logged, only its
+        SHA-256 and its SCRAM verifiers (SHA-256 and SHA-512, salted and iterated, under the principal's salt)."""
         not_reserved(principal)
         token = new_token()
-        return token, self._commit(security_commands.encode_create_token(principal=principal, token_hash=token_hash(token),
-                                                          now_ms=self._now_ms()))
+        with self._creating:
+            return token, self._commit(security_commands.encode_create_token(
+                principal=principal, token_hash=token_hash(token), now_ms=self._now_ms(),
+                scram=self._verifier(principal, token)))
+
+    def _verifier(self, principal: str, token: str) -> dict:
+        known = self.context.metadata_sm.security().scram_verifiers(principal, scram.SHA_512)
+        salt = known[0].salt if known else scram.new_salt()
+        return scram.verifiers(token, salt, self.scram_iterations)
 
     def revoke_tokens(self, principal: str, token_id: str = "") -> int:
         """How many tokens of `principal` were revoked (all of them, or the one with that id)."""
@@ -52,8 +65,9 @@ class SecurityService:
         """Make `principal` (holding `token`) the first admin while the cluster has no token and no ACL yet."""
         if self.context.metadata_sm.security().tokens:
             return False
-        return self._commit(security_commands.encode_bootstrap_admin(principal=not_reserved(principal),
-                                                      token_hash=token_hash(token), now_ms=self._now_ms()))
+        return self._commit(security_commands.encode_bootstrap_admin(
+            principal=not_reserved(principal), token_hash=token_hash(token), now_ms=self._now_ms(),
+            scram=scram.verifiers(token, scram.new_salt(), self.scram_iterations)))
 
     # ------------------------------------------------------------------ ACLs
     def grant_acl(self, acl: Acl) -> bool:

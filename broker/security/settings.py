@@ -23,6 +23,8 @@ class SecuritySettings:
     auth_enabled: bool = setting(False, "bearer tokens / client certificates and ACLs on every call")
     auth_bootstrap_principal: str = setting("admin", "the first admin, created from the bootstrap token file ...")
     auth_bootstrap_token_file: str = setting("", "... while the cluster has no token and no ACL yet")
+    auth_scram_iterations: int = setting(4096, "PBKDF2 iterations of a new token's SCRAM verifiers (the Kafka "
+                                                "port's SASL; at least 4096)")
     allow_insecure_network: bool = setting(
         False, "let the client, Kafka or metrics port listen beyond loopback without authentication (refused "
                "otherwise; a warning at every start)")
@@ -34,4 +36,6 @@ class SecuritySettings:
                 "tls_client_ca_file (mutual TLS) needs tls_cert_file and tls_key_file")
         require(not self.auth_bootstrap_token_file or self.auth_enabled,
                 "auth_bootstrap_token_file is set but auth_enabled is false")
+        require(4096 <= self.auth_scram_iterations <= 1_000_000,
+                "auth_scram_iterations must be between 4096 and 1000000")
         principal_rules(self.tls_principal_rules)  # InvalidArgument naming what is wrong

@@ -16,6 +16,7 @@ from raftbus.client import errors
 
 from raftbus.broker.security import commands as security_commands
 from raftbus.broker.security.acl import ADMIN, CLUSTER, Acl, validate_acl, validate_principal
+from raftbus.broker.security.scram import ITERATIONS_MIN, MECHANISMS, ScramVerifier, key_bytes
 from raftbus.broker.security.tokens import token_id
 
 TOKENS, ACLS = "tokens", "acls"
@@ -26,6 +27,21 @@ _HASH = re.compile(r"[0-9a-f]{64}")
 class TokenRecord(NamedTuple):
     principal: str
     created_ms: int
+    # the token's SCRAM verifiers by mechanism (the Kafka port's SASL), never the token; empty for a token created
+    # without them
+    scram: MappingProxyType = MappingProxyType({})
+
+    def to_json(self) -> bytes:
+        out = {"principal": self.principal, "created_ms": self.created_ms}
+        if self.scram:
+            out["scram"] = {m: v.to_dict() for m, v in self.scram.items()}
+        return json.dumps(out, sort_keys=True).encode()
+
+    @classmethod
+    def from_json(cls, raw) -> "TokenRecord":
+        data = json.loads(bytes(raw))
+        scram = {m: ScramVerifier.from_dict(v) for m, v in data.get("scram", {}).items()}
+        return cls(data["principal"], data["created_ms"], MappingProxyType(scram))
 
 
 class SecurityTables(NamedTuple):
@@ -41,6 +57,16 @@ class SecurityTables(NamedTuple):
 
     def acls_of(self, principal: str = "") -> list[Acl]:
         return sorted(a for a in self.acls if not principal or a.principal == principal)
+
+    def scram_verifiers(self, principal: str, mechanism: str) -> list[ScramVerifier]:
+        """The `mechanism` verifiers of the principal's tokens under its newest token's salt (what SCRAM offers),
+        newest first."""
+        found = sorted(((r.created_ms, r.scram[mechanism]) for r in self.tokens.values()
+                        if r.principal == principal and mechanism in r.scram), key=lambda pair: pair[0])
+        if not found:
+            return []
+        salt = found[-1][1].salt
+        return [v for _, v in reversed(found) if v.salt == salt]
 
 
 class SecurityChange(NamedTuple):
@@ -68,11 +94,34 @@ def _checked_hash(value: str) -> str:
     return value
 
 
+def _checked_scram(raw) -> MappingProxyType:
+    """The verifiers a create_token or bootstrap_admin command carries, by mechanism (empty: the token has none)."""
+    if raw is None:
+        return MappingProxyType({})
+    if not isinstance(raw, dict) or not set(raw) <= set(MECHANISMS):
+        raise errors.InvalidArgument(f"scram maps mechanisms among {MECHANISMS} to verifiers")
+    out = {}
+    for mechanism, fields in raw.items():
+        try:
+            found = ScramVerifier.from_dict(fields)
+        except (TypeError, KeyError, ValueError):
+            raise errors.InvalidArgument("a SCRAM verifier holds salt, iterations, stored_key and server_key") \
+                from None
+        size = key_bytes(mechanism)
+        if found.iterations < ITERATIONS_MIN or len(found.stored_key) != size or len(found.server_key) != size or \
+                not found.salt:
+            raise errors.InvalidArgument(f"a {mechanism} verifier has {size}-byte keys, a salt and at least "
+                                         f"{ITERATIONS_MIN} iterations")
+        out[mechanism] = found
+    return MappingProxyType(out)
+
+
 def _plan_create_token(tables: SecurityTables, p: dict):
     principal, hashed = validate_principal(p["principal"]), _checked_hash(p["token_hash"])
     if hashed in tables.tokens:
         raise errors.InvalidArgument("that token already exists")
-    return token_id(hashed), SecurityChange(put_tokens=((hashed, TokenRecord(principal, p["now_ms"])),))
+    record = TokenRecord(principal, p["now_ms"], _checked_scram(p.get("scram")))
+    return token_id(hashed), SecurityChange(put_tokens=((hashed, record),))
 
 
 def _plan_revoke_tokens(tables: SecurityTables, p: dict):
@@ -100,7 +149,8 @@ def _plan_bootstrap_admin(tables: SecurityTables, p: dict):
     if tables.tokens or tables.acls:
         return False, SecurityChange()
     principal, hashed = validate_principal(p["principal"]), _checked_hash(p["token_hash"])
-    return True, SecurityChange(put_tokens=((hashed, TokenRecord(principal, p["now_ms"])),),
+    record = TokenRecord(principal, p["now_ms"], _checked_scram(p.get("scram")))
+    return True, SecurityChange(put_tokens=((hashed, record),),
                                 put_acls=((Acl(principal, CLUSTER, "", ADMIN), p["now_ms"]),))
 
 
@@ -111,7 +161,7 @@ def _acl_key(acl: Acl) -> bytes:
 
 def write(txn, change: SecurityChange) -> None:
     for hashed, record in change.put_tokens:
-        txn.put(TOKENS, hashed.encode(), json.dumps(record._asdict(), sort_keys=True).encode())
+        txn.put(TOKENS, hashed.encode(), record.to_json())
     for hashed in change.deleted_tokens:
         txn.delete(TOKENS, hashed.encode())
     for acl, created_ms in change.put_acls:
@@ -130,7 +180,7 @@ def after(tables: SecurityTables, change: SecurityChange) -> SecurityTables:
 
 
 def load(txn) -> SecurityTables:
-    tokens = {bytes(k).decode(): TokenRecord(**json.loads(bytes(v))) for k, v in txn.items(TOKENS)}
+    tokens = {bytes(k).decode(): TokenRecord.from_json(v) for k, v in txn.items(TOKENS)}
     acls = {Acl(*json.loads(bytes(k))): json.loads(bytes(v))["created_ms"] for k, v in txn.items(ACLS)}
     return SecurityTables(MappingProxyType(tokens), MappingProxyType(acls))
 

@@ -9,6 +9,7 @@ from raftbus.broker.security import tls
 from raftbus.broker.security.principals import principal_rules
 from raftbus.broker.security.bootstrap import seed_first_admin
 from raftbus.broker.security.interceptor import AuthInterceptor, Authorizer
+from raftbus.broker.security.policy import AccessPolicy
 from raftbus.broker.security.service import SecurityService, bootstrap_token
 from raftbus.broker.security.servicer import security_servicers
 from raftbus.broker.security.settings import SecuritySettings
@@ -31,7 +32,7 @@ class ClientPortSecurity:
         self.context = context
         self.settings = s = settings
         self.keys = keys
-        self.service = SecurityService(context)
+        self.service = SecurityService(context, s.auth_scram_iterations)
         # during a secret rotation (cluster_secret_accepted) a broker still on the other secret presents its token
         accepted = tuple(internal_token(k.internal_client) for k in (keys, *accepted_keys))
         self.authorizer = Authorizer(context.metadata_sm.security, internal_tokens=accepted,
@@ -48,6 +49,21 @@ class ClientPortSecurity:
     def policy(self):
         """() -> the AccessPolicy in force, for the Kafka port's authorization hook; None when auth is off."""
         return self.authorizer.policy if self.authorizer is not None else None
+
+    def token_policy(self):
+        """() -> an AccessPolicy of the applied tables, for the Kafka port's SASL (which checks credentials even
+        with auth off, as a client that sends them expects)."""
+        if self.authorizer is not None:
+            return self.authorizer.policy
+        return lambda: AccessPolicy(self.context.metadata_sm.security())
+
+    def certificate_rules(self) -> tuple:
+        """`tls_principal_rules`, parsed: the Kafka port names a client certificate's principal with them too."""
+        return principal_rules(self.settings.tls_principal_rules)
+
+    def kafka_ssl_context(self):
+        """The Kafka port's TLS, with the client port's certificate, key and client CA (None: plaintext)."""
+        return tls.server_ssl_context(self.settings)
 
     def interceptors(self) -> list:
         return [AuthInterceptor(self.authorizer)] if self.authorizer is not None else []

@@ -6,16 +6,25 @@ cluster and in the same run as the SDK's rows, so the table shows them side by s
 - consumer: --readers processes reading the topic from the beginning (assign, no group), every record handed
   to Python;
 - light load: BENCH_LIGHT_LOAD_RATE_PER_S single-record produce() calls per second with linger.ms 0 and acks=all
-  for BENCH_LIGHT_LOAD_DURATION_MS, latency from produce() to its delivery report.
+  for BENCH_LIGHT_LOAD_DURATION_MS, latency from produce() to its delivery report;
+- group consumer: --readers processes of one new confluent-kafka group (classic protocol, range) reading the
+  topic from the beginning, committing each consume() batch asynchronously, until the group committed every
+  partition's end; the rate is over the fetch time (first records to the last commit), as the SDK's
+  consume-group row;
+- rebalance when a member joins: a confluent-kafka member joins a stable group of one, from its creation until
+  it owns its share (the SDK's rebalance_join_ms, consume-group row, is measured the same way).
 
 The Kafka addresses come from the cluster's registry (`cluster status`'s kafka_address), so --bootstrap works too.
 """
 from __future__ import annotations
 
 import os
+import threading
 import time
+from dataclasses import dataclass
 
 from raftbus.client import Admin, settings
+from raftbus.client.reader import Reader
 
 KAFKA_LINGER_MS = 5
 QUEUED_RECORDS_MAX = 1_000_000  # librdkafka's local queue: produce() waits (poll) when it is full
@@ -104,6 +113,107 @@ def light_load_latencies_ms(kafka: str, topic: str, record_bytes: int) -> list[f
     return latencies_ms
 
 
+@dataclass(frozen=True)
+class KafkaGroupLoad:
+    """What one member process of the Kafka group run does."""
+
+    kafka: str
+    topic: str
+    group: str
+    end_offsets: tuple[int, ...]
+
+
+def group_consume_load(spec: KafkaGroupLoad, ready) -> dict:
+    """One member of a confluent-kafka group: consume, commit each batch asynchronously, until the group has
+    committed every partition's end (checked when this member's consume() comes back empty)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": spec.kafka, "group.id": spec.group, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "fetch.max.bytes": 52_428_800,
+                         "max.partition.fetch.bytes": 8_388_608, "queued.max.messages.kbytes": 262_144})
+    everything = [TopicPartition(spec.topic, p) for p in range(len(spec.end_offsets))]
+    records = value_bytes = commits = 0
+    first_records_s = None
+    ready()
+    started_s = time.monotonic()
+    consumer.subscribe([spec.topic])
+    try:
+        while True:
+            batch = [m for m in consumer.consume(10_000, 0.2) if m.error() is None]
+            if batch:
+                if first_records_s is None:
+                    first_records_s = time.monotonic()
+                records += len(batch)
+                value_bytes += sum(len(m.value() or b"") for m in batch)
+                consumer.commit(asynchronous=True)
+                commits += 1
+                continue
+            committed = consumer.committed(everything, timeout=10)
+            if [tp.offset for tp in committed] == list(spec.end_offsets):
+                break
+        finished_s = time.monotonic()
+    finally:
+        consumer.close()
+    return {"records": records, "value_bytes": value_bytes, "commits": commits, "started_s": started_s,
+            "first_records_s": first_records_s if first_records_s is not None else finished_s,
+            "finished_s": finished_s}
+
+
+class _KafkaMember:
+    """A confluent-kafka group member polling on a thread of its own; `owned` is its assignment."""
+
+    def __init__(self, kafka: str, topic: str, group: str):
+        self.owned: frozenset = frozenset()
+        self.started_s = time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(kafka, topic, group), daemon=True)
+        self._thread.start()
+
+    def _run(self, kafka: str, topic: str, group: str) -> None:
+        from confluent_kafka import Consumer
+
+        consumer = Consumer({"bootstrap.servers": kafka, "group.id": group, "enable.auto.commit": False,
+                             "auto.offset.reset": "earliest",
+                             "heartbeat.interval.ms": settings.BENCH_GROUP_HEARTBEAT_INTERVAL_MS})
+
+        def assigned(_consumer, partitions):
+            self.owned = frozenset(p.partition for p in partitions)
+
+        def revoked(_consumer, _partitions):
+            self.owned = frozenset()
+
+        consumer.subscribe([topic], on_assign=assigned, on_revoke=revoked)
+        while not self._stop.is_set():
+            consumer.poll(0.05)
+        consumer.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+
+def rebalance_join_ms(kafka: str, topic: str, partitions: int) -> float | None:
+    """A confluent-kafka member joins a stable group of one: from its creation until it owns its share."""
+    from raftbus.bench.groups import _wait
+
+    if partitions < 2:
+        return None
+    group = f"bench-kafka-rebalance-{time.time_ns() // 1_000_000}"
+    timeout_s = settings.BENCH_REBALANCE_TIMEOUT_MS / 1000
+    first = _KafkaMember(kafka, topic, group)
+    members = [first]
+    try:
+        _wait(lambda: len(first.owned) == partitions, timeout_s, "the first Kafka member owning everything")
+        second = _KafkaMember(kafka, topic, group)
+        members.append(second)
+        joined_s = _wait(lambda: len(second.owned) >= partitions // 2 and not first.owned & second.owned,
+                         timeout_s, "the joining Kafka member's share")
+        return round((joined_s - second.started_s) * 1000, 1)
+    finally:
+        for member in members:
+            member.close()
+
+
 def bench_kafka(bootstrap: str, args, runner) -> dict:
     """The Kafka rows (module docstring); `runner` is raftbus.bench.runner (topics, workers, figures)."""
     kafka = kafka_bootstrap(bootstrap)
@@ -129,12 +239,23 @@ def bench_kafka(bootstrap: str, args, runner) -> dict:
     read = runner.run_workers(consume_load, [runner.WorkerSpec(kafka, topic, partitions[i::readers])
                                              for i in range(readers)])
     read_records, _, read_elapsed_s = runner.combined(read)
+    with Reader(bootstrap) as reader:
+        ends = tuple(reader.offsets(topic, p)[1] for p in partitions)
+    group_spec = KafkaGroupLoad(kafka, topic, f"bench-kafka-group-{stamp}", ends)
+    runner.progress(f"kafka: reading {topic} with a confluent-kafka group of {readers} member process(es)")
+    grouped = runner.run_workers(group_consume_load, [group_spec] * readers)
+    group_s = max(r["finished_s"] for r in grouped) - min(r["first_records_s"] for r in grouped)
+    runner.progress("kafka: a confluent-kafka member joining a stable group of one")
+    join_ms = rebalance_join_ms(kafka, topic, args.partitions)
     return {"bench": "kafka", "records": records, "record_bytes": args.record_bytes,
             "producer_records_per_s": round(records / elapsed_s),
             "producer_cpu_us_per_record": round(one[0]["cpu_s"] * 1e6 / max(1, records), 2),
             "produce_processes": len(specs), "produce_processes_records_per_s": round(many_records / many_elapsed_s),
             "consumer_records_per_s": round(read_records / read_elapsed_s), "consumers": readers,
             "consumed_records": read_records,
+            "group_consumer_records_per_s": round(sum(ends) / group_s), "group_members": readers,
+            "group_records_polled": sum(r["records"] for r in grouped),
+            "group_commits": sum(r["commits"] for r in grouped), "rebalance_join_ms": join_ms,
             "latency_p50_ms": runner.rounded_ms(runner.percentile(latencies_ms, 0.50)),
             "latency_p99_ms": runner.rounded_ms(runner.percentile(latencies_ms, 0.99)),
             "light_load_records": len(latencies_ms), "brokers": brokers, "partitions": args.partitions,

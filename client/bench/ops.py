@@ -10,6 +10,11 @@ data dir and waits until it is back in sync. At the end every acknowledged recor
   unavailable_ms (max)     the longest time without any acknowledgement between the kill and that first one
                            (records already in flight at the kill may still be acknowledged meanwhile)
   acked_lost               acknowledged records missing when read back from the last leader (must be 0)
+  group_coordinator_failover_ms (p50, max)
+                           the Kafka port's group coordinator (the controller) killed -9 while a confluent-kafka
+                           group member reads steadily produced records and commits each one synchronously: from
+                           the kill to the first commit sent after it that succeeds (one round per
+                           --failover-rounds)
 idle: a topic of `idle_partitions` partitions, replication factor 3, nothing produced; once every partition
 group has quiesced on every broker (BrokerStats groups_quiesced; at most BENCH_IDLE_SETTLE_MS), each broker's CPU
 time over `idle_seconds` (from its own BrokerStats).
@@ -52,9 +57,10 @@ def add_ops_arguments(parser) -> None:
 class BrokerSet:
     """`count` broker processes started and stopped (by pid) one by one, each on its own data dir."""
 
-    def __init__(self, count: int, root: Path, base_port: int):
+    def __init__(self, count: int, root: Path, base_port: int, kafka_base_port: int = 0):
         self.root = root
         self.ports = [(base_port + 2 * i, base_port + 2 * i + 1) for i in range(count)]
+        self.kafka_ports = [kafka_base_port + i for i in range(count)] if kafka_base_port else []
         self.peers = ",".join(f"{i + 1}@{LOOPBACK}:{raft}" for i, (_, raft) in enumerate(self.ports))
         self.procs: dict[int, subprocess.Popen] = {}
 
@@ -62,12 +68,18 @@ class BrokerSet:
     def bootstrap(self) -> str:
         return ",".join(f"{LOOPBACK}:{grpc}" for grpc, _ in self.ports)
 
+    @property
+    def kafka_bootstrap(self) -> str:
+        return ",".join(f"{LOOPBACK}:{port}" for port in self.kafka_ports)
+
     def start(self, node_id: int) -> None:
         grpc_port, raft_port = self.ports[node_id - 1]
         log = open(self.root / f"broker-{node_id}.log", "ab")
         cmd = [sys.executable, "-m", "raftbus.broker", "start", "--node-id", str(node_id),
                "--data-dir", str(self.root / f"broker-{node_id}"), "--listen", f"{LOOPBACK}:{grpc_port}",
                "--raft-listen", f"{LOOPBACK}:{raft_port}", "--peers", self.peers, "--log-level", "WARNING"]
+        if self.kafka_ports:
+            cmd += ["--kafka-listen", f"{LOOPBACK}:{self.kafka_ports[node_id - 1]}"]
         self.procs[node_id] = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, stdin=subprocess.DEVNULL)
         log.close()
 
@@ -109,14 +121,16 @@ def wait_for(predicate, timeout_s: float, what: str):
 class fresh_cluster:
     """Context manager: a new local cluster, ready (every broker registered, a controller), stopped at exit."""
 
-    def __init__(self, brokers: int, free_base_port, progress):
+    def __init__(self, brokers: int, free_base_port, progress, kafka: bool = False):
         self.brokers = brokers
         self.free_base_port = free_base_port
         self.progress = progress
+        self.kafka = kafka
 
     def __enter__(self) -> BrokerSet:
         self.root = Path(tempfile.mkdtemp(prefix="raftbus-bench-ops-"))
-        self.cluster = BrokerSet(self.brokers, self.root, self.free_base_port(2 * self.brokers))
+        self.cluster = BrokerSet(self.brokers, self.root, self.free_base_port(2 * self.brokers),
+                                 self.free_base_port(self.brokers) if self.kafka else 0)
         self.progress(f"starting {self.brokers} fresh brokers in {self.root}")
         for node_id in range(1, self.brokers + 1):
             self.cluster.start(node_id)
@@ -236,9 +250,78 @@ def acked_lost(bootstrap: str, topic: str, acked: dict[bytes, int]) -> int:
     return sum(1 for value, offset in acked.items() if found.get(value) != offset)
 
 
+class CommittingMember:
+    """A confluent-kafka group member on a thread: reads the group topic and commits each record synchronously;
+    the (sent, done) times of its successful commits go to `commits`."""
+
+    def __init__(self, kafka: str, topic: str, group: str):
+        self.commits: list[tuple[float, float]] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(kafka, topic, group), daemon=True)
+        self._thread.start()
+
+    def _run(self, kafka: str, topic: str, group: str) -> None:
+        from confluent_kafka import Consumer, KafkaException
+
+        consumer = Consumer({"bootstrap.servers": kafka, "group.id": group, "enable.auto.commit": False,
+                             "auto.offset.reset": "latest", "session.timeout.ms": 10_000,
+                             "log_level": 2})  # the kills' connection errors are expected: not on stderr
+        consumer.subscribe([topic])
+        while not self._stop.is_set():
+            message = consumer.poll(0.05)
+            if message is None or message.error() is not None:
+                continue
+            sent_s = time.monotonic()
+            try:
+                consumer.commit(message, asynchronous=False)
+            except KafkaException:
+                continue
+            with self._lock:
+                self.commits.append((sent_s, time.monotonic()))
+        consumer.close()
+
+    def first_commit_sent_after(self, t: float) -> float | None:
+        with self._lock:
+            later = [done for sent, done in self.commits if sent >= t]
+        return min(later) if later else None
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+
+def coordinator_failover_rounds(cluster: BrokerSet, args, progress) -> list[float]:
+    """kill -9 of the Kafka group coordinator (the controller), once per round: ms to the next commit."""
+    topic = "bench-failover-group"
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topic(topic, partitions=1, replication_factor=args.replication_factor)
+    sender = SteadySender(cluster.bootstrap, topic, settings.BENCH_LIGHT_LOAD_RATE_PER_S).start()
+    member = CommittingMember(cluster.kafka_bootstrap, topic, "bench-failover-group")
+    rounds = []
+    try:
+        for round_number in range(1, args.failover_rounds + 1):
+            wait_for(lambda: member.first_commit_sent_after(time.monotonic() - 1), 60, "the member committing")
+            with Admin(cluster.bootstrap) as admin:
+                victim = admin.cluster_status().controller_id
+            progress(f"coordinator failover round {round_number}: kill -9 of the controller (broker {victim})")
+            killed_s = time.monotonic()
+            cluster.kill(victim)
+            done_s = wait_for(lambda: member.first_commit_sent_after(killed_s), 60, "a commit after the kill")
+            rounds.append(round((done_s - killed_s) * 1000, 1))
+            progress(f"  next commit after {rounds[-1]} ms")
+            cluster.start(victim)
+            wait_for(lambda: in_sync(cluster.bootstrap, topic, args.replication_factor), 60,
+                     "the restarted broker back in sync")
+    finally:
+        member.stop()
+        sender.stop()
+    return rounds
+
+
 def bench_failover(args, free_base_port, percentile, progress) -> dict:
     topic = "bench-failover"
-    with fresh_cluster(args.brokers, free_base_port, progress) as cluster:
+    with fresh_cluster(args.brokers, free_base_port, progress, kafka=True) as cluster:
         with Admin(cluster.bootstrap) as admin:
             admin.create_topic(topic, partitions=1, replication_factor=args.replication_factor)
         sender = SteadySender(cluster.bootstrap, topic, settings.BENCH_LIGHT_LOAD_RATE_PER_S).start()
@@ -252,12 +335,16 @@ def bench_failover(args, free_base_port, percentile, progress) -> dict:
         finally:
             sender.stop()
         lost = acked_lost(cluster.bootstrap, topic, dict(sender.log.acked))
+        coordinator = coordinator_failover_rounds(cluster, args, progress)
     failovers = [r["failover_ms"] for r in rounds]
     return {"bench": "failover", "failover_p50_ms": percentile(failovers, 0.5), "failover_max_ms": max(failovers),
             "unavailable_max_ms": max(r["unavailable_ms"] for r in rounds), "rounds": len(rounds),
             "acked": len(sender.log.acked), "acked_lost": lost, "send_failures": sender.log.failed,
             "rate_per_s": settings.BENCH_LIGHT_LOAD_RATE_PER_S, "brokers": args.brokers,
-            "replication_factor": args.replication_factor, "per_round": rounds}
+            "replication_factor": args.replication_factor, "per_round": rounds,
+            "group_coordinator_failover_p50_ms": percentile(coordinator, 0.5),
+            "group_coordinator_failover_max_ms": max(coordinator),
+            "group_coordinator_failover_per_round_ms": coordinator}
 
 
 # ---------------------------------------------------------------------- idle

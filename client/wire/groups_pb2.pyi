@@ -188,6 +188,22 @@ class PartitionOffset(_message.Message):
     lag_ms: int
     def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., committed_offset: _Optional[int] = ..., generation: _Optional[int] = ..., commit_time_ms: _Optional[int] = ..., metadata: _Optional[str] = ..., log_start_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., lag_records: _Optional[int] = ..., lag_ms: _Optional[int] = ...) -> None: ...
 
+class DeleteOffsetRequest(_message.Message):
+    __slots__ = ("group", "topic", "partition")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    topic: str
+    partition: int
+    def __init__(self, group: _Optional[str] = ..., topic: _Optional[str] = ..., partition: _Optional[int] = ...) -> None: ...
+
+class DeleteOffsetResponse(_message.Message):
+    __slots__ = ("deleted",)
+    DELETED_FIELD_NUMBER: _ClassVar[int]
+    deleted: bool
+    def __init__(self, deleted: _Optional[bool] = ...) -> None: ...
+
 class GroupMember(_message.Message):
     __slots__ = ("member_id", "client_id", "topics", "session_timeout_ms", "rebalance_timeout_ms", "joined_ms", "owned", "target")
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -209,7 +225,7 @@ class GroupMember(_message.Message):
     def __init__(self, member_id: _Optional[str] = ..., client_id: _Optional[str] = ..., topics: _Optional[_Iterable[str]] = ..., session_timeout_ms: _Optional[int] = ..., rebalance_timeout_ms: _Optional[int] = ..., joined_ms: _Optional[int] = ..., owned: _Optional[_Iterable[_Union[TopicPartition, _Mapping]]] = ..., target: _Optional[_Iterable[_Union[TopicPartition, _Mapping]]] = ...) -> None: ...
 
 class GroupInfo(_message.Message):
-    __slots__ = ("name", "generation", "state", "members", "topics", "created_ms", "changed_ms")
+    __slots__ = ("name", "generation", "state", "members", "topics", "created_ms", "changed_ms", "protocol", "protocol_type", "assignor")
     NAME_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -217,6 +233,9 @@ class GroupInfo(_message.Message):
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     CREATED_MS_FIELD_NUMBER: _ClassVar[int]
     CHANGED_MS_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_TYPE_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNOR_FIELD_NUMBER: _ClassVar[int]
     name: str
     generation: int
     state: str
@@ -224,7 +243,10 @@ class GroupInfo(_message.Message):
     topics: _containers.RepeatedScalarFieldContainer[str]
     created_ms: int
     changed_ms: int
-    def __init__(self, name: _Optional[str] = ..., generation: _Optional[int] = ..., state: _Optional[str] = ..., members: _Optional[_Iterable[_Union[GroupMember, _Mapping]]] = ..., topics: _Optional[_Iterable[str]] = ..., created_ms: _Optional[int] = ..., changed_ms: _Optional[int] = ...) -> None: ...
+    protocol: str
+    protocol_type: str
+    assignor: str
+    def __init__(self, name: _Optional[str] = ..., generation: _Optional[int] = ..., state: _Optional[str] = ..., members: _Optional[_Iterable[_Union[GroupMember, _Mapping]]] = ..., topics: _Optional[_Iterable[str]] = ..., created_ms: _Optional[int] = ..., changed_ms: _Optional[int] = ..., protocol: _Optional[str] = ..., protocol_type: _Optional[str] = ..., assignor: _Optional[str] = ...) -> None: ...
 
 class ListGroupsRequest(_message.Message):
     __slots__ = ()

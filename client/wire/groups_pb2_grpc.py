@@ -84,6 +84,11 @@ class GroupsStub:
                 request_serializer=groups__pb2.DescribeGroupRequest.SerializeToString,
                 response_deserializer=groups__pb2.GroupInfo.FromString,
                 _registered_method=True)
+        self.DeleteOffset = channel.unary_unary(
+                '/raftbus.v1.Groups/DeleteOffset',
+                request_serializer=groups__pb2.DeleteOffsetRequest.SerializeToString,
+                response_deserializer=groups__pb2.DeleteOffsetResponse.FromString,
+                _registered_method=True)
 
 
 class GroupsServicer:
@@ -149,6 +154,12 @@ class GroupsServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DeleteOffset(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GroupsServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -201,6 +212,11 @@ def add_GroupsServicer_to_server(servicer, server):
                     servicer.DescribeGroup,
                     request_deserializer=groups__pb2.DescribeGroupRequest.FromString,
                     response_serializer=groups__pb2.GroupInfo.SerializeToString,
+            ),
+            'DeleteOffset': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteOffset,
+                    request_deserializer=groups__pb2.DeleteOffsetRequest.FromString,
+                    response_serializer=groups__pb2.DeleteOffsetResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -473,6 +489,33 @@ class Groups:
             '/raftbus.v1.Groups/DescribeGroup',
             groups__pb2.DescribeGroupRequest.SerializeToString,
             groups__pb2.GroupInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteOffset(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftbus.v1.Groups/DeleteOffset',
+            groups__pb2.DeleteOffsetRequest.SerializeToString,
+            groups__pb2.DeleteOffsetResponse.FromString,
             options,
             channel_credentials,
             insecure,

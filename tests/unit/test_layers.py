@@ -34,7 +34,7 @@ BROKER_ALLOWED = {
     "metrics": {"kernel", "raft", "section"},  # reads live state through the broker object it is handed
     # where leaderships go (gossip, preferred leaders, drain): over the loop, transport and faults of raft/
     "leadership": {"kernel", "raft", "section"},
-    "kafka": {"kernel", "log", "metadata", "security", "section"},  # the Kafka port: over the same services
+    "kafka": {"kernel", "log", "metadata", "security", "groups", "section"},  # the Kafka port: the same services
 }
 # what the broker below its top layer may use of the client package: the wire protocol and shared codecs
 BROKER_CLIENT_MODULES = ("errors", "records", "kafka_batch", "wire", "router", "credentials", "queues.codec",

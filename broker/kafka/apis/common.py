@@ -1,6 +1,8 @@
 """What several Kafka APIs share: broker endpoints, partition leaders and the NOT_LEADER_OR_FOLLOWER hint."""
 from __future__ import annotations
 
+import uuid
+
 from raftbus.client import errors
 
 from raftbus.broker.context import partition_group_id
@@ -41,6 +43,15 @@ def leader_endpoints(services, answers) -> list[dict]:
 def leader_and_isr(services, topic, partition: int) -> tuple[int | None, list[int]]:
     group_id = partition_group_id(topic.topic_id, partition)
     return services.context.leader_of(group_id), services.context.isr_of(group_id)
+
+
+_TOPIC_ID_PREFIX = int.from_bytes(b"raftbus\x00", "big") << 64
+
+
+def topic_uuid(topic) -> uuid.UUID:
+    """A topic's Kafka topic id: its raftbus topic id under a fixed prefix (never Kafka's reserved zero or one
+    ids), so a topic created again under the same name has a new one."""
+    return uuid.UUID(int=_TOPIC_ID_PREFIX | topic.topic_id)
 
 
 def wrong_kind(topic) -> errors.WrongTopicKind:

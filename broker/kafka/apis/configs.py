@@ -51,7 +51,7 @@ def describe_handler(services):
             rows = [(name, value, source, BY_NAME[name].setting is None, BY_NAME[name].config_type,
                      BY_NAME[name].doc) for name, (value, source) in topic_values(topic, settings).items()]
         elif resource.resource_type == RESOURCE_BROKER:
-            if session.denied(CLUSTER, "", DESCRIBE) and session.denied(CLUSTER, "", ADMIN):
+            if session.denied(CLUSTER, "", DESCRIBE):
                 return {**answer, "error_code": codes.CLUSTER_AUTHORIZATION_FAILED,
                         "error_message": "not authorized", "configs": []}
             rows = [(name, value, source, True, kind, None)

@@ -3,7 +3,7 @@ Raft leader, in-sync replicas and replicas, so Kafka clients route to partition 
 from __future__ import annotations
 
 from raftbus.broker.kafka import codes
-from raftbus.broker.kafka.apis.common import broker_list, endpoints, leader_and_isr
+from raftbus.broker.kafka.apis.common import broker_list, endpoints, leader_and_isr, topic_uuid
 from raftbus.broker.kafka.session import DESCRIBE, TOPIC
 
 AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
@@ -13,14 +13,25 @@ def handler(services):
     async def metadata(request) -> dict:
         body = request.body
         topics = services.context.metadata_sm.topics()
+        by_id = None
         if body.topics is None or (request.version == 0 and not body.topics):
             wanted, listed = sorted(topics), True
-        else:
-            wanted, listed = [t.name for t in body.topics if t.name is not None], False
+        else:  # by name, or (v10+, Kafka's consumer protocol) by topic id
+            wanted, listed = [], False
+            for t in body.topics:
+                if t.name is not None:
+                    wanted.append(t.name)
+                elif getattr(t, "topic_id", None) is not None:
+                    by_id = by_id if by_id is not None else {topic_uuid(v): n for n, v in topics.items()}
+                    wanted.append(by_id.get(t.topic_id, t.topic_id))
         known = endpoints(services)
         alive = services.context.alive_brokers()
         answers = []
         for name in wanted:
+            if not isinstance(name, str):  # a topic id no topic has
+                answers.append({"name": None, "topic_id": name, "error_code": codes.UNKNOWN_TOPIC_ID,
+                                "partitions": []})
+                continue
             denied = request.session.denied(TOPIC, name, DESCRIBE)
             if denied:
                 if not listed:  # a listing leaves out what the caller may not see
@@ -51,5 +62,5 @@ def _topic(services, name: str, topic, known, alive) -> dict:
             "replica_nodes": replicas, "isr_nodes": [b for b in isr if b in replicas] or ([leader] if leader else []),
             "offline_replicas": [b for b in replicas if b not in alive],
         })
-    return {"name": name, "error_code": codes.NONE, "partitions": partitions,
+    return {"name": name, "error_code": codes.NONE, "partitions": partitions, "topic_id": topic_uuid(topic),
             "topic_authorized_operations": AUTHORIZED_OPERATIONS_UNKNOWN}

@@ -69,7 +69,7 @@ def test_every_field_of_every_section_is_a_documented_setting():
 COUNTS = {  # numbers whose noun is their unit
     "node_id", "raft_log_compaction_entries", "storage_fds_reserved", "gc_drops_collect_fraction",
     "default_partitions", "default_replication_factor", "queue_default_max_deliveries",
-    "queue_default_max_in_flight_per_group",
+    "queue_default_max_in_flight_per_group", "auth_scram_iterations",
 }
 
 
@@ -83,10 +83,10 @@ def test_every_number_carries_its_unit_in_its_name():
 
 def test_the_operators_keys_are_unchanged():
     """Goal: the 152 keys of the flat file (and RAFTBUS_<KEY>) are those operators set before the sections, with
-    the 22 added since (the Kafka port's 8, batch_decompressed_bytes_max, listen_reuse_port, tls_principal_rules,
+    the 28 added since (the Kafka port's 13, batch_decompressed_bytes_max, listen_reuse_port, tls_principal_rules,
     allow_insecure_network, metrics_token_file, metadata_voters_max, membership_join_catch_up_timeout_ms,
-    raft_reads_waiting_max and compaction's 6)."""
-    assert len(KEYS) == 152 + 22 and "listen_reuse_port" in KEYS and "raft_reads_waiting_max" in KEYS
+    raft_reads_waiting_max, auth_scram_iterations and compaction's 6)."""
+    assert len(KEYS) == 152 + 28 and "listen_reuse_port" in KEYS and "raft_reads_waiting_max" in KEYS
     for name in ("node_id", "raft_election_timeout_min_ms", "isr_lag_time_ms", "raft_quiesce_enabled",
                  "raft_liveness_timeout_ms", "raft_tls_ca_file", "leader_gossip_interval_ms", "join",
                  "storage_sync_interval_ms", "batch_bytes_max", "default_partitions", "session_timeout_ms",
