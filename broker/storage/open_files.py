@@ -1,14 +1,17 @@
 """How many partition replicas keep their files open at once, so a broker can host more than its file descriptors.
 
-An open replica holds 4 file descriptors: its LMDB store 3 (the data file twice, the lock file) and its Raft
-journal 1. A broker hosting 10,000 replicas would need 40,000, more than many machines let a process have. So the
+An open replica holds 5 file descriptors: its LMDB store 3 (the data file twice, the lock file) and its Raft
+journal 2 (the journal and its fsync mark). A broker hosting 10,000 replicas would need 50,000, more than many machines let a process have. So the
 broker keeps at most `storage_replicas_open_max` stores and as many journals open (0: as many as the process's
-RLIMIT_NOFILE soft limit allows after `storage_fds_reserved` for sockets and the rest, divided by 4). Opening one
+RLIMIT_NOFILE soft limit allows after `storage_fds_reserved` for sockets and the rest, divided by 5). Opening one
 more parks the least recently used members that nothing is using at that moment, down to 9/10 of the bound:
 
-- a parked store has closed its LMDB environment. Nothing is lost: LMDB wrote every committed page to the file at
-  commit, and the group commit's fsync of a parked store goes through the file's path.
-- a parked journal has closed its file; the group commit already fsyncs journals through their path.
+- a parked store has fsynced and closed its LMDB environment: LMDB wrote every committed page to the file at
+  commit, so nothing is lost, and the group commit has nothing to fsync for it.
+- a parked journal has fsynced and closed its files; likewise.
+
+The group commit therefore fsyncs only through descriptors held open and opens no file: a broker whose descriptors
+run out (EMFILE) keeps committing.
 
 The next read or write of a parked member opens it again (`raftbus_storage_reopened_total`). Parking changes no
 byte on disk and no answer; only an idle replica's first use after it costs an open. A member is parked only
@@ -27,7 +30,7 @@ from typing import Protocol
 
 from raftbus.client import errors
 
-FDS_PER_REPLICA = 4  # LMDB: data file twice and lock file; the Raft journal: one
+FDS_PER_REPLICA = 5  # LMDB: data file twice and lock file; the Raft journal and its fsync mark
 PARK_DOWN_TO = 0.9   # a sweep parks down to this fraction of the bound, so sweeps are rare
 
 _uses = itertools.count(1)

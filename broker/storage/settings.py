@@ -23,7 +23,7 @@ class StorageSettings:
         0, "partition stores (and as many journals) kept open; past it idle ones close their files until used (0: "
            "from ulimit -n, see storage_fds_reserved)")
     storage_fds_reserved: int = setting(1024, "file descriptors left for sockets and the rest when "
-                                              "storage_replicas_open_max is 0 (4 per open replica)")
+                                              "storage_replicas_open_max is 0 (5 per open replica)")
     gc_freeze_interval_ms: int = setting(1000, "after replicas open, what is alive is frozen out of the collector's "
                                                "full passes this often (0: never; docs/storage.md)")
     gc_drops_collect_fraction: float = setting(0.1, "one full collection once this fraction of the hosted replicas "

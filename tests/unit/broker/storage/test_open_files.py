@@ -1,13 +1,17 @@
 """Goal: a broker keeps at most `storage_replicas_open_max` partition stores and journals open; idle ones past the
 bound are parked (their files closed) and open again on their next use, with every byte and answer unchanged, and
 a member in use is never parked."""
+import builtins
+import errno
 import os
 import resource
 import threading
+from types import SimpleNamespace
 
 import pytest
 
-from raftbus.broker.raft.journal import AppendJournal
+from raftbus.broker.raft.group import RaftGroup
+from raftbus.broker.raft.journal import AppendJournal, read_synced_index
 from raftbus.broker.storage.lmdb_store import LmdbStore
 from raftbus.broker.storage.open_files import OpenBudget, derived_limit
 from raftbus.client import errors
@@ -171,7 +175,7 @@ def test_the_bound_comes_from_the_setting_or_the_descriptor_limit():
     assert derived_limit(250, 1024) == 250
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != resource.RLIM_INFINITY and soft > 64:
-        assert derived_limit(0, 32) == (soft - 32) // 4
+        assert derived_limit(0, 32) == (soft - 32) // 5
         with pytest.raises(errors.InvalidArgument):
             derived_limit(0, soft)
     with pytest.raises(errors.InvalidArgument):
@@ -187,3 +191,35 @@ def test_bad_open_file_and_heap_settings_are_refused(overrides):
 
     with pytest.raises(errors.InvalidArgument):
         load_settings(**overrides)
+
+
+def test_the_group_commit_opens_no_file(tmp_path, monkeypatch):
+    """A group commit (RaftGroup.sync) of open and parked stores and journals succeeds while every attempt to open
+    a file fails with EMFILE, as it does when clients have taken the process's descriptors: it fsyncs through the
+    descriptors held, and the journal's fsync mark reaches its file."""
+    budget, journals_budget = OpenBudget(1, "stores"), OpenBudget(1, "journals")
+    stores = make_stores(tmp_path, budget, 2)
+    journals = [AppendJournal(str(tmp_path / f"j{i}.journal")) for i in range(2)]
+    for n, journal in enumerate(journals):
+        journal.attach_budget(journals_budget)
+        for idx in range(1, 4):
+            journal.add(f"c{n}-{idx}".encode(), idx, 1)
+    assert [s.parked for s in stores] == [True, False] and [j.parked for j in journals] == [True, False]
+    groups = [SimpleNamespace(stopped=None, store=store, raft=SimpleNamespace(log=journal), _clock=lambda: 0.0,
+                              fsync_latency=SimpleNamespace(observe=lambda _s: None), data_dir=tmp_path)
+              for store, journal in zip(stores, journals)]
+    RaftGroup.sync(groups[1])  # the mark's file is opened once, at the first mark
+
+    def out_of_descriptors(*_args, **_kwargs):
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    monkeypatch.setattr(os, "open", out_of_descriptors)
+    monkeypatch.setattr(builtins, "open", out_of_descriptors)
+    journals[1].add(b"c1-4", 4, 1)
+    for group in groups:
+        RaftGroup.sync(group)
+    monkeypatch.undo()
+    assert [read_synced_index(j._path) for j in journals] == [3, 4]  # the parked one was marked when parked
+    for store, journal in zip(stores, journals):
+        store.close()
+        journal.close()
