@@ -41,7 +41,7 @@ from raftbus.broker.replicas import ReplicaFiles
 from raftbus.broker.security.wiring import peer_credentials
 from raftbus.broker.settings import BrokerSettings
 from raftbus.broker.storage.lmdb_store import LmdbStore
-from raftbus.broker.storage.open_files import OpenBudget, derived_limit
+from raftbus.broker.storage.open_files import OpenBudget, plan_descriptors
 from raftbus.broker.storage.private import private_data_dir
 
 log = logging.getLogger(__name__)
@@ -84,7 +84,10 @@ class Broker:
             discard_stores(self.data_dir)
         self.boot.starting()
         s = self.settings.storage
-        replicas_open_max = derived_limit(s.storage_replicas_open_max, s.storage_fds_reserved)
+        kafka = self.settings.kafka
+        client_connections_max = self.settings.grpc.grpc_connections_max + (
+            kafka.kafka_connections_max if kafka.kafka_listen else 0)
+        replicas_open_max = plan_descriptors(s, client_connections_max)
         self.open_stores = OpenBudget(replicas_open_max, "stores")      # partition stores with their files open
         self.open_journals = OpenBudget(replicas_open_max, "journals")  # partition journals with their file open
         self.disk = DiskSpace(self.data_dir, s.storage_free_bytes_min)
@@ -176,7 +179,8 @@ class Broker:
             self.settings.node.listen, self.registry.servicers, workers_max=g.grpc_workers_max,
             message_bytes_max=g.grpc_message_bytes_max, concurrent_rpcs_max=g.grpc_concurrent_rpcs_max,
             long_calls=g.long_call_slots(), credentials=self.features.security.server_credentials(),
-            interceptors=self.registry.interceptors)
+            interceptors=self.registry.interceptors, connections_max=g.grpc_connections_max,
+            handshake_timeout_ms=g.grpc_handshake_timeout_ms)
         self.server.start()
 
     # ------------------------------------------------------------------ stop

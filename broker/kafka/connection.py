@@ -6,8 +6,9 @@ its own task as soon as it is read, and a writer sends the answers in arrival or
 waits for its commit without holding back the reading of the next request. At most `in_flight_max` requests of
 a connection are unanswered at once; past that the connection stops reading (TCP pushes back on the client).
 
-A frame longer than `request_bytes_max` (or with a negative size), a frame whose header does not parse, or a
-frame that stops arriving for `request_read_timeout_ms` closes the connection; so does `idle_ms` without a byte.
+A frame longer than `request_bytes_max` (`unauthenticated_request_bytes_max` while auth is on and the connection
+has no principal, so a stranger never makes the broker buffer more than that), or with a negative size, a frame
+whose header does not parse, or a frame that stops arriving for `request_read_timeout_ms` closes the connection; so does `idle_ms` without a byte.
 """
 from __future__ import annotations
 
@@ -53,9 +54,13 @@ class Connection:
             await self._slots.acquire()
             head = await asyncio.wait_for(self._reader.readexactly(4), limits.idle_ms / 1000)
             (size,) = _SIZE.unpack(head)
-            if size < 0 or size > limits.request_bytes_max:
-                log.info("kafka connection closed: a %d-byte request frame (kafka_request_bytes_max=%d)", size,
-                         limits.request_bytes_max, extra={"peer": self.session.peer})
+            if self.session.authenticated:
+                bound, name = limits.request_bytes_max, "kafka_request_bytes_max"
+            else:
+                bound, name = limits.unauthenticated_request_bytes_max, "kafka_unauthenticated_request_bytes_max"
+            if size < 0 or size > bound:
+                log.info("kafka connection closed: a %d-byte request frame (%s=%d)", size, name, bound,
+                         extra={"peer": self.session.peer})
                 return
             frame = await asyncio.wait_for(self._reader.readexactly(size), limits.request_read_timeout_ms / 1000)
             if len(frame) < 8:

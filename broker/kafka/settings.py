@@ -13,10 +13,14 @@ class KafkaSettings:
     kafka_listen: str = setting("", 'host:port of the Kafka protocol port ("" = off; port 0 = any)')
     kafka_advertised_listen: str = setting("", 'the address Metadata answers name ("" = kafka_listen)')
     kafka_connections_max: int = setting(1000, "open Kafka connections; one more is closed at once")
+    kafka_connections_per_address_max: int = setting(100, "... from one source address")
     kafka_in_flight_per_connection_max: int = setting(100, "unanswered requests per connection; past it the "
                                                            "connection stops reading")
     kafka_request_bytes_max: int = setting(100 * 1024 * 1024, "one request frame; a longer one closes the "
                                                                "connection")
+    kafka_unauthenticated_request_bytes_max: int = setting(
+        64 * 1024, "one request frame on a connection with no principal while auth_enabled (it may only ask for "
+                   "ApiVersions and the broker list); a longer one closes the connection")
     kafka_request_read_timeout_ms: int = setting(30_000, "a frame that stops arriving for this long closes the "
                                                          "connection")
     kafka_connection_idle_ms: int = setting(600_000, "a connection silent for this long is closed")
@@ -32,6 +36,8 @@ class KafkaSettings:
         for address in (self.kafka_listen, self.kafka_advertised_listen):
             if address:
                 parse_address(address)
-        for name in ("kafka_connections_max", "kafka_in_flight_per_connection_max", "kafka_request_bytes_max",
+        for name in ("kafka_connections_max", "kafka_connections_per_address_max",
+                     "kafka_unauthenticated_request_bytes_max", "kafka_in_flight_per_connection_max",
+                     "kafka_request_bytes_max",
                      "kafka_request_read_timeout_ms", "kafka_connection_idle_ms", "kafka_fetch_sessions_max"):
             require(getattr(self, name) >= 1, f"{name} must be >= 1")

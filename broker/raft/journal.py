@@ -130,6 +130,9 @@ class DurableMetaStorer:
     def load(self) -> dict:
         return dict(self._slots.meta)
 
+    def close_file(self, *, wait: bool = True) -> None:
+        self._slots.close(wait=wait)
+
     def store(self, meta: dict) -> None:
         vote = (meta.get("currentTerm"), meta.get("votedForNodeId"))
         durable = vote != self._durable_vote
@@ -201,6 +204,7 @@ class AppendJournal:
                 self._fd = -1
                 if self._budget is not None:
                     self._budget.parked(self)
+                self._meta_storer.close_file(wait=False)  # one being written keeps its file until next time
                 if self._synced_lock.acquire(blocking=False):  # a mark being written keeps its file until next time
                     try:
                         if self.last_index > self._synced_index:  # all of it was just fsynced
@@ -370,6 +374,7 @@ class AppendJournal:
         with self._synced_lock:
             self._close_synced_file()
         self.save_meta()
+        self._meta_storer.close_file()
 
     # ------------------------------------------------------------------ term, vote, commit index
     def set_commit_index(self, index: int) -> None:
