@@ -34,6 +34,8 @@ class GrpcSettings:
     grpc_message_bytes_max: int = setting(64 * 1024 * 1024, "largest message either way (64 MiB)")
     grpc_connections_max: int = setting(768, "open client connections; one more is closed at once (with the Kafka "
                                              "port's, it must fit in storage_fds_reserved)")
+    grpc_connections_per_address_max: int = setting(256, "... from one source address; those past it are closed "
+                                                         "within a second (broker/address_bound.py)")
     grpc_handshake_timeout_ms: int = setting(10_000, "a connection that has not completed its TLS and HTTP/2 "
                                                      "handshakes by then is closed")
 
@@ -43,6 +45,7 @@ class GrpcSettings:
     def validate(self) -> None:
         at_least(self, 1, "grpc_concurrent_rpcs_max")
         at_least(self, 1, "grpc_connections_max")
+        at_least(self, 1, "grpc_connections_per_address_max")
         at_least(self, 1, "grpc_handshake_timeout_ms")
         require(0 < self.grpc_long_calls_per_connection_max <= self.grpc_long_calls_max < self.grpc_workers_max,
                 "need 0 < grpc_long_calls_per_connection_max <= grpc_long_calls_max < grpc_workers_max (short calls "

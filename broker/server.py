@@ -41,6 +41,7 @@ from raftbus.broker.replicas import ReplicaFiles
 from raftbus.broker.security.wiring import peer_credentials
 from raftbus.broker.settings import BrokerSettings
 from raftbus.broker.storage.lmdb_store import LmdbStore
+from raftbus.broker.address_bound import AddressBound
 from raftbus.broker.storage.open_files import OpenBudget, plan_descriptors
 from raftbus.broker.storage.private import private_data_dir
 
@@ -182,6 +183,8 @@ class Broker:
             interceptors=self.registry.interceptors, connections_max=g.grpc_connections_max,
             handshake_timeout_ms=g.grpc_handshake_timeout_ms)
         self.server.start()
+        self.address_bound = AddressBound(self.grpc_port, g.grpc_connections_per_address_max)
+        self.address_bound.start()
 
     # ------------------------------------------------------------------ stop
     def stop(self) -> None:
@@ -192,6 +195,7 @@ class Broker:
         self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
         hand_off_leaderships(self.loop, self.settings.node.shutdown_timeout_ms / 2000)
         self.server.stop(grace=1.0).wait(2.0)
+        self.address_bound.stop()
         self.metrics.stop()
         self.registry.close()
         self.replicas.close()  # an open in progress finishes; none starts
