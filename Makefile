@@ -15,7 +15,21 @@ BROWSER_PACKAGES := chromium:chromium chromedriver:chromium-driver
 KAFKA_TOOL_PACKAGES := kcat:kcat
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test test-fast test-kafka bench bench-peers peers-servers browser kafka-tools proto proto-check defaults clean
+# The test tiers, one folder each under tests/ (README, "Tests"). `make test` runs them all and stops at the first
+# failure: every tier but Spark in one parallel run, then the Spark tier. Workers are pytest-xdist processes; most of
+# a broker test's time is spent waiting on other processes and timers, so there are more of them than cores, and
+# `--dist loadgroup` keeps tests that share a module's cluster on one worker (tests/conftest.py). The Spark tier is
+# one local[2] session (one worker at most) whose Python workers must connect back to the JVM within Spark's fixed
+# 10 s: it runs on its own, not beside the broker tests that would starve them of CPU. `make test-<tier>` runs one
+# tier: in parallel, but for the tiers that take less time than starting the workers would (SERIAL_TIERS).
+TIERS := unit component cluster system chaos spark deploy kafka
+SERIAL_TIERS := component deploy spark
+TEST_WORKERS ?= 3
+PYTEST := $(PY) -m pytest -q -x -p no:cacheprovider
+PYTEST_PARALLEL := $(PYTEST) -n $(TEST_WORKERS) --dist loadgroup
+
+.PHONY: run test test-fast $(addprefix test-,$(TIERS)) bench bench-peers peers-servers browser kafka-tools proto \
+        proto-check defaults clean
 
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -30,14 +44,21 @@ run: $(STAMP)
 	$(VENV)/bin/raftbus dev --brokers 3 --data-dir ./data --demo
 
 test: $(STAMP) proto-check browser kafka-tools
-	$(PY) -m pytest -q -x -p no:cacheprovider tests
+	$(PYTEST_PARALLEL) --ignore=tests/spark tests
+	$(PYTEST) tests/spark
 
-test-fast: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider tests/unit tests/component
+test-fast: test-unit test-component
 
-# The kafka tier alone: the real Kafka clients and kcat against real brokers' Kafka ports (docs/kafka.md).
-test-kafka: $(STAMP) kafka-tools
-	$(PY) -m pytest -q -x -p no:cacheprovider tests/kafka
+# test-system needs the browser of the dashboard test; test-kafka (the real Kafka clients and kcat against real
+# brokers' Kafka ports, docs/kafka.md) the Kafka tools.
+test-system: browser
+test-kafka: kafka-tools
+$(addprefix test-,$(filter-out $(SERIAL_TIERS),$(TIERS))): test-%: $(STAMP)
+	@if [ -d tests/$* ]; then echo "$(PYTEST_PARALLEL) tests/$*"; $(PYTEST_PARALLEL) tests/$*; \
+	else echo "tests/$* has no tests yet"; fi
+
+$(addprefix test-,$(SERIAL_TIERS)): test-%: $(STAMP)
+	$(PYTEST) tests/$*
 
 bench: $(STAMP)
 	$(VENV)/bin/raftbus bench all --out bench-results.json --table-out bench-results.md

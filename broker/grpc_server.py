@@ -84,15 +84,18 @@ def unary(method):
 
 def build_server(address: str, servicers, *, workers_max: int, message_bytes_max: int,
                  concurrent_rpcs_max: int | None = None, long_calls: LongCallSlots | None = None, credentials=None,
-                 interceptors=(), connections_max: int | None = None, handshake_timeout_ms: int | None = None):
+                 interceptors=(), connections_max: int | None = None, handshake_timeout_ms: int | None = None,
+                 reuse_port: bool = False):
     """A gRPC server with the given servicers and the standard health service; returns (server, health, port).
 
     `servicers` is a list of (add_XServicer_to_server, servicer) pairs, one per raftbus service. At most
     `concurrent_rpcs_max` calls are served at once (beyond: RESOURCE_EXHAUSTED) and `long_calls` bounds the
     streams and long-polls (see call_limits.py). At most `connections_max` connections are open (gRPC's core
-    closes one more at once) and one that has not finished its handshakes within `handshake_timeout_ms` is closed. `credentials` (grpc.ServerCredentials) switches the port to
+    closes one more at once) and one that has not finished its handshakes within `handshake_timeout_ms` is
+    closed. `credentials` (grpc.ServerCredentials) switches the port to
     TLS; `interceptors` run first, in order (metrics count every call, then authentication and authorization),
-    before the long-call bounds.
+    before the long-call bounds. `reuse_port` binds with SO_REUSEPORT (a port a supervisor holds reserved);
+    without it a port someone else holds fails the bind, as a second broker on the same port must.
     """
     chain = [*interceptors, *([LongCallInterceptor(long_calls)] if long_calls is not None else [])]
     server = grpc.server(
@@ -100,7 +103,7 @@ def build_server(address: str, servicers, *, workers_max: int, message_bytes_max
         interceptors=chain,
         options=[("grpc.max_receive_message_length", message_bytes_max),
                  ("grpc.max_send_message_length", message_bytes_max),
-                 ("grpc.so_reuseport", 0),
+                 ("grpc.so_reuseport", int(reuse_port)),
                  *([("grpc.max_allowed_incoming_connections", connections_max)] if connections_max else []),
                  *([("grpc.server_handshake_timeout_ms", handshake_timeout_ms)] if handshake_timeout_ms else [])],
         maximum_concurrent_rpcs=concurrent_rpcs_max,

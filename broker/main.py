@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from raftbus.broker import ports as broker_ports
-from raftbus.broker.supervisor import DEV_RESTART_DELAY_MS, BrokerSupervisor, Supervised
+from raftbus.broker.supervisor import DEV_RESTART_DELAY_MS, BrokerSupervisor, ReservedPorts, Supervised
 from raftbus.broker.storage.private import private_dir, restrict_umask
 from raftbus.client import errors
 
@@ -41,11 +41,14 @@ def setup_logging(level: str) -> None:
 
 
 def broker_listeners(settings) -> list[broker_ports.Listener]:
-    """The addresses `broker start` binds, by the setting that names each (unset and port 0 are left out)."""
-    named = [("client port, listen", settings.node.listen), ("Raft port, raft_listen", settings.node.raft_listen),
-             ("metrics port, metrics_listen", settings.metrics.metrics_listen),
-             ("Kafka port, kafka_listen", settings.kafka.kafka_listen)]
-    return [broker_ports.Listener(role, address) for role, address in named if address]
+    """The addresses `broker start` binds, by the setting that names each (unset and port 0 are left out); with
+    listen_reuse_port the client, Raft and Kafka ports are checked as they are bound, beside a hold on them."""
+    reuse = settings.node.listen_reuse_port
+    named = [("client port, listen", settings.node.listen, reuse),
+             ("Raft port, raft_listen", settings.node.raft_listen, reuse),
+             ("metrics port, metrics_listen", settings.metrics.metrics_listen, False),
+             ("Kafka port, kafka_listen", settings.kafka.kafka_listen, reuse)]
+    return [broker_ports.Listener(role, address, reuse_port) for role, address, reuse_port in named if address]
 
 
 START_HINT = ("stop it, or give this broker other addresses (--listen, --raft-listen, --metrics-listen, "
@@ -92,18 +95,52 @@ def start_broker(args) -> int:
                              advertised_listen=args.advertised_listen, metrics_listen=args.metrics_listen,
                              kafka_listen=args.kafka_listen)
     check_files(settings)
-    listeners = broker_listeners(settings)
-    broker_ports.check_free(listeners, hint=START_HINT)
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):  # before "ready": a SIGTERM right after it stops cleanly
-        signal.signal(sig, lambda *_: stop.set())
-    broker = _started(settings, listeners)
-    print(json.dumps({"event": "ready", "node_id": settings.node.node_id, "listen": settings.node.listen,
-                      "grpc_port": broker.grpc_port, "raft_listen": settings.node.raft_listen,
-                      "metrics_url": broker.metrics.url, "kafka_port": broker.features.kafka.port}), flush=True)
-    stop.wait()
-    broker.stop()
+    settings, held = hold_port_zero(settings)
+    try:
+        listeners = broker_listeners(settings)
+        broker_ports.check_free(listeners, hint=START_HINT)
+        stop = threading.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):  # before "ready": a SIGTERM right after it stops cleanly
+            signal.signal(sig, lambda *_: stop.set())
+        broker = _started(settings, listeners)
+        print(json.dumps(ready_event(broker)), flush=True)
+        stop.wait()
+        broker.stop()
+    finally:
+        for reserved in held:
+            reserved.close()
     return 0
+
+
+def hold_port_zero(settings) -> tuple:
+    """(settings, [ReservedPorts]): port 0 in listen or raft_listen replaced by a port the kernel picks, held by
+    this process while it runs and bound beside the hold (listen_reuse_port), so every part of the broker (the
+    addresses it registers, the join request) names the port it serves on. A broker that joins needs a Raft port
+    it keeps across restarts: port 0 is refused there."""
+    node = settings.node
+    zero = [name for name, (_, port) in (("listen", node.listen_address), ("raft_listen", node.raft_address))
+            if port == 0]
+    if "raft_listen" in zero and settings.membership.join:
+        raise errors.InvalidArgument("a broker that joins needs a fixed raft_listen port, not port 0")
+    changes, held = {}, []
+    try:
+        for name in zero:
+            host = getattr(node, name).rpartition(":")[0]
+            held.append(ReservedPorts(1, host=host.strip("[]")))
+            changes[name] = f"{host}:{held[-1].ports[0]}"
+    except BaseException:
+        for reserved in held:
+            reserved.close()
+        raise
+    return (settings.replace(**changes, listen_reuse_port=True) if changes else settings), held
+
+
+def ready_event(broker) -> dict:
+    """The line a started broker prints: the addresses and ports it serves on."""
+    node = broker.settings.node
+    return {"event": "ready", "node_id": node.node_id, "listen": node.listen, "grpc_port": broker.grpc_port,
+            "raft_listen": node.raft_listen, "raft_port": node.raft_address[1], "metrics_url": broker.metrics.url,
+            "metrics_port": broker.metrics.port, "kafka_port": broker.features.kafka.port}
 
 
 def _bind_failure(exc: BaseException, listeners: list[broker_ports.Listener]) -> errors.RaftbusError | None:
@@ -181,7 +218,9 @@ def dev_kafka_ports(count: int, kafka_base_port: int | None, base_port: int = 70
 
 
 def _dev_brokers(args, ports: list[broker_ports.DevBrokerPorts]) -> list[Supervised]:
-    peers = ",".join(f"{b.node_id}@127.0.0.1:{b.raft}" for b in ports)
+    """The supervised broker processes on `ports`; on ports dev holds they bind beside the hold
+    (listen_reuse_port), and a metrics or Kafka port 0 is one each broker picks."""
+    peers = dev_peers(ports)
     data_dir = Path(args.data_dir)
     pki, secure_env = _secure_dev_env(data_dir, args.brokers) if args.secure else (None, {})
     brokers = []
@@ -196,6 +235,8 @@ def _dev_brokers(args, ports: list[broker_ports.DevBrokerPorts]) -> list[Supervi
             cmd += ["--kafka-listen", f"127.0.0.1:{broker.kafka}"]
         env = dev_broker_env(data_dir, node, raft_pki=pki)
         env.update(secure_env.get(node, {}))
+        if broker.held:
+            env["RAFTBUS_LISTEN_REUSE_PORT"] = "true"
         brokers.append(Supervised(node, cmd, str(data_dir / f"broker-{node}.log"), env=env))
     return brokers
 
@@ -203,40 +244,53 @@ def _dev_brokers(args, ports: list[broker_ports.DevBrokerPorts]) -> list[Supervi
 DEV_HINT = "stop it, or give this cluster other ports (--base-port)"
 
 
+def dev_peers(ports: list[broker_ports.DevBrokerPorts]) -> str:
+    return ",".join(f"{b.node_id}@127.0.0.1:{b.raft}" for b in ports)
+
+
 def run_dev(args) -> int:
     """A local N-broker cluster on loopback, one process per broker; a broker that exits is restarted after
     --restart-delay-ms (unless --no-restart) while the others keep serving; Ctrl-C stops it cleanly. Every port is
     checked free before anything starts, and the cluster is ready when its own brokers answer (node ids and the
-    data dir's cluster id), never another cluster that holds the ports."""
+    data dir's cluster id), never another cluster that holds the ports. --base-port 0: dev takes 2N client and
+    Raft ports the kernel picks and holds them while it runs (ReservedPorts), so no other process can take one
+    between a broker's exit and its restart; the brokers pick their metrics and Kafka ports, printed once ready."""
     problem = broker_ports.dev_port_problem(args.brokers, args.base_port, args.metrics_base_port,
                                             args.kafka_base_port)
     if problem:
         raise errors.InvalidArgument(problem)
-    ports = broker_ports.dev_broker_ports(args.brokers, args.base_port, args.metrics_base_port, args.kafka_base_port)
-    broker_ports.check_free([listener for b in ports for listener in b.listeners()], hint=DEV_HINT,
-                            own_cluster_id=_known_cluster_id(Path(args.data_dir)))
-    restrict_umask()  # the dev cluster's secrets, tokens, keys and logs are owner-only
-    data_dir = private_dir(args.data_dir)
+    reserved = ReservedPorts(2 * args.brokers) if args.base_port == 0 else None
+    try:
+        ports = broker_ports.dev_broker_ports(args.brokers, args.base_port, args.metrics_base_port,
+                                              args.kafka_base_port, held=reserved.ports if reserved else None)
+        broker_ports.check_free([listener for b in ports for listener in b.listeners()], hint=DEV_HINT,
+                                own_cluster_id=_known_cluster_id(Path(args.data_dir)))
+        restrict_umask()  # the dev cluster's secrets, tokens, keys and logs are owner-only
+        return _run_dev(args, private_dir(args.data_dir), ports)
+    finally:
+        if reserved is not None:
+            reserved.close()
+
+
+def _run_dev(args, data_dir: Path, ports: list[broker_ports.DevBrokerPorts]) -> int:
     supervisor = BrokerSupervisor(_dev_brokers(args, ports), restart=not args.no_restart,
                                   restart_delay_ms=args.restart_delay_ms, say=lambda text: print(text, flush=True))
     supervisor.start_all()
     addresses = {b.node_id: f"127.0.0.1:{b.client}" for b in ports}
     bootstrap = ",".join(addresses.values())
-    print(f"raftbus dev: {args.brokers} brokers, bootstrap {bootstrap}, logs in {data_dir}/broker-N.log", flush=True)
-    kafka_ports = [b.kafka for b in ports if b.kafka is not None]
-    if kafka_ports:
-        print(f"raftbus dev: kafka-bootstrap {','.join(f'127.0.0.1:{p}' for p in kafka_ports)}", flush=True)
+    for line in dev_address_lines(ports, data_dir):
+        print(line, flush=True)
     if args.secure:
         print(f"raftbus dev: secure: TLS on both ports, tokens and ACLs; export RAFTBUS_TLS_CA={data_dir / 'ca.pem'} "
               f"RAFTBUS_TOKEN_FILE={data_dir / 'admin.token'}", flush=True)
-    for broker in ports:
-        if broker.metrics is not None:
-            print(f"raftbus dev: broker {broker.node_id} metrics http://127.0.0.1:{broker.metrics}/metrics", flush=True)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     try:
         _wait_ready(addresses, _dev_cluster_id(data_dir), stop, supervisor)
+        if not stop.is_set():
+            for line in _picked_port_lines(ports, bootstrap):
+                print(line, flush=True)
         print("raftbus dev: cluster ready (Ctrl-C stops it)", flush=True)
         if args.demo and not stop.is_set():
             from raftbus.broker.demo import run_demo
@@ -248,6 +302,41 @@ def run_dev(args) -> int:
         supervisor.stop_all(signal.SIGTERM)
         print("raftbus dev: stopped", flush=True)
     return 0
+
+
+def dev_address_lines(ports: list[broker_ports.DevBrokerPorts], data_dir: Path) -> list[str]:
+    """What dev prints once its brokers are started: the bootstrap list, the Raft peers, and the Kafka and metrics
+    addresses that are fixed (the ones the brokers pick are printed once ready)."""
+    lines = [f"raftbus dev: {len(ports)} brokers, bootstrap {','.join(f'127.0.0.1:{b.client}' for b in ports)}, "
+             f"logs in {data_dir}/broker-N.log", f"raftbus dev: Raft peers {dev_peers(ports)}"]
+    kafka_ports = [b.kafka for b in ports if b.kafka]
+    if kafka_ports:
+        lines.append(f"raftbus dev: kafka-bootstrap {','.join(f'127.0.0.1:{p}' for p in kafka_ports)}")
+    lines += [f"raftbus dev: broker {b.node_id} metrics http://127.0.0.1:{b.metrics}/metrics"
+              for b in ports if b.metrics]
+    return lines
+
+
+def _picked_port_lines(ports: list[broker_ports.DevBrokerPorts], bootstrap: str) -> list[str]:
+    """The Kafka and metrics addresses of the ports the brokers picked (port 0), as each registered them."""
+    picked_kafka = any(b.kafka == 0 for b in ports)
+    picked_metrics = {b.node_id for b in ports if b.metrics == 0}
+    if not picked_kafka and not picked_metrics:
+        return []
+    from raftbus.client import Admin
+
+    deadline = time.monotonic() + 30  # each broker registers its Kafka address and metrics URL once they serve
+    with Admin(bootstrap) as admin:
+        while True:
+            brokers = sorted(admin.cluster_status().brokers, key=lambda b: b.broker_id)
+            registered = [b.kafka_address for b in brokers if picked_kafka] + [
+                b.metrics_url for b in brokers if b.broker_id in picked_metrics]
+            if all(registered) or time.monotonic() >= deadline:
+                break
+            time.sleep(0.2)
+    lines = [f"raftbus dev: kafka-bootstrap {','.join(b.kafka_address for b in brokers)}"] if picked_kafka else []
+    return lines + [f"raftbus dev: broker {b.broker_id} metrics {b.metrics_url}" for b in brokers
+                    if b.broker_id in picked_metrics]
 
 
 def _secure_dev_env(data_dir: Path, brokers: int):
@@ -349,7 +438,9 @@ def add_dev_arguments(dev: argparse.ArgumentParser) -> None:
     """The flags of `raftbus dev` (declared here only; the `raftbus` command uses this function)."""
     dev.add_argument("--brokers", type=int, default=3)
     dev.add_argument("--data-dir", default="./data")
-    dev.add_argument("--base-port", type=int, default=7070)
+    dev.add_argument("--base-port", type=int, default=7070,
+                     help="broker N's client port is this + 2(N - 1), its Raft port the next one; 0 = ports the "
+                          "kernel picks, held by dev while it runs (metrics and Kafka then on ports the brokers pick)")
     dev.add_argument("--metrics-base-port", type=int, default=None,
                      help=f"broker N serves metrics on this port + N - 1 (default: --base-port + "
                           f"{broker_ports.METRICS_PORT_OFFSET}; 0 = no metrics)")

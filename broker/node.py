@@ -16,6 +16,8 @@ class NodeSettings:
     listen: str = setting("127.0.0.1:7070", "client gRPC address")
     advertised_listen: str = setting("", 'address clients are told to use ("" = listen)')
     raft_listen: str = setting("127.0.0.1:7071", "peer Raft address; keep it on a private or loopback address")
+    listen_reuse_port: bool = setting(False, "SO_REUSEPORT on the client and Raft listeners: binds ports held "
+                                             "reserved for this broker (raftbus dev --base-port 0, port 0)")
     peers: str = setting("", '"id@host:port,..." Raft addresses of every broker, this one included')
     cluster_secret: str = setting(
         cluster_secret_policy.DEFAULT_SECRET, "authenticates Raft traffic; refused (with the default cluster_id) "

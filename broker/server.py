@@ -111,7 +111,8 @@ class Broker:
             send_buffer_bytes_max=s.send_buffer_bytes_max, connect_retry_ms=s.connect_retry_ms,
             handshake_timeout_ms=s.handshake_timeout_ms, handshakes_pending_max=s.handshakes_pending_max,
             handshakes_pending_per_address_max=s.handshakes_pending_per_address_max,
-            tls=raft_tls(s.tls_cert_file, s.tls_key_file, s.tls_ca_file), accepted_secrets=node.raft_accepted_secrets)
+            tls=raft_tls(s.tls_cert_file, s.tls_key_file, s.tls_ca_file), accepted_secrets=node.raft_accepted_secrets,
+            reuse_port=node.listen_reuse_port)
         self.loop.attach(self.hub)
         self.hub.start()
         self.disk.check()
@@ -181,7 +182,7 @@ class Broker:
             message_bytes_max=g.grpc_message_bytes_max, concurrent_rpcs_max=g.grpc_concurrent_rpcs_max,
             long_calls=g.long_call_slots(), credentials=self.features.security.server_credentials(),
             interceptors=self.registry.interceptors, connections_max=g.grpc_connections_max,
-            handshake_timeout_ms=g.grpc_handshake_timeout_ms)
+            handshake_timeout_ms=g.grpc_handshake_timeout_ms, reuse_port=self.settings.node.listen_reuse_port)
         self.server.start()
         self.address_bound = AddressBound(self.grpc_port, g.grpc_connections_per_address_max)
         self.address_bound.start()

@@ -11,12 +11,49 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
 from typing import Callable
 
 DEV_RESTART_DELAY_MS = 2000
+
+
+class ReservedPorts:
+    """`count` ports on `host` (loopback unless told) the kernel picked (bind to port 0), held until `close`.
+
+    Each is bound with SO_REUSEPORT and never listens: while it is held, the kernel gives its port to no other
+    bind to port 0 and to no outgoing connection, a bind without SO_REUSEPORT fails, and a broker started with
+    `listen_reuse_port` binds it beside the reservation and serves on it. Held across a broker's restarts, a
+    port stays that broker's, so its peers and clients find it at the same address; connections to it while the
+    broker is down are refused, as with a port nobody holds.
+    """
+
+    def __init__(self, count: int, host: str = "127.0.0.1"):
+        self._sockets: list[socket.socket] = []
+        try:
+            for _ in range(count):
+                sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+                self._sockets.append(sock)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+                sock.bind((host, 0))
+        except BaseException:
+            self.close()
+            raise
+        self.host = host
+        self.ports = [sock.getsockname()[1] for sock in self._sockets]
+
+    def close(self) -> None:
+        for sock in self._sockets:
+            sock.close()
+        self._sockets = []
+
+    def __enter__(self) -> "ReservedPorts":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 @dataclass

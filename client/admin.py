@@ -256,7 +256,7 @@ class Admin(SecurityCalls, MembershipCalls):
         response = self.router.call_controller(
             lambda conn: conn.admin.AlterPartitions(request, timeout=self.request_timeout_s))
         altered = TopicDescription.from_proto(response)
-        return self.wait_for_leaders(name) if wait else altered
+        return self.wait_for_leaders(name, partitions=len(altered.partitions)) if wait else altered
 
     def drain_broker(self, broker_id: int, wait: bool = True, timeout_s: float = 60.0,
                      progress: Callable[[int], None] | None = None) -> BrokerDescription:
@@ -310,16 +310,20 @@ class Admin(SecurityCalls, MembershipCalls):
             lambda conn: conn.admin.AlterTopic(request, timeout=self.request_timeout_s))
         return TopicDescription.from_proto(response)
 
-    def wait_for_leaders(self, name: str) -> TopicDescription:
-        """Poll metadata until every partition of `name` has a leader, bounded by topic_ready_timeout_ms: every
-        topic_ready_poll_ms per 100 partitions, at most TOPIC_READY_POLL_MAX_MS apart (describing thousands of
-        partitions is work for the broker that answers)."""
+    def wait_for_leaders(self, name: str, partitions: int = 0) -> TopicDescription:
+        """Poll metadata until `name` has at least `partitions` partitions and every one has a leader, bounded by
+        topic_ready_timeout_ms: every topic_ready_poll_ms per 100 partitions, at most TOPIC_READY_POLL_MAX_MS apart
+        (describing thousands of partitions is work for the broker that answers). The broker that answers may
+        hold a metadata replica that has not applied the change yet: its older description is not taken as done."""
         deadline = self._clock() + self.topic_ready_timeout_s
         poll_s = self.topic_ready_poll_s
         while True:
             topics = self.metadata([name]).topics
             topic = next((t for t in topics if t.name == name), None)
-            missing = topic.leaderless_partitions() if topic is not None else ["all"]
+            if topic is None:
+                missing = ["all"]
+            else:
+                missing = topic.leaderless_partitions() + list(range(len(topic.partitions), partitions))
             if topic is not None and not missing:
                 return topic
             if self._clock() + poll_s > deadline:

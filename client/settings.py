@@ -72,6 +72,15 @@ HIGH_WATERMARK_CATCH_UP_MS = 5_000
 QUEUE_BATCH_MESSAGES_MAX = 5_000       # messages per Enqueue, Ack, Nack or Extend request (brokers allow 10,000)
 QUEUE_VISIBILITY_MS = 30_000           # lease length a consumer asks for
 QUEUE_PREFETCH_MESSAGES = 200          # unsettled leases a consumer holds per partition (the stream's max_in_flight)
+# The most a consumer may prefetch per partition: after a stream is reopened on a new leader it may hold up to
+# twice its prefetch there, and one Extend request (QUEUE_BATCH_MESSAGES_MAX) must renew them all.
+QUEUE_PREFETCH_MESSAGES_MAX = QUEUE_BATCH_MESSAGES_MAX // 2
+# A consumer renews the leases it holds (prefetched or handed out, not settled) with one Extend per partition when
+# one of them has less than this left (at most half of visibility_ms), up to QUEUE_LEASE_EXTENSION_MAX_MS after
+# each message arrived; it hands the application no message with less than half this margin left.
+QUEUE_LEASE_EXTENSION_MARGIN_MS = 2_000
+QUEUE_LEASE_EXTENSION_MAX_MS = 3_600_000  # 1 h; 0 turns lease extension off
+QUEUE_LEASE_CHECK_MAX_MS = 500          # the lease keeper looks at least this often at what it holds
 QUEUE_LEASE_BATCH_MESSAGES = 100       # messages per LeaseStream answer
 QUEUE_POLL_MESSAGES_MAX = 500          # messages one QueueConsumer.poll returns at most
 QUEUE_ACK_LINGER_MS = 2                # acks, nacks and extends wait this long to share a request
@@ -109,6 +118,19 @@ BENCH_QUEUE_CALLERS_PER_PARTITION = 2   # lease+ack loops per partition (one lea
 # queue_lease_messages_max), as a worker pool draining a backlog asks for; the peer benchmark's NATS workers
 # fetch the same 1,000 per call.
 BENCH_QUEUE_LEASE_BATCH_MESSAGES = 1_000
+# `raftbus bench soak` (client/bench/soak.py): how long, how often a broker is killed and the brokers sampled, the
+# stream topic's retention (bytes per partition: it bounds the data kept), and the verdicts' targets.
+BENCH_SOAK_MINUTES = 60.0
+BENCH_SOAK_KILL_EVERY_MINUTES = 10.0
+BENCH_SOAK_SAMPLE_SECONDS = 10.0
+BENCH_SOAK_PEAK_SECONDS = 15.0          # each load alone, unpaced, when its rate is not given
+BENCH_SOAK_RETENTION_BYTES = 128 * 1024 * 1024
+BENCH_SOAK_BATCH_RECORDS = 500          # records per send_batch of the produce load
+BENCH_SOAK_LATENCY_SAMPLES_MAX = 20_000  # latency samples a load keeps per report interval (thinned evenly beyond)
+BENCH_SOAK_DRAIN_TIMEOUT_MS = 120_000   # at the end: readers catching up, the queue acking what is left
+BENCH_SOAK_RESTART_DELAY_MS = 5_000     # from a broker's kill -9 to its restart
+BENCH_SOAK_GROWTH_PERCENT_MAX = 5.0     # memory, open files and file sizes: last interval vs the first kill's
+BENCH_SOAK_P99_RATIO_MAX = 2.0          # latency p99 of each later kill period vs the first
 
 
 def bootstrap_default() -> str:

@@ -40,8 +40,9 @@ def split_address(address: str) -> tuple[str, int]:
 
 
 class KafkaListener:
-    def __init__(self, listen: str, limits: KafkaLimits, policy=None):
+    def __init__(self, listen: str, limits: KafkaLimits, policy=None, reuse_port: bool = False):
         self.listen = listen
+        self.reuse_port = reuse_port  # SO_REUSEPORT: the port may be held reserved for this broker
         self.limits = limits
         self.policy = policy  # () -> AccessPolicy when authorization is on (session.py)
         self.router = None  # set by the assembly (broker/kafka/apis.py) before start
@@ -81,7 +82,8 @@ class KafkaListener:
     async def _bind(self) -> None:
         self._stopping = asyncio.Event()
         host, port = split_address(self.listen)
-        self._server = await asyncio.start_server(self._accept, host, port, limit=64 * 1024, backlog=512)
+        self._server = await asyncio.start_server(self._accept, host, port, limit=64 * 1024, backlog=512,
+                                                  reuse_port=self.reuse_port or None)
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

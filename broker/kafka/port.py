@@ -35,6 +35,7 @@ class PortSettings:
     default_replication_factor: int
     default_retention_ms: int
     default_retention_bytes: int
+    listen_reuse_port: bool = False  # the node's: the Kafka port binds beside a port held for this broker
 
     @classmethod
     def of(cls, settings) -> "PortSettings":
@@ -46,7 +47,8 @@ class PortSettings:
                    batch_bytes_max=log.batch_bytes_max, default_partitions=topics_.default_partitions,
                    default_replication_factor=topics_.default_replication_factor,
                    default_retention_ms=topics_.default_retention_ms,
-                   default_retention_bytes=topics_.default_retention_bytes)
+                   default_retention_bytes=topics_.default_retention_bytes,
+                   listen_reuse_port=settings.node.listen_reuse_port)
 
 
 def limits_of(kafka: KafkaSettings) -> KafkaLimits:
@@ -95,7 +97,8 @@ class KafkaFeature:
         self.port: int | None = None
         if not self.enabled:  # no loop, no thread, no socket
             return
-        self.listener = KafkaListener(kafka.kafka_listen, limits_of(kafka), policy)
+        self.listener = KafkaListener(kafka.kafka_listen, limits_of(kafka), policy,
+                                      reuse_port=settings.listen_reuse_port)
         self.waits = FetchWaits(call_soon=self.listener.call_soon)
         self.services = KafkaServices(context=context, log=log_service, admin=admin_service, listener=self.listener,
                                       waits=self.waits, settings=settings,

@@ -343,7 +343,7 @@ class RaftHub:
                  frame_bytes_max: int, send_buffer_bytes_max: int, connect_retry_ms: int,
                  handshake_timeout_ms: int, handshakes_pending_max: int = 64,
                  handshakes_pending_per_address_max: int = 8, tls=None, accepted_secrets=(),
-                 clock: Clock = monotonic_s):
+                 reuse_port: bool = False, clock: Clock = monotonic_s):
         if len(secret) < 16 or any(len(s) < 16 for s in accepted_secrets):
             raise ValueError("the Raft secret must be at least 16 bytes")
         if frame_bytes_max <= FRAME_OVERHEAD + 64:
@@ -365,6 +365,7 @@ class RaftHub:
         self.handshakes_pending_max = handshakes_pending_max
         self.handshakes_pending_per_address_max = handshakes_pending_per_address_max
         self._tls = tls  # RaftTls (server and client SSL contexts) or None
+        self._reuse_port = reuse_port  # SO_REUSEPORT: the port may be held reserved by a supervisor
         self._tls_readable: set[_Connection] = set()  # TLS connections with decrypted bytes not yet read
         self._selector = selectors.DefaultSelector()
         self._server: socket.socket | None = None
@@ -392,6 +393,8 @@ class RaftHub:
         family, sockaddr = _resolve(host, port, passive=True)
         server = socket.socket(family, socket.SOCK_STREAM)
         server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if self._reuse_port:
+            server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         server.bind(sockaddr)
         server.listen(128)
         server.setblocking(False)

@@ -5,10 +5,12 @@
             await message.ack()          # or nack(delay_ms=...), extend(visibility_ms)
 
 As the sync QueueConsumer: one LeaseStream per partition on its leader delivers messages as they become due,
-with at most `prefetch` unsettled leases per partition; a failed stream is reopened on the new leader (leases
-are replicated, so those handed out stay valid). ack(), nack() and extend() return asyncio futures; each
-partition's pending settlements go as one request every `ack_linger_ms`, acks and nacks with the settler id
-and a sequence so a retried request is answered as the first one was.
+with at most `prefetch` unsettled leases per partition; a failed stream is reopened on the new leader once the
+consumer holds fewer than `prefetch` leases of the partition (leases are replicated, so those handed out stay
+valid). ack(), nack() and extend() return asyncio futures; each partition's pending settlements go as one request
+every `ack_linger_ms`, acks and nacks with the settler id and a sequence so a retried request is answered as the
+first one was. A task keeps the held leases alive with one Extend per partition and poll hands out no message
+whose lease is about to end, as the sync consumer does (client/queues/leases.py).
 """
 from __future__ import annotations
 
@@ -22,7 +24,6 @@ import grpc
 from raftbus.client import settings
 from raftbus.client.credentials import TlsSource
 from raftbus.client.errors import (
-    InvalidArgument,
     RaftbusError,
     RequestTimedOut,
     Unavailable,
@@ -34,7 +35,22 @@ from raftbus.client.wire import queues_pb2_grpc as qpb_grpc
 
 from raftbus.client.aio.lifecycle import AsyncClient, typed
 from raftbus.client.aio.router import AsyncRouter
-from raftbus.client.aio.shared import Message, leased_messages, settle_entries, settlement_request
+from raftbus.client.aio.shared import (
+    ENDING,
+    ENDING_REASON,
+    HANDED,
+    KeptSettler,
+    LeaseCounts,
+    LeaseKeeper,
+    LeasePolicy,
+    Message,
+    check_consumer_options,
+    extend_round,
+    leased_messages,
+    now_ms,
+    settle_entries,
+    settlement_request,
+)
 
 
 class AsyncSettlements:
@@ -60,6 +76,10 @@ class AsyncSettlements:
 
     def extend(self, message: Message, visibility_ms: int) -> asyncio.Future:
         return self._add("Extend", message, visibility_ms)
+
+    def extend_many(self, messages: list[Message], visibility_ms: int) -> list[asyncio.Future]:
+        """Extends of one partition's leases, pending together so they go as one request."""
+        return [self._add("Extend", message, visibility_ms) for message in messages]
 
     def _add(self, kind: str, message: Message, argument) -> asyncio.Future:
         if self._closing:
@@ -129,6 +149,8 @@ class AsyncQueueConsumer(AsyncClient):
     """Consumes queue topics: `poll` (or `async for`) leased messages, then ack/nack/extend each one.
 
     Without `partitions` it follows whole topics, looking for added partitions every `partitions_check_ms`.
+    Leases are kept alive as QueueConsumer keeps them (`lease_extension_max_ms`, `lease_extension_margin_ms`,
+    `lease_handoff_margin_ms`; `lease_counts()`).
     """
 
     def __init__(self, bootstrap: str | list[str] | None = None, *, topics: list[str] | str,
@@ -137,12 +159,14 @@ class AsyncQueueConsumer(AsyncClient):
                  lease_batch_messages: int = settings.QUEUE_LEASE_BATCH_MESSAGES,
                  request_timeout_ms: int = settings.REQUEST_TIMEOUT_MS,
                  partitions_check_ms: int = settings.QUEUE_PARTITIONS_CHECK_MS,
+                 lease_extension_max_ms: int = settings.QUEUE_LEASE_EXTENSION_MAX_MS,
+                 lease_extension_margin_ms: int | None = None, lease_handoff_margin_ms: int | None = None,
                  tls_ca: TlsSource = None, tls_cert: TlsSource = None, tls_key: TlsSource = None,
                  token: str | None = None):
         self.topics = [topics] if isinstance(topics, str) else list(topics)
-        if not self.topics or prefetch < 1 or lease_batch_messages < 1 or partitions_check_ms < 1:
-            raise InvalidArgument("a queue consumer needs topics, prefetch >= 1, lease_batch_messages >= 1 and "
-                                  "partitions_check_ms >= 1")
+        check_consumer_options(self.topics, prefetch, lease_batch_messages, partitions_check_ms)
+        policy = LeasePolicy.of(visibility_ms, lease_extension_max_ms, lease_extension_margin_ms,
+                                lease_handoff_margin_ms)
         self.router = AsyncRouter(bootstrap, request_timeout_ms=request_timeout_ms,
                                   tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, token=token)
         self.partitions = partitions
@@ -151,9 +175,13 @@ class AsyncQueueConsumer(AsyncClient):
         self.lease_batch_messages = min(lease_batch_messages, prefetch)
         self.partitions_check_s = partitions_check_ms / 1000
         self.settlements = AsyncSettlements(self.router, ack_linger_ms / 1000)
+        self._room: asyncio.Event | None = None  # set when held leases are released: a stream may reopen
+        self.leases = LeaseKeeper(policy, on_released=self._released)
+        self._settler = KeptSettler(self.settlements, self.leases, now_ms)
         self._buffer: asyncio.Queue[Message] = asyncio.Queue()
         self._streams: dict[tuple[str, int], asyncio.Task] = {}
         self._watcher: asyncio.Task | None = None
+        self._keeper: asyncio.Task | None = None
         self._failure: RaftbusError | None = None
         self._started = False
         self._closed = False
@@ -168,23 +196,32 @@ class AsyncQueueConsumer(AsyncClient):
         for topic in self.topics:
             if await self.router.topic_kind(topic) != "queue":
                 raise WrongTopicKind(f"{topic!r} is a stream topic; read it with AsyncReader (or AsyncConsumer)")
+        self._room = asyncio.Event()
+        self._keeper = asyncio.get_running_loop().create_task(self._keep_leases())
         await self._open_streams()
         if self.partitions is None:
             self._watcher = asyncio.get_running_loop().create_task(self._watch_partitions())
 
     async def poll(self, timeout_s: float = 1.0, max_messages: int = settings.QUEUE_POLL_MESSAGES_MAX) -> list[Message]:
-        """Up to max_messages leased messages, waiting up to timeout_s for the first one."""
+        """Up to max_messages leased messages, waiting up to timeout_s for the first one. A message whose lease
+        ends within the hand-off margin is given back instead (nack, no delay), one whose lease ended dropped."""
         await self.start()
         if self._failure is not None:
             raise self._failure
+        messages: list[Message] = []
         try:
             async with asyncio.timeout(timeout_s):
-                messages = [await self._buffer.get()]
+                while not messages:
+                    self._hand_over(await self._buffer.get(), messages)
         except TimeoutError:
             return []
         while len(messages) < max_messages and not self._buffer.empty():
-            messages.append(self._buffer.get_nowait())
+            self._hand_over(self._buffer.get_nowait(), messages)
         return messages
+
+    def lease_counts(self) -> LeaseCounts:
+        """What keeping this consumer's leases did so far: extends sent, leases renewed, messages dropped."""
+        return self.leases.counts()
 
     async def __aiter__(self) -> AsyncIterator[Message]:
         while not self._closed:
@@ -207,11 +244,46 @@ class AsyncQueueConsumer(AsyncClient):
         try:
             await self.settlements.close(timeout_s)
         finally:
-            tasks = [*self._streams.values(), *([self._watcher] if self._watcher else [])]
+            tasks = [*self._streams.values(), *(task for task in (self._watcher, self._keeper) if task)]
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             await self.router.close()
+
+    # ------------------------------------------------------------------ keeping leases
+
+    async def _keep_leases(self) -> None:
+        """Each round: renew what is due (one Extend per partition), then sleep until the next lease is due."""
+        while True:
+            now = now_ms()
+            try:
+                for _, messages in self.leases.due(now):
+                    extend_round(self.settlements, self.leases, messages, now)
+            except Unavailable:
+                return  # closed
+            upcoming = self.leases.next_due_ms(now_ms())
+            wait_ms = settings.QUEUE_LEASE_CHECK_MAX_MS if upcoming is None else upcoming - now_ms()
+            await asyncio.sleep(min(max(wait_ms, 1), settings.QUEUE_LEASE_CHECK_MAX_MS) / 1000)
+
+    def _hand_over(self, message: Message, messages: list[Message]) -> None:
+        verdict = self.leases.take(message, now_ms())
+        if verdict == HANDED:
+            messages.append(message)
+        elif verdict == ENDING:
+            try:
+                self.settlements.nack(message, 0, ENDING_REASON)  # its answer is not needed
+            except Unavailable:
+                pass  # closed: the lease runs out on its own
+
+    def _released(self) -> None:
+        if self._room is not None:
+            self._room.set()
+
+    async def _wait_for_room(self, topic: str, partition: int) -> None:
+        """Before a partition's stream (re)opens: until this consumer holds fewer than `prefetch` of its leases."""
+        while self.leases.held(topic, partition) >= self.prefetch:
+            self._room.clear()
+            await self._room.wait()
 
     # ------------------------------------------------------------------ lease streams
 
@@ -237,13 +309,16 @@ class AsyncQueueConsumer(AsyncClient):
                                    visibility_ms=self.visibility_ms, max_in_flight=self.prefetch, packed=True)
         failures = 0
         while True:
+            await self._wait_for_room(topic, partition)
             try:
                 conn = self.router.connection(await self.router.leader_address(topic, partition))
                 async for answer in qpb_grpc.QueueStub(conn.channel).LeaseStream(request):
                     if answer.error.code:
                         raise response_error(answer)
                     failures = 0
-                    for message in leased_messages(topic, partition, answer, self.settlements):
+                    messages = leased_messages(topic, partition, answer, self._settler)
+                    self.leases.received(messages, now_ms())
+                    for message in messages:
                         self._buffer.put_nowait(message)
                 reason: RaftbusError = Unavailable("lease stream ended")
             except (grpc.RpcError, RaftbusError) as exc:

@@ -24,6 +24,9 @@ spark: records/s through one Spark Structured Streaming micro-batch, Arrow and t
 queue: see client/bench/queue.py (lease+ack throughput with priority ordering, delayed-delivery lateness).
 scale: produce and consume at 3, 30 and 300 partitions, produce with 1, 4 and 16 producer processes, and
 Producer.send per record, each row bounded (client/bench/scale.py).
+soak: an hour (--minutes) of produce, group consume and queue load at half their peaks with a broker killed -9
+every --kill-every-minutes, memory, files and latency sampled, history checked (client/bench/soak.py); not part
+of `all`; --out and --table-out get its JSON and Markdown.
 failover, idle, scale: on fresh clusters of their own, see client/bench/ops.py (kill -9 of a leader to the next
 acknowledged produce; broker CPU with 100 idle partitions). `all` runs every workload but spark and http, these
 three last, after the cluster it started has stopped (a cluster given with --bootstrap or kept with
@@ -61,6 +64,7 @@ from raftbus.bench import groups as bench_groups
 from raftbus.bench import ops as bench_ops
 from raftbus.bench import queue as bench_queue
 from raftbus.bench import scale as bench_scale
+from raftbus.bench import soak as bench_soak
 from raftbus.bench import table as bench_table
 from raftbus.client import settings
 from raftbus.client.admin import Admin
@@ -69,8 +73,9 @@ from raftbus.client.producer import Producer
 from raftbus.client.reader import Reader
 from raftbus.client.records import RECORD_OVERHEAD_BYTES
 
-WORKLOADS = ("produce", "consume", "scale", "queue", "aio", "kafka", "failover", "idle", "all", "spark", "http")
-FRESH_CLUSTER_WORKLOADS = ("scale", "failover", "idle")  # each starts clusters of its own
+WORKLOADS = ("produce", "consume", "scale", "queue", "aio", "kafka", "failover", "idle", "all", "spark", "http",
+             "soak")
+FRESH_CLUSTER_WORKLOADS = ("scale", "failover", "idle", "soak")  # each starts clusters of its own
 LOOPBACK = "127.0.0.1"
 
 
@@ -102,6 +107,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="local cluster with TLS, tokens and ACLs (raftbus dev --secure), used as its admin")
     bench_queue.add_queue_arguments(parser)
     bench_ops.add_ops_arguments(parser)
+    bench_soak.add_soak_arguments(parser)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -670,6 +676,8 @@ def main(args: argparse.Namespace | list[str] | None = None) -> int:
     if args is None or isinstance(args, list):
         args = build_parser().parse_args(args)
     check_args(args)
+    if args.workload == "soak":
+        return run_soak(args)
     loop_ms_before = reference_loop_ms()
     results = run_benchmarks(args)
     loop_ms_after = reference_loop_ms()
@@ -686,6 +694,15 @@ def main(args: argparse.Namespace | list[str] | None = None) -> int:
         Path(args.table_out).write_text(table)
         print(table, file=sys.stderr, flush=True)
         progress(f"table written to {args.table_out}")
+    return 0
+
+
+def run_soak(args) -> int:
+    """`raftbus bench soak`: its summary as one JSON line, its report to --out (JSON) and --table-out (Markdown)."""
+    result = bench_soak.bench_soak(args, bench_ops.fresh_cluster, free_base_port, progress)
+    result["machine"] = machine_description()
+    emit({k: v for k, v in result.items() if k != "intervals"})
+    bench_soak.write_outputs(result, args, progress)
     return 0
 
 

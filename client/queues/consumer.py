@@ -3,9 +3,12 @@
 One LeaseStream per partition (a server stream on the partition leader) delivers messages as they become
 due; the broker keeps at most `prefetch` of this consumer's leases per partition unsettled, so a slow consumer
 does not hold leases it cannot work on. A stream that fails (leader moved, broker down) is reopened on the
-new leader; leases already handed out stay valid there, since leases are replicated. ack(), nack() and
-extend() of a message go through one background thread that sends each partition's pending settlements as
-one request every `ack_linger_ms` (or sooner when QUEUE_BATCH_MESSAGES_MAX are pending).
+new leader once this consumer holds fewer than `prefetch` leases of the partition; leases already handed out stay
+valid there, since leases are replicated. ack(), nack() and extend() of a message go through one background
+thread that sends each partition's pending settlements as one request every `ack_linger_ms` (or sooner when
+QUEUE_BATCH_MESSAGES_MAX are pending). A lease keeper thread renews the leases held, prefetched or handed out,
+with one Extend per partition before they run out, and poll hands out no message whose lease is about to end
+(client/queues/leases.py).
 """
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import itertools
 import os
 import queue
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import Future
 
@@ -27,6 +31,16 @@ from raftbus.client.errors import (
     WrongTopicKind,
     error_from_code,
     error_from_rpc,
+)
+from raftbus.client.queues.leases import (
+    ENDING,
+    ENDING_REASON,
+    HANDED,
+    KeptSettler,
+    LeaseCounts,
+    LeaseKeeper,
+    LeasePolicy,
+    extend_round,
 )
 from raftbus.client.queues.messages import Message, leased_messages
 from raftbus.client.queues.producer import QueueStubs
@@ -64,16 +78,26 @@ class _Settlements:
     def extend(self, message: Message, visibility_ms: int) -> Future:
         return self._add(_EXTEND, message, visibility_ms)
 
+    def extend_many(self, messages: list[Message], visibility_ms: int) -> list[Future]:
+        """Extends of one partition's leases, pending together so they go as one request."""
+        return self._add_many(_EXTEND, messages, visibility_ms)
+
     def _add(self, kind: str, message: Message, argument) -> Future:
-        future: Future = Future()
-        future.set_running_or_notify_cancel()
+        return self._add_many(kind, [message], argument)[0]
+
+    def _add_many(self, kind: str, messages: list[Message], argument) -> list[Future]:
+        futures = []
         with self._cond:
             if self._stopping:
                 raise Unavailable("consumer is closed")
-            self._pending.append((kind, message, argument, future))
-            if len(self._pending) == 1 or len(self._pending) >= settings.QUEUE_BATCH_MESSAGES_MAX:
+            for message in messages:
+                future: Future = Future()
+                future.set_running_or_notify_cancel()
+                self._pending.append((kind, message, argument, future))
+                futures.append(future)
+            if len(self._pending) == len(messages) or len(self._pending) >= settings.QUEUE_BATCH_MESSAGES_MAX:
                 self._cond.notify_all()
-        return future
+        return futures
 
     def flush(self, timeout_s: float | None) -> bool:
         with self._cond:
@@ -154,11 +178,31 @@ def settlement_request(kind: str, topic: str, partition: int, entries: list):
         for _, m, visibility_ms, _ in entries])
 
 
+def now_ms() -> int:
+    """The consumer's clock for lease deadlines: monotonic, in ms."""
+    return time.monotonic_ns() // 1_000_000
+
+
+def check_consumer_options(topics: list[str], prefetch: int, lease_batch_messages: int,
+                           partitions_check_ms: int) -> None:
+    """InvalidArgument for options no queue consumer (sync or asyncio) can run with."""
+    if not topics or lease_batch_messages < 1 or partitions_check_ms < 1:
+        raise InvalidArgument("a queue consumer needs topics, lease_batch_messages >= 1 and partitions_check_ms >= 1")
+    if not 1 <= prefetch <= settings.QUEUE_PREFETCH_MESSAGES_MAX:
+        raise InvalidArgument(f"prefetch must be between 1 and {settings.QUEUE_PREFETCH_MESSAGES_MAX} "
+                              "(QUEUE_PREFETCH_MESSAGES_MAX: one Extend request renews what a partition holds)")
+
+
 class QueueConsumer:
     """Consumes queue topics: `poll` (or iterate) for leased messages, then ack/nack/extend each one.
 
     One lease stream per partition, to its leader. Without `partitions` the consumer follows whole topics: every
     `partitions_check_ms` it reads fresh metadata and opens streams for partitions added since.
+
+    The leases it holds are kept alive until they are settled, up to `lease_extension_max_ms` after each message
+    arrived (0: never extended): renewed with one Extend per partition when one has less than
+    `lease_extension_margin_ms` left; `poll` gives back (nack, no delay) a message with less than
+    `lease_handoff_margin_ms` left instead of handing it out. `lease_counts()` says what the keeping did.
     """
 
     def __init__(self, bootstrap: str | list[str] | None = None, *, topics: list[str] | str,
@@ -167,13 +211,15 @@ class QueueConsumer:
                  lease_batch_messages: int = settings.QUEUE_LEASE_BATCH_MESSAGES,
                  ack_linger_ms: int = settings.QUEUE_ACK_LINGER_MS,
                  partitions_check_ms: int = settings.QUEUE_PARTITIONS_CHECK_MS,
+                 lease_extension_max_ms: int = settings.QUEUE_LEASE_EXTENSION_MAX_MS,
+                 lease_extension_margin_ms: int | None = None, lease_handoff_margin_ms: int | None = None,
                  request_timeout_ms: int = settings.REQUEST_TIMEOUT_MS, router: Router | None = None,
                  tls_ca: TlsSource = None, tls_cert: TlsSource = None, tls_key: TlsSource = None,
                  token: str | None = None):
         self.topics = [topics] if isinstance(topics, str) else list(topics)
-        if not self.topics or prefetch < 1 or lease_batch_messages < 1 or partitions_check_ms < 1:
-            raise InvalidArgument("a QueueConsumer needs topics, prefetch >= 1, lease_batch_messages >= 1 and "
-                                  "partitions_check_ms >= 1")
+        check_consumer_options(self.topics, prefetch, lease_batch_messages, partitions_check_ms)
+        policy = LeasePolicy.of(visibility_ms, lease_extension_max_ms, lease_extension_margin_ms,
+                                lease_handoff_margin_ms)
         self.router = router or Router(bootstrap, request_timeout_ms=request_timeout_ms,
                                        tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, token=token)
         self._owns_router = router is None
@@ -182,6 +228,9 @@ class QueueConsumer:
         self.prefetch = prefetch
         self.lease_batch_messages = min(lease_batch_messages, prefetch)
         self.settlements = _Settlements(self.router, self.stubs, ack_linger_ms / 1000, request_timeout_ms / 1000)
+        self._room = threading.Condition()  # notified when held leases are released: a stream may reopen
+        self.leases = LeaseKeeper(policy, on_released=self._released)
+        self._settler = KeptSettler(self.settlements, self.leases, now_ms)
         self._buffer: queue.SimpleQueue[Message] = queue.SimpleQueue()
         self._stopping = threading.Event()
         self._failure: RaftbusError | None = None
@@ -196,6 +245,9 @@ class QueueConsumer:
         for topic in self.topics:
             for partition in partitions if partitions is not None else range(self.router.partitions_for(topic)):
                 self._start_stream(topic, partition)
+        keeper = threading.Thread(target=self._keep_leases, daemon=True, name="raftbus-queue-leases")
+        keeper.start()
+        self._threads.append(keeper)
         if partitions is None:  # whole topics: partitions added later are leased from too
             watcher = threading.Thread(target=self._watch_partitions, args=(partitions_check_ms / 1000,),
                                        daemon=True, name="raftbus-lease-partitions")
@@ -204,17 +256,28 @@ class QueueConsumer:
 
     # ------------------------------------------------------------------ public API
     def poll(self, timeout_s: float = 1.0, max_messages: int = settings.QUEUE_POLL_MESSAGES_MAX) -> list[Message]:
-        """Up to max_messages leased messages, waiting up to timeout_s for the first one."""
+        """Up to max_messages leased messages, waiting up to timeout_s for the first one. A message whose lease
+        ends within the hand-off margin is given back instead (nack, no delay), one whose lease ended dropped."""
         if self._failure is not None:
             raise self._failure
-        messages = []
-        try:
-            messages.append(self._buffer.get(timeout=timeout_s))
-            while len(messages) < max_messages:
-                messages.append(self._buffer.get_nowait())
-        except queue.Empty:
-            pass
+        messages: list[Message] = []
+        give_up_at = time.monotonic() + timeout_s
+        while len(messages) < max_messages:
+            try:
+                message = self._buffer.get_nowait() if messages else \
+                    self._buffer.get(timeout=max(give_up_at - time.monotonic(), 0))
+            except queue.Empty:
+                break
+            verdict = self.leases.take(message, now_ms())
+            if verdict == HANDED:
+                messages.append(message)
+            elif verdict == ENDING:
+                self._give_back(message)
         return messages
+
+    def lease_counts(self) -> LeaseCounts:
+        """What keeping this consumer's leases did so far: extends sent, leases renewed, messages dropped."""
+        return self.leases.counts()
 
     def __iter__(self) -> Iterator[Message]:
         while not self._stopping.is_set():
@@ -230,6 +293,8 @@ class QueueConsumer:
         if self._stopping.is_set():
             return
         self._stopping.set()
+        with self._room:
+            self._room.notify_all()
         self.settlements.close(timeout_s)
         with self._lock:
             calls = list(self._calls.values())
@@ -247,6 +312,38 @@ class QueueConsumer:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    # ------------------------------------------------------------------ keeping leases
+    def _keep_leases(self) -> None:
+        """Each round: renew what is due (one Extend per partition), then sleep until the next lease is due."""
+        while not self._stopping.is_set():
+            now = now_ms()
+            try:
+                for _, messages in self.leases.due(now):
+                    extend_round(self.settlements, self.leases, messages, now)
+            except Unavailable:
+                return  # closed
+            upcoming = self.leases.next_due_ms(now_ms())
+            wait_ms = settings.QUEUE_LEASE_CHECK_MAX_MS if upcoming is None else upcoming - now_ms()
+            self._stopping.wait(min(max(wait_ms, 1), settings.QUEUE_LEASE_CHECK_MAX_MS) / 1000)
+
+    def _give_back(self, message: Message) -> None:
+        """Nack, without a delay, a message this consumer will not hand out (its answer is not needed)."""
+        try:
+            self.settlements.nack(message, 0, ENDING_REASON)
+        except Unavailable:
+            pass  # closed: the lease runs out on its own
+
+    def _released(self) -> None:
+        with self._room:
+            self._room.notify_all()
+
+    def _wait_for_room(self, topic: str, partition: int) -> None:
+        """Before a partition's stream (re)opens: until this consumer holds fewer than `prefetch` of its leases
+        (the new stream's window does not count those it already holds, so at most twice prefetch are held)."""
+        with self._room:
+            self._room.wait_for(lambda: self._stopping.is_set() or
+                                self.leases.held(topic, partition) < self.prefetch)
 
     # ------------------------------------------------------------------ stream threads
     def _start_stream(self, topic: str, partition: int) -> None:
@@ -275,7 +372,10 @@ class QueueConsumer:
         request = qpb.LeaseRequest(topic=topic, partition=partition, max_messages=self.lease_batch_messages,
                                    visibility_ms=self.visibility_ms, max_in_flight=self.prefetch, packed=True)
         while not self._stopping.is_set():
+            self._wait_for_room(topic, partition)
             try:
+                if self._stopping.is_set():
+                    return
                 call = self.stubs.for_partition(topic, partition).LeaseStream(request)
                 with self._lock:
                     self._calls[(topic, partition)] = call
@@ -287,7 +387,9 @@ class QueueConsumer:
                                               leader_id=response.error.leader_id or None,
                                               leader_address=response.error.leader_address or None)
                     failures = 0
-                    for message in leased_messages(topic, partition, response, self.settlements):
+                    messages = leased_messages(topic, partition, response, self._settler)
+                    self.leases.received(messages, now_ms())
+                    for message in messages:
                         self._buffer.put(message)
                 err: RaftbusError = Unavailable("lease stream ended")
             except grpc.RpcError as exc:

@@ -11,7 +11,7 @@ from raftbus.broker.raft.group import RaftGroup, RaftSettings
 from raftbus.broker.log.state import PartitionStateMachine
 from raftbus.broker.storage.lmdb_store import LmdbStore
 from raftbus.broker.raft.hub import RaftHub
-from tests.helpers import free_ports
+from tests.ports import reserve_ports
 
 SECRET = b"k" * 32
 PRODUCER = b"p" * 16
@@ -31,6 +31,7 @@ class Node:
                            on_peer_connected=self.loop.on_peer_connected,
                            on_peer_disconnected=self.loop.on_peer_disconnected, frame_bytes_max=64 << 20,
                            send_buffer_bytes_max=send_buffer_bytes_max, connect_retry_ms=50, handshake_timeout_ms=2000,
+                           reuse_port=True,  # binds beside the port RaftCluster holds (tests/ports.py)
                            clock=self.loop.clock)
         self.loop.attach(self.hub)
         self.hub.start()
@@ -71,7 +72,8 @@ class RaftCluster:
         self.send_buffer_bytes_max = send_buffer_bytes_max
         self.settings = settings or RaftSettings(election_timeout_min_ms=200, election_timeout_max_ms=400,
                                                  heartbeat_interval_ms=50, leader_fallback_timeout_ms=1000)
-        self.addresses = {n: f"127.0.0.1:{p}" for n, p in zip(range(1, size + 1), free_ports(size))}
+        self._reserved = reserve_ports(size)  # held until close: a node stopped and started keeps its address
+        self.addresses = {n: f"127.0.0.1:{p}" for n, p in zip(range(1, size + 1), self._reserved.ports)}
         self.nodes: dict[int, Node] = {}
 
     def start(self, node_id: int, groups=("p1.0",), wrap_store=None, replicas=None, learners=(),
@@ -138,6 +140,7 @@ class RaftCluster:
     def close(self) -> None:
         for node_id in list(self.nodes):
             self.stop(node_id)
+        self._reserved.close()
 
 
 # An election timeout far longer than any wait of a test: a leader can only come from an election a test starts

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from raftbus.broker.raft.group import RaftSettings
 from tests.cluster.harness import Node, RaftCluster
-from tests.helpers import free_ports
+from tests.ports import reserve_ports
 
 GROUP = "p1.0"
 RECORD = b"b" * (100 << 10)
@@ -105,13 +105,13 @@ def main() -> None:
     records = args.mb * 1024 * 1024 // len(RECORD)
     if args.role == "all":
         root.mkdir(parents=True, exist_ok=False)
-        ports = free_ports(3)
-        addresses = json.dumps({n: f"127.0.0.1:{p}" for n, p in zip((1, 2, 3), ports)})
-        base = [sys.executable, "-m", "tests.cluster.snapshot_transfer_bench", "--mb", str(args.mb),
-                "--dir", str(root), "--addresses", addresses, "--role"]
-        setup_out = json.loads(subprocess.run(base + ["setup"], check=True, capture_output=True).stdout)
-        sides = [subprocess.Popen(base + [role], stdout=subprocess.PIPE) for role in ("leader", "follower")]
-        results = [json.loads(p.communicate()[0]) for p in sides]
+        with reserve_ports(3) as reserved:  # held while the sides run: their hubs bind beside it
+            addresses = json.dumps({n: f"127.0.0.1:{p}" for n, p in zip((1, 2, 3), reserved.ports)})
+            base = [sys.executable, "-m", "tests.cluster.snapshot_transfer_bench", "--mb", str(args.mb),
+                    "--dir", str(root), "--addresses", addresses, "--role"]
+            setup_out = json.loads(subprocess.run(base + ["setup"], check=True, capture_output=True).stdout)
+            sides = [subprocess.Popen(base + [role], stdout=subprocess.PIPE) for role in ("leader", "follower")]
+            results = [json.loads(p.communicate()[0]) for p in sides]
         print(json.dumps({**setup_out, "leader": results[0], "follower": results[1]}))
         return
     addresses = {int(n): a for n, a in json.loads(args.addresses).items()}

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from tests.helpers import LocalCluster, free_ports, wait_until
+from tests.helpers import LocalCluster, wait_until
 from tests.system.conftest import wait_cluster_ready
 
 pytestmark = pytest.mark.kafka
@@ -19,7 +19,7 @@ class KafkaCluster(LocalCluster):
 
     def __init__(self, root, brokers: int = 3, env: dict | None = None):
         super().__init__(root, brokers=brokers, env=env)
-        self.kafka_ports = free_ports(brokers)
+        self.kafka_ports = self.hold_ports(brokers)  # held with the cluster's ports, kept across restarts
         for broker, port in zip(self.brokers, self.kafka_ports):
             broker.env = {**broker.env, "RAFTBUS_KAFKA_LISTEN": f"127.0.0.1:{port}"}
 

@@ -17,7 +17,8 @@ import pytest
 from raftbus.broker.tls_dev import write_dev_pki
 from raftbus.cli import app as cli
 from raftbus.client import Admin, Producer
-from tests.helpers import LocalCluster, free_ports
+from tests.helpers import LocalCluster
+from tests.ports import reserve_ports
 from tests.system.conftest import wait_cluster_ready
 
 pytestmark = pytest.mark.system
@@ -174,10 +175,11 @@ def test_the_same_files_from_the_environment_are_named_by_their_variable(broker,
 
 
 def test_broker_start_names_bad_files_and_taken_ports(broker, files, tmp_path):
+    """broker start names a bad file or a taken port in one line, dev a taken base port; the ports not taken are
+    port 0 (the broker holds ones the kernel picks)."""
     root, pki = files
-    client, raft = free_ports(2)
     start = ["broker", "start", "--node-id", "1", "--data-dir", str(tmp_path / "b"),
-             "--listen", f"127.0.0.1:{client}", "--raft-listen", f"127.0.0.1:{raft}", "--peers", f"1@127.0.0.1:{raft}"]
+             "--listen", "127.0.0.1:0", "--raft-listen", "127.0.0.1:0", "--peers", "1@127.0.0.1:0"]
     assert one_line([*start, "--config", str(root / "missing.toml")]) == (
         f"error: INVALID_ARGUMENT: config file {root / 'missing.toml'} does not exist")
     env = {"PATH": "/usr/bin:/bin", "RAFTBUS_TLS_CERT_FILE": str(root / "not.pem"),
@@ -199,19 +201,17 @@ def test_broker_start_names_bad_files_and_taken_ports(broker, files, tmp_path):
     assert not (tmp_path / "dev").exists()
 
 
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_a_closed_port_fails_with_broker_unreachable():
-    address = f"127.0.0.1:{closed_port()}"
-    for command in (["topics", "list"], ["cluster", "status"], ["groups", "list"], ["brokers", "drain", "1"],
-                    ["consume", "events", "--timeout-ms", "100"], ["produce", "events", "--value", "x"],
-                    ["queues", "stats", "jobs"], ["topics", "verify", "events"]):
-        assert one_line(["--bootstrap", address, *command]).startswith(
-            f"error: BROKER_UNREACHABLE: cannot connect to {address} (connection refused or timed out for 2 s"), command
+    """Every command fails at a closed port with BROKER_UNREACHABLE (a port this test holds without listening:
+    connections are refused, and nothing else can take it meanwhile)."""
+    with reserve_ports(1) as closed:
+        address = f"127.0.0.1:{closed.ports[0]}"
+        for command in (["topics", "list"], ["cluster", "status"], ["groups", "list"], ["brokers", "drain", "1"],
+                        ["consume", "events", "--timeout-ms", "100"], ["produce", "events", "--value", "x"],
+                        ["queues", "stats", "jobs"], ["topics", "verify", "events"]):
+            assert one_line(["--bootstrap", address, *command]).startswith(
+                f"error: BROKER_UNREACHABLE: cannot connect to {address} (connection refused or timed out for 2 s"), \
+                command
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -14,8 +13,9 @@ import pytest
 
 from raftbus.broker.raft.cluster_secret import (DEFAULT_CLUSTER_ID, DEFAULT_SECRET, DEV_CREDENTIALS_FILE,
                                                 raft_key)
-from tests.helpers import free_ports, wait_until
+from tests.helpers import wait_until
 from tests.raft_peer import RaftPeer
+from tests.system.test_dev import dev_addresses
 
 pytestmark = pytest.mark.system
 
@@ -23,10 +23,10 @@ RAFTBUS = str(Path(sys.executable).with_name("raftbus"))
 
 
 def broker_start(tmp_path: Path, raft_host: str, env: dict) -> subprocess.Popen:
-    grpc_port, raft_port = free_ports(2)
+    """A lone broker on ports it picks (port 0), reported on its ready line."""
     cmd = [RAFTBUS, "broker", "start", "--node-id", "1", "--data-dir", str(tmp_path / "broker-1"),
-           "--listen", f"127.0.0.1:{grpc_port}", "--raft-listen", f"{raft_host}:{raft_port}",
-           "--peers", f"1@{raft_host}:{raft_port}", "--log-level", "WARNING"]
+           "--listen", "127.0.0.1:0", "--raft-listen", f"{raft_host}:0",
+           "--peers", f"1@{raft_host}:0", "--log-level", "WARNING"]
     clean = {k: v for k, v in os.environ.items() if not k.startswith("RAFTBUS_")}
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**clean, **env}, text=True)
 
@@ -60,30 +60,15 @@ def test_broker_start_beyond_loopback_with_a_strong_secret_starts(tmp_path):
     assert proc.returncode == 0
 
 
-def free_port_run(count: int) -> int:
-    """A base port with `count` consecutive free loopback ports after it."""
-    for base in free_ports(20):
-        socks = []
-        try:
-            for port in range(base, base + count):
-                s = socket.socket()
-                s.bind(("127.0.0.1", port))
-                socks.append(s)
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise AssertionError("no run of free ports")
-
-
-def run_dev(data_dir: Path, base_port: int) -> subprocess.Popen:
-    proc = subprocess.Popen([RAFTBUS, "dev", "--brokers", "2", "--data-dir", str(data_dir), "--base-port",
-                             str(base_port), "--kafka-base-port", "0", "--log-level", "WARNING"],
-                            stdout=subprocess.PIPE, text=True)
-    wait_until(lambda: "cluster ready" in proc.stdout.readline(), 90, 0.0, what="raftbus dev ready")
-    return proc
+def run_dev(data_dir: Path) -> tuple[subprocess.Popen, int]:
+    """`raftbus dev` with 2 brokers on ports it picks and holds: (process, broker 2's Raft port, which node 1
+    dials)."""
+    proc = subprocess.Popen([RAFTBUS, "dev", "--brokers", "2", "--data-dir", str(data_dir), "--base-port", "0",
+                             "--kafka-base-port", "0", "--log-level", "WARNING"], stdout=subprocess.PIPE, text=True)
+    lines = []
+    wait_until(lambda: lines.append(proc.stdout.readline()) or "cluster ready" in lines[-1], 90, 0.0,
+               what="raftbus dev ready")
+    return proc, dev_addresses(lines)[1][2]
 
 
 def stop_dev(proc: subprocess.Popen) -> None:
@@ -96,9 +81,7 @@ def test_dev_generates_a_random_secret_per_data_dir_and_reuses_it(tmp_path):
     """`raftbus dev` stores a random secret and cluster id in its data dir (owner-only), its brokers accept a
     peer proving that key and refuse the public default, and a restart on the same data dir reuses them."""
     data_dir = tmp_path / "dev"
-    base = free_port_run(4)
-    raft_port = base + 3  # broker 2's Raft port: node 1 dials it
-    proc = run_dev(data_dir, base)
+    proc, raft_port = run_dev(data_dir)
     try:
         credentials_file = data_dir / DEV_CREDENTIALS_FILE
         credentials = json.loads(credentials_file.read_text())
@@ -111,7 +94,7 @@ def test_dev_generates_a_random_secret_per_data_dir_and_reuses_it(tmp_path):
         RaftPeer(raft_port, 1, key).handshake().close()
     finally:
         stop_dev(proc)
-    proc = run_dev(data_dir, base)
+    proc, raft_port = run_dev(data_dir)
     try:
         assert json.loads(credentials_file.read_text()) == credentials
         RaftPeer(raft_port, 1, key).handshake().close()

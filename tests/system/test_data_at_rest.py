@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from raftbus.client import Admin, Producer
-from tests.helpers import free_ports, wait_until
+from tests.helpers import wait_until
 from tests.system.conftest import running_cluster
 
 pytestmark = pytest.mark.system
@@ -60,9 +60,8 @@ def test_the_dev_cluster_writes_its_secrets_tokens_and_logs_owner_only(tmp_path)
     """Goal: `raftbus dev --secure` leaves nothing in its data dir (credentials, admin token, keys, logs, broker
     data) that another user could read."""
     data = tmp_path / "dev"
-    base_port = free_ports(1)[0]
     proc = subprocess.Popen([sys.executable, "-m", "raftbus.broker", "dev", "--secure", "--brokers", "1",
-                             "--data-dir", str(data), "--base-port", str(base_port), "--metrics-base-port", "0"],
+                             "--data-dir", str(data), "--base-port", "0", "--metrics-base-port", "0"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         wait_until(lambda: "cluster ready" in proc.stdout.readline(), 90, interval_s=0, what="dev cluster ready")

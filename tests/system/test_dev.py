@@ -3,9 +3,7 @@ back on its data directory after the restart delay."""
 from __future__ import annotations
 
 import os
-import random
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -16,26 +14,6 @@ from raftbus.client import Admin, Producer
 from tests.helpers import wait_until
 
 pytestmark = pytest.mark.system
-
-
-def free_port_block(count: int) -> int:
-    """A base port with `count` consecutive free loopback ports, below the ephemeral range (where outgoing
-    connections of other processes do not take them between this check and the brokers' bind)."""
-    for _ in range(200):
-        base = random.randrange(20_000, 32_000, 2)
-        held = []
-        try:
-            for port in range(base, base + count):
-                s = socket.socket()
-                s.bind(("127.0.0.1", port))
-                held.append(s)
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in held:
-                s.close()
-    raise AssertionError("no block of free ports")
 
 
 class Output:
@@ -59,25 +37,34 @@ def pids(bootstrap: str) -> dict[int, int]:
 
 
 def start_dev(data_dir):
-    """`raftbus dev` on a free block of ports (its Kafka ports the last three): (process, its output, bootstrap)."""
-    base = free_port_block(9)
+    """`raftbus dev` on ports it picks and holds (--base-port 0; its brokers pick their Kafka ports then, and
+    metrics are off): (process, its output, bootstrap)."""
     proc = subprocess.Popen([sys.executable, "-m", "raftbus.broker", "dev", "--brokers", "3",
-                             "--data-dir", str(data_dir), "--base-port", str(base), "--metrics-base-port", "0",
-                             "--restart-delay-ms", "500", "--kafka-base-port", str(base + 6), "--log-level", "WARNING"],
-                            stdout=subprocess.PIPE, text=True)
-    return proc, Output(proc.stdout), ",".join(f"127.0.0.1:{base + 2 * i}" for i in range(3))
+                             "--data-dir", str(data_dir), "--base-port", "0", "--metrics-base-port", "0",
+                             "--restart-delay-ms", "500", "--log-level", "WARNING"], stdout=subprocess.PIPE, text=True)
+    out = Output(proc.stdout)
+    wait_until(lambda: out.has("Raft peers"), 30, what="the address lines")
+    return proc, out, dev_addresses(out.lines)[0]
+
+
+def dev_addresses(lines: list[str]) -> tuple[str, dict[int, int]]:
+    """From `raftbus dev`'s first lines: the bootstrap list and each broker's Raft port."""
+    bootstrap = next(line for line in lines if " bootstrap " in line).split(" bootstrap ")[1].split(", logs in")[0]
+    peers = next(line for line in lines if "Raft peers" in line).split("Raft peers ")[1]
+    raft = {int(node): int(address.rpartition(":")[2]) for node, _, address in
+            (peer.partition("@") for peer in peers.split(","))}
+    return bootstrap, raft
 
 
 def test_dev_restarts_a_killed_broker_while_the_others_keep_serving(tmp_path):
     proc, out, bootstrap = start_dev(tmp_path)
     try:
         wait_until(lambda: out.has("cluster ready"), 90, what="dev cluster ready")
-        first = int(bootstrap.split(",")[0].rpartition(":")[2])
-        kafka = [f"127.0.0.1:{first + 6 + i}" for i in range(3)]
-        assert out.has(f"raftbus dev: kafka-bootstrap {','.join(kafka)}")
+        kafka = out.has("raftbus dev: kafka-bootstrap ")[0].split()[-1].split(",")
+        assert len(set(kafka)) == 3 and all(address.startswith("127.0.0.1:") for address in kafka), kafka
         with Admin(bootstrap) as admin:
             admin.create_topic("events", partitions=3, replication_factor=3)
-            wait_until(lambda: sorted(b.kafka_address for b in admin.cluster_status().brokers) == kafka, 30,
+            wait_until(lambda: sorted(b.kafka_address for b in admin.cluster_status().brokers) == sorted(kafka), 30,
                        what="every broker's kafka_address registered")
         before = wait_until(lambda: len(pids(bootstrap)) == 3 and pids(bootstrap), 30, what="three brokers")
         with Producer(bootstrap) as producer:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from raftbus.client import Admin, Producer, errors
-from tests.helpers import BrokerProcess, free_ports, wait_until
+from tests.helpers import BrokerProcess, wait_until
 from tests.system.conftest import running_cluster
 
 pytestmark = pytest.mark.system
@@ -21,12 +21,10 @@ def cli_json(*argv: str) -> dict:
     return json.loads(out.stdout)
 
 
-def joining_broker(root, node_id: int, join: str, secure=None) -> BrokerProcess:
-    """A broker that joins the cluster at `join`; with `secure` (tests/system/secure.py) it gets a certificate of
+def joining_broker(cluster, node_id: int, join: str, secure=None) -> BrokerProcess:
+    """A broker that joins `cluster` at `join`; with `secure` (tests/system/secure.py) it gets a certificate of
     the cluster's CA and the same client-port security as the others."""
-    grpc_port, raft_port = free_ports(2)
-    broker = BrokerProcess(node_id, grpc_port, raft_port, root / f"broker-{node_id}", peers="", join=join)
-    broker.data_dir.mkdir(parents=True, exist_ok=True)
+    broker = cluster.joining_broker(node_id, join)
     if secure is not None:
         from raftbus.broker.tls_dev import secure_broker_env, write_dev_pki
 
@@ -45,7 +43,7 @@ def test_a_fourth_broker_joins_and_votes(tmp_path, secure):
     voter across a restart, and `raftbus cluster status --json` lists it. Secure: mutual TLS on the Raft port,
     TLS and tokens on the client port (the joining broker proves itself with the cluster's internal token)."""
     with running_cluster(tmp_path, secure=secure) as cluster:
-        fourth = joining_broker(tmp_path, 4, cluster.broker(1).address, cluster.secure)
+        fourth = joining_broker(cluster, 4, cluster.broker(1).address, cluster.secure)
         try:
             fourth.start()
             with Admin(cluster.bootstrap) as admin:
@@ -121,7 +119,7 @@ def test_reassign_under_produce_load_loses_nothing_and_replicas_agree(tmp_path):
     while a producer writes: every acknowledged record is read back at its offset, the new replicas hold identical
     logs (`topics verify`), and the broker that left deletes its replica."""
     with running_cluster(tmp_path) as cluster:
-        fourth = joining_broker(tmp_path, 4, cluster.broker(1).address)
+        fourth = joining_broker(cluster, 4, cluster.broker(1).address)
         try:
             fourth.start()
             bootstrap = cluster.bootstrap + "," + fourth.address
@@ -163,7 +161,7 @@ def test_decommission_empties_a_broker_and_takes_it_out_of_the_voters(tmp_path):
     and removes it from the metadata voters; once it is stopped, every record written before is read back and
     the three brokers left take writes."""
     with running_cluster(tmp_path) as cluster:
-        fourth = joining_broker(tmp_path, 4, cluster.broker(1).address)
+        fourth = joining_broker(cluster, 4, cluster.broker(1).address)
         try:
             fourth.start()
             everyone = (*cluster.brokers, fourth)
@@ -205,7 +203,7 @@ def test_a_reassignment_survives_the_controller_being_killed(tmp_path):
     replica the move drops) right after it recorded a reassignment does not stop the move: the remaining brokers finish it, no record written before is lost, and the killed broker, restarted,
     deletes the replica it no longer holds."""
     with running_cluster(tmp_path) as cluster:
-        fourth = joining_broker(tmp_path, 4, cluster.broker(1).address)
+        fourth = joining_broker(cluster, 4, cluster.broker(1).address)
         try:
             fourth.start()
             everyone = {b.node_id: b for b in (*cluster.brokers, fourth)}

@@ -183,19 +183,18 @@ def test_cli_creates_lists_and_revokes_tokens_and_acls(secure, tmp_path):
 
 
 def test_dev_secure_writes_the_ca_and_an_admin_token_and_serves_only_with_them(tmp_path):
-    from raftbus.bench.runner import free_base_port
+    from tests.system.test_dev import dev_addresses
 
-    base = free_base_port(2)
     data = tmp_path / "dev"
     proc = subprocess.Popen([sys.executable, "-m", "raftbus.broker", "dev", "--secure", "--brokers", "1",
-                             "--data-dir", str(data), "--base-port", str(base), "--kafka-base-port", "0",
+                             "--data-dir", str(data), "--base-port", "0", "--kafka-base-port", "0",
                              "--log-level", "WARNING"],
                             stdout=subprocess.PIPE, text=True, start_new_session=True)
     try:
         lines = []
         wait_until(lambda: lines.append(proc.stdout.readline()) or "cluster ready" in lines[-1], 60,
                    interval_s=0, what="dev cluster ready")
-        bootstrap = f"127.0.0.1:{base}"
+        bootstrap = dev_addresses(lines)[0]
         assert (data / "ca.pem").is_file() and (data / "admin.token").is_file()
         assert oct((data / "admin.token").stat().st_mode & 0o777) == "0o600"
         env = {"RAFTBUS_TLS_CA": str(data / "ca.pem"), "RAFTBUS_TOKEN_FILE": str(data / "admin.token")}

@@ -40,3 +40,26 @@ def test_the_machine_line_says_how_fast_the_machine_was():
     line = machine_description(206.0, 1_342.4)
     assert "reference loop (5,000,000 Python additions) 206 ms before the run and 1,342 ms after" in line
     assert "load average" in line and "reference loop" not in machine_description()
+
+
+def test_make_bench_keeps_every_scaling_row(monkeypatch):
+    """`make bench` (`raftbus bench all`) runs the scale workload, and its table has a row for each partition count
+    (3, 30, 300: produce and consume) and each producer count (1, 4, 16), so a regression shows as a number."""
+    import argparse
+
+    from raftbus.bench import runner
+    from raftbus.client import settings
+
+    assert settings.BENCH_SCALE_PARTITIONS == (3, 30, 300) and settings.BENCH_SCALE_PRODUCERS == (1, 4, 16)
+    ran = []
+    monkeypatch.setattr(runner.bench_scale, "bench_scale", lambda args, module: ran.append("scale") or {})
+    monkeypatch.setattr(runner.bench_ops, "bench_failover", lambda *a: {})
+    monkeypatch.setattr(runner.bench_ops, "bench_idle", lambda *a: {})
+    runner.run_fresh_cluster_workloads(argparse.Namespace(workload="all"))
+    assert ran == ["scale"]
+    fields = [f"produce_p{n}_records_per_s" for n in (3, 30, 300)] + \
+        [f"consume_p{n}_records_per_s" for n in (3, 30, 300)] + \
+        [f"produce_producers{n}_records_per_s" for n in (1, 4, 16)]
+    table = markdown({"scale": {field: 1_000 + i for i, field in enumerate(fields)}}, "2 cores", "raftbus bench all")
+    for i, _ in enumerate(fields):
+        assert f"| {1_000 + i:,} | records/s |" in table

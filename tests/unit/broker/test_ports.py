@@ -1,7 +1,12 @@
-"""Goal: `raftbus dev` derives every port from --base-port (two clusters on different bases never share one), a taken
-port is found before anything starts and named with who answers there (a raftbus broker's client, Raft or metrics
-port, or another process), `dev` is ready only when its own brokers answer, and a port taken between the check
-and the bind is named as the check names it."""
+"""Goal: `raftbus dev` derives every port from --base-port (two clusters on different bases never share one) or,
+with --base-port 0, runs on ports it holds; a taken port is found before anything starts and named with who answers
+there (a raftbus broker's client, Raft or metrics port, or another process), while a port held for the server
+(bound beside with listen_reuse_port) is its own; `dev` is ready only when its own brokers answer, and a port taken
+between the check and the bind is named as the check names it.
+
+No port here is picked and released: a free one is held by the test (ReservedPorts, checked as a server bound
+beside it checks it, or a socket bound with SO_REUSEADDR and never listening, beside which a server that binds with
+SO_REUSEADDR, as the check and every raftbus listener do, binds too)."""
 import errno
 import http.server
 import socket
@@ -16,8 +21,10 @@ from raftbus.broker import main as broker_main
 from raftbus.broker import ports
 from raftbus.broker.raft.hub import HELLO, MAGIC
 from raftbus.broker.settings import load_settings
+from raftbus.broker.supervisor import ReservedPorts
 from raftbus.client import errors
 from raftbus.client.admin import ClusterStatus
+from raftbus.client.reachability import split_address
 from raftbus.client.wire import raftbus_pb2 as pb
 from raftbus.client.wire import raftbus_pb2_grpc as pb_grpc
 
@@ -35,10 +42,66 @@ def test_every_dev_port_follows_the_base_port():
                                                                                           (8001, 8101)]
     assert [listener.role for listener in default[1].listeners()] == [
         "client port of broker 2", "Raft port of broker 2", "metrics port of broker 2", "Kafka port of broker 2"]
+    assert not any(listener.reuse_port for b in default for listener in b.listeners())
+
+
+def test_base_port_zero_runs_on_held_ports_and_ports_the_brokers_pick():
+    held = [41000, 41001, 41002, 41003]
+    picked = ports.dev_broker_ports(2, 0, held=held)
+    assert [(b.client, b.raft, b.metrics, b.kafka, b.held) for b in picked] == [
+        (41000, 41001, 0, 0, True), (41002, 41003, 0, 0, True)]
+    assert [(listener.address, listener.reuse_port) for listener in picked[1].listeners()] == [
+        ("127.0.0.1:41002", True), ("127.0.0.1:41003", True), ("127.0.0.1:0", False), ("127.0.0.1:0", True)]
+    assert picked[0].ports == [41000, 41001]  # port 0 is no fixed port
+    fixed = ports.dev_broker_ports(2, 0, 8000, 0, held=held)  # a metrics base port given: fixed, and checked
+    assert [(b.metrics, b.kafka) for b in fixed] == [(8000, None), (8001, None)]
+    assert [(b.client, b.raft) for b in ports.dev_broker_ports(2, 0)] == [(0, 0), (0, 0)]  # before dev holds them
+    with pytest.raises(ValueError):
+        ports.dev_broker_ports(2, 0, held=held[:3])
+    with pytest.raises(ValueError):
+        ports.dev_broker_ports(2, 7070, held=held)
+
+
+def test_dev_prints_the_derived_addresses_and_gives_each_broker_its_ports(tmp_path):
+    derived = ports.dev_broker_ports(3, 17070)
+    assert broker_main.dev_address_lines(derived, tmp_path) == [
+        f"raftbus dev: 3 brokers, bootstrap 127.0.0.1:17070,127.0.0.1:17072,127.0.0.1:17074, logs in "
+        f"{tmp_path}/broker-N.log",
+        "raftbus dev: Raft peers 1@127.0.0.1:17071,2@127.0.0.1:17073,3@127.0.0.1:17075",
+        "raftbus dev: kafka-bootstrap 127.0.0.1:19092,127.0.0.1:19093,127.0.0.1:19094",
+        "raftbus dev: broker 1 metrics http://127.0.0.1:19570/metrics",
+        "raftbus dev: broker 2 metrics http://127.0.0.1:19571/metrics",
+        "raftbus dev: broker 3 metrics http://127.0.0.1:19572/metrics"]
+    args = broker_main.build_parser().parse_args(["dev", "--data-dir", str(tmp_path), "--base-port", "17070"])
+    brokers = broker_main._dev_brokers(args, derived)
+    second = brokers[1].argv
+    flags = {flag: second[second.index(flag) + 1] for flag in ("--listen", "--raft-listen", "--metrics-listen",
+                                                               "--kafka-listen", "--peers")}
+    assert flags == {"--listen": "127.0.0.1:17072", "--raft-listen": "127.0.0.1:17073",
+                     "--metrics-listen": "127.0.0.1:19571", "--kafka-listen": "127.0.0.1:19093",
+                     "--peers": "1@127.0.0.1:17071,2@127.0.0.1:17073,3@127.0.0.1:17075"}
+    assert "RAFTBUS_LISTEN_REUSE_PORT" not in brokers[1].env
+
+
+def test_with_base_port_zero_dev_prints_the_held_addresses_and_its_brokers_bind_beside_them(tmp_path):
+    picked = ports.dev_broker_ports(2, 0, held=[41000, 41001, 41002, 41003])
+    assert broker_main.dev_address_lines(picked, tmp_path) == [
+        f"raftbus dev: 2 brokers, bootstrap 127.0.0.1:41000,127.0.0.1:41002, logs in {tmp_path}/broker-N.log",
+        "raftbus dev: Raft peers 1@127.0.0.1:41001,2@127.0.0.1:41003"]  # metrics and Kafka: once ready
+    args = broker_main.build_parser().parse_args(["dev", "--data-dir", str(tmp_path), "--base-port", "0",
+                                                  "--brokers", "2"])
+    first = broker_main._dev_brokers(args, picked)[0]
+    assert first.env["RAFTBUS_LISTEN_REUSE_PORT"] == "true"
+    assert [first.argv[first.argv.index(flag) + 1] for flag in ("--listen", "--raft-listen", "--metrics-listen",
+                                                                "--kafka-listen")] == [
+        "127.0.0.1:41000", "127.0.0.1:41001", "127.0.0.1:0", "127.0.0.1:0"]
 
 
 @pytest.mark.parametrize("count, base, metrics, problem", [
     (3, 7070, None, None),
+    (3, 0, None, None),
+    (3, 0, 70000, "outside 1-65535"),
+    (3, -2, 0, "outside 1-65535"),
     (0, 7070, None, "--brokers must be >= 1"),
     (3, 65533, 0, "outside 1-65535"),
     (3, 7070, 7073, "overlaps"),
@@ -59,29 +122,72 @@ def held():
     sock.close()
 
 
-def free_address() -> str:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{sock.getsockname()[1]}"
+@pytest.fixture
+def reserved():
+    """A loopback port held for a server that binds beside the hold (listen_reuse_port)."""
+    with ReservedPorts(1) as hold:
+        yield f"127.0.0.1:{hold.ports[0]}"
 
 
-def test_bind_problem(held):
+@pytest.fixture
+def vacant():
+    """A loopback port this test holds bound with SO_REUSEADDR, never listening: free for a server that binds with
+    SO_REUSEADDR (as the check does), and for nobody's port 0 or outgoing connection meanwhile."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    yield f"127.0.0.1:{sock.getsockname()[1]}"
+    sock.close()
+
+
+def test_bind_problem(held, vacant):
     address, _ = held
     assert ports.bind_problem(address).errno == errno.EADDRINUSE
-    assert ports.bind_problem(free_address()) is None
+    assert ports.bind_problem(address, reuse_port=True).errno == errno.EADDRINUSE
+    assert ports.bind_problem(vacant) is None
     assert ports.bind_problem("127.0.0.1:0") is None
     assert ports.bind_problem("192.0.2.1:7070").errno == errno.EADDRNOTAVAIL  # not an address of this host
 
 
-def test_a_port_held_by_another_process_is_named_with_the_hint(held):
+def test_a_port_held_for_the_server_is_its_own_until_something_listens_there(reserved):
+    assert ports.bind_problem(reserved, reuse_port=True) is None  # the hold, never listening: free to bind beside
+    assert ports.bind_problem(reserved).errno == errno.EADDRINUSE  # a server binding without SO_REUSEPORT cannot
+    ports.check_free([ports.Listener("client port of broker 1", reserved, reuse_port=True)], hint="")
+    beside = socket.socket()  # another server of this user, bound beside the hold and serving
+    beside.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    beside.bind(split_address(reserved))
+    beside.listen()
+    try:
+        assert ports.bind_problem(reserved, reuse_port=True).errno == errno.EADDRINUSE
+        with pytest.raises(errors.AddressInUse, match=f"{reserved} \\(client port of broker 1\\) is in use by "
+                                                      "another process; use --base-port"):
+            ports.check_free([ports.Listener("client port of broker 1", reserved, reuse_port=True)],
+                             hint="use --base-port")
+    finally:
+        beside.close()
+    assert ports.bind_problem(reserved, reuse_port=True) is None
+
+
+def test_a_broker_checks_its_client_raft_and_kafka_ports_as_it_binds_them():
+    fixed = load_settings(listen="127.0.0.1:7070", raft_listen="127.0.0.1:7071", metrics_listen="127.0.0.1:9570",
+                          kafka_listen="127.0.0.1:9092")
+    assert [(listener.role, listener.reuse_port) for listener in broker_main.broker_listeners(fixed)] == [
+        ("client port, listen", False), ("Raft port, raft_listen", False),
+        ("metrics port, metrics_listen", False), ("Kafka port, kafka_listen", False)]
+    beside = fixed.replace(listen_reuse_port=True)
+    assert [listener.reuse_port for listener in broker_main.broker_listeners(beside)] == [True, True, False, True]
+
+
+def test_a_port_held_by_another_process_is_named_with_the_hint(held, reserved, vacant):
     address, _ = held
-    listeners = [ports.Listener("client port of broker 1", free_address()), ports.Listener("Raft port", address)]
+    listeners = [ports.Listener("client port of broker 1", reserved, reuse_port=True),
+                 ports.Listener("metrics port of broker 1", vacant), ports.Listener("Raft port", address)]
     with pytest.raises(errors.AddressInUse) as raised:
         ports.check_free(listeners, hint="use --base-port")
     assert raised.value.message == f"{address} (Raft port) is in use by another process; use --base-port"
     with pytest.raises(errors.InvalidArgument, match="cannot listen on 192.0.2.1:7070 \\(client port\\)"):
         ports.check_free([ports.Listener("client port", "192.0.2.1:7070")], hint="")
-    ports.check_free([ports.Listener("client port", free_address())], hint="")
+    ports.check_free([ports.Listener("client port", vacant)], hint="")
 
 
 class Status(pb_grpc.AdminServicer):
@@ -162,15 +268,15 @@ def test_dev_is_ready_only_when_its_own_brokers_answer():
         broker_main.readiness(ADDRESSES, "dev-a", {**ready, 2: status(1)})
 
 
-def test_a_port_taken_between_the_check_and_the_bind_is_named(held):
+def test_a_port_taken_between_the_check_and_the_bind_is_named(held, reserved, vacant):
     address, _ = held
     client = [ports.Listener("client port, listen", address),
-              ports.Listener("Raft port, raft_listen", free_address())]
+              ports.Listener("Raft port, raft_listen", reserved, reuse_port=True)]
     taken = broker_main._bind_failure(RuntimeError(f"Failed to bind to address {address}; set GRPC_VERBOSITY"),
                                       client)
     assert isinstance(taken, errors.AddressInUse) and taken.message.startswith(f"{address} (client port, listen)")
-    raft = [ports.Listener("client port, listen", free_address()), ports.Listener("Raft port, raft_listen", address),
-            ports.Listener("metrics port, metrics_listen", free_address())]
+    raft = [ports.Listener("client port, listen", reserved, reuse_port=True),
+            ports.Listener("Raft port, raft_listen", address), ports.Listener("metrics port, metrics_listen", vacant)]
     taken = broker_main._bind_failure(OSError(errno.EADDRINUSE, "Address already in use"), raft)
     assert taken.message.startswith(f"{address} (Raft port, raft_listen) is in use")
     kafka = [*raft[:1], ports.Listener("Kafka port, kafka_listen", address)]

@@ -158,11 +158,10 @@ def test_probe_tells_refused_from_plaintext_from_tls(tmp_path):
         threading.Thread(target=run, daemon=True).start()
         return server, f"127.0.0.1:{server.getsockname()[1]}"
 
-    closed = socket.socket()
-    closed.bind(("127.0.0.1", 0))
-    address = f"127.0.0.1:{closed.getsockname()[1]}"
-    closed.close()
-    assert reachability.probe(address, 1.0) == reachability.Probe(address, False, None, "Connection refused")
+    with socket.socket() as closed:  # bound, never listening, held until the probe is done: refused
+        closed.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{closed.getsockname()[1]}"
+        assert reachability.probe(address, 1.0) == reachability.Probe(address, False, None, "Connection refused")
     plain, plain_address = serve(b"\x00\x00\x12\x04\x00\x00\x00\x00\x00")  # an HTTP/2 SETTINGS frame
     tls, tls_address = serve(b"\x15\x03\x03\x00\x02\x02\x28")               # a TLS handshake_failure alert
     with plain, tls:
@@ -202,13 +201,13 @@ def test_admin_and_queues_take_the_connect_timeout_and_fail_on_a_closed_port():
 
     from raftbus.client import Admin, Queues
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        address = f"127.0.0.1:{s.getsockname()[1]}"
-    with Admin(address, connect_timeout_ms=300, tls_ca=False) as admin:
-        assert admin.router.connect_timeout_s == 0.3
-        with pytest.raises(BrokerUnreachable, match=address):
-            admin.list_topics()
-    with Queues(address, connect_timeout_ms=300, tls_ca=False) as queues:
-        with pytest.raises(BrokerUnreachable, match=address):
-            queues.stats("jobs")
+    with socket.socket() as closed:  # bound, never listening, held while the facades try it: refused
+        closed.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{closed.getsockname()[1]}"
+        with Admin(address, connect_timeout_ms=300, tls_ca=False) as admin:
+            assert admin.router.connect_timeout_s == 0.3
+            with pytest.raises(BrokerUnreachable, match=address):
+                admin.list_topics()
+        with Queues(address, connect_timeout_ms=300, tls_ca=False) as queues:
+            with pytest.raises(BrokerUnreachable, match=address):
+                queues.stats("jobs")

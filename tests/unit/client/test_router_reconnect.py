@@ -2,7 +2,8 @@
 within RECONNECT_BACKOFF_MAX_MS (plus gRPC's jitter) of its return, however long it was away. gRPC's own
 defaults (1 s growing 1.6x to 120 s) left such a channel failing every call for seconds after the broker was
 back, which is what made a client find a newly elected leader late when that broker had been restarted earlier.
-A real gRPC server on loopback, stopped and started again on the same port."""
+A real gRPC server on loopback, stopped and started again on the same port (held by the test meanwhile: gRPC
+Python binds with SO_REUSEPORT, see tests/ports.py)."""
 from __future__ import annotations
 
 import time
@@ -13,7 +14,7 @@ import grpc
 from raftbus.client import settings
 from raftbus.bench import grpc_floor
 from raftbus.client.router import grpc_connect
-from tests.helpers import free_ports
+from tests.ports import reserve_ports
 
 AWAY_S = 6.0  # gRPC's default backoff would be past 2.5 s between dials by then
 JITTER = 1.2  # gRPC spreads each backoff by +-20 %
@@ -29,7 +30,8 @@ def echo_server(port: int) -> grpc.Server:
 
 
 def test_a_channel_to_a_broker_that_comes_back_takes_calls_within_the_reconnect_backoff():
-    (port,) = free_ports(1)
+    reserved = reserve_ports(1)
+    (port,) = reserved.ports
     server = echo_server(port)
     connection = grpc_connect(f"127.0.0.1:{port}")
     call = connection.channel.unary_unary(grpc_floor.METHOD_UNARY, grpc_floor._same, grpc_floor._same)
@@ -59,3 +61,4 @@ def test_a_channel_to_a_broker_that_comes_back_takes_calls_within_the_reconnect_
     finally:
         connection.close()
         server.stop(None)
+        reserved.close()
