@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 
-from raftbus.broker.raft.cluster_secret import ClusterKeys
+from raftbus.broker.node import ClusterKeys  # the kernel's view of the cluster secret's keys
 from raftbus.broker.security import tls
 from raftbus.broker.security.principals import principal_rules
 from raftbus.broker.security.bootstrap import seed_first_admin
