@@ -4,7 +4,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from raftbus.broker.raft import cluster_secret as cluster_secret_policy
-from raftbus.broker.raft.cluster_secret import ClusterKeys
 from raftbus.broker.section import at_least, parse_address, parse_peers, require, setting
 
 
@@ -51,7 +50,7 @@ class NodeSettings:
         return peers
 
     @property
-    def cluster_keys(self) -> ClusterKeys:
+    def cluster_keys(self) -> cluster_secret_policy.ClusterKeys:
         """The keys of `cluster_secret`, one per purpose; nothing else sees the string itself."""
         return cluster_secret_policy.ClusterKeys.of(self.cluster_secret, self.cluster_id)
 

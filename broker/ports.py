@@ -37,7 +37,7 @@ from raftbus.client.wire import raftbus_pb2_grpc as pb_grpc
 
 METRICS_PORT_OFFSET = 2500  # broker N's metrics port: base_port + 2500 + N - 1
 KAFKA_PORT_OFFSET = 2022    # broker N's Kafka port: base_port + 2022 + N - 1
-WHO_ANSWERS_TIMEOUT_S = 1.0  # how long the question to a taken port's owner may take
+WHO_ANSWERS_TIMEOUT_S = 3.0  # how long the question to a taken port's owner may take (on the error path only)
 
 
 @dataclass(frozen=True)

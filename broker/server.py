@@ -48,6 +48,15 @@ from raftbus.broker.storage.private import private_data_dir
 log = logging.getLogger(__name__)
 
 
+def warn_exposure(settings: BrokerSettings) -> None:
+    """At every start: the ports serving callers beyond loopback without authentication (which validate() lets
+    through only with allow_insecure_network)."""
+    exposed = settings.exposed_without_auth
+    if exposed:
+        log.warning("allow_insecure_network: serving without authentication beyond loopback (%s); anyone who "
+                    "reaches these ports may do everything they serve", ", ".join(exposed))
+
+
 class Broker:
     def __init__(self, settings: BrokerSettings, clock=None):
         self.settings = settings
@@ -62,6 +71,7 @@ class Broker:
 
     # ------------------------------------------------------------------ start
     def start(self) -> "Broker":
+        warn_exposure(self.settings)
         self._open_data_dir()
         self._start_raft()
         self._open_metadata()

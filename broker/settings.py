@@ -29,6 +29,7 @@ from raftbus.broker.metadata.settings import MembershipSettings, TopicSettings
 from raftbus.broker.metrics.settings import MetricsSettings
 from raftbus.broker.node import NodeSettings
 from raftbus.broker.queues.settings import QueueSettings
+from raftbus.broker.raft.cluster_secret import is_loopback
 from raftbus.broker.raft_settings import RaftSection
 from raftbus.broker.section import Key, build_section, parse_address, parse_peers, read, require, section_keys, typed
 from raftbus.broker.security.settings import SecuritySettings
@@ -85,8 +86,34 @@ class BrokerSettings:
                 "raft_command_bytes_max must exceed batch_bytes_max by at least 1 KiB")
         require(not (self.membership.join and self.node.peers),
                 "a broker joins a running cluster (join) or starts with peers, not both")
+        require(len(self.node.peer_addresses) <= self.membership.metadata_voters_max,
+                f"peers lists {len(self.node.peer_addresses)} brokers, more than metadata_voters_max="
+                f"{self.membership.metadata_voters_max}: every broker of peers votes in the metadata group")
         self._validate_internal_identity()
+        self._validate_exposure()
         return self
+
+    @property
+    def exposed_without_auth(self) -> list[str]:
+        """The ports listening beyond loopback that serve callers without authenticating them, as `setting=value`:
+        the client and Kafka ports while auth_enabled is off, the metrics port without metrics_token_file."""
+        exposed = []
+        if not self.security.auth_enabled:
+            exposed += [f"{name}={value}" for name, value in (("listen", self.node.listen),
+                                                              ("kafka_listen", self.kafka.kafka_listen))
+                        if value and not is_loopback(parse_address(value)[0])]
+        metrics = self.metrics.metrics_listen
+        if metrics and not self.metrics.metrics_token_file and not is_loopback(parse_address(metrics)[0]):
+            exposed.append(f"metrics_listen={metrics}")
+        return exposed
+
+    def _validate_exposure(self) -> None:
+        """Protected mode: a port beyond loopback that anyone reaching it may use is refused unless asked for."""
+        exposed = self.exposed_without_auth
+        require(not exposed or self.security.allow_insecure_network,
+                f"refusing to serve without authentication beyond loopback ({', '.join(exposed)}): set auth_enabled "
+                "= true (RAFTBUS_AUTH_ENABLED; metrics: metrics_token_file), bind loopback, or set "
+                "allow_insecure_network = true to accept anyone who reaches the port (docs/security.md)")
 
     def _validate_internal_identity(self) -> None:
         """With auth on, brokers call each other's client port as the internal principal with a key of the cluster

@@ -368,6 +368,13 @@ class UnknownBroker(RaftbusError):
     code = "UNKNOWN_BROKER"
 
 
+class BrokerIdInUse(RaftbusError):
+    """A join names a broker id that a broker still holds (a metadata member, connected, or joining) at another
+    address; the old broker must be gone first."""
+
+    code = "BROKER_ID_IN_USE"
+
+
 class InvalidReplicas(InvalidArgument):
     """A replica list with duplicates or no replica at all (an unregistered broker in it is UNKNOWN_BROKER)."""
 
@@ -437,6 +444,7 @@ GRPC_STATUS: dict[type[RaftbusError], grpc.StatusCode] = {
     # membership and data movement
     UnknownBroker: grpc.StatusCode.NOT_FOUND,
     InvalidReplicas: grpc.StatusCode.INVALID_ARGUMENT,
+    BrokerIdInUse: grpc.StatusCode.FAILED_PRECONDITION,
     MembershipChangeInProgress: grpc.StatusCode.UNAVAILABLE,
     ReassignmentInProgress: grpc.StatusCode.FAILED_PRECONDITION,
     # Spark (raised in the client only)
@@ -501,6 +509,7 @@ KAFKA_ERROR: dict[type[RaftbusError], int] = {
     # membership and data movement
     UnknownBroker: 8,                 # BROKER_NOT_AVAILABLE
     InvalidReplicas: 39,              # INVALID_REPLICA_ASSIGNMENT
+    BrokerIdInUse: 8,                 # BROKER_NOT_AVAILABLE
     MembershipChangeInProgress: 60,   # REASSIGNMENT_IN_PROGRESS
     ReassignmentInProgress: 60,       # REASSIGNMENT_IN_PROGRESS
     # raised in the client only (Spark, HTTP gateway, backups): never an answer of the Kafka port

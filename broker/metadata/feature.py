@@ -30,7 +30,7 @@ class MetadataFeature:
         self.settings = membership
         self.fetch_wait_max_ms = fetch_wait_max_ms  # the longest a MetadataDigest call waits for an index
         self.admin = AdminService(context, topics, queue_settings, process_stats, cluster_id)
-        self.membership = MembershipService(context, membership, self.admin.register_broker)
+        self.membership = MembershipService(context, membership, raft_peers)
         self.decommissions = Decommissions(context, membership)
         self.reassigner = Reassigner(context, membership)
         self.registration = BrokerRegistration(context, self.admin.register_broker, client_address=client_address,

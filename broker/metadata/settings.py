@@ -34,6 +34,11 @@ class MembershipSettings:
                                                      "reassignments")
     membership_promote_lag_entries_max: int = setting(64, "a learner within this many committed entries of the "
                                                           "leader is promoted")
+    metadata_voters_max: int = setting(7, "metadata group voters at most (peers included); a caught-up broker beyond "
+                                          "them stays a learner")
+    membership_join_catch_up_timeout_ms: int = setting(
+        60_000, "a joined broker that has not connected over the Raft port, proved itself and caught up within this "
+                "is removed from the metadata group")
     membership_change_timeout_ms: int = setting(30_000, "how long one membership step may wait to commit")
     reassign_throttle_bytes_per_s: int = setting(0, "catch-up bytes/s sent to new replicas when a reassignment "
                                                     "names none; 0 = unlimited")
@@ -42,6 +47,6 @@ class MembershipSettings:
 
     def validate(self) -> None:
         at_least(self, 1, "membership_check_interval_ms", "membership_change_timeout_ms", "reassignments_running_max",
-                 "join_timeout_ms")
+                 "join_timeout_ms", "metadata_voters_max", "membership_join_catch_up_timeout_ms")
         require(self.membership_promote_lag_entries_max >= 0 and self.reassign_throttle_bytes_per_s >= 0,
                 "membership_promote_lag_entries_max and reassign_throttle_bytes_per_s must be >= 0")

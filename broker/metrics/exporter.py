@@ -5,10 +5,11 @@ from __future__ import annotations
 import threading
 from collections import Counter
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry
 
 from raftbus.broker.metrics.address import metrics_url
 from raftbus.broker.metrics.calls import CallMetrics
+from raftbus.broker.metrics.http import read_metrics_token, serve_metrics
 from raftbus.broker.metrics.collectors import BrokerCollector, GroupLagCollector, PartitionCollector
 from raftbus.broker.metrics.traffic import Traffic
 from raftbus.broker.metrics.transport import RaftTransportCollector
@@ -44,6 +45,9 @@ class MetricsExporter:
         self.role_changes = RoleChanges()
         self.url = ""
         self._server = None
+        # read now: a bad file stops the broker before it serves anything
+        self._token = read_metrics_token(settings.metrics_token_file) \
+            if self.enabled and settings.metrics_token_file else None
 
     @property
     def enabled(self) -> bool:
@@ -70,7 +74,7 @@ class MetricsExporter:
         self.registry.register(BrokerCollector(broker, self.role_changes))
         self.registry.register(RaftTransportCollector(broker))
         host, port = parse_address(self.settings.metrics_listen)
-        self._server, _thread = start_http_server(port, addr=host.strip("[]"), registry=self.registry)
+        self._server = serve_metrics(self.registry, host.strip("[]"), port, self._token)
         self.url = metrics_url(self.settings.metrics_listen, self.client_address,
                                self._server.server_port)
         return self

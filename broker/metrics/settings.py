@@ -12,6 +12,8 @@ class MetricsSettings:
 
     metrics_listen: str = setting("", 'host:port serving /metrics in the Prometheus text format ("" = off; port 0 = '
                                       'any)')
+    metrics_token_file: str = setting("", 'a file holding the bearer token every scrape must present ("" = none; '
+                                          'needed beyond loopback)')
     metrics_lag_groups_per_partition_max: int = setting(1000, "consumer groups whose lag one partition reports")
 
     def validate(self) -> None:

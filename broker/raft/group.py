@@ -229,6 +229,22 @@ class RaftGroup:
         held = reconfigure.replication_progress(self.raft, peers)
         return {peer: max(0, commit - index) for peer, index in held.items()}
 
+    def caught_up_learners(self, lag_entries_max: int) -> set[int]:
+        """Leader only: the learners that hold an authenticated connection to this broker (the Raft handshake
+        proved the cluster secret and their node id), acknowledged entries since this leader's term began, and
+        lack at most `lag_entries_max` committed entries. A learner that never answered is not caught up, however
+        short the log."""
+        if not self.is_leader:
+            return set()
+        raft = self.raft
+        commit = raft.commit_index
+        ready = set()
+        for peer in self.membership.learners - {self._self_id}:
+            held = raft.match_index.get(peer, 0)
+            if peer in raft.connected and held >= 1 and commit - held <= lag_entries_max:
+                ready.add(peer)
+        return ready
+
     def set_catch_up_throttle(self, bytes_per_s: int) -> None:
         """Bound what this group sends to its learners (bytes/s, 0 = unlimited); loop thread."""
         self.transport.throttle = CatchUpThrottle(bytes_per_s, clock=self._clock) if bytes_per_s else None

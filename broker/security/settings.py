@@ -23,6 +23,9 @@ class SecuritySettings:
     auth_enabled: bool = setting(False, "bearer tokens / client certificates and ACLs on every call")
     auth_bootstrap_principal: str = setting("admin", "the first admin, created from the bootstrap token file ...")
     auth_bootstrap_token_file: str = setting("", "... while the cluster has no token and no ACL yet")
+    allow_insecure_network: bool = setting(
+        False, "let the client, Kafka or metrics port listen beyond loopback without authentication (refused "
+               "otherwise; a warning at every start)")
 
     def validate(self) -> None:
         require(bool(self.tls_cert_file) == bool(self.tls_key_file),

@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import logging
 
-from raftbus.broker.node import ClusterKeys  # the kernel's view of the cluster secret's keys
 from raftbus.broker.security import tls
 from raftbus.broker.security.principals import principal_rules
 from raftbus.broker.security.bootstrap import seed_first_admin
@@ -18,7 +17,7 @@ from raftbus.broker.security.tokens import internal_token
 log = logging.getLogger(__name__)
 
 
-def peer_credentials(settings: SecuritySettings, keys: ClusterKeys) -> dict:
+def peer_credentials(settings: SecuritySettings, keys) -> dict:
     """The SDK credentials of this broker toward other brokers' client ports (joining, dead-letter moves,
     redrives, store copies): their TLS files and, with auth on, the internal token of the cluster's keys."""
     files = tls.peer_tls_files(settings)
@@ -28,7 +27,7 @@ def peer_credentials(settings: SecuritySettings, keys: ClusterKeys) -> dict:
 
 
 class ClientPortSecurity:
-    def __init__(self, context, settings: SecuritySettings, keys: ClusterKeys, accepted_keys=()):
+    def __init__(self, context, settings: SecuritySettings, keys, accepted_keys=()):
         self.context = context
         self.settings = s = settings
         self.keys = keys

@@ -164,6 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_http_command(sub, common)
     security_cli.add_security_commands(sub, common, bootstrap_of)
     security_cli.add_secret_command(sub, common)
+    security_cli.add_certs_command(sub, common)
     return parser
 
 

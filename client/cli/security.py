@@ -57,6 +57,34 @@ def add_secret_command(sub, common: argparse.ArgumentParser) -> None:
     generate.set_defaults(handler=run_secret_generate)
 
 
+def add_certs_command(sub, common: argparse.ArgumentParser) -> None:
+    certs = sub.add_parser("certs", help="make the TLS certificates and first tokens of a deployment") \
+        .add_subparsers(dest="certs_command", required=True)
+    create = certs.add_parser(
+        "create", parents=[common],
+        help="write ca.pem, broker.pem, broker-key.pem, admin.token and metrics.token into DIRECTORY (the CA's key "
+             "into DIRECTORY/ca/, reused by later runs); see docs/operations.md")
+    create.add_argument("directory", help="where the files go (made owner-only)")
+    create.add_argument("--host", action="append", default=[], metavar="NAME",
+                        help="a DNS name (*.wildcard allowed) or IP address the broker is reached by; repeat it")
+    create.add_argument("--name", default="broker", help="file name of the certificate (default: broker)")
+    create.add_argument("--ca-dir", default=None, metavar="DIR", help="where the CA's key is kept "
+                                                                     "(default: DIRECTORY/ca)")
+    create.set_defaults(handler=run_certs_create)
+
+
+def run_certs_create(args) -> int:
+    from raftbus.cli.certs import create_credentials
+
+    written = create_credentials(args.directory, args.host, name=args.name, ca_dir=args.ca_dir)
+    if args.json:
+        print(json.dumps(written))
+    else:
+        for what, path in written.items():
+            print(f"{what:<14} {path}")
+    return 0
+
+
 def run_secret_generate(args) -> int:
     """A cluster secret from the operating system's random source; it never leaves this process but on stdout."""
     value = secrets.token_hex(CLUSTER_SECRET_BYTES)

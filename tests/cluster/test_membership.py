@@ -222,3 +222,22 @@ def test_a_learner_behind_the_compacted_log_gets_a_snapshot_with_the_configurati
         assert (4, 0) in loaded  # the learner, still on its starting configuration, loaded the leader's snapshot
     finally:
         cluster.close()
+
+
+def test_only_a_learner_that_connected_and_answered_counts_as_caught_up(cluster):
+    """caught_up_learners, what the controller promotes from: a learner whose broker never connected is not
+    caught up though the log is a few entries long (its lag would look within any bound), and one that connects
+    over the hub and acknowledges the log is."""
+    start_original(cluster)
+    cluster.produce(3)
+    installed = cluster.change_membership(lambda m: m.add_learner(4))  # broker 4 is not running
+    assert installed.learners == {4}
+    leader = cluster.wait_leader()
+    assert leader.learner_progress()[4] <= 64  # a short log: lag alone would call it caught up
+    cluster.produce(1, first_sequence=3)  # committed without broker 4
+    assert leader.caught_up_learners(64) == set()
+
+    cluster.start(4, replicas=ORIGINAL + [4], learners=[4])
+    cluster.run_until(lambda: cluster.wait_leader().caught_up_learners(64) == {4},
+                      what="broker 4 connected and caught up")
+    assert cluster.wait_leader().caught_up_learners(64) == {4}

@@ -1,6 +1,6 @@
 """Goal: config/deploy/kubernetes/raftbus.yaml is valid against the strict Kubernetes schemas (vendored, no
 cluster needed) and hangs together: a headless Service for the StatefulSet, one PVC per broker mounted at the
-data dir, grpc.health.v1 readiness on the client port, a PodDisruptionBudget keeping a majority, and a broker
+data dir, readiness on the client port, the credentials Secret mounted where broker.toml names its files, a PodDisruptionBudget keeping a majority, and a broker
 command line whose node id, Raft address and peers list agree for every pod."""
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def test_every_document_matches_the_strict_schema_of_its_kind():
 
 @pytest.mark.parametrize("mutate", [
     lambda d: d["spec"].__setitem__("replica", 3),  # misspelled field
-    lambda d: d["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["grpc"].__setitem__("port", "7070"),
+    lambda d: d["spec"]["template"]["spec"]["containers"][0]["readinessProbe"].__setitem__("tcpSocket", {"port": []}),
     lambda d: d["spec"].pop("selector"),            # required field
 ])
 def test_the_schema_check_rejects_a_broken_statefulset(mutate):
@@ -90,11 +90,29 @@ def test_each_broker_gets_its_own_volume_mounted_over_its_data_dir():
     assert Path(argv.data_dir).is_relative_to(mount["mountPath"])
 
 
-def test_readiness_is_the_grpc_health_check_on_the_client_port():
+def test_readiness_is_the_client_port_accepting_connections():
+    """The kubelet's grpc: probe has no TLS, and the client port speaks TLS only: a TCP probe of that port."""
     broker = container()
     grpc_port = next(p["containerPort"] for p in broker["ports"] if p["name"] == "grpc")
-    assert broker["readinessProbe"]["grpc"] == {"port": grpc_port}  # service "" = the broker as a whole
+    assert broker["readinessProbe"]["tcpSocket"] == {"port": grpc_port}
+    assert broker["livenessProbe"]["tcpSocket"] == {"port": grpc_port}
     assert parse_address(broker_argv("raftbus-0", "ns").listen)[1] == grpc_port
+
+
+def test_the_credentials_secret_is_mounted_where_the_settings_name_the_files():
+    """broker.toml's TLS and token files lie under the read-only mount of the Secret `raftbus certs create` fills."""
+    sts = one("StatefulSet")
+    (volume,) = [v for v in sts["spec"]["template"]["spec"]["volumes"] if "secret" in v]
+    (mount,) = [m for m in container()["volumeMounts"] if m["name"] == volume["name"]]
+    assert mount["readOnly"] is True and volume["secret"]["defaultMode"] & 0o007 == 0
+    settings = load_settings(str(ROOT / "config" / "deploy" / "broker.toml"), cluster_secret=SECRET,
+                             cluster_id="raftbus-ns")
+    s = settings.security
+    assert s.auth_enabled and s.tls_cert_file and settings.raft.tls_cert_file
+    files = [s.tls_cert_file, s.tls_key_file, s.tls_ca_file, s.auth_bootstrap_token_file, settings.raft.tls_cert_file,
+             settings.raft.tls_key_file, settings.raft.tls_ca_file,
+             env_of(container())["RAFTBUS_METRICS_TOKEN_FILE"]["value"]]
+    assert all(Path(f).is_relative_to(mount["mountPath"]) for f in files), files
 
 
 def test_disruption_budget_keeps_a_majority_of_brokers():
@@ -141,8 +159,8 @@ def test_every_pod_starts_a_broker_whose_settings_agree_with_the_peers_list(ordi
     assert args.config == "/etc/raftbus/broker.toml"
     settings = load_settings(str(config), node_id=args.node_id, data_dir=args.data_dir, listen=args.listen,
                              advertised_listen=args.advertised_listen, raft_listen=args.raft_listen, peers=peers,
-                             metrics_listen=args.metrics_listen, cluster_id=cluster_id,
-                             cluster_secret=SECRET)  # validate(): peers[node_id] == raft_listen, a real secret
+                             metrics_listen=args.metrics_listen, cluster_id=cluster_id, cluster_secret=SECRET,
+                             metrics_token_file=env["RAFTBUS_METRICS_TOKEN_FILE"]["value"])  # validate(): peers[node_id] == raft_listen, a real secret
     assert settings.node.node_id == ordinal + 1
     assert settings.node.client_address == f"{pod}.{service}.{namespace}.svc.cluster.local:7070"
     metrics_port = next(p["containerPort"] for p in container()["ports"] if p["name"] == "metrics")

@@ -10,6 +10,7 @@ import pytest
 
 from raftbus.client import Admin, Producer, errors
 from tests.helpers import BrokerProcess, wait_until
+from tests.ports import reserve_ports
 from tests.system.conftest import running_cluster
 
 pytestmark = pytest.mark.system
@@ -248,3 +249,66 @@ def test_a_reassignment_survives_the_controller_being_killed(tmp_path):
                        what="the restarted broker deleting the replica it no longer holds")
         finally:
             fourth.kill()
+
+
+def join_call(bootstrap: str, broker_id: int, address: str, raft_address: str):
+    """A JoinCluster call as a joining broker (or anyone with cluster-admin) makes it, to the controller."""
+    from raftbus.client.router import Router
+    from raftbus.client.wire import membership_pb2 as mpb
+    from raftbus.client.wire import membership_pb2_grpc as mpb_grpc
+
+    request = mpb.JoinClusterRequest(broker_id=broker_id, address=address, raft_address=raft_address)
+    with Router(bootstrap) as router:
+        return router.call_controller(
+            lambda conn: mpb_grpc.MembershipStub(conn.channel).JoinCluster(request, timeout=30.0))
+
+
+def test_fake_joins_leave_the_voters_and_the_controller_alone_also_after_a_restart(tmp_path):
+    """Three JoinCluster calls naming addresses where no broker listens add three learners that never vote: the
+    voters stay 1,2,3 and the cluster keeps its controller, also across a restart of all three brokers with the
+    learners in their journals; each learner is removed once membership_join_catch_up_timeout_ms passes without it
+    connecting, none is ever registered, and the cluster commits. A join of an existing id at another address is
+    BROKER_ID_IN_USE."""
+    import time
+
+    bound_ms = 20_000  # outlasts a restart of all three brokers on a loaded machine, so the fakes are still there
+    with running_cluster(tmp_path, env={"RAFTBUS_MEMBERSHIP_JOIN_CATCH_UP_TIMEOUT_MS": str(bound_ms)}) as cluster:
+        held = reserve_ports(6)  # held and never listening: a connection there is refused (tests/ports.py)
+        nowhere = held.ports
+        for i, fake in enumerate((4, 5, 6)):
+            answer = join_call(cluster.bootstrap, fake, f"127.0.0.1:{nowhere[2 * i]}",
+                               f"127.0.0.1:{nowhere[2 * i + 1]}")
+            assert list(answer.voters) == [1, 2, 3] and fake in answer.learners
+        seen = set()
+
+        def watch(admin, until=None):
+            """Record (voters, has a controller) at each look; done when the fakes are gone (or at `until`)."""
+            members = admin.metadata_members()
+            seen.add((members.voters, members.controller_id is not None))
+            return time.monotonic() >= until if until else members.learners == ()
+
+        with Admin(cluster.bootstrap) as admin:
+            watched_until = time.monotonic() + 3.0  # six promotion checks with three fake learners
+            wait_until(lambda: watch(admin, watched_until), 30, 0.1, what="three seconds of watching")
+            assert admin.metadata_members().learners == (4, 5, 6)
+
+        for broker in cluster.brokers:
+            broker.terminate()
+        for broker in cluster.brokers:
+            broker.start()
+        with Admin(cluster.bootstrap) as admin:
+            members = wait_until(lambda: (m := admin.metadata_members()).controller_id and m, 60, 0.2,
+                                 what="a controller after the restart")
+            assert members.voters == (1, 2, 3) and members.learners == (4, 5, 6)  # from the journals
+            wait_until(lambda: watch(admin), 120, 0.1, what="the fake learners removed")
+            assert seen == {((1, 2, 3), True)}, seen
+            admin.create_topic("after-fakes", partitions=1, replication_factor=3)
+            with Producer(cluster.bootstrap) as producer:
+                assert producer.send("after-fakes", b"x", partition=0).result(30).offset == 0
+            assert sorted(b.broker_id for b in admin.cluster_status().brokers) == [1, 2, 3]
+            with pytest.raises(errors.RaftbusError) as taken:
+                join_call(cluster.bootstrap, 2, f"127.0.0.1:{nowhere[0]}", f"127.0.0.1:{cluster.broker(2).raft_port}")
+            assert taken.value.code == "BROKER_ID_IN_USE"
+            members = admin.metadata_members()
+            assert (members.voters, members.learners) == ((1, 2, 3), ())
+        held.close()

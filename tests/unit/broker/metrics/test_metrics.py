@@ -85,6 +85,6 @@ def test_dev_gives_each_broker_a_metrics_port_unless_off():
 
 def test_metrics_listen_setting_is_off_by_default_and_validated():
     assert load_settings().metrics.metrics_listen == ""
-    assert load_settings(metrics_listen="0.0.0.0:9570").metrics.metrics_listen == "0.0.0.0:9570"
+    assert load_settings(metrics_listen="127.0.0.1:9570").metrics.metrics_listen == "127.0.0.1:9570"
     with pytest.raises(errors.InvalidArgument):
         load_settings(metrics_listen="no-port")
