@@ -32,12 +32,21 @@ class GrpcSettings:
     grpc_long_calls_per_connection_max: int = setting(
         64, "... and from one client connection (channels of a process share one)")
     grpc_message_bytes_max: int = setting(64 * 1024 * 1024, "largest message either way (64 MiB)")
+    grpc_connections_max: int = setting(768, "open client connections; one more is closed at once (with the Kafka "
+                                             "port's, it must fit in storage_fds_reserved)")
+    grpc_connections_per_address_max: int = setting(256, "... from one source address; those past it are closed "
+                                                         "within a second (broker/address_bound.py)")
+    grpc_handshake_timeout_ms: int = setting(10_000, "a connection that has not completed its TLS and HTTP/2 "
+                                                     "handshakes by then is closed")
 
     def long_call_slots(self) -> LongCallSlots:
         return LongCallSlots(self.grpc_long_calls_max, self.grpc_long_calls_per_connection_max)
 
     def validate(self) -> None:
         at_least(self, 1, "grpc_concurrent_rpcs_max")
+        at_least(self, 1, "grpc_connections_max")
+        at_least(self, 1, "grpc_connections_per_address_max")
+        at_least(self, 1, "grpc_handshake_timeout_ms")
         require(0 < self.grpc_long_calls_per_connection_max <= self.grpc_long_calls_max < self.grpc_workers_max,
                 "need 0 < grpc_long_calls_per_connection_max <= grpc_long_calls_max < grpc_workers_max (short calls "
                 "need workers of their own)")
@@ -75,12 +84,15 @@ def unary(method):
 
 def build_server(address: str, servicers, *, workers_max: int, message_bytes_max: int,
                  concurrent_rpcs_max: int | None = None, long_calls: LongCallSlots | None = None, credentials=None,
-                 interceptors=(), reuse_port: bool = False):
+                 interceptors=(), connections_max: int | None = None, handshake_timeout_ms: int | None = None,
+                 reuse_port: bool = False):
     """A gRPC server with the given servicers and the standard health service; returns (server, health, port).
 
     `servicers` is a list of (add_XServicer_to_server, servicer) pairs, one per raftbus service. At most
     `concurrent_rpcs_max` calls are served at once (beyond: RESOURCE_EXHAUSTED) and `long_calls` bounds the
-    streams and long-polls (see call_limits.py). `credentials` (grpc.ServerCredentials) switches the port to
+    streams and long-polls (see call_limits.py). At most `connections_max` connections are open (gRPC's core
+    closes one more at once) and one that has not finished its handshakes within `handshake_timeout_ms` is
+    closed. `credentials` (grpc.ServerCredentials) switches the port to
     TLS; `interceptors` run first, in order (metrics count every call, then authentication and authorization),
     before the long-call bounds. `reuse_port` binds with SO_REUSEPORT (a port a supervisor holds reserved);
     without it a port someone else holds fails the bind, as a second broker on the same port must.
@@ -91,7 +103,9 @@ def build_server(address: str, servicers, *, workers_max: int, message_bytes_max
         interceptors=chain,
         options=[("grpc.max_receive_message_length", message_bytes_max),
                  ("grpc.max_send_message_length", message_bytes_max),
-                 ("grpc.so_reuseport", int(reuse_port))],
+                 ("grpc.so_reuseport", int(reuse_port)),
+                 *([("grpc.max_allowed_incoming_connections", connections_max)] if connections_max else []),
+                 *([("grpc.server_handshake_timeout_ms", handshake_timeout_ms)] if handshake_timeout_ms else [])],
         maximum_concurrent_rpcs=concurrent_rpcs_max,
     )
     for add_to_server, servicer in servicers:

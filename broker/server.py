@@ -41,7 +41,8 @@ from raftbus.broker.replicas import ReplicaFiles
 from raftbus.broker.security.wiring import peer_credentials
 from raftbus.broker.settings import BrokerSettings
 from raftbus.broker.storage.lmdb_store import LmdbStore
-from raftbus.broker.storage.open_files import OpenBudget, derived_limit
+from raftbus.broker.address_bound import AddressBound
+from raftbus.broker.storage.open_files import OpenBudget, plan_descriptors
 from raftbus.broker.storage.private import private_data_dir
 
 log = logging.getLogger(__name__)
@@ -94,7 +95,10 @@ class Broker:
             discard_stores(self.data_dir)
         self.boot.starting()
         s = self.settings.storage
-        replicas_open_max = derived_limit(s.storage_replicas_open_max, s.storage_fds_reserved)
+        kafka = self.settings.kafka
+        client_connections_max = self.settings.grpc.grpc_connections_max + (
+            kafka.kafka_connections_max if kafka.kafka_listen else 0)
+        replicas_open_max = plan_descriptors(s, client_connections_max)
         self.open_stores = OpenBudget(replicas_open_max, "stores")      # partition stores with their files open
         self.open_journals = OpenBudget(replicas_open_max, "journals")  # partition journals with their file open
         self.disk = DiskSpace(self.data_dir, s.storage_free_bytes_min)
@@ -187,8 +191,11 @@ class Broker:
             self.settings.node.listen, self.registry.servicers, workers_max=g.grpc_workers_max,
             message_bytes_max=g.grpc_message_bytes_max, concurrent_rpcs_max=g.grpc_concurrent_rpcs_max,
             long_calls=g.long_call_slots(), credentials=self.features.security.server_credentials(),
-            interceptors=self.registry.interceptors, reuse_port=self.settings.node.listen_reuse_port)
+            interceptors=self.registry.interceptors, connections_max=g.grpc_connections_max,
+            handshake_timeout_ms=g.grpc_handshake_timeout_ms, reuse_port=self.settings.node.listen_reuse_port)
         self.server.start()
+        self.address_bound = AddressBound(self.grpc_port, g.grpc_connections_per_address_max)
+        self.address_bound.start()
 
     # ------------------------------------------------------------------ stop
     def stop(self) -> None:
@@ -199,6 +206,7 @@ class Broker:
         self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
         hand_off_leaderships(self.loop, self.settings.node.shutdown_timeout_ms / 2000)
         self.server.stop(grace=1.0).wait(2.0)
+        self.address_bound.stop()
         self.metrics.stop()
         self.registry.close()
         self.replicas.close()  # an open in progress finishes; none starts

@@ -3,8 +3,8 @@
 Every connection is served on this one loop (broker/kafka/connection.py); handlers call the services' submit
 paths, which hand a command to the Raft loop and return a future, and await that future here, so a produce
 waiting for its commit holds no thread. Calls that only exist as blocking ones (topic administration, which
-waits for the metadata group) run on a small executor. At most `connections_max` connections are open at once:
-one more is accepted and closed at once.
+waits for the metadata group) run on a small executor. At most `connections_max` connections are open at once,
+and `connections_per_address_max` from one source address: one more is accepted and closed at once.
 """
 from __future__ import annotations
 
@@ -29,12 +29,13 @@ class KafkaLimits(NamedTuple):
     """The Kafka port's bounds (settings kafka_*)."""
 
     connections_max: int = 1000
+    connections_per_address_max: int = 100
+    unauthenticated_request_bytes_max: int = 64 * 1024
     in_flight_per_connection_max: int = 100
     request_bytes_max: int = 100 * 1024 * 1024
     request_read_timeout_ms: int = 30_000
     idle_ms: int = 600_000
     fetch_sessions_max: int = 1000
-    unauthenticated_request_bytes_max: int = 512 * 1024
     authentication_timeout_ms: int = 10_000
 
 
@@ -57,6 +58,7 @@ class KafkaListener:
         self.blocking = ThreadPoolExecutor(max_workers=BLOCKING_CALLS_MAX, thread_name_prefix="raftbus-kafka-admin")
         self.port: int | None = None
         self.connections = 0
+        self._per_address: dict[str, int] = {}
         self._server: asyncio.AbstractServer | None = None
         self._thread: threading.Thread | None = None
         self._stopping: asyncio.Event | None = None
@@ -96,10 +98,14 @@ class KafkaListener:
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
+        host = peer[0] if peer else "?"
         peer = f"{peer[0]}:{peer[1]}" if peer else "?"
-        if self.connections >= self.limits.connections_max:
-            log.warning("kafka connection refused: kafka_connections_max=%d reached", self.limits.connections_max,
-                        extra={"peer": peer})
+        from_host = self._per_address.get(host, 0)
+        if self.connections >= self.limits.connections_max or from_host >= self.limits.connections_per_address_max:
+            log.warning("kafka connection refused: %s", f"kafka_connections_max={self.limits.connections_max} reached"
+                        if self.connections >= self.limits.connections_max else
+                        f"kafka_connections_per_address_max={self.limits.connections_per_address_max} reached for "
+                        f"{host}", extra={"peer": peer})
             writer.close()
             return
         ssl_object = writer.get_extra_info("ssl_object")
@@ -110,6 +116,7 @@ class KafkaListener:
             writer.close()
             return
         self.connections += 1
+        self._per_address[host] = from_host + 1
         session = Session(peer, self.policy, tls=ssl_object is not None, principal=principal)
         try:
             await Connection(reader, writer, self.router, session, self.limits).serve()
@@ -120,6 +127,11 @@ class KafkaListener:
             writer.close()
         finally:
             self.connections -= 1
+            left = self._per_address[host] - 1
+            if left:
+                self._per_address[host] = left
+            else:
+                del self._per_address[host]
 
     def certificate_principal(self, ssl_object) -> str | None:
         """The principal a verified client certificate names through `tls_principal_rules`, exactly as on the

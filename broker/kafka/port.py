@@ -73,6 +73,7 @@ class PortSettings:
 def limits_of(kafka: KafkaSettings) -> KafkaLimits:
     return KafkaLimits(
         connections_max=kafka.kafka_connections_max,
+        connections_per_address_max=kafka.kafka_connections_per_address_max,
         in_flight_per_connection_max=kafka.kafka_in_flight_per_connection_max,
         request_bytes_max=kafka.kafka_request_bytes_max,
         request_read_timeout_ms=kafka.kafka_request_read_timeout_ms,

@@ -64,6 +64,11 @@ class Session:
         except ValueError:
             return False
 
+    @property
+    def authenticated(self) -> bool:
+        """Whether this connection may send requests of the authenticated size: auth is off, or it has a principal."""
+        return self._policy is None or self.principal is not None
+
     def denied(self, resource_type: str, name: str, operation: str) -> int:
         """0 when the principal may do `operation` on the resource; the Kafka authorization error otherwise."""
         if self._policy is None:

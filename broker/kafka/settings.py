@@ -13,6 +13,7 @@ class KafkaSettings:
     kafka_listen: str = setting("", 'host:port of the Kafka protocol port ("" = off; port 0 = any)')
     kafka_advertised_listen: str = setting("", 'the address Metadata answers name ("" = kafka_listen)')
     kafka_connections_max: int = setting(1000, "open Kafka connections; one more is closed at once")
+    kafka_connections_per_address_max: int = setting(100, "... from one source address")
     kafka_in_flight_per_connection_max: int = setting(100, "unanswered requests per connection; past it the "
                                                            "connection stops reading")
     kafka_request_bytes_max: int = setting(100 * 1024 * 1024, "one request frame; a longer one closes the "
@@ -27,9 +28,10 @@ class KafkaSettings:
     kafka_group_state_bytes_max: int = setting(1024 * 1024, "a classic group's members' protocols and assignments "
                                                             "(Kafka's group record limit)")
     kafka_offset_calls_max: int = setting(16, "threads carrying a coordinator's offset calls to partition leaders")
-    kafka_unauthenticated_request_bytes_max: int = setting(512 * 1024, "with auth_enabled: one request frame "
-                                                                       "before SASL (or a client certificate) "
-                                                                       "authenticated the connection")
+    kafka_unauthenticated_request_bytes_max: int = setting(64 * 1024, "with auth_enabled: one request frame "
+                                                                      "before SASL (or a client certificate) "
+                                                                      "authenticated the connection; a longer "
+                                                                      "one closes it")
     kafka_authentication_timeout_ms: int = setting(10_000, "with auth_enabled: a connection not authenticated "
                                                            "this long after it opened (TLS and SASL) is closed")
 
@@ -42,9 +44,9 @@ class KafkaSettings:
         for address in (self.kafka_listen, self.kafka_advertised_listen):
             if address:
                 parse_address(address)
-        for name in ("kafka_connections_max", "kafka_in_flight_per_connection_max", "kafka_request_bytes_max",
-                     "kafka_request_read_timeout_ms", "kafka_connection_idle_ms", "kafka_fetch_sessions_max",
-                     "kafka_group_state_bytes_max", "kafka_offset_calls_max",
+        for name in ("kafka_connections_max", "kafka_connections_per_address_max", "kafka_in_flight_per_connection_max",
+                     "kafka_request_bytes_max", "kafka_request_read_timeout_ms", "kafka_connection_idle_ms",
+                     "kafka_fetch_sessions_max", "kafka_group_state_bytes_max", "kafka_offset_calls_max",
                      "kafka_unauthenticated_request_bytes_max", "kafka_authentication_timeout_ms"):
             require(getattr(self, name) >= 1, f"{name} must be >= 1")
         require(self.kafka_group_initial_rebalance_delay_ms >= 0, "kafka_group_initial_rebalance_delay_ms must be >= 0")

@@ -58,7 +58,7 @@ class DeferredMetaSync:
             return
         files, self.pending = self.pending, set()
         self.syncs += 1
-        if _syncfs is not None and _syncfs_all([f.path for f in files]):
+        if _syncfs is not None and _syncfs_all(files):
             for slots in files:
                 slots.synced()
             return
@@ -71,21 +71,20 @@ class DeferredMetaSync:
             os._exit(_EXIT_CODE)
 
 
-def _syncfs_all(paths) -> bool:
-    """One syncfs per file system holding one of `paths`; False if any failed."""
-    by_device: dict[int, str] = {}
-    for path in paths:
-        directory = os.path.dirname(path) or "."
-        by_device.setdefault(os.stat(directory).st_dev, directory)
-    for directory in by_device.values():
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            if _syncfs(fd) != 0:
-                log.error("syncfs of %s failed (errno %d); fsyncing %d term/vote files one by one", directory,
-                          ctypes.get_errno(), len(paths))
-                return False
-        finally:
-            os.close(fd)
+def _syncfs_all(files) -> bool:
+    """One syncfs per file system holding one of the slot files `files`, through a descriptor a file holds open
+    (a pass opens no file, so a broker out of descriptors still makes its votes durable); False if any failed."""
+    by_device: dict[int, tuple[int, str]] = {}
+    for slots in files:
+        fd = slots.fileno()
+        if fd < 0:  # closed since its write (its journal was parked or closed): fsynced one by one
+            return False
+        by_device.setdefault(os.fstat(fd).st_dev, (fd, slots.path))
+    for fd, path in by_device.values():
+        if _syncfs(fd) != 0:
+            log.error("syncfs of the file system of %s failed (errno %d); fsyncing %d term/vote files one by one",
+                      path, ctypes.get_errno(), len(files))
+            return False
     return True
 
 

@@ -21,9 +21,11 @@ Nothing a peer sends is unpickled or decompressed, and nothing is decoded before
   cheaper per byte where the CPU has AES and carry-less multiply instructions. A peer that never offers
   (a broker from before the offer, which drops the record as a message for no group) keeps getting BLAKE2b
   frames, so brokers of both kinds stay connected through a rolling upgrade.
-- **No pickle, no zlib.** Messages are `marshal`-encoded plain data; after the tag checks out the decoded
-  value must still consist only of None, bool, int, float, str, bytes, list, tuple and dict (marshal can
-  carry code objects; those are refused).
+- **No pickle, no zlib.** Messages are `marshal`-encoded plain data (format version 2, no references); after the
+  tag checks out, each record's bytes are scanned before marshal builds anything (plain_marshal.py): only None,
+  bool, int, float, str, bytes, list, tuple and dict (marshal can carry code objects; those are refused), and no
+  count or length the record's bytes cannot hold, so a record never makes the broker allocate more than a small
+  multiple of its size.
 - **Bounds.** A frame length above `frame_bytes_max` closes the connection before its body is read; a peer
   whose send buffer passes `send_buffer_bytes_max` is disconnected rather than buffered without limit;
   pending handshakes are bounded in total and per source address (`handshakes_pending_max`,
@@ -44,7 +46,7 @@ Wire format (integers big-endian):
     tag     = BLAKE2b(key=key, digest_size=16) over sequence + payload                 sequence's top bit clear
             | AES-256-GCM(key).encrypt(nonce=4 zero bytes + sequence, plaintext=b"",
                                        associated data=payload)                       sequence's top bit set
-    payload = records, each length (u32) + marshal.dumps((channel, message))
+    payload = records, each length (u32) + marshal.dumps((channel, message), 2)
     offer   = the record ("~hub", ("frame-tags", "aes-256-gcm")), sent first on a new connection
 """
 from __future__ import annotations
@@ -53,7 +55,6 @@ import errno
 import hashlib
 import hmac
 import logging
-import marshal
 import os
 import selectors
 import socket
@@ -67,6 +68,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from raftbus.broker.raft import plain_marshal
 from raftbus.broker.raft.clock import Clock, monotonic_s
 
 log = logging.getLogger(__name__)
@@ -93,7 +95,6 @@ ACCEPTS_PER_POLL_MAX = 64
 SEND_PARTS_PER_CALL_MAX = 512
 TLS_WRITE_BYTES = 256 << 10  # bytes handed to one SSL write (TLS sockets have no sendmsg)
 COALESCE_BYTES = 16 << 10  # parts smaller than this are joined before sending
-_PLAIN = frozenset((type(None), bool, int, float, str, bytes))
 
 
 class ProtocolError(Exception):
@@ -180,28 +181,11 @@ def check_tag(blake2b_proto, aead: AESGCM, body) -> int:
     return field
 
 
-def check_plain(value) -> None:
-    """Raise ProtocolError unless value is built only from the plain types a Raft message uses."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        kind = type(item)
-        if kind in _PLAIN:
-            continue
-        if kind is list or kind is tuple:
-            stack.extend(item)
-        elif kind is dict:
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        else:
-            raise ProtocolError(f"a message carries a {kind.__name__}")
-
-
 def decode_records(payload) -> list[tuple[str, object]]:
     """All (channel, message) records of one verified payload, or ProtocolError (nothing is delivered)."""
     records = []
     offset, end = 0, len(payload)
-    unpack_from, loads = LENGTH.unpack_from, marshal.loads
+    unpack_from, loads = LENGTH.unpack_from, plain_marshal.loads
     try:
         while offset < end:
             (size,) = unpack_from(payload, offset)
@@ -211,12 +195,11 @@ def decode_records(payload) -> list[tuple[str, object]]:
             records.append(loads(payload[offset - size:offset]))
     except ProtocolError:
         raise
-    except Exception as exc:  # struct and marshal raise several types on bad data
-        raise ProtocolError(f"undecodable record: {exc!r}") from None
+    except Exception as exc:  # plain_marshal's refusals, and struct's on a cut length
+        raise ProtocolError(f"undecodable record: {exc}") from None
     for record in records:
         if type(record) is not tuple or len(record) != 2 or type(record[0]) is not str:
             raise ProtocolError("a record is not (channel, message)")
-    check_plain(records)
     return records
 
 
@@ -478,7 +461,7 @@ class RaftHub:
         """Queue a message for the next flush; False when the peer is not connected.
 
         Raises ValueError when the message cannot be encoded or its frame would exceed frame_bytes_max."""
-        record = marshal.dumps((channel, message))
+        record = plain_marshal.dumps((channel, message))
         if len(record) + LENGTH.size + FRAME_OVERHEAD > self.frame_bytes_max:
             raise ValueError(f"a message of {len(record)} bytes exceeds frame_bytes_max={self.frame_bytes_max}")
         conn = self._ready.get(peer_id)

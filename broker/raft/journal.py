@@ -17,10 +17,13 @@ truncates at a recorded offset; `delete_to` (compaction) writes the remaining en
 it over the old one, so a crash leaves either the old journal or the new one, never a mix.
 
 Term, vote and commit index live beside it in `<file>.meta` (`DurableMetaStorer`, `meta_slots`).
-Durability: writes reach the page cache; the group-commit thread fsyncs the file (`RaftGroup.sync`).
+Durability: writes reach the page cache; the group-commit thread fsyncs the file (`RaftGroup.sync` through
+`fsync_open`) and then writes the mark in place (8 bytes at offset 0 of `<file>.synced`). Both go through
+descriptors the journal keeps open, so a group commit opens no file: a process out of descriptors (EMFILE) still
+makes its journals durable.
 
-With a budget (broker/storage/open_files.py) an idle journal may be parked: its file closed, opened again by the
-next write. The entries stay in memory either way, and the group commit fsyncs through the path.
+With a budget (broker/storage/open_files.py) an idle journal may be parked: fsynced, then its files closed, opened
+again by the next write. The entries stay in memory either way; a parked journal has nothing left to fsync.
 """
 from __future__ import annotations
 
@@ -127,6 +130,9 @@ class DurableMetaStorer:
     def load(self) -> dict:
         return dict(self._slots.meta)
 
+    def close_file(self, *, wait: bool = True) -> None:
+        self._slots.close(wait=wait)
+
     def store(self, meta: dict) -> None:
         vote = (meta.get("currentTerm"), meta.get("votedForNodeId"))
         durable = vote != self._durable_vote
@@ -155,6 +161,7 @@ class AppendJournal:
         self._entries, self._offsets, end = read_entries(self._path, self._synced_index)
         self._fd_lock = threading.Lock()  # a budget may park the file from another thread
         self._fd = self._open(end)  # -1 while parked or once destroyed
+        self._synced_fd = -1  # `<file>.synced`, opened at the first mark; closed with the journal or when parked
         self._destroyed = False
         self._budget: OpenBudget | None = None
         self.last_used = next_use()
@@ -192,10 +199,19 @@ class AppendJournal:
             if self._destroyed:
                 return False
             if self._fd >= 0:
+                os.fsync(self._fd)  # what a parked journal holds is on disk: the group commit skips it
                 os.close(self._fd)
                 self._fd = -1
                 if self._budget is not None:
                     self._budget.parked(self)
+                self._meta_storer.close_file(wait=False)  # one being written keeps its file until next time
+                if self._synced_lock.acquire(blocking=False):  # a mark being written keeps its file until next time
+                    try:
+                        if self.last_index > self._synced_index:  # all of it was just fsynced
+                            self._write_synced(self.last_index, durable=False)
+                        self._close_synced_file()
+                    finally:
+                        self._synced_lock.release()
             return True
         finally:
             self._fd_lock.release()
@@ -257,17 +273,23 @@ class AppendJournal:
             kept = self._kept_since_sync_point
             self._kept_since_sync_point = None
             index = point if kept is None else min(point, kept)
-            if index > self._synced_index:
+            if index > self._synced_index and not (self._fd < 0 and self._synced_fd < 0):  # parked: marked then
                 self._write_synced(index, durable=False)
 
     def _write_synced(self, index: int, *, durable: bool) -> None:
+        """Write the mark in place (caller holds `_synced_lock`): 8 bytes at offset 0, within one disk sector, so a
+        crash leaves the old mark or the new one."""
         self._synced_index = index
-        with open(self._path + ".synced.tmp", "wb", opener=private_opener) as f:
-            f.write(_SYNCED.pack(index))
-            if durable:
-                f.flush()
-                os.fsync(f.fileno())
-        os.replace(self._path + ".synced.tmp", self._path + ".synced")
+        if self._synced_fd < 0:
+            self._synced_fd = private_opener(self._path + ".synced", os.O_RDWR | os.O_CREAT)
+        os.pwrite(self._synced_fd, _SYNCED.pack(index), 0)
+        if durable:
+            os.fsync(self._synced_fd)
+
+    def _close_synced_file(self) -> None:
+        if self._synced_fd >= 0:
+            os.close(self._synced_fd)
+            self._synced_fd = -1
 
     @property
     def last_index(self) -> int:
@@ -325,6 +347,13 @@ class AppendJournal:
         with self._fd_lock:
             os.fsync(self._file())
 
+    def fsync_open(self) -> None:
+        """fsync the file through the descriptor held (the group commit's path: it opens nothing). A parked journal
+        was fsynced when it was parked and nothing was written since (a write reopens it); a closed one is done."""
+        with self._fd_lock:
+            if self._fd >= 0:
+                os.fsync(self._fd)
+
     def close(self) -> None:
         with self._fd_lock:
             if self._fd < 0 and not self._destroyed:
@@ -342,7 +371,10 @@ class AppendJournal:
                 self._fd = -1
             if self._budget is not None:
                 self._budget.closed(self)
+        with self._synced_lock:
+            self._close_synced_file()
         self.save_meta()
+        self._meta_storer.close_file()
 
     # ------------------------------------------------------------------ term, vote, commit index
     def set_commit_index(self, index: int) -> None:

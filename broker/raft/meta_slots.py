@@ -9,7 +9,8 @@ Reading takes the valid slot (magic and CRC) with the highest sequence. Writes n
 last record made durable (`durable_slot`): they go to the other one, and only once that write is made durable
 (fsync, or the loop's syncfs, `durable_meta.py`) does it become the durable slot. A torn or lost write therefore
 leaves the last durable term and vote readable. A file of the older single-record format (the meta alone, no
-magic) is read and replaced by slots at the first write.
+magic) is read and replaced by slots at the first write. The file stays open between writes (a write or an fsync
+opens nothing once it is) and closes when its journal is parked or closed.
 
 `meta` is a dict of str keys to int, str or None, in the byte format pysyncobj wrote it in (a pickle of protocol
 2), so files stay readable by every broker version; it is written and read here by a codec of exactly that
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import os
 import struct
+import threading
 
 from isal.isal_zlib import crc32
 
@@ -215,26 +217,44 @@ class SlotFile:
         self.meta, self.sequence, self.durable_slot = read_slots(path)
         self._written_slot: int | None = None
         self.on_disk = self.sequence > 0 or bool(self.meta)  # else its directory entry needs a sync too
+        self._fd = -1  # open from the first write until `close`
+        self._fd_lock = threading.Lock()  # a journal may close the file from another thread (parking)
+
+    def _file(self) -> int:
+        """The open file (caller holds `_fd_lock`)."""
+        if self._fd < 0:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, FILE_MODE)
+        return self._fd
 
     def write(self, meta: dict) -> None:
         slot = 1 - self.durable_slot
         record = encode_slot(self.sequence + 1, meta)
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, FILE_MODE)
-        try:
-            os.pwrite(fd, record, slot * SLOT_BYTES)
-        finally:
-            os.close(fd)
+        with self._fd_lock:
+            os.pwrite(self._file(), record, slot * SLOT_BYTES)
         self.sequence += 1
         self._written_slot = slot
         self.on_disk = True
 
     def fsync(self) -> None:
-        fd = os.open(self.path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        with self._fd_lock:
+            os.fsync(self._file())
         self.synced()
+
+    def fileno(self) -> int:
+        """The open file's descriptor, -1 when it is closed (for a syncfs of its file system)."""
+        return self._fd
+
+    def close(self, *, wait: bool = True) -> bool:
+        """Close the file (it reopens at the next write); without `wait`, only if no write holds it now."""
+        if not self._fd_lock.acquire(blocking=wait):
+            return False
+        try:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+            return True
+        finally:
+            self._fd_lock.release()
 
     def synced(self) -> None:
         """Everything written so far is durable: the slot written last holds the durable record now."""

@@ -2,14 +2,17 @@
 
 A snapshot file is the store copy (`data_len` bytes), then the footer (marshal of plain data), then its length
 (u64) and `SNAPSHOT_MAGIC`. Snapshot files travel between brokers, so reading one trusts nothing: the lengths
-must add up to the file size before the footer is decoded, and the decoded footer must have exactly the
-expected shape (plain bytes, ints and strs; marshal can build code objects, which are refused, never run).
+must add up to the file size before the footer is decoded, the footer's bytes are scanned before marshal builds
+anything (plain_marshal.py: plain data only, no count its bytes cannot hold, so a forged footer never makes a
+broker allocate more than a small multiple of its length; marshal can build code objects, which are refused,
+never run), and the decoded footer must have exactly the expected shape.
 """
 from __future__ import annotations
 
-import marshal
 import os
 import struct
+
+from raftbus.broker.raft import plain_marshal
 
 SNAPSHOT_MAGIC = b"RBSNAP01"
 TAIL = struct.Struct(">Q8s")
@@ -22,7 +25,7 @@ class SnapshotFooterError(ValueError):
 
 
 def write_footer(f, footer: dict) -> None:
-    data = marshal.dumps(footer)
+    data = plain_marshal.dumps(footer)
     f.write(data)
     f.write(TAIL.pack(len(data), SNAPSHOT_MAGIC))
 
@@ -40,8 +43,8 @@ def read_footer(f) -> dict:
         raise SnapshotFooterError(f"footer length {footer_len} does not fit a file of {size} bytes")
     f.seek(size - TAIL.size - footer_len)
     try:
-        footer = marshal.loads(f.read(footer_len))
-    except (EOFError, ValueError, TypeError) as exc:
+        footer = plain_marshal.loads(f.read(footer_len))
+    except plain_marshal.PlainDataError as exc:
         raise SnapshotFooterError(f"undecodable snapshot footer: {exc}") from None
     check_footer(footer)
     if footer["data_len"] + footer_len + TAIL.size != size:

@@ -4,8 +4,12 @@ Authentication: a bearer token (`authorization: Bearer <token>` call metadata) n
 token table; without a token, a verified client certificate (mutual TLS) names a principal through the explicit
 `tls_principal_rules` over its subject (principals.py; none by default, never a reserved one). Neither →
 UNAUTHENTICATED. Authentication reads only the call's metadata and the TLS session, so it runs before the request
-message is decoded: an unauthenticated caller's message is never parsed. Authorization: every check of the method's row in methods.py must be
-allowed by the principal's ACLs → else PERMISSION_DENIED naming the operation, the resource and the call.
+message is read: a call with a bearer token is authenticated when it arrives (`intercept_service`), and refused
+then with a handler that never asks for its message; a call without one (a client certificate, or nothing) is
+served as a request stream that authenticates before it reads its one message. An unauthenticated caller's
+message is never received in full nor parsed, whatever its size (below `grpc_message_bytes_max`). Authorization:
+every check of the method's row in methods.py must be allowed by the principal's ACLs → else PERMISSION_DENIED
+naming the operation, the resource and the call.
 Unary requests are checked before the servicer runs; each request of a request stream as it is read.
 """
 from __future__ import annotations
@@ -92,15 +96,35 @@ class AuthInterceptor(grpc.ServerInterceptor):
         if handler is None or (method in METHOD_CHECKS and METHOD_CHECKS[method] is PUBLIC):
             return handler
         token = bearer_token(handler_call_details.invocation_metadata)
-        return _guarded(handler, method, token, self.authorizer)
+        if token is None:
+            return _guarded(handler, method, None, self.authorizer)
+        try:
+            principal = self.authorizer.authenticate(method, token, None)
+        except errors.RaftbusError as error:
+            return _refusing(handler, error)
+        return _guarded(handler, method, principal, self.authorizer)
 
 
-def _guarded(handler, method: str, token: str | None, authorizer: Authorizer):
-    """The handler with authentication before it and authorization of every request it reads."""
+def _refusing(handler, error: errors.RaftbusError):
+    """A handler of the method's shape that refuses the call without reading its request."""
+
+    def refuse(_requests, context):
+        _abort(context, error)
+
+    make = grpc.stream_stream_rpc_method_handler if handler.response_streaming else grpc.stream_unary_rpc_method_handler
+    return make(refuse, request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer)
+
+
+def _guarded(handler, method: str, principal: str | None, authorizer: Authorizer):
+    """The handler with authorization of every request it reads, after authentication: `principal` when the call's
+    token named it already, else (no token) from the client certificate before any request is read."""
 
     def principal_of(context) -> str:
+        if principal is not None:
+            return principal
         try:
-            return authorizer.authenticate(method, token, certificate_subject(context))
+            return authorizer.authenticate(method, None, certificate_subject(context))
         except errors.RaftbusError as error:
             _abort(context, error)
 
@@ -120,12 +144,25 @@ def _guarded(handler, method: str, token: str | None, authorizer: Authorizer):
 
         def guarded(requests, context):
             return behavior(checked_stream(principal_of(context), requests, context), context)
-    else:
+    elif principal is not None:
         behavior = handler.unary_stream or handler.unary_unary
 
         def guarded(request, context):
-            check(principal_of(context), request, context)
+            check(principal, request, context)
             return behavior(request, context)
+    else:  # served as a request stream, so that the one request is read only once the caller is known
+        behavior = handler.unary_stream or handler.unary_unary
+
+        def guarded(requests, context):
+            known = principal_of(context)
+            request = next(requests, None)
+            if request is None:
+                _abort(context, errors.InvalidArgument(f"{operation_name(method)} needs a request"))
+            check(known, request, context)
+            return behavior(request, context)
+
+        field = "stream_" + ("stream" if handler.response_streaming else "unary")
+        return handler._replace(request_streaming=True, unary_unary=None, unary_stream=None, **{field: guarded})
 
     field = ("stream_" if handler.request_streaming else "unary_") + ("stream" if handler.response_streaming
                                                                         else "unary")

@@ -433,8 +433,8 @@ class LmdbStore:
 
     def park(self) -> bool:
         """Close the environment unless a reader, writer or snapshot holds it now (never waits); True once
-        parked. Every committed page is in the file already (LMDB writes at commit); `sync` of a parked store
-        fsyncs the file through its path."""
+        parked. Every committed page is in the file already (LMDB writes at commit) and is fsynced here, so `sync`
+        of a parked store has nothing to do and opens no file (a write unparks it first)."""
         if not self._writer.acquire(blocking=False):
             return False
         try:
@@ -444,6 +444,7 @@ class LmdbStore:
                 if self._closed or self._pinned:
                     return False
                 if self._env is not None:
+                    self._env.sync(True)
                     self._env.close()
                     self._env = None
                     if self._budget is not None:
@@ -532,8 +533,6 @@ class LmdbStore:
                 return
             if self._env is not None:
                 self._env.sync(True)
-            else:
-                _fsync_path(Path(self.path) / "data.mdb")
         finally:
             self._lock.release_shared()
 
@@ -563,6 +562,7 @@ class LmdbStore:
                 if self._closed:
                     raise errors.Unavailable(f"store {self.path} is closed")
                 if self._env is not None:
+                    self._env.sync(True)
                     self._env.close()
                     self._env = None
                 _swap_in(Path(self.path), staging)

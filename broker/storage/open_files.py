@@ -1,19 +1,29 @@
 """How many partition replicas keep their files open at once, so a broker can host more than its file descriptors.
 
-An open replica holds 4 file descriptors: its LMDB store 3 (the data file twice, the lock file) and its Raft
-journal 1. A broker hosting 10,000 replicas would need 40,000, more than many machines let a process have. So the
+An open replica holds 6 file descriptors: its LMDB store 3 (the data file twice, the lock file) and its Raft
+journal 3 (the journal, its fsync mark, its term and vote file). A broker hosting 10,000 replicas would need 60,000, more than many machines let a process have. So the
 broker keeps at most `storage_replicas_open_max` stores and as many journals open (0: as many as the process's
-RLIMIT_NOFILE soft limit allows after `storage_fds_reserved` for sockets and the rest, divided by 4). Opening one
+RLIMIT_NOFILE soft limit allows after `storage_fds_reserved` for sockets and the rest, divided by 6). Opening one
 more parks the least recently used members that nothing is using at that moment, down to 9/10 of the bound:
 
-- a parked store has closed its LMDB environment. Nothing is lost: LMDB wrote every committed page to the file at
-  commit, and the group commit's fsync of a parked store goes through the file's path.
-- a parked journal has closed its file; the group commit already fsyncs journals through their path.
+- a parked store has fsynced and closed its LMDB environment: LMDB wrote every committed page to the file at
+  commit, so nothing is lost, and the group commit has nothing to fsync for it.
+- a parked journal has fsynced and closed its files; likewise.
+
+The group commit therefore fsyncs only through descriptors held open and opens no file: a broker whose descriptors
+run out (EMFILE) keeps committing.
 
 The next read or write of a parked member opens it again (`raftbus_storage_reopened_total`). Parking changes no
 byte on disk and no answer; only an idle replica's first use after it costs an open. A member is parked only
 when its own lock is free right now (never waited for), so parking never blocks a reader, a writer or the thread
 that opened another member, and a busy member is simply skipped.
+
+Descriptors no client can take (`plan_descriptors`): at start the broker raises its RLIMIT_NOFILE soft limit to
+the hard limit, and refuses to start unless its client connection bounds (`grpc_connections_max`, and
+`kafka_connections_max` with the Kafka port on) plus `storage_raft_fds_reserved` fit in what the open replicas
+leave (`storage_fds_reserved`, or the limit less 6 per replica of `storage_replicas_open_max`). The ports close
+a connection beyond their bounds at once, so clients never hold more than their share: the replicas' files, the
+Raft connections, snapshot and compaction files always have descriptors.
 
 Lock order: a member's own locks, then the budget's lock; the budget never takes a member's lock while holding its
 own, and takes other members' locks only without waiting.
@@ -27,7 +37,7 @@ from typing import Protocol
 
 from raftbus.client import errors
 
-FDS_PER_REPLICA = 4  # LMDB: data file twice and lock file; the Raft journal: one
+FDS_PER_REPLICA = 6  # LMDB: data file twice and lock file; the Raft journal, its fsync mark, its term and vote
 PARK_DOWN_TO = 0.9   # a sweep parks down to this fraction of the bound, so sweeps are rare
 
 _uses = itertools.count(1)
@@ -43,6 +53,40 @@ class Parkable(Protocol):
 
     def park(self) -> bool:
         """Close the member's files unless something is using it now (never waits); True once parked."""
+
+
+def raise_descriptor_limit() -> int:
+    """Raise the RLIMIT_NOFILE soft limit to the hard limit; the soft limit now."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError):
+            pass  # e.g. an infinite hard limit the kernel caps lower: keep the soft limit
+    return (1 << 20) if soft == resource.RLIM_INFINITY else soft
+
+
+def plan_descriptors(storage, client_connections_max: int) -> int:
+    """The bound on open replicas, after raising the descriptor limit and checking that `client_connections_max`
+    (every client port's connection bound together) and `storage_raft_fds_reserved` fit beside the replicas (see
+    the module docstring); InvalidArgument naming the settings otherwise."""
+    soft = raise_descriptor_limit()
+    replicas_open_max = derived_limit(storage.storage_replicas_open_max, storage.storage_fds_reserved)
+    if storage.storage_replicas_open_max == 0:
+        room, room_name = storage.storage_fds_reserved, f"storage_fds_reserved={storage.storage_fds_reserved}"
+    else:
+        room = soft - FDS_PER_REPLICA * replicas_open_max
+        room_name = (f"the {soft} descriptors of ulimit -n less {FDS_PER_REPLICA} for each of "
+                     f"storage_replicas_open_max={replicas_open_max}")
+    needed = client_connections_max + storage.storage_raft_fds_reserved
+    if needed > room:
+        raise errors.InvalidArgument(
+            f"client connections ({client_connections_max}: grpc_connections_max, and kafka_connections_max with the "
+            f"Kafka port on) and storage_raft_fds_reserved={storage.storage_raft_fds_reserved} need {needed} file "
+            f"descriptors, more than {room_name}: lower the connection bounds, raise storage_fds_reserved or "
+            "`ulimit -n`, or lower storage_replicas_open_max")
+    return replicas_open_max
 
 
 def derived_limit(replicas_open_max: int, fds_reserved: int) -> int:

@@ -22,8 +22,11 @@ class StorageSettings:
     storage_replicas_open_max: int = setting(
         0, "partition stores (and as many journals) kept open; past it idle ones close their files until used (0: "
            "from ulimit -n, see storage_fds_reserved)")
-    storage_fds_reserved: int = setting(1024, "file descriptors left for sockets and the rest when "
-                                              "storage_replicas_open_max is 0 (4 per open replica)")
+    storage_fds_reserved: int = setting(2048, "file descriptors left for sockets and the rest when "
+                                              "storage_replicas_open_max is 0 (6 per open replica)")
+    storage_raft_fds_reserved: int = setting(
+        256, "file descriptors no client connection can take: Raft connections and handshakes, snapshot and "
+             "compaction files (the client ports' connection bounds must leave them)")
     gc_freeze_interval_ms: int = setting(1000, "after replicas open, what is alive is frozen out of the collector's "
                                                "full passes this often (0: never; docs/storage.md)")
     gc_drops_collect_fraction: float = setting(0.1, "one full collection once this fraction of the hosted replicas "
@@ -41,3 +44,4 @@ class StorageSettings:
                 "need gc_freeze_interval_ms >= 0 and 0 < gc_drops_collect_fraction <= 1")
         require(self.storage_replicas_open_max >= 0 and self.storage_fds_reserved >= 0,
                 "storage_replicas_open_max and storage_fds_reserved must be >= 0")
+        require(self.storage_raft_fds_reserved >= 64, "storage_raft_fds_reserved must be >= 64")

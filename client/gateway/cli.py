@@ -31,8 +31,9 @@ def add_gateway_options(parser: argparse.ArgumentParser) -> None:
                              "(default: the listen host, localhost, 127.0.0.1, ::1)")
     parser.add_argument("--allowed-origins", default="", metavar="O[,O...]",
                         help="browser origins served besides the gateway's own, scheme://host[:port]")
-    for name in ("request_body_bytes_max", "token_client_sets_max", "token_client_sets_per_principal_max",
-                 "token_recheck_ms", "consumer_instances_max", "consumer_instances_per_principal_max"):
+    for name in ("request_body_bytes_max", "connections_max", "connections_per_address_max", "token_client_sets_max",
+                 "token_client_sets_per_principal_max", "token_recheck_ms", "consumer_instances_max",
+                 "consumer_instances_per_principal_max"):
         parser.add_argument(f"--{name.replace('_', '-')}", type=int, default=getattr(defaults, name),
                             metavar="N", help=f"default {getattr(defaults, name)}")
 
@@ -44,7 +45,8 @@ def options_from_args(args: argparse.Namespace) -> GatewayOptions:
     return GatewayOptions(
         anonymous=args.anonymous, anonymous_token_file=args.anonymous_token_file,
         allowed_hosts=names(args.allowed_hosts), allowed_origins=names(args.allowed_origins),
-        request_body_bytes_max=args.request_body_bytes_max, token_client_sets_max=args.token_client_sets_max,
+        request_body_bytes_max=args.request_body_bytes_max, connections_max=args.connections_max,
+        connections_per_address_max=args.connections_per_address_max, token_client_sets_max=args.token_client_sets_max,
         token_client_sets_per_principal_max=args.token_client_sets_per_principal_max,
         token_recheck_ms=args.token_recheck_ms, consumer_instances_max=args.consumer_instances_max,
         consumer_instances_per_principal_max=args.consumer_instances_per_principal_max)

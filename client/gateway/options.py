@@ -23,6 +23,8 @@ class GatewayOptions:
     # Origin headers served besides the gateway's own (the one its Host names): scheme://host[:port].
     allowed_origins: tuple[str, ...] = ()
     request_body_bytes_max: int = settings.REQUEST_BODY_BYTES_MAX
+    connections_max: int = settings.CONNECTIONS_MAX
+    connections_per_address_max: int = settings.CONNECTIONS_PER_ADDRESS_MAX
     token_client_sets_max: int = settings.TOKEN_CLIENT_SETS_MAX
     token_client_sets_per_principal_max: int = settings.TOKEN_CLIENT_SETS_PER_PRINCIPAL_MAX
     token_recheck_ms: int = settings.TOKEN_RECHECK_MS
@@ -30,8 +32,9 @@ class GatewayOptions:
     consumer_instances_per_principal_max: int = settings.CONSUMER_INSTANCES_PER_PRINCIPAL_MAX
 
     def __post_init__(self):
-        for name in ("request_body_bytes_max", "token_client_sets_max", "token_client_sets_per_principal_max",
-                     "token_recheck_ms", "consumer_instances_max", "consumer_instances_per_principal_max"):
+        for name in ("request_body_bytes_max", "connections_max", "connections_per_address_max",
+                     "token_client_sets_max", "token_client_sets_per_principal_max", "token_recheck_ms",
+                     "consumer_instances_max", "consumer_instances_per_principal_max"):
             if getattr(self, name) < 1:
                 raise InvalidArgument(f"{name} must be at least 1, not {getattr(self, name)}")
         if self.anonymous_token_file and not self.anonymous:

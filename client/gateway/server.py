@@ -1,6 +1,7 @@
 """Running the gateway: bind HOST:PORT (port 0 picks a free one), check the anonymous principal with the cluster,
 print one JSON `ready` line with the address on stdout, serve until SIGINT/SIGTERM (uvicorn's handlers), then close
-the SDK clients."""
+the SDK clients. At most `connections_max` connections are open, `connections_per_address_max` from one source
+address: one more is closed as soon as it is accepted, before a byte of it is read."""
 from __future__ import annotations
 
 import argparse
@@ -11,6 +12,7 @@ import socket
 import sys
 
 import uvicorn
+from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
 from raftbus.client.credentials import TOKEN_FILE_ENV
 from raftbus.client.errors import InvalidArgument, RaftbusError, Unavailable
@@ -47,6 +49,58 @@ def bind(listen: str) -> socket.socket:
     return sock
 
 
+class ConnectionBounds:
+    """Open connections in total and per source address (touched on the server's event loop only)."""
+
+    def __init__(self, total_max: int, per_address_max: int):
+        self.total_max, self.per_address_max = total_max, per_address_max
+        self.total = 0
+        self.by_address: dict[str, int] = {}
+
+    def admit(self, address: str) -> bool:
+        count = self.by_address.get(address, 0)
+        if self.total >= self.total_max or count >= self.per_address_max:
+            return False
+        self.total += 1
+        self.by_address[address] = count + 1
+        return True
+
+    def release(self, address: str) -> None:
+        self.total -= 1
+        left = self.by_address[address] - 1
+        if left:
+            self.by_address[address] = left
+        else:
+            del self.by_address[address]
+
+
+def bounded_protocol(bounds: ConnectionBounds, base=AutoHTTPProtocol):
+    """uvicorn's HTTP protocol class, closing each connection beyond `bounds` as soon as it is accepted."""
+
+    class Bounded(base):
+        _address: str | None = None
+
+        def connection_made(self, transport):
+            peer = transport.get_extra_info("peername")
+            address = peer[0] if peer else "?"
+            if not bounds.admit(address):
+                log.warning("connection from %s refused: %d open (connections_max=%d, connections_per_address_max=%d)",
+                            address, bounds.total, bounds.total_max, bounds.per_address_max)
+                transport.abort()
+                return
+            self._address = address
+            super().connection_made(transport)
+
+        def connection_lost(self, exc):
+            if self._address is None:
+                return  # refused: the HTTP protocol never saw it
+            bounds.release(self._address)
+            self._address = None
+            super().connection_lost(exc)
+
+    return Bounded
+
+
 def setup_logging(log_level: str) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(levelname)s: %(name)s: %(message)s"))
@@ -78,7 +132,8 @@ def serve(bootstrap: str, listen: str, log_level: str = "warning", options: Gate
         log.info("%s is set: the gateway acts with no token of its own (see --anonymous)", TOKEN_FILE_ENV)
     host, port = sock.getsockname()[:2]
     app = create_app(gateway, options.hosts_for(parse_listen(listen)[0], host))
-    server = uvicorn.Server(uvicorn.Config(app, log_level=log_level, access_log=False))
+    bounds = ConnectionBounds(options.connections_max, options.connections_per_address_max)
+    server = uvicorn.Server(uvicorn.Config(app, log_level=log_level, access_log=False, http=bounded_protocol(bounds)))
     print(json.dumps({"event": "ready", "address": f"{host}:{port}", "bootstrap": bootstrap}), flush=True)
     server.run(sockets=[sock])
     return 0

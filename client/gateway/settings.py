@@ -41,6 +41,9 @@ BEARER_TOKEN_BYTES_MAX = 512
 # Request bodies: larger ones are refused (413) from Content-Length before anything is read, or as soon as the
 # streamed bytes pass it; bodies are read into memory only up to it.
 REQUEST_BODY_BYTES_MAX = 16 * 1024 * 1024
+# Open HTTP connections, in total and from one source address: one more is closed as soon as it is accepted.
+CONNECTIONS_MAX = 1000
+CONNECTIONS_PER_ADDRESS_MAX = 100
 
 # Hosts always served besides the listen address (`--allowed-hosts` replaces the whole list).
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")

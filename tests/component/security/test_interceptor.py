@@ -251,3 +251,48 @@ def test_server_tls_without_client_certificates_authenticates_by_token(pki):
                           errors.Unauthenticated)
     finally:
         served.close()
+
+
+class CountingDeserializer(grpc.ServerInterceptor):
+    """Counts the requests the server deserializes, whatever handler the interceptors after it return."""
+
+    def __init__(self):
+        self.count = 0
+
+    def intercept_service(self, continuation, handler_call_details):
+        handler = continuation(handler_call_details)
+        if handler is None or handler.request_deserializer is None:
+            return handler
+        parse = handler.request_deserializer
+
+        def counted(data):
+            self.count += 1
+            return parse(data)
+        return handler._replace(request_deserializer=counted)
+
+
+def test_an_unauthenticated_request_is_never_parsed():
+    """A 3 MiB produce with an unknown token or with no credentials is refused UNAUTHENTICATED without its message
+    being deserialized (nor read in full); the same call with a known token is parsed once and served."""
+    served = Served()
+    counter = CountingDeserializer()
+    server, _, port = build_server("127.0.0.1:0", served.broker.servicers(), workers_max=8, message_bytes_max=8 << 20,
+                                   interceptors=[counter, *served.broker.registry.interceptors])
+    server.start()
+    try:
+        big = produce_request(1, [b"x" * (3 << 20)])
+        for credentials in ({"token": "rbt_guess"}, {}):
+            channel = Credentials.of(environ={}, **credentials).channel(f"127.0.0.1:{port}", [])
+            served.channels.append(channel)
+            error = typed_failure(lambda: pb_grpc.LogStub(channel).Produce(big, timeout=10))
+            assert isinstance(error, errors.Unauthenticated)
+        assert counter.count == 0
+        token, _ = served.service.create_token("alice")
+        served.service.grant_acl(Acl("alice", "topic", "orders", "produce"))
+        channel = Credentials.of(environ={}, token=token).channel(f"127.0.0.1:{port}", [])
+        served.channels.append(channel)
+        assert pb_grpc.LogStub(channel).Produce(big, timeout=10).base_offset == 0
+        assert counter.count == 1
+    finally:
+        server.stop(0).wait()
+        served.close()

@@ -1,15 +1,21 @@
 """Goal: a broker keeps at most `storage_replicas_open_max` partition stores and journals open; idle ones past the
 bound are parked (their files closed) and open again on their next use, with every byte and answer unchanged, and
 a member in use is never parked."""
+import builtins
+import errno
 import os
 import resource
 import threading
+from types import SimpleNamespace
 
 import pytest
 
-from raftbus.broker.raft.journal import AppendJournal
+from raftbus.broker.raft import durable_meta, meta_slots
+from raftbus.broker.raft.group import RaftGroup
+from raftbus.broker.raft.journal import AppendJournal, read_synced_index
 from raftbus.broker.storage.lmdb_store import LmdbStore
-from raftbus.broker.storage.open_files import OpenBudget, derived_limit
+from raftbus.broker.settings import BrokerSettings
+from raftbus.broker.storage.open_files import OpenBudget, derived_limit, plan_descriptors, raise_descriptor_limit
 from raftbus.client import errors
 
 TABLES = ("a",)
@@ -171,7 +177,7 @@ def test_the_bound_comes_from_the_setting_or_the_descriptor_limit():
     assert derived_limit(250, 1024) == 250
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != resource.RLIM_INFINITY and soft > 64:
-        assert derived_limit(0, 32) == (soft - 32) // 4
+        assert derived_limit(0, 32) == (soft - 32) // 6
         with pytest.raises(errors.InvalidArgument):
             derived_limit(0, soft)
     with pytest.raises(errors.InvalidArgument):
@@ -187,3 +193,78 @@ def test_bad_open_file_and_heap_settings_are_refused(overrides):
 
     with pytest.raises(errors.InvalidArgument):
         load_settings(**overrides)
+
+
+def test_the_group_commit_opens_no_file(tmp_path, monkeypatch):
+    """A group commit (RaftGroup.sync) of open and parked stores and journals, and a new term and vote made durable
+    at once or by the loop's deferred sync, succeed while every attempt to open a file fails with EMFILE, as it
+    does when clients have taken the process's descriptors: they go through the descriptors held, and the
+    journal's fsync mark and the term reach their files."""
+    budget, journals_budget = OpenBudget(1, "stores"), OpenBudget(1, "journals")
+    stores = make_stores(tmp_path, budget, 2)
+    journals = [AppendJournal(str(tmp_path / f"j{i}.journal")) for i in range(2)]
+    for n, journal in enumerate(journals):
+        journal.attach_budget(journals_budget)
+        for idx in range(1, 4):
+            journal.add(f"c{n}-{idx}".encode(), idx, 1)
+    assert [s.parked for s in stores] == [True, False] and [j.parked for j in journals] == [True, False]
+    groups = [SimpleNamespace(stopped=None, store=store, raft=SimpleNamespace(log=journal), _clock=lambda: 0.0,
+                              fsync_latency=SimpleNamespace(observe=lambda _s: None), data_dir=tmp_path)
+              for store, journal in zip(stores, journals)]
+    RaftGroup.sync(groups[1])  # the mark's file is opened once, at the first mark
+    journals[1].set_term(1, None)
+    journals[1].save_meta()  # and the term and vote file at the first write
+
+    def out_of_descriptors(*_args, **_kwargs):
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    monkeypatch.setattr(os, "open", out_of_descriptors)
+    monkeypatch.setattr(builtins, "open", out_of_descriptors)
+    journals[1].add(b"c1-4", 4, 1)
+    for group in groups:
+        RaftGroup.sync(group)
+    journals[1].set_term(2, "2")
+    journals[1].save_meta()
+    deferred = durable_meta.DeferredMetaSync()
+    deferred.activate()
+    try:
+        journals[1].set_term(3, "3")
+        journals[1].save_meta()
+        deferred.sync_pending()
+    finally:
+        deferred.deactivate()
+    monkeypatch.undo()
+    assert meta_slots.read_slots(journals[1]._path + ".meta")[0]["currentTerm"] == 3
+    assert [read_synced_index(j._path) for j in journals] == [3, 4]  # the parked one was marked when parked
+    for store, journal in zip(stores, journals):
+        store.close()
+        journal.close()
+
+
+def test_client_connection_bounds_must_leave_the_reserved_descriptors():
+    """The default connection bounds of the client ports (with and without the Kafka port) fit beside the replicas
+    and storage_raft_fds_reserved; bounds that would eat into the reserve refuse the start, naming the settings."""
+    defaults = BrokerSettings()
+    grpc, kafka, storage = defaults.grpc, defaults.kafka, defaults.storage
+    assert plan_descriptors(storage, grpc.grpc_connections_max) >= 1
+    assert plan_descriptors(storage, grpc.grpc_connections_max + kafka.kafka_connections_max) >= 1
+    with pytest.raises(errors.InvalidArgument, match="grpc_connections_max.*storage_raft_fds_reserved"):
+        plan_descriptors(storage, storage.storage_fds_reserved - storage.storage_raft_fds_reserved + 1)
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    fixed = storage.__class__(storage_replicas_open_max=100, storage_fds_reserved=storage.storage_fds_reserved)
+    assert plan_descriptors(fixed, 1000) == 100
+    with pytest.raises(errors.InvalidArgument, match="storage_replicas_open_max=100"):
+        plan_descriptors(fixed, soft)
+
+
+def test_the_descriptor_limit_is_raised_to_the_hard_limit():
+    """At start the broker raises its RLIMIT_NOFILE soft limit to the hard limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard < 512:
+        pytest.skip("needs a finite hard limit of at least 512 descriptors")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+    try:
+        assert raise_descriptor_limit() == hard
+        assert resource.getrlimit(resource.RLIMIT_NOFILE) == (hard, hard)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
