@@ -12,12 +12,21 @@ import binascii
 from raftbus.client.errors import InvalidArgument
 
 
+def utf8(text: str, field: str) -> bytes:
+    """`text` as UTF-8; a JSON string holding a lone surrogate (`"\\ud800"`) has no UTF-8 form: InvalidArgument."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgument(f"{field} is not valid Unicode text (a lone surrogate); send binary data as "
+                              f"{field}_b64") from None
+
+
 def incoming(text: str | None, b64: str | None, field: str) -> bytes | None:
     """The bytes of `field` given as text or base64 (None when neither is given)."""
     if text is not None and b64 is not None:
         raise InvalidArgument(f"give {field} or {field}_b64, not both")
     if b64 is None:
-        return None if text is None else text.encode("utf-8")
+        return None if text is None else utf8(text, field)
     try:
         return base64.b64decode(b64, validate=True)
     except (binascii.Error, ValueError):
@@ -25,7 +34,7 @@ def incoming(text: str | None, b64: str | None, field: str) -> bytes | None:
 
 
 def incoming_headers(headers: dict[str, str] | None, headers_b64: dict[str, str] | None) -> list[tuple[str, bytes]]:
-    pairs = [(name, value.encode("utf-8")) for name, value in (headers or {}).items()]
+    pairs = [(name, utf8(value, f"headers.{name}")) for name, value in (headers or {}).items()]
     pairs += [(name, incoming(None, value, f"headers_b64.{name}")) for name, value in (headers_b64 or {}).items()]
     return pairs
 
