@@ -4,7 +4,8 @@ gRPC reports a refused connection, a plaintext client at a TLS port and a TLS cl
 (UNAVAILABLE, retried until the call's deadline). `probe` tells them apart with one TCP connection: refused or
 timed out, else it sends a TLS ClientHello and reads the first bytes of the answer. A TLS server answers with a
 TLS record (handshake or alert: type 0x16 or 0x15, version major 3); a plaintext gRPC server answers with HTTP/2
-frames or closes. With a CA, `certificate_problem` checks the broker's certificate chain against it as gRPC
+frames (its connection preface is sent first). A connection closed or reset without a byte tells nothing (a broker
+stopping or shedding connections does that too), so it is not taken for plaintext. With a CA, `certificate_problem` checks the broker's certificate chain against it as gRPC
 would. `Reachability` keeps, per address, since when it has refused connections (the router's connect timeout).
 """
 from __future__ import annotations
@@ -66,10 +67,10 @@ def probe(address: str, timeout_s: float) -> Probe:
         try:
             sock.sendall(_client_hello(host))
             first = sock.recv(5)
-        except socket.timeout:
+        except OSError:  # timed out, or reset before answering: nothing tells what speaks there
             return Probe(address, True, None)
-        except OSError:  # reset: a plaintext server dropping the bytes it cannot read
-            return Probe(address, True, False)
+    if not first:  # closed without a byte: a server stopping or shedding connections, not a sign of plaintext
+        return Probe(address, True, None)
     return Probe(address, True, is_tls_record(first))
 
 

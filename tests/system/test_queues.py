@@ -124,6 +124,14 @@ def test_leader_kill_while_workers_lease_and_ack_loses_nothing(cluster):
         wait_until(lambda: leader_of(cluster.bootstrap, TOPIC, 0) not in (None, 0, victim), 30,
                    what="a new leader for partition 0")
         wait_until(lambda: queue_empty(cluster.bootstrap), 90, interval_s=0.5, what="every message settled")
+        # the queue is empty once the last acks are applied; their answers may still be on the way to the workers
+        wait_until(lambda: ledger.acked == len(ids) or None, 30, interval_s=0.2, what="every ack answered")
+    except AssertionError:
+        if ledger.acked != len(ids):
+            failed = {v: codes for v, codes in ledger.acks_failed.items() if v not in ledger.acks_ok}
+            raise AssertionError(f"{len(ids) - ledger.acked} messages without a successful ack; failed acks of "
+                                 f"some of them: {dict(list(failed.items())[:5])}") from None
+        raise
     finally:
         for worker in workers:
             worker.stop()

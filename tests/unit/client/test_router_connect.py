@@ -140,11 +140,12 @@ def test_no_tls_diagnosis_without_known_credentials():
 
 def test_probe_tells_refused_from_plaintext_from_tls(tmp_path):
     """The real probe on loopback: a closed port refuses, a listener that answers with non-TLS bytes is plaintext,
-    one that answers with a TLS alert record is TLS."""
+    one that answers with a TLS alert record is TLS, and one that closes without a byte is neither (a TLS client
+    told "does not speak TLS" by a broker going away would stop retrying)."""
     import socket
     import threading
 
-    def serve(answer: bytes) -> tuple[socket.socket, str]:
+    def serve(answer: bytes | None) -> tuple[socket.socket, str]:
         server = socket.socket()
         server.bind(("127.0.0.1", 0))
         server.listen(1)
@@ -153,7 +154,8 @@ def test_probe_tells_refused_from_plaintext_from_tls(tmp_path):
             conn, _ = server.accept()
             with conn:
                 conn.recv(1024)
-                conn.sendall(answer)
+                if answer is not None:
+                    conn.sendall(answer)
 
         threading.Thread(target=run, daemon=True).start()
         return server, f"127.0.0.1:{server.getsockname()[1]}"
@@ -164,9 +166,11 @@ def test_probe_tells_refused_from_plaintext_from_tls(tmp_path):
         assert reachability.probe(address, 1.0) == reachability.Probe(address, False, None, "Connection refused")
     plain, plain_address = serve(b"\x00\x00\x12\x04\x00\x00\x00\x00\x00")  # an HTTP/2 SETTINGS frame
     tls, tls_address = serve(b"\x15\x03\x03\x00\x02\x02\x28")               # a TLS handshake_failure alert
-    with plain, tls:
+    closing, closing_address = serve(None)  # accepts, reads, closes without a byte: a broker going away
+    with plain, tls, closing:
         assert reachability.probe(plain_address, 2.0).speaks_tls is False
         assert reachability.probe(tls_address, 2.0).speaks_tls is True
+        assert reachability.probe(closing_address, 2.0) == reachability.Probe(closing_address, True, None)
 
 
 def test_the_asyncio_router_fails_at_the_connect_timeout_too():
