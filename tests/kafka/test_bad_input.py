@@ -184,3 +184,21 @@ def test_one_connection_beyond_the_bound_is_closed(cluster):
             sock.close()
     from tests.helpers import wait_until
     wait_until(lambda: _still_serves(cluster, 2) is None, 10, what="a connection served again")
+
+
+def test_a_fetch_refused_for_a_partition_answers_empty_records_not_null(cluster):
+    """Goal: a Fetch (v12, flexible) of a partition this broker cannot serve (one past the topic's count) answers
+    its error with an empty record set, as Kafka's brokers do: librdkafka refuses a null one ("invalid
+    MessageSetSize -1") and fetches again at once, forever, without handling the error."""
+    from kio.schema.fetch.v12.request import FetchRequest
+
+    body = make(FetchRequest, {"replica_id": -1, "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20,
+                               "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                               "topics": [{"topic": "target", "partitions": [
+                                   {"partition": 7, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]})
+    with _connect(cluster, 1) as sock:
+        sock.sendall(request_frame(1, 12, 5, body))
+        _, answer = parse_response(1, 12, read_frame(sock))
+    partition = answer.responses[0].partitions[0]
+    assert partition.error_code != 0
+    assert partition.records == b""

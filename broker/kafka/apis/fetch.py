@@ -105,6 +105,9 @@ def handler(services, sessions: FetchSessions):
             await waits.wait(group_ids, remaining)
         by_topic: dict[str, list] = {}
         for key, answer in answers:
+            # an error answer carries empty records, never null, as Kafka's brokers send it: librdkafka refuses a
+            # null record set ("invalid MessageSetSize -1") and fetches the partition again at once, forever
+            answer.setdefault("records", b"")
             if FetchSessions.worth_answering(fetch_session, incremental, key, answer):
                 by_topic.setdefault(key[0], []).append(answer)
         return {"error_code": codes.NONE, "session_id": fetch_session.session_id if fetch_session else 0,
