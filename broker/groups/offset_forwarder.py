@@ -9,14 +9,12 @@ the Kafka port calls it from its executor.
 """
 from __future__ import annotations
 
-import threading
-
 from raftbus.client import errors
-from raftbus.client.router import Router
 from raftbus.client.wire import groups_pb2 as gpb
 from raftbus.client.wire import groups_pb2_grpc as gpb_grpc
 
 from raftbus.broker.context import partition_group_id
+from raftbus.broker.peer_calls import PeerCalls
 from raftbus.broker.groups.offset_service import OffsetService
 from raftbus.broker.groups.offset_state import CommittedOffset
 
@@ -27,11 +25,8 @@ class OffsetForwarder:
         self.context = context
         self.offsets = offsets
         self.timeout_s = timeout_ms / 1000
-        self.client_address = client_address  # this broker's: the router's first address before any is registered
-        self.credentials = credentials or {}
-        self._lock = threading.Lock()
-        self._router: Router | None = None
-        self._stubs: dict[str, gpb_grpc.GroupsStub] = {}
+        self._peers = PeerCalls(context, gpb_grpc.GroupsStub, timeout_s=self.timeout_s, client_address=client_address,
+                                credentials=credentials)
 
     def commit(self, group: str, *, member_id: str, generation: int, topic: str, partition: int, offset: int,
                metadata: str) -> CommittedOffset:
@@ -80,26 +75,7 @@ class OffsetForwarder:
         return replica is not None and replica.group.is_leader
 
     def _call(self, topic: str, partition: int, fn):
-        return self._router_for_peers().call_partition(topic, partition, lambda conn: fn(self._stub(conn)))
-
-    def _router_for_peers(self) -> Router:
-        with self._lock:
-            if self._router is None:
-                addresses = [b.address for b in self.context.metadata_sm.brokers().values()]
-                self._router = Router(addresses or [self.client_address],
-                                      request_timeout_ms=int(self.timeout_s * 1000), **self.credentials)
-            return self._router
-
-    def _stub(self, conn) -> gpb_grpc.GroupsStub:
-        with self._lock:
-            stub = self._stubs.get(conn.address)
-            if stub is None:
-                stub = self._stubs[conn.address] = gpb_grpc.GroupsStub(conn.channel)
-            return stub
+        return self._peers.call(topic, partition, fn)
 
     def close(self) -> None:
-        with self._lock:
-            router, self._router = self._router, None
-            self._stubs.clear()
-        if router is not None:
-            router.close()
+        self._peers.close()
