@@ -84,14 +84,21 @@ def _load_or_make_ca(directory: Path):
 
 
 def _issue(ca_cert, ca_key, key, common_name: str) -> x509.Certificate:
-    now = datetime.datetime.now(datetime.timezone.utc)
     names = [x509.DNSName(n) for n in LOOPBACK_NAMES] + [x509.IPAddress(ipaddress.ip_address(i)) for i in LOOPBACK_IPS]
+    return issue_certificate(ca_cert, ca_key, key, common_name, names, VALID_DAYS)
+
+
+def issue_certificate(ca_cert, ca_key, key, common_name: str, names: list[x509.GeneralName],
+                      valid_days: int) -> x509.Certificate:
+    """A certificate for `key` signed by the CA, naming `names`, good for serving and as a client (mutual TLS);
+    also what `raftbus certs create` issues (client/cli/certs.py)."""
+    now = datetime.datetime.now(datetime.timezone.utc)
     return (x509.CertificateBuilder()
             .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
             .issuer_name(ca_cert.subject).public_key(key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=VALID_DAYS))
+            .not_valid_after(now + datetime.timedelta(days=valid_days))
             .add_extension(x509.SubjectAlternativeName(names), critical=False)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),

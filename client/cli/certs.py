@@ -25,8 +25,9 @@ from pathlib import Path
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.x509.oid import NameOID
 
+from raftbus.broker.tls_dev import issue_certificate
 from raftbus.client import errors
 
 CA_VALID_DAYS = 3650
@@ -100,22 +101,6 @@ def _ca(ca_dir: Path):
     return cert, key
 
 
-def _issue(ca_cert, ca_key, key, name: str, hosts: list[x509.GeneralName]) -> x509.Certificate:
-    now = datetime.datetime.now(datetime.timezone.utc)
-    return (x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
-            .issuer_name(ca_cert.subject).public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=CERT_VALID_DAYS))
-            .add_extension(x509.SubjectAlternativeName(hosts), critical=False)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
-                           critical=False)
-            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
-            .sign(ca_key, hashes.SHA256()))
-
-
 def create_credentials(directory, hosts, *, name: str = "broker", ca_dir=None) -> dict[str, str]:
     """Write the CA certificate, a certificate and key for `hosts`, and the tokens (see the module); returns
     {what: path} of the files of `directory`."""
@@ -136,7 +121,7 @@ def create_credentials(directory, hosts, *, name: str = "broker", ca_dir=None) -
     ca_cert, ca_key = _ca(ca_dir)
     key = ec.generate_private_key(ec.SECP256R1())
     _write_private(key_file, _key_pem(key))
-    _write_private(cert_file, _issue(ca_cert, ca_key, key, f"raftbus {name}", names)
+    _write_private(cert_file, issue_certificate(ca_cert, ca_key, key, f"raftbus {name}", names, CERT_VALID_DAYS)
                    .public_bytes(serialization.Encoding.PEM))
     ca_copy = directory / "ca.pem"
     if not ca_copy.exists() or ca_copy.read_bytes() != (ca_dir / "ca.pem").read_bytes():

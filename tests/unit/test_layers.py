@@ -56,7 +56,7 @@ CLIENT_ALLOWED = {
 APP_FOLDERS = {("client", "cli"): "cli", ("client", "bench"): "bench", ("client", "gateway"): "gateway"}
 # what each of those packages may import (raftbus.<name>); the SDK imports none of them
 APPS_ALLOWED = {
-    "cli": {"raftbus.client", "raftbus.broker.main", "raftbus.broker.supervisor", "raftbus.gateway", "raftbus.bench"},
+    "cli": {"raftbus.client", "raftbus.broker.main", "raftbus.broker.supervisor", "raftbus.broker.tls_dev", "raftbus.gateway", "raftbus.bench"},
     "bench": {"raftbus.client", "raftbus.broker", "raftbus.gateway"},
     "gateway": {"raftbus.client"},
 }
