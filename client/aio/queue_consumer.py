@@ -45,7 +45,7 @@ from raftbus.client.aio.shared import (
     LeasePolicy,
     Message,
     check_consumer_options,
-    extend_round,
+    keep_leases_round,
     leased_messages,
     now_ms,
     settle_entries,
@@ -255,15 +255,10 @@ class AsyncQueueConsumer(AsyncClient):
     async def _keep_leases(self) -> None:
         """Each round: renew what is due (one Extend per partition), then sleep until the next lease is due."""
         while True:
-            now = now_ms()
-            try:
-                for _, messages in self.leases.due(now):
-                    extend_round(self.settlements, self.leases, messages, now)
-            except Unavailable:
+            wait_s = keep_leases_round(self.settlements, self.leases, now_ms)
+            if wait_s is None:
                 return  # closed
-            upcoming = self.leases.next_due_ms(now_ms())
-            wait_ms = settings.QUEUE_LEASE_CHECK_MAX_MS if upcoming is None else upcoming - now_ms()
-            await asyncio.sleep(min(max(wait_ms, 1), settings.QUEUE_LEASE_CHECK_MAX_MS) / 1000)
+            await asyncio.sleep(wait_s)
 
     def _hand_over(self, message: Message, messages: list[Message]) -> None:
         verdict = self.leases.take(message, now_ms())

@@ -12,7 +12,7 @@ from raftbus.client.queues.leases import (
     LeaseCounts,
     LeaseKeeper,
     LeasePolicy,
-    extend_round,
+    keep_leases_round,
 )
 from raftbus.client.queues.messages import Message, MessageMetadata, leased_messages
 from raftbus.client.queues.producer import queue_partition
@@ -20,5 +20,5 @@ from raftbus.client.queues.producer import queue_partition
 __all__ = ["Assignment", "ConsumerRecords", "ENDING", "ENDING_REASON", "Fetcher", "HANDED", "JoinAnswer",
            "KeptSettler", "LeaseCounts", "LeaseKeeper", "LeasePolicy", "MemberOptions", "Membership", "Message",
            "MessageMetadata", "PartitionHooks", "REJOIN", "RESYNC", "TopicPartition", "check_consumer_options",
-           "extend_round", "leased_messages", "now_ms", "partitions_of", "partitions_proto", "queue_partition",
+           "keep_leases_round", "leased_messages", "now_ms", "partitions_of", "partitions_proto", "queue_partition",
            "settle_entries", "settlement_request"]

@@ -40,7 +40,7 @@ from raftbus.client.queues.leases import (
     LeaseCounts,
     LeaseKeeper,
     LeasePolicy,
-    extend_round,
+    keep_leases_round,
 )
 from raftbus.client.queues.messages import Message, leased_messages
 from raftbus.client.queues.producer import QueueStubs
@@ -317,15 +317,10 @@ class QueueConsumer:
     def _keep_leases(self) -> None:
         """Each round: renew what is due (one Extend per partition), then sleep until the next lease is due."""
         while not self._stopping.is_set():
-            now = now_ms()
-            try:
-                for _, messages in self.leases.due(now):
-                    extend_round(self.settlements, self.leases, messages, now)
-            except Unavailable:
+            wait_s = keep_leases_round(self.settlements, self.leases, now_ms)
+            if wait_s is None:
                 return  # closed
-            upcoming = self.leases.next_due_ms(now_ms())
-            wait_ms = settings.QUEUE_LEASE_CHECK_MAX_MS if upcoming is None else upcoming - now_ms()
-            self._stopping.wait(min(max(wait_ms, 1), settings.QUEUE_LEASE_CHECK_MAX_MS) / 1000)
+            self._stopping.wait(wait_s)
 
     def _give_back(self, message: Message) -> None:
         """Nack, without a delay, a message this consumer will not hand out (its answer is not needed)."""

@@ -236,6 +236,21 @@ def extend_round(settlements, keeper: LeaseKeeper, messages: list[Message], now_
     return futures
 
 
+def keep_leases_round(settlements, keeper: LeaseKeeper, clock_ms: Callable[[], int]) -> float | None:
+    """One round of a consumer's lease keeper: renew what is due (one Extend per partition), then the seconds to
+    sleep until the next lease is due (at most QUEUE_LEASE_CHECK_MAX_MS); None once the settlements are closed.
+    The sync consumer's thread and the asyncio consumer's task loop over it, each sleeping its own way."""
+    now = clock_ms()
+    try:
+        for _, messages in keeper.due(now):
+            extend_round(settlements, keeper, messages, now)
+    except Unavailable:
+        return None  # closed
+    upcoming = keeper.next_due_ms(clock_ms())
+    wait_ms = settings.QUEUE_LEASE_CHECK_MAX_MS if upcoming is None else upcoming - clock_ms()
+    return min(max(wait_ms, 1), settings.QUEUE_LEASE_CHECK_MAX_MS) / 1000
+
+
 def _error_of(future) -> BaseException | None:
     if future.cancelled():
         return Unavailable("extend cancelled")

@@ -2,7 +2,7 @@
 never per message, never past the maximum lease — and hands out no message whose lease is about to end."""
 import pytest
 
-from raftbus.client import errors
+from raftbus.client import errors, settings
 from raftbus.client.queues.consumer import QueueConsumer, _Settlements, check_consumer_options
 from raftbus.client.queues.ids import message_id
 from raftbus.client.queues.leases import (
@@ -13,6 +13,7 @@ from raftbus.client.queues.leases import (
     LeaseKeeper,
     LeasePolicy,
     extend_round,
+    keep_leases_round,
 )
 from raftbus.client.queues.messages import Message
 from raftbus.client.queues.producer import QueueStubs
@@ -216,3 +217,40 @@ def test_a_failed_stream_reopens_only_once_fewer_than_prefetch_leases_are_held()
         wait_until(lambda: len(opened) > 1, 5, what="the stream reopened once a lease was settled")
     finally:
         consumer.close(1)
+
+
+class RecordingSettlements:
+    """extend_many answered at once; closed, it refuses as the real settlements do once closed."""
+
+    def __init__(self):
+        self.rounds, self.closed = [], False
+
+    def extend_many(self, batch, visibility_ms):
+        from concurrent.futures import Future
+
+        if self.closed:
+            raise errors.Unavailable("closed")
+        self.rounds.append((len(batch), visibility_ms))
+        futures = [Future() for _ in batch]
+        for future in futures:
+            future.set_result(9)
+        return futures
+
+
+def test_a_keeper_round_renews_what_is_due_and_sleeps_until_the_next_lease_is_due():
+    keeper, settlements, clock = LeaseKeeper(POLICY), RecordingSettlements(), [0]
+    keeper.received(messages(0, 3) + messages(1, 2), 0)
+    due_ms = VISIBILITY_MS - POLICY.extension_margin_ms  # nothing due yet: sleep until then, at most a check interval
+    assert keeper_round_s(settlements, keeper, clock) == min(due_ms, settings.QUEUE_LEASE_CHECK_MAX_MS) / 1000
+    assert settlements.rounds == []
+    clock[0] = due_ms + 1  # every lease now has less than the margin left
+    wait_s = keeper_round_s(settlements, keeper, clock)
+    assert sorted(settlements.rounds) == [(2, VISIBILITY_MS), (3, VISIBILITY_MS)]  # one Extend per partition
+    assert 0 < wait_s <= settings.QUEUE_LEASE_CHECK_MAX_MS / 1000
+    settlements.closed = True
+    clock[0] += VISIBILITY_MS - POLICY.extension_margin_ms + 1  # due again, and the settlements refuse
+    assert keeper_round_s(settlements, keeper, clock) is None  # closed: the keeper stops
+
+
+def keeper_round_s(settlements, keeper, clock):
+    return keep_leases_round(settlements, keeper, lambda: clock[0])
