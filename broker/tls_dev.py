@@ -65,21 +65,28 @@ def _load_or_make_ca(directory: Path):
         cert = x509.load_pem_x509_certificate(cert_file.read_bytes())
         key = serialization.load_pem_private_key(key_file.read_bytes(), password=None)
         return cert, key
+    cert, key = new_ca("raftbus development CA", VALID_DAYS)
+    _write_key(key_file, key)
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    return cert, key
+
+
+def new_ca(common_name: str, valid_days: int):
+    """A new self-signed CA that signs certificates only: (certificate, private key); also what `raftbus certs
+    create` makes (client/cli/certs.py)."""
     key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "raftbus development CA")])
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     now = datetime.datetime.now(datetime.timezone.utc)
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=VALID_DAYS))
+            .not_valid_after(now + datetime.timedelta(days=valid_days))
             .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
             .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
                                          content_commitment=False, key_encipherment=False, data_encipherment=False,
                                          key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
             .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
             .sign(key, hashes.SHA256()))
-    _write_key(key_file, key)
-    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     return cert, key
 
 

@@ -15,7 +15,6 @@ name is refused (remove it to issue a new one).
 """
 from __future__ import annotations
 
-import datetime
 import ipaddress
 import os
 import secrets
@@ -23,11 +22,10 @@ import shutil
 from pathlib import Path
 
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
-from raftbus.broker.tls_dev import issue_certificate
+from raftbus.broker.tls_dev import issue_certificate, new_ca
 from raftbus.client import errors
 
 CA_VALID_DAYS = 3650
@@ -83,19 +81,7 @@ def _ca(ca_dir: Path):
                     serialization.load_pem_private_key(key_file.read_bytes(), password=None))
         except (ValueError, TypeError) as exc:
             raise errors.InvalidArgument(f"--ca-dir {ca_dir} does not hold a usable CA: {exc}") from None
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"raftbus CA {secrets.token_hex(4)}")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=CA_VALID_DAYS))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-            .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                         content_commitment=False, key_encipherment=False, data_encipherment=False,
-                                         key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
-            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-            .sign(key, hashes.SHA256()))
+    cert, key = new_ca(f"raftbus CA {secrets.token_hex(4)}", CA_VALID_DAYS)
     _write_private(key_file, _key_pem(key))
     _write_private(cert_file, cert.public_bytes(serialization.Encoding.PEM))
     return cert, key
