@@ -22,8 +22,9 @@ INTERESTING = [b"\xff\xff\xff\x7f", b"\xff\xff\xff\xff", b"\x00\x00\x00\x80", b"
 
 
 @st.composite
-def mutated(draw, valid: bytes) -> bytes:
-    """`valid` with 1 to 4 mutations: a flipped byte, a cut, an inserted interesting value, a repeated run."""
+def mutated(draw, valid: bytes, interesting: list[bytes] = INTERESTING) -> bytes:
+    """`valid` with 1 to 4 mutations: a flipped byte, a cut, an inserted or overwriting interesting value (of
+    `interesting`: what means something to the decoder under test), a repeated run."""
     data = bytearray(valid)
     for _ in range(draw(st.integers(1, 4))):
         kind = draw(st.sampled_from(["flip", "cut", "insert", "repeat", "overwrite"]))
@@ -33,9 +34,9 @@ def mutated(draw, valid: bytes) -> bytes:
         elif kind == "cut":
             del data[at:at + draw(st.integers(1, 32))]
         elif kind == "insert":
-            data[at:at] = draw(st.sampled_from(INTERESTING))
+            data[at:at] = draw(st.sampled_from(interesting))
         elif kind == "overwrite":
-            value = draw(st.sampled_from(INTERESTING))
+            value = draw(st.sampled_from(interesting))
             data[at:at + len(value)] = value
         else:
             data[at:at] = bytes(data[at:at + draw(st.integers(1, 64))]) * draw(st.integers(1, 20))

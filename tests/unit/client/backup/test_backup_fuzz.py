@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import io
 import json
-import tracemalloc
 from dataclasses import asdict
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from raftbus.client.backup.layout import BackupIndex, Manifest, decode_index, decode_manifest, queue_file, stream_file
@@ -16,12 +15,10 @@ from raftbus.client.backup.queue_lines import decode_queue_line
 from raftbus.client.backup.sealed import BackupKey, SealedWriter, open_sealed
 from raftbus.client.errors import CorruptBackup
 
+from tests import fuzzing
 from tests.unit.client.backup.builder import message_record, queue_line
 
-FUZZ = settings(max_examples=200, deadline=2_000, derandomize=True, database=None,
-                suppress_health_check=[HealthCheck.too_slow])
-PEAK_BYTES_BASE = 2 << 20
-PEAK_BYTES_PER_INPUT_BYTE = 40
+FUZZ = fuzzing.FUZZ
 KEY = BackupKey.of(b"k" * 32)
 
 names = st.from_regex(r"[A-Za-z0-9._-]{1,12}", fullmatch=True).filter(lambda n: n not in (".", ".."))
@@ -56,36 +53,17 @@ def manifests(draw) -> Manifest:
                     groups=groups)
 
 
-@st.composite
-def mutated(draw, valid: bytes) -> bytes:
-    data = bytearray(valid)
-    for _ in range(draw(st.integers(1, 4))):
-        kind = draw(st.sampled_from(["flip", "cut", "insert", "repeat"]))
-        at = draw(st.integers(0, len(data)))
-        if kind == "flip" and at < len(data):
-            data[at] ^= draw(st.integers(1, 255))
-        elif kind == "cut":
-            del data[at:at + draw(st.integers(1, 32))]
-        elif kind == "insert":
-            data[at:at] = draw(st.sampled_from([b"..", b"/", b"\\x00", b"[", b"{", b"-1", b"null", b'"', b"1e999"]))
-        else:
-            data[at:at] = bytes(data[at:at + draw(st.integers(1, 64))]) * draw(st.integers(1, 20))
-    return bytes(data)
+# What means something to the JSON and path decoders of a backup.
+BACKUP_INTERESTING = [b"..", b"/", b"\x00", b"[", b"{", b"-1", b"null", b'"', b"1e999"]
+
+
+def mutated(valid: bytes):
+    return fuzzing.mutated(valid, BACKUP_INTERESTING)
 
 
 def bounded(decode, data: bytes):
-    """decode(data) or the CorruptBackup it raised, with its peak allocations checked."""
-    tracemalloc.start()
-    try:
-        try:
-            result = decode(data)
-        except CorruptBackup as exc:
-            result = exc
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    assert peak <= PEAK_BYTES_BASE + PEAK_BYTES_PER_INPUT_BYTE * len(data), peak
-    return result
+    """decode(data) or the CorruptBackup it raised, within the fuzz tests' memory and time bounds."""
+    return fuzzing.bounded(decode, data, (CorruptBackup,))
 
 
 def check_manifest(data: bytes) -> None:
