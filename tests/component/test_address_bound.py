@@ -13,10 +13,13 @@ from raftbus.broker.grpc_server import build_server
 from tests.helpers import wait_until
 
 HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+# The server listens on a loopback address of its own: its port 0 may be a port another test's broker had, and
+# that test's clients, still reconnecting to 127.0.0.1 at that port, would add connections of their own.
+SERVER_HOST = "127.0.0.9"
 
 
 def idle(port: int, source: str) -> socket.socket:
-    sock = socket.create_connection(("127.0.0.1", port), timeout=5, source_address=(source, 0))
+    sock = socket.create_connection((SERVER_HOST, port), timeout=5, source_address=(source, 0))
     sock.sendall(HTTP2_PREFACE)
     sock.setblocking(False)
     return sock
@@ -35,7 +38,7 @@ def closed_by_server(sock: socket.socket) -> bool:
 
 
 def test_a_sweep_closes_the_connections_of_an_address_past_its_bound():
-    server, health, port = build_server("127.0.0.1:0", [], workers_max=4, message_bytes_max=1 << 20)
+    server, health, port = build_server(f"{SERVER_HOST}:0", [], workers_max=4, message_bytes_max=1 << 20)
     health.set("", health_pb2.HealthCheckResponse.SERVING)
     server.start()
     bound = AddressBound(port, per_address_max=3)
@@ -43,7 +46,7 @@ def test_a_sweep_closes_the_connections_of_an_address_past_its_bound():
         first = [idle(port, "127.0.0.2") for _ in range(3)]
         late = [idle(port, "127.0.0.2") for _ in range(4)]
         other = [idle(port, "127.0.0.3") for _ in range(3)]
-        channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+        channel = grpc.insecure_channel(f"{SERVER_HOST}:{port}")
         stub = health_pb2_grpc.HealthStub(channel)
         assert stub.Check(health_pb2.HealthCheckRequest(), timeout=5).status == health_pb2.HealthCheckResponse.SERVING
         wait_until(lambda: len(established(port)) == 11, 5, what="every connection established")
