@@ -15,16 +15,18 @@ BROWSER_PACKAGES := chromium:chromium chromedriver:chromium-driver
 KAFKA_TOOL_PACKAGES := kcat:kcat
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-# The test tiers, one folder each under tests/ (README, "Tests"). `make test` runs them all and stops at the first
-# failure: every tier but Spark in one parallel run, then the Spark tier. Workers are pytest-xdist processes; most of
-# a broker test's time is spent waiting on other processes and timers, so there are more of them than cores, and
-# `--dist loadgroup` keeps tests that share a module's cluster on one worker (tests/conftest.py). The Spark tier is
-# one local[2] session (one worker at most) whose Python workers must connect back to the JVM within Spark's fixed
-# 10 s: it runs on its own, not beside the broker tests that would starve them of CPU. `make test-<tier>` runs one
-# tier: in parallel, but for the tiers that take less time than starting the workers would (SERIAL_TIERS).
+# The test tiers, one folder each under tests/ (README, "Tests"). `make test` runs them all: every tier but Spark in
+# one parallel run that stops at the first failure and, beside it, the Spark tier. Workers are pytest-xdist processes;
+# most of a broker test's time is spent waiting on other processes and timers, so there are more of them than cores,
+# and `--dist loadgroup` keeps tests that share a module's cluster on one worker (tests/conftest.py). The Spark tier
+# is one local[2] session whose Python workers must connect back to the JVM within Spark's fixed 10 s, so the
+# parallel run gives way to it: it runs at nice $(TEST_NICE), the Spark tier at the caller's priority (its output is
+# printed when both are done). `make test-<tier>` runs one tier: in parallel, but for the tiers that take less time
+# than starting the workers would (SERIAL_TIERS).
 TIERS := unit component cluster system chaos spark deploy kafka docs
 SERIAL_TIERS := component deploy spark docs
 TEST_WORKERS ?= 3
+TEST_NICE ?= 10
 PYTEST := $(PY) -m pytest -q -x -p no:cacheprovider
 PYTEST_PARALLEL := $(PYTEST) -n $(TEST_WORKERS) --dist loadgroup
 
@@ -44,8 +46,12 @@ run: $(STAMP)
 	$(VENV)/bin/raftbus dev --brokers 3 --data-dir ./data --demo
 
 test: $(STAMP) proto-check browser kafka-tools
-	$(PYTEST_PARALLEL) --ignore=tests/spark tests
-	$(PYTEST) tests/spark
+	@spark_log=$$(mktemp); echo "$(PYTEST) tests/spark > $$spark_log (beside the parallel run)"; \
+	$(PYTEST) tests/spark > $$spark_log 2>&1 & spark=$$!; \
+	echo "nice -n $(TEST_NICE) $(PYTEST_PARALLEL) --ignore=tests/spark tests"; \
+	nice -n $(TEST_NICE) $(PYTEST_PARALLEL) --ignore=tests/spark tests; rest=$$?; \
+	wait $$spark; spark_rc=$$?; echo "--- the Spark tier:"; cat $$spark_log; rm -f $$spark_log; \
+	[ $$rest -eq 0 ] && [ $$spark_rc -eq 0 ]
 
 test-fast: test-unit test-component
 

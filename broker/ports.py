@@ -173,9 +173,10 @@ def check_free(listeners: list[Listener], *, hint: str, own_cluster_id: str = ""
 
 # ---------------------------------------------------------------------- who answers there?
 
-def who_answers(address: str, own_cluster_id: str = "", timeout_s: float = WHO_ANSWERS_TIMEOUT_S) -> str:
+def who_answers(address: str, own_cluster_id: str = "", timeout_s: float | None = None) -> str:
     """What listens at `address`, in words: a raftbus broker (its cluster id and broker id when it tells), a raftbus
-    metrics endpoint, or another process."""
+    metrics endpoint, or another process; each question may take `timeout_s` (WHO_ANSWERS_TIMEOUT_S)."""
+    timeout_s = WHO_ANSWERS_TIMEOUT_S if timeout_s is None else timeout_s
     raft_node = _raft_node_id(address, timeout_s)
     if raft_node is not None:
         return f"the Raft port of raftbus broker {raft_node}"

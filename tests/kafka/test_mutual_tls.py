@@ -71,7 +71,8 @@ def test_a_client_certificate_names_the_principal(mutual):
 
 def test_a_certificate_no_rule_maps_names_no_one(mutual):
     cert, key = mutual.pki.client("other")
-    refused = _produce(mutual, "mtls-a", **{"ssl.certificate.location": str(cert), "ssl.key.location": str(key)})
+    refused = _produce(mutual, "mtls-a", **{"ssl.certificate.location": str(cert), "ssl.key.location": str(key),
+                                            "message.timeout.ms": 3000})  # every connection is closed: it times out
     assert refused is not None and refused.code() != KafkaError.TOPIC_AUTHORIZATION_FAILED
 
 

@@ -113,8 +113,9 @@ def test_dev_port_problems(count, base, metrics, problem):
 
 
 @pytest.fixture
-def held():
-    """A loopback port held by a listening socket that never answers."""
+def held(monkeypatch):
+    """A loopback port held by a listening socket that never answers: each question to it times out, after 0.3 s."""
+    monkeypatch.setattr(ports, "WHO_ANSWERS_TIMEOUT_S", 0.3)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen()
@@ -149,7 +150,8 @@ def test_bind_problem(held, vacant):
     assert ports.bind_problem("192.0.2.1:7070").errno == errno.EADDRNOTAVAIL  # not an address of this host
 
 
-def test_a_port_held_for_the_server_is_its_own_until_something_listens_there(reserved):
+def test_a_port_held_for_the_server_is_its_own_until_something_listens_there(reserved, monkeypatch):
+    monkeypatch.setattr(ports, "WHO_ANSWERS_TIMEOUT_S", 0.3)  # the server beside the hold never answers
     assert ports.bind_problem(reserved, reuse_port=True) is None  # the hold, never listening: free to bind beside
     assert ports.bind_problem(reserved).errno == errno.EADDRINUSE  # a server binding without SO_REUSEPORT cannot
     ports.check_free([ports.Listener("client port of broker 1", reserved, reuse_port=True)], hint="")
