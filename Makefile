@@ -25,7 +25,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # than starting the workers would (SERIAL_TIERS).
 TIERS := unit component cluster system chaos spark deploy kafka docs
 SERIAL_TIERS := component deploy spark docs
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 4
 TEST_NICE ?= 10
 PYTEST := $(PY) -m pytest -q -x -p no:cacheprovider
 PYTEST_PARALLEL := $(PYTEST) -n $(TEST_WORKERS) --dist loadgroup

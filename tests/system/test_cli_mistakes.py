@@ -10,6 +10,7 @@ import ssl
 import subprocess
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -204,14 +205,15 @@ def test_broker_start_names_bad_files_and_taken_ports(broker, files, tmp_path):
 def test_a_closed_port_fails_with_broker_unreachable():
     """Every command fails at a closed port with BROKER_UNREACHABLE (a port this test holds without listening:
     connections are refused, and nothing else can take it meanwhile)."""
-    with reserve_ports(1) as closed:
+    commands = (["topics", "list"], ["cluster", "status"], ["groups", "list"], ["brokers", "drain", "1"],
+                ["consume", "events", "--timeout-ms", "100"], ["produce", "events", "--value", "x"],
+                ["queues", "stats", "jobs"], ["topics", "verify", "events"])
+    with reserve_ports(1) as closed, ThreadPoolExecutor(len(commands)) as pool:  # each waits its connect timeout
         address = f"127.0.0.1:{closed.ports[0]}"
-        for command in (["topics", "list"], ["cluster", "status"], ["groups", "list"], ["brokers", "drain", "1"],
-                        ["consume", "events", "--timeout-ms", "100"], ["produce", "events", "--value", "x"],
-                        ["queues", "stats", "jobs"], ["topics", "verify", "events"]):
-            assert one_line(["--bootstrap", address, *command]).startswith(
-                f"error: BROKER_UNREACHABLE: cannot connect to {address} (connection refused or timed out for 2 s"), \
-                command
+        lines = pool.map(lambda command: one_line(["--bootstrap", address, *command]), commands)
+        for command, line in zip(commands, lines):
+            assert line.startswith(f"error: BROKER_UNREACHABLE: cannot connect to {address} (connection refused or "
+                                   "timed out for 2 s"), command
 
 
 @pytest.fixture
