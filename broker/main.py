@@ -8,12 +8,11 @@ import logging
 import os
 import signal
 import sys
-import threading
 import time
 from pathlib import Path
 
 from raftbus.broker import ports as broker_ports
-from raftbus.broker.supervisor import DEV_RESTART_DELAY_MS, BrokerSupervisor, ReservedPorts, Supervised
+from raftbus.broker.supervisor import DEV_RESTART_DELAY_MS, BrokerSupervisor, ReservedPorts, StopFlag, Supervised
 from raftbus.broker.storage.private import private_dir, restrict_umask
 from raftbus.client import errors
 
@@ -99,7 +98,7 @@ def start_broker(args) -> int:
     try:
         listeners = broker_listeners(settings)
         broker_ports.check_free(listeners, hint=START_HINT)
-        stop = threading.Event()
+        stop = StopFlag()
         for sig in (signal.SIGTERM, signal.SIGINT):  # before "ready": a SIGTERM right after it stops cleanly
             signal.signal(sig, lambda *_: stop.set())
         broker = _started(settings, listeners)
@@ -283,7 +282,7 @@ def _run_dev(args, data_dir: Path, ports: list[broker_ports.DevBrokerPorts]) -> 
     if args.secure:
         print(f"raftbus dev: secure: TLS on both ports, tokens and ACLs; export RAFTBUS_TLS_CA={data_dir / 'ca.pem'} "
               f"RAFTBUS_TOKEN_FILE={data_dir / 'admin.token'}", flush=True)
-    stop = threading.Event()
+    stop = StopFlag()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     try:
@@ -389,7 +388,7 @@ def readiness(addresses: dict[int, str], cluster_id: str, answers: dict) -> tupl
     return True, "ready"
 
 
-def _wait_ready(addresses: dict[int, str], cluster_id: str, stop: threading.Event, supervisor: BrokerSupervisor,
+def _wait_ready(addresses: dict[int, str], cluster_id: str, stop: StopFlag, supervisor: BrokerSupervisor,
                 timeout_s: float = 60.0) -> None:
     """Until every dev broker answers at its own address as itself (node id, cluster id) and a controller is
     elected; Unavailable, with the broker's last words, if one of them exits first."""

@@ -103,6 +103,34 @@ def exit_text(returncode: int) -> str:
     return f"exited with {returncode}"
 
 
+class StopFlag:
+    """Set by a signal handler, waited on by the main thread: a plain attribute and short sleeps, no lock.
+    `threading.Event` would deadlock there: its `set` takes the lock its `wait` holds while entering and leaving a
+    wait, and a signal handler runs on the main thread, which may be at that point (a `raftbus dev` that ignored
+    Ctrl-C for good was seen under load)."""
+
+    POLL_S = 0.1
+
+    def __init__(self):
+        self._set = False
+
+    def set(self) -> None:
+        self._set = True
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Until set, or `timeout_s` passed; whether it is set."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while not self._set:
+            left = self.POLL_S if deadline is None else min(self.POLL_S, deadline - time.monotonic())
+            if left <= 0:
+                break
+            time.sleep(left)
+        return self._set
+
+
 class BrokerSupervisor:
     def __init__(self, brokers: list[Supervised], *, restart: bool, restart_delay_ms: int,
                  say: Callable[[str], None] = print, clock=time.monotonic):

@@ -71,4 +71,9 @@ def test_the_dev_cluster_writes_its_secrets_tokens_and_logs_owner_only(tmp_path)
         assert loose_entries(data) == []
     finally:
         os.kill(proc.pid, signal.SIGINT)
-        proc.wait(60)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise AssertionError(f"raftbus dev did not stop within 60 s of SIGINT; it printed: "
+                                 f"{proc.communicate()[0][-3000:]}") from None

@@ -3,7 +3,7 @@ before), and with restarts off leaves it down; the other brokers are left alone 
 import signal
 import sys
 
-from raftbus.broker.supervisor import BrokerSupervisor, Supervised, exit_text, last_words
+from raftbus.broker.supervisor import BrokerSupervisor, StopFlag, Supervised, exit_text, last_words
 
 EXITS = [sys.executable, "-c", "import sys; sys.exit(3)"]
 RUNS = [sys.executable, "-c", "import time; time.sleep(60)"]
@@ -96,3 +96,32 @@ def test_last_words_of_a_json_log_record_and_of_a_kill(tmp_path):
     assert last_words(str(log)) == "broker failed to start: OSError: disk on fire"
     assert last_words(str(tmp_path / "missing.log")) == ""
     assert exit_text(-signal.SIGKILL) == "was killed by SIGKILL" and exit_text(3) == "exited with 3"
+
+
+def test_a_stop_flag_waits_until_set_or_its_timeout():
+    flag = StopFlag()
+    assert not flag.is_set() and flag.wait(0.05) is False
+    flag.set()
+    assert flag.is_set() and flag.wait() is True and flag.wait(0) is True
+
+
+def test_a_stop_flag_set_by_signal_handlers_while_the_main_thread_waits_never_blocks():
+    """What `raftbus dev` and `raftbus broker start` do on Ctrl-C: the handler runs on the main thread wherever it
+    is in its wait; with a lock inside set and wait (threading.Event) that can hang for good."""
+    flag, handled = StopFlag(), []
+
+    def handler(*_):
+        handled.append(1)
+        flag.set()
+
+    previous = signal.signal(signal.SIGALRM, handler)
+    try:
+        for _ in range(200):
+            flag = StopFlag()
+            signal.setitimer(signal.ITIMER_REAL, 0.0003)
+            while not flag.wait(0.0001):
+                pass
+        assert len(handled) == 200
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
