@@ -105,9 +105,8 @@ def exit_text(returncode: int) -> str:
 
 class StopFlag:
     """Set by a signal handler, waited on by the main thread: a plain attribute and short sleeps, no lock.
-    `threading.Event` would deadlock there: its `set` takes the lock its `wait` holds while entering and leaving a
-    wait, and a signal handler runs on the main thread, which may be at that point (a `raftbus dev` that ignored
-    Ctrl-C for good was seen under load)."""
+    `threading.Event` can deadlock there: its `set` takes the lock its `wait` holds while entering and leaving a
+    wait, and a signal handler runs on the main thread, which may be at that point."""
 
     POLL_S = 0.1
 
