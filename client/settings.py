@@ -70,6 +70,9 @@ HIGH_WATERMARK_CATCH_UP_MS = 5_000
 
 # Queue topics: the Producer's queue path, QueueConsumer and Queues.
 QUEUE_BATCH_MESSAGES_MAX = 5_000       # messages per Enqueue, Ack, Nack or Extend request (brokers allow 10,000)
+# A QueueConsumer sends the settlements of this many partitions at once (threads of its pool; one partition's go one
+# after the other), so a partition whose leader is gone does not hold up the acks and renewals of the others.
+QUEUE_SETTLE_PARTITIONS_AT_ONCE = 8
 QUEUE_VISIBILITY_MS = 30_000           # lease length a consumer asks for
 QUEUE_PREFETCH_MESSAGES = 200          # unsettled leases a consumer holds per partition (the stream's max_in_flight)
 # The most a consumer may prefetch per partition: after a stream is reopened on a new leader it may hold up to

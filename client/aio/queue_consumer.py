@@ -15,6 +15,7 @@ whose lease is about to end, as the sync consumer does (client/queues/leases.py)
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
 import os
 from collections.abc import AsyncIterator
@@ -54,7 +55,8 @@ from raftbus.client.aio.shared import (
 
 
 class AsyncSettlements:
-    """Pending acks, nacks and extends, sent per (kind, topic, partition) as one request by one task."""
+    """Pending acks, nacks and extends, sent per (kind, topic, partition) as one request: one task collects what is
+    pending every linger, one task per partition sends that partition's requests in order."""
 
     def __init__(self, router: AsyncRouter, linger_s: float):
         self.router = router
@@ -67,6 +69,8 @@ class AsyncSettlements:
         self._idle.set()
         self._closing = False
         self._task: asyncio.Task | None = None
+        self._lanes: dict[tuple[str, int], collections.deque] = {}  # a partition's requests waiting to be sent
+        self._lanes_running: dict[tuple[str, int], asyncio.Task] = {}
 
     def ack(self, message: Message) -> asyncio.Future:
         return self._add("Ack", message, None)
@@ -101,9 +105,10 @@ class AsyncSettlements:
                 await self.flush()
         finally:
             self._closing = True
-            if self._task is not None:
-                self._task.cancel()
-                await asyncio.gather(self._task, return_exceptions=True)
+            tasks = [t for t in (self._task, *self._lanes_running.values()) if t is not None]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _run(self) -> None:
         while True:
@@ -115,17 +120,33 @@ class AsyncSettlements:
             requests: dict[tuple[str, int], dict[str, list]] = {}
             for entry in taken:
                 requests.setdefault((entry[1].topic, entry[1].partition), {}).setdefault(entry[0], []).append(entry)
-            await asyncio.gather(*(self._settle_partition(tp, kinds) for tp, kinds in requests.items()))
-            if not self._pending:
-                self._idle.set()
+            step = settings.QUEUE_BATCH_MESSAGES_MAX
+            for tp, kinds in requests.items():
+                lane = self._lanes.setdefault(tp, collections.deque())
+                for kind, entries in kinds.items():
+                    lane.extend((kind, entries[start:start + step]) for start in range(0, len(entries), step))
+                if tp not in self._lanes_running:
+                    self._lanes_running[tp] = asyncio.get_running_loop().create_task(self._drain(tp))
+            self._check_idle()
 
-    async def _settle_partition(self, tp: tuple[str, int], kinds: dict[str, list]) -> None:
-        """One partition's requests one after the other (the broker recognises a retry of a settler's last
-        batch only), partitions side by side."""
-        step = settings.QUEUE_BATCH_MESSAGES_MAX
-        for kind, entries in kinds.items():
-            for start in range(0, len(entries), step):
-                await self._send(kind, *tp, entries[start:start + step])
+    async def _drain(self, tp: tuple[str, int]) -> None:
+        """A partition's requests one after the other (the broker recognises a retry of a settler's last batch
+        only), each partition on a task of its own: a partition whose leader is gone delays its own settlements
+        only, never the acks and lease renewals of the others."""
+        try:
+            lane = self._lanes[tp]
+            while lane:
+                kind, entries = lane.popleft()
+                await self._send(kind, *tp, entries)
+        finally:
+            self._lanes_running.pop(tp, None)
+            if not self._lanes.get(tp):
+                self._lanes.pop(tp, None)
+            self._check_idle()
+
+    def _check_idle(self) -> None:
+        if not self._pending and not self._lanes_running:
+            self._idle.set()
 
     async def _send(self, kind: str, topic: str, partition: int, entries: list) -> None:
         request = settlement_request(kind, topic, partition, entries)

@@ -4,21 +4,22 @@ One LeaseStream per partition (a server stream on the partition leader) delivers
 due; the broker keeps at most `prefetch` of this consumer's leases per partition unsettled, so a slow consumer
 does not hold leases it cannot work on. A stream that fails (leader moved, broker down) is reopened on the
 new leader once this consumer holds fewer than `prefetch` leases of the partition; leases already handed out stay
-valid there, since leases are replicated. ack(), nack() and extend() of a message go through one background
-thread that sends each partition's pending settlements as one request every `ack_linger_ms` (or sooner when
-QUEUE_BATCH_MESSAGES_MAX are pending). A lease keeper thread renews the leases held, prefetched or handed out,
+valid there, since leases are replicated. ack(), nack() and extend() of a message are collected every `ack_linger_ms` (or
+sooner when QUEUE_BATCH_MESSAGES_MAX are pending) and each partition's go as one request, partitions side by side
+(a partition without a leader delays its own settlements only). A lease keeper thread renews the leases held, prefetched or handed out,
 with one Extend per partition before they run out, and poll hands out no message whose lease is about to end
 (client/queues/leases.py).
 """
 from __future__ import annotations
 
+import collections
 import itertools
 import os
 import queue
 import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import grpc
 
@@ -54,7 +55,12 @@ _ACK, _NACK, _EXTEND = "Ack", "Nack", "Extend"
 
 
 class _Settlements:
-    """Pending acks, nacks and extends, sent per (kind, topic, partition) as one request by one thread."""
+    """Pending acks, nacks and extends, sent per (kind, topic, partition) as one request.
+
+    One thread collects what is pending every linger and hands each partition's requests to that partition's lane.
+    A lane sends its requests one after the other (the broker recognises a retry of a settler's last batch only);
+    lanes run side by side on a pool of QUEUE_SETTLE_PARTITIONS_AT_ONCE threads, so a partition whose leader is
+    gone holds up its own settlements only, never the acks and lease renewals of the others."""
 
     def __init__(self, router: Router, stubs: QueueStubs, linger_s: float, timeout_s: float):
         self.router, self.stubs = router, stubs
@@ -63,8 +69,12 @@ class _Settlements:
         self.linger_s, self.timeout_s = linger_s, timeout_s
         self._cond = threading.Condition()
         self._pending: list[tuple[str, Message, object, Future]] = []
-        self._in_progress = 0
+        self._lanes: dict[tuple[str, int], collections.deque] = {}  # a partition's requests waiting to be sent
+        self._busy: set[tuple[str, int]] = set()  # partitions whose lane is being sent by a pool thread
+        self._in_progress = 0  # entries taken from pending and not yet answered
         self._stopping = False
+        self._pool = ThreadPoolExecutor(settings.QUEUE_SETTLE_PARTITIONS_AT_ONCE,
+                                        thread_name_prefix="raftbus-queue-settle-lane")
         self._thread = threading.Thread(target=self._run, name="raftbus-queue-settle", daemon=True)
         self._thread.start()
 
@@ -110,6 +120,7 @@ class _Settlements:
             self._stopping = True
             self._cond.notify_all()
         self._thread.join(5)
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
     def _run(self) -> None:
         while True:
@@ -117,20 +128,41 @@ class _Settlements:
                 self._cond.wait_for(lambda: self._pending or self._stopping)
                 if self._stopping and not self._pending:
                     return
-                if len(self._pending) < settings.QUEUE_BATCH_MESSAGES_MAX and not self._stopping:
-                    self._cond.wait(self.linger_s)
+                linger_ends = time.monotonic() + self.linger_s  # lanes finishing notify too: wait the time out
+                while len(self._pending) < settings.QUEUE_BATCH_MESSAGES_MAX and not self._stopping:
+                    left_s = linger_ends - time.monotonic()
+                    if left_s <= 0:
+                        break
+                    self._cond.wait(left_s)
                 batch, self._pending = self._pending, []
-                self._in_progress = len(batch)
-            try:
+                self._in_progress += len(batch)
                 groups: dict[tuple[str, str, int], list] = {}
                 for entry in batch:
                     groups.setdefault((entry[0], entry[1].topic, entry[1].partition), []).append(entry)
+                step = settings.QUEUE_BATCH_MESSAGES_MAX
                 for (kind, topic, partition), entries in groups.items():
-                    for start in range(0, len(entries), settings.QUEUE_BATCH_MESSAGES_MAX):
-                        self._send(kind, topic, partition, entries[start:start + settings.QUEUE_BATCH_MESSAGES_MAX])
+                    lane = self._lanes.setdefault((topic, partition), collections.deque())
+                    lane.extend((kind, entries[start:start + step]) for start in range(0, len(entries), step))
+                idle = [tp for tp in self._lanes if self._lanes[tp] and tp not in self._busy]
+                self._busy.update(idle)
+            for tp in idle:
+                self._pool.submit(self._drain, tp)
+
+    def _drain(self, tp: tuple[str, int]) -> None:
+        """Send a partition's waiting requests in order until its lane is empty."""
+        while True:
+            with self._cond:
+                lane = self._lanes.get(tp)
+                if not lane:
+                    self._busy.discard(tp)
+                    self._lanes.pop(tp, None)
+                    return
+                kind, entries = lane.popleft()
+            try:
+                self._send(kind, *tp, entries)
             finally:
                 with self._cond:
-                    self._in_progress = 0
+                    self._in_progress -= len(entries)
                     self._cond.notify_all()
 
     def _send(self, kind: str, topic: str, partition: int, entries: list) -> None:
@@ -144,6 +176,10 @@ class _Settlements:
         except RaftbusError as err:
             for *_, future in entries:
                 future.set_exception(err)
+            return
+        except Exception as exc:  # noqa: BLE001 - a lane thread must settle its futures whatever happened
+            for *_, future in entries:
+                future.set_exception(Unavailable(f"{kind} failed: {exc!r}"))
             return
         settle_entries(kind, entries, response)
 

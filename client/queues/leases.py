@@ -135,8 +135,9 @@ class LeaseKeeper:
     # ------------------------------------------------------------------ extension rounds
     def due(self, now_ms: int) -> list[tuple[tuple[str, int], list[Message]]]:
         """The leases to renew now, per partition: when a partition's earliest renewable lease has less than the
-        extension margin left, every renewable lease of it with less than half of visibility_ms left (one Extend
-        then renews them together). Renewable: not being extended already, and renewing it now keeps it within
+        extension margin left, every renewable lease of it with less than half of visibility_ms, or twice the
+        margin, left (one Extend then renews them together; a lease not renewed has at least twice the margin
+        left, so the partition's next round is at least one margin later, however densely leases arrived). Renewable: not being extended already, and renewing it now keeps it within
         extension_max_ms of its arrival. Leases past their deadline are forgotten first. The returned leases are
         marked as being extended until `extend_answered`."""
         p = self.policy
@@ -150,8 +151,8 @@ class LeaseKeeper:
                              and now_ms + p.visibility_ms <= entry.arrived_ms + p.extension_max_ms]
                 if not renewable or min(e.deadline_ms for e in renewable) - now_ms >= p.extension_margin_ms:
                     continue
-                chosen = [e for e in renewable if e.deadline_ms - now_ms < max(p.visibility_ms // 2,
-                                                                              p.extension_margin_ms)]
+                window = min(p.visibility_ms, max(p.visibility_ms // 2, 2 * p.extension_margin_ms))
+                chosen = [e for e in renewable if e.deadline_ms - now_ms < window]
                 for entry in chosen:
                     entry.extending = True
                 self._counts[0] += 1

@@ -129,6 +129,70 @@ def test_settlements_batch_per_partition_with_a_settler_id_and_sequences():
     assert [r.sequence for r in acks if r.partition == 0] == [1, 2]
 
 
+class StalledPartitionRouter(FakeRouter):
+    """Calls to partition 0 wait until `release` is set (its leader is gone); the others are answered at once."""
+
+    def __init__(self, channel):
+        super().__init__(channel)
+        self.release = threading.Event()
+
+    def call_partition(self, topic, partition, fn):
+        if partition == 0:
+            assert self.release.wait(10)
+        return fn(self.connection_)
+
+
+def test_a_partition_without_a_leader_holds_up_only_its_own_settlements():
+    """An ack of partition 1 is answered while partition 0's ack waits for its leader; a later extend of
+    partition 1 as well; partition 0's own requests stay in order behind the one waiting."""
+    channel = FakeChannel({"Ack": ack_answers, "Extend": lambda r: qpb.QueueBatchResponse(
+        results=[qpb.QueueItemResult(lease_deadline_ms=999) for _ in r.extensions])})
+    router = StalledPartitionRouter(channel)
+    settlements = _Settlements(router, QueueStubs(router), linger_s=0.0, timeout_s=1.0)
+    stalled = Message.from_proto("jobs", leased(message_id(0, 1)), settlements).ack()
+    assert Message.from_proto("jobs", leased(message_id(1, 1)), settlements).ack().result(5) is None
+    later = Message.from_proto("jobs", leased(message_id(0, 2)), settlements).ack()
+    assert Message.from_proto("jobs", leased(message_id(1, 2)), settlements).extend(5_000).result(5) == 999
+    assert not stalled.done() and not later.done()
+    router.release.set()
+    assert stalled.result(5) is None and later.result(5) is None
+    settlements.close(1)
+    assert [r.sequence for name, r in channel.requests if name == "Ack" and r.partition == 0] == [1, 2]
+
+
+def test_a_partition_without_a_leader_holds_up_only_its_own_settlements_asyncio():
+    """The same for AsyncQueueConsumer's settlements."""
+    import asyncio
+
+    from raftbus.client.aio.queue_consumer import AsyncSettlements
+
+    async def scenario():
+        release = asyncio.Event()
+        sent = []
+
+        class Router:
+            request_timeout_s = 1.0
+
+            async def call_partition(self, topic, partition, fn):
+                if partition == 0:
+                    await asyncio.wait_for(release.wait(), 10)
+                sent.append(partition)
+                return qpb.QueueBatchResponse()
+
+        settlements = AsyncSettlements(Router(), linger_s=0.0)
+        stalled = settlements.ack(Message.from_proto("jobs", leased(message_id(0, 1))))
+        await asyncio.wait_for(settlements.ack(Message.from_proto("jobs", leased(message_id(1, 1)))), 5)
+        later = settlements.ack(Message.from_proto("jobs", leased(message_id(0, 2))))
+        await asyncio.wait_for(settlements.ack(Message.from_proto("jobs", leased(message_id(1, 2)))), 5)
+        assert not stalled.done() and not later.done() and sent == [1, 1]
+        release.set()
+        await asyncio.wait_for(asyncio.gather(stalled, later), 5)
+        await settlements.close(1)
+        assert sent == [1, 1, 0, 0]
+
+    asyncio.run(scenario())
+
+
 def test_extend_updates_the_message_deadline():
     channel = FakeChannel({"Extend": lambda r: qpb.QueueBatchResponse(
         results=[qpb.QueueItemResult(lease_deadline_ms=999) for _ in r.extensions])})

@@ -79,6 +79,23 @@ def test_a_round_takes_the_leases_past_half_their_visibility_not_the_fresh_ones(
     assert keeper.due(3_401) == []  # the chosen ones are being extended; the others are not due
 
 
+def test_leases_arriving_one_by_one_are_renewed_in_rounds_a_margin_apart():
+    """A lease arriving every 10 ms for 10 s (a consumer whose acks free its prefetch one at a time), with
+    visibility_ms twice the margin: each round also takes the leases not yet at the margin, so rounds come at
+    least one margin apart instead of one per arrival, and no lease runs out."""
+    policy = LeasePolicy.of(3_000, 60_000, None, None)  # margins 1,500 and 750 ms
+    keeper, rounds, seq = LeaseKeeper(policy), 0, 1
+    for now_ms in range(0, 10_000, 10):
+        keeper.received(messages(0, 1, seq), now_ms)
+        seq += 1
+        for _, batch in keeper.due(now_ms):
+            rounds += 1
+            for m in batch:
+                keeper.extend_answered(m, now_ms, policy.visibility_ms, None)
+    assert keeper.counts().expired_unhanded == 0
+    assert rounds <= 10_000 // policy.extension_margin_ms + 1, rounds
+
+
 def test_one_extend_request_per_partition_and_round_never_one_per_message():
     channel = FakeChannel({"Extend": lambda r: qpb.QueueBatchResponse(
         results=[qpb.QueueItemResult(lease_deadline_ms=9_999) for _ in r.extensions])})
