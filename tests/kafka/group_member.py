@@ -18,8 +18,10 @@ import json
 import signal
 import sys
 
-SESSION_TIMEOUT_MS = 6000
-HEARTBEAT_INTERVAL_MS = 1000
+# the group tests' brokers accept sessions from 2 s (tests/kafka/test_groups.py, GROUP_ENV): a killed member's
+# partitions move 3 s after its last heartbeat (--session-timeout-ms for a member that must outlive a restart)
+SESSION_TIMEOUT_MS = 3000
+HEARTBEAT_INTERVAL_MS = 500
 
 
 def emit(**fields) -> None:
@@ -44,7 +46,7 @@ def run_confluent(args, stop: Stop) -> None:
     if args.protocol == "consumer":
         config["group.protocol"] = "consumer"
     else:
-        config.update({"session.timeout.ms": SESSION_TIMEOUT_MS, "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS,
+        config.update({"session.timeout.ms": args.session_timeout_ms, "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS,
                        "partition.assignment.strategy": args.assignor})
     if args.instance:
         config["group.instance.id"] = args.instance
@@ -93,7 +95,7 @@ def run_kafka_python(args, stop: Stop) -> None:
 
     consumer = KafkaConsumer(bootstrap_servers=args.bootstrap.split(","), group_id=args.group, client_id=args.name,
                              enable_auto_commit=False, auto_offset_reset="earliest",
-                             session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
+                             session_timeout_ms=args.session_timeout_ms, heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
                              group_instance_id=args.instance or None)
 
     class Listener(ConsumerRebalanceListener):
@@ -127,7 +129,7 @@ async def run_aiokafka(args, stop: Stop) -> None:
 
     consumer = AIOKafkaConsumer(bootstrap_servers=args.bootstrap, group_id=args.group, client_id=args.name,
                                 enable_auto_commit=False, auto_offset_reset="earliest",
-                                session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS)
+                                session_timeout_ms=args.session_timeout_ms, heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS)
 
     class Listener(ConsumerRebalanceListener):
         def on_partitions_revoked(self, revoked):
@@ -164,6 +166,7 @@ def main() -> None:
     parser.add_argument("--instance", default="")
     parser.add_argument("--protocol", default="classic", choices=["classic", "consumer"])
     parser.add_argument("--assignor", default="range")
+    parser.add_argument("--session-timeout-ms", type=int, default=SESSION_TIMEOUT_MS, help="classic protocol only")
     args = parser.parse_args()
     stop = Stop()
     emit(started=args.name)

@@ -2,8 +2,8 @@
 every period, samples every broker, and accounts for every acknowledged record and message: none lost, none acked
 twice, queue deliveries within 1.05 per message, and its JSON and Markdown reports carry every figure.
 
-The full hour is run by hand (docs/performance.md, Soak); this checks the plumbing: a minute, a kill every
-24 s, modest fixed rates (no peak measurement), 10-second report intervals.
+The full hour is run by hand (docs/performance.md, Soak); this checks the plumbing: 36 seconds, a kill every
+15 s, modest fixed rates (no peak measurement), 6-second report intervals.
 """
 from __future__ import annotations
 
@@ -15,14 +15,14 @@ import pytest
 
 pytestmark = pytest.mark.system
 
-REPORT_SECONDS = 10
+REPORT_SECONDS = 6
 
 
 def test_short_soak_kills_samples_and_loses_nothing(tmp_path):
     out, table = tmp_path / "soak.json", tmp_path / "soak.md"
     command = [sys.executable, "-c", "from raftbus.cli import main; raise SystemExit(main())", "bench", "soak",
-               "--minutes", "1", "--kill-every-minutes", "0.4", "--report-seconds", str(REPORT_SECONDS),
-               "--sample-seconds", "5", "--produce-rate-per-s", "10000", "--queue-rate-per-s", "1000",
+               "--minutes", "0.6", "--kill-every-minutes", "0.25", "--report-seconds", str(REPORT_SECONDS),
+               "--sample-seconds", "3", "--produce-rate-per-s", "10000", "--queue-rate-per-s", "1000",
                "--out", str(out), "--table-out", str(table)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=420)
     assert done.returncode == 0, done.stderr[-3000:]
