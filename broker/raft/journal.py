@@ -349,10 +349,25 @@ class AppendJournal:
 
     def fsync_open(self) -> None:
         """fsync the file through the descriptor held (the group commit's path: it opens nothing). A parked journal
-        was fsynced when it was parked and nothing was written since (a write reopens it); a closed one is done."""
+        was fsynced when it was parked and nothing was written since (a write reopens it); a closed one is done.
+
+        The fsync runs on a duplicate of the descriptor, outside `_fd_lock`: under heavy writes it can take as long
+        as an election timeout, and the Raft loop's appends (`add`) must not wait for it, or every group of the
+        broker misses its heartbeats. Everything written before the call is covered, as the caller's sync point
+        needs; a parked or closed original does not close the duplicate. Without a descriptor to spare (EMFILE) it
+        syncs through the original under the lock."""
         with self._fd_lock:
-            if self._fd >= 0:
+            if self._fd < 0:
+                return
+            try:
+                fd = os.dup(self._fd)
+            except OSError:
                 os.fsync(self._fd)
+                return
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def close(self) -> None:
         with self._fd_lock:

@@ -181,3 +181,37 @@ def test_a_truncation_above_the_sync_point_leaves_the_whole_point_marked(path):
     assert read_synced_index(path) == 3
     journal.mark_synced(journal.sync_point())
     assert read_synced_index(path) == 4
+
+
+def test_an_append_does_not_wait_for_a_group_commit_fsync_in_progress(path, monkeypatch):
+    """The group commit's fsync of a journal can take as long as an election timeout under heavy writes; the Raft
+    loop's appends go on meanwhile (they only wait for the descriptor, never for the disk)."""
+    import threading
+
+    from raftbus.broker.raft import journal as journal_module
+
+    journal = AppendJournal(path)
+    journal.add(b"command-1", 1, 1)
+    in_fsync, release = threading.Event(), threading.Event()
+    real_fsync = os.fsync
+
+    def slow_fsync(fd):
+        if threading.current_thread() is syncing:  # the group commit's fsync; any other thread's is left alone
+            in_fsync.set()
+            assert release.wait(10)
+        real_fsync(fd)
+
+    syncing = threading.Thread(target=journal.fsync_open)
+    monkeypatch.setattr(journal_module.os, "fsync", slow_fsync)
+    syncing.start()
+    try:
+        assert in_fsync.wait(10)
+        appended = threading.Event()
+        appender = threading.Thread(target=lambda: (journal.add(b"command-2", 2, 1), appended.set()))
+        appender.start()
+        assert appended.wait(5), "the append waited for the fsync"
+    finally:
+        release.set()
+        syncing.join(10)
+    monkeypatch.setattr(journal_module.os, "fsync", real_fsync)
+    assert entries(AppendJournal(path)) == [(b"command-1", 1, 1), (b"command-2", 2, 1)]
