@@ -143,7 +143,7 @@ class _Settlements:
                 for (kind, topic, partition), entries in groups.items():
                     lane = self._lanes.setdefault((topic, partition), collections.deque())
                     lane.extend((kind, entries[start:start + step]) for start in range(0, len(entries), step))
-                idle = [tp for tp in self._lanes if self._lanes[tp] and tp not in self._busy]
+                idle = {(topic, partition) for _, topic, partition in groups} - self._busy  # others: busy or empty
                 self._busy.update(idle)
             for tp in idle:
                 self._pool.submit(self._drain, tp)
