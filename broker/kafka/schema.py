@@ -10,14 +10,36 @@ from __future__ import annotations
 import datetime
 import io
 import struct
+import sys
+from contextlib import contextmanager
 from dataclasses import MISSING, fields
 from functools import lru_cache
 from typing import NamedTuple
 
-from kio.index import load_request_schema, load_response_schema
-from kio.schema.errors import ErrorCode
-from kio.serial import entity_reader, entity_writer
-from kio.serial._introspect import EntityField, EntityTupleField, classify_field, get_schema_field_type, is_optional
+
+@contextmanager
+def _hypothesis_hidden():
+    """kio registers a Hypothesis strategy for each of its types when it is imported in a process where
+    Hypothesis is importable: about 0.5 s of CPU, a third of a broker's start. A broker has no use for them, so
+    kio is imported with Hypothesis hidden, unless the process has imported Hypothesis already (a test run that
+    may want them). Hypothesis is importable again afterwards."""
+    if "hypothesis" in sys.modules:
+        yield
+        return
+    sys.modules["hypothesis"] = None  # `import hypothesis` raises ImportError, which kio takes as "not installed"
+    try:
+        yield
+    finally:
+        if sys.modules.get("hypothesis", 0) is None:
+            del sys.modules["hypothesis"]
+
+
+with _hypothesis_hidden():
+    from kio.index import load_request_schema, load_response_schema
+    from kio.schema.errors import ErrorCode
+    from kio.serial import entity_reader, entity_writer
+    from kio.serial._introspect import (EntityField, EntityTupleField, classify_field, get_schema_field_type,
+                                        is_optional)
 
 from raftbus.client.errors import CorruptBatch
 
