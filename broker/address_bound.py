@@ -2,7 +2,8 @@
 
 gRPC's server accepts its connections inside its core and offers no hook there, only a bound on all of them
 (`grpc_connections_max`). So `AddressBound` sweeps every `SWEEP_INTERVAL_S`: it reads the established TCP
-connections to the client port from /proc/net/tcp and /proc/net/tcp6 (the kernel's table: remote address and socket
+connections to the client port (on the listening address, or on any local address for a wildcard or a host
+name) from /proc/net/tcp and /proc/net/tcp6 (the kernel's table: remote address and socket
 inode), and for each source address holding more than the bound it shuts down the newest of that address's
 connections past the bound (the highest socket inodes). It finds their descriptors among this process's own
 (/proc/self/fd), checks on a duplicate that the descriptor still is that socket (fstat's inode), and shuts it down
@@ -14,6 +15,7 @@ reserve of descriptors does not depend on this bound (see broker/storage/open_fi
 """
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 import socket
@@ -26,9 +28,33 @@ _ESTABLISHED = "01"
 _TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
 
 
-def established(port: int) -> list[tuple[str, int]]:
-    """(remote address as the kernel writes it, socket inode) of each established connection to local `port`."""
+def kernel_ip(hex_address: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """An address as /proc/net/tcp{,6} write it (hex, in 32-bit words of host byte order); an IPv4-mapped IPv6
+    address comes back as its IPv4 address."""
+    raw = bytes.fromhex(hex_address)
+    raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+    ip = ipaddress.ip_address(raw)
+    return ip.ipv4_mapped or ip if ip.version == 6 else ip
+
+
+def listening_ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The one local address a listener bound to `host` accepts on, or None for a wildcard or a host name
+    (then every local address of the port counts)."""
+    try:
+        ip = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return None
+    if ip.is_unspecified:
+        return None
+    return ip.ipv4_mapped or ip if ip.version == 6 else ip
+
+
+def established(port: int, host: str = "") -> list[tuple[str, int]]:
+    """(remote address as the kernel writes it, socket inode) of each established connection to local `port`
+    (on the address `host` names, when it names one: another listener may use the same port number on another
+    local address)."""
     suffix = f":{port:04X}"
+    local_ip = listening_ip(host)
     found = []
     for table in _TABLES:
         try:
@@ -36,7 +62,8 @@ def established(port: int) -> list[tuple[str, int]]:
                 next(f, None)
                 for line in f:
                     fields = line.split()
-                    if len(fields) > 9 and fields[3] == _ESTABLISHED and fields[1].endswith(suffix):
+                    if len(fields) > 9 and fields[3] == _ESTABLISHED and fields[1].endswith(suffix) and (
+                            local_ip is None or kernel_ip(fields[1].rsplit(":", 1)[0]) == local_ip):
                         found.append((fields[2].rsplit(":", 1)[0], int(fields[9])))
         except FileNotFoundError:
             continue
@@ -82,8 +109,9 @@ def _shut_down(fd: int, inode: int) -> bool:
 class AddressBound:
     """Sweeps the client port's connections (see the module docstring); `start` runs it on a thread."""
 
-    def __init__(self, port: int, per_address_max: int):
+    def __init__(self, port: int, per_address_max: int, host: str = ""):
         self.port = port
+        self.host = host  # the listening host: connections to other local addresses of the port are not ours
         self.per_address_max = per_address_max
         self.closed_total = 0
         self._stop = threading.Event()
@@ -92,7 +120,7 @@ class AddressBound:
     def sweep(self) -> int:
         """Shut down the connections past the bound, per source address; how many."""
         by_address: dict[str, list[int]] = {}
-        for address, inode in established(self.port):
+        for address, inode in established(self.port, self.host):
             by_address.setdefault(address, []).append(inode)
         excess = {address: sorted(inodes)[self.per_address_max:] for address, inodes in by_address.items()
                   if len(inodes) > self.per_address_max}

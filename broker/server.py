@@ -194,7 +194,8 @@ class Broker:
             interceptors=self.registry.interceptors, connections_max=g.grpc_connections_max,
             handshake_timeout_ms=g.grpc_handshake_timeout_ms, reuse_port=self.settings.node.listen_reuse_port)
         self.server.start()
-        self.address_bound = AddressBound(self.grpc_port, g.grpc_connections_per_address_max)
+        self.address_bound = AddressBound(self.grpc_port, g.grpc_connections_per_address_max,
+                                          host=self.settings.node.listen.rsplit(":", 1)[0])
         self.address_bound.start()
 
     # ------------------------------------------------------------------ stop

@@ -41,22 +41,29 @@ def test_a_sweep_closes_the_connections_of_an_address_past_its_bound():
     server, health, port = build_server(f"{SERVER_HOST}:0", [], workers_max=4, message_bytes_max=1 << 20)
     health.set("", health_pb2.HealthCheckResponse.SERVING)
     server.start()
-    bound = AddressBound(port, per_address_max=3)
+    bound = AddressBound(port, per_address_max=3, host=SERVER_HOST)
     try:
+        neighbour = socket.create_server(("127.0.0.8", port))  # the same port number on another local address
+        neighbours = [socket.create_connection(("127.0.0.8", port), source_address=("127.0.0.2", 0))
+                      for _ in range(2)]
+        accepted = [neighbour.accept()[0] for _ in neighbours]
         first = [idle(port, "127.0.0.2") for _ in range(3)]
         late = [idle(port, "127.0.0.2") for _ in range(4)]
         other = [idle(port, "127.0.0.3") for _ in range(3)]
         channel = grpc.insecure_channel(f"{SERVER_HOST}:{port}")
         stub = health_pb2_grpc.HealthStub(channel)
         assert stub.Check(health_pb2.HealthCheckRequest(), timeout=5).status == health_pb2.HealthCheckResponse.SERVING
-        wait_until(lambda: len(established(port)) == 11, 5, what="every connection established")
+        wait_until(lambda: len(established(port, SERVER_HOST)) == 11, 5, what="every connection established")
         assert bound.sweep() == 4
         wait_until(lambda: all(closed_by_server(sock) for sock in late), 5, what="the late connections closed")
         assert not any(closed_by_server(sock) for sock in [*first, *other])
+        for sock in neighbours:  # connections to another listener: left open
+            sock.sendall(b"x")
+        assert [sock.recv(1) for sock in accepted] == [b"x", b"x"]
         assert bound.sweep() == 0
         assert stub.Check(health_pb2.HealthCheckRequest(), timeout=5).status == health_pb2.HealthCheckResponse.SERVING
         channel.close()
-        for sock in [*first, *late, *other]:
+        for sock in [*first, *late, *other, *neighbours, *accepted, neighbour]:
             sock.close()
     finally:
         server.stop(0).wait()
