@@ -8,7 +8,7 @@ import socket
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from raftbus.broker.address_bound import AddressBound, established
+from raftbus.broker.address_bound import AddressBound
 from raftbus.broker.grpc_server import build_server
 from tests.helpers import wait_until
 
@@ -53,7 +53,7 @@ def test_a_sweep_closes_the_connections_of_an_address_past_its_bound():
         channel = grpc.insecure_channel(f"{SERVER_HOST}:{port}")
         stub = health_pb2_grpc.HealthStub(channel)
         assert stub.Check(health_pb2.HealthCheckRequest(), timeout=5).status == health_pb2.HealthCheckResponse.SERVING
-        wait_until(lambda: len(established(port, SERVER_HOST)) == 11, 5, what="every connection established")
+        wait_until(lambda: len(bound.connections()) == 11, 5, what="every connection established")
         assert bound.sweep() == 4
         wait_until(lambda: all(closed_by_server(sock) for sock in late), 5, what="the late connections closed")
         assert not any(closed_by_server(sock) for sock in [*first, *other])
