@@ -4,8 +4,8 @@ The gateway runs as its own process in front of the cluster; BENCH_CONNECTIONS t
 JSON over keep-alive connections, as scripts and services calling the API would.
 produce: `--records` records of `--record-bytes` ASCII characters to a `--partitions` topic, BENCH_RECORDS_PER_REQUEST
   per POST /v1/topics/{topic}/records — records_per_s, requests_per_s, mb_per_s from the first request to the last
-  answer; request_latency_p50/p99_ms per request under that load; latency_p50/p99_ms of BENCH_LIGHT_LOAD_REQUESTS
-  single-record requests sent one after another on the quiet gateway (request to acknowledged answer).
+  answer; request_latency_p50/p99_ms per request under that load; latency_p50/p99_ms of `--http-light-requests`
+  (BENCH_LIGHT_LOAD_REQUESTS) single-record requests sent one after another on the quiet gateway (request to acknowledged answer).
 queue: `--messages` messages enqueued BENCH_RECORDS_PER_REQUEST per POST /v1/queues/{topic}/messages
   (enqueue_per_s), then leased BENCH_LEASE_MESSAGES per POST .../leases and acked per lease batch with one
   POST .../acks (lease_ack_per_s, from the first lease to the last ack).
@@ -76,11 +76,11 @@ def checked(items: list[dict]) -> list[dict]:
     return items
 
 
-def bench_produce(address: str, topic: str, records: int, value: str) -> dict:
+def bench_produce(address: str, topic: str, records: int, value: str, light_requests: int) -> dict:
     path = f"/v1/topics/{topic}/records"
     light = Connection(address)
     light_latencies: list[float] = []
-    for _ in range(settings.BENCH_LIGHT_LOAD_REQUESTS):
+    for _ in range(light_requests):
         checked(timed(light, light_latencies, "POST", path, {"records": [{"value": value}]})["offsets"])
     light.close()
     requests = shares(records, settings.BENCH_RECORDS_PER_REQUEST)
@@ -165,7 +165,7 @@ def bench_http(bootstrap: str, args, progress) -> dict:
         brokers = len(admin.cluster_status().brokers)
         with gateway_process(bootstrap) as address:
             progress(f"gateway on {address}: producing {args.records} records over HTTP")
-            produce = bench_produce(address, stream, args.records, value)
+            produce = bench_produce(address, stream, args.records, value, args.http_light_requests)
             progress(f"enqueueing, leasing and acking {args.messages} messages over HTTP")
             queued = bench_queue(address, queue, args.messages, value)
         durability = durability_figures(admin)

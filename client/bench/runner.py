@@ -73,6 +73,7 @@ from raftbus.client.admin import Admin
 from raftbus.client.errors import InternalError, InvalidArgument, RaftbusError, RequestTimedOut, TopicExists, Unavailable
 from raftbus.client.producer import Producer
 from raftbus.client.reader import Reader
+from raftbus.gateway.settings import BENCH_LIGHT_LOAD_REQUESTS
 from raftbus.client.records import RECORD_OVERHEAD_BYTES
 
 WORKLOADS = ("produce", "consume", "scale", "queue", "aio", "kafka", "kv", "failover", "idle", "all", "spark",
@@ -118,6 +119,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scale-partitions", type=partition_counts, default=None, metavar="N,N...",
                         help="scale: only the partition rows of these partition counts (no send or producer rows)")
     parser.add_argument("--keep-cluster", action="store_true", help="leave the local cluster running")
+    parser.add_argument("--http-light-requests", type=int, default=BENCH_LIGHT_LOAD_REQUESTS,
+                        help="http: single-record requests timed one after another at light load")
     parser.add_argument("--secure", action="store_true",
                         help="local cluster with TLS, tokens and ACLs (raftbus dev --secure), used as its admin")
     bench_queue.add_queue_arguments(parser)

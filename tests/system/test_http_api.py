@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from raftbus.bench.http import bench_http
-from raftbus.gateway.settings import BENCH_LIGHT_LOAD_REQUESTS, REQUEST_BODY_BYTES_MAX
+from raftbus.gateway.settings import REQUEST_BODY_BYTES_MAX
 
 from tests.helpers import wait_until
 from tests.system.conftest import running_cluster
@@ -329,11 +329,12 @@ def test_queue_message_inspection_priority_change_delete_and_redrive(api):
 
 def test_bench_http_produces_and_acks_everything_through_its_own_gateway(api):
     """Goal: `raftbus bench http` sends every record and acks every message through a gateway process it starts."""
-    args = SimpleNamespace(records=250, messages=150, record_bytes=20, partitions=2, replication_factor=3)
+    args = SimpleNamespace(records=250, messages=150, record_bytes=20, partitions=2, replication_factor=3,
+                           http_light_requests=40)
     result = bench_http(api.bootstrap, args, lambda message: None)
     assert (result["records"], result["requests"], result["queue_messages"]) == (250, 3, 150)
     high_watermarks = [p["high_watermark"] for p in api.ok("GET", f"/v1/topics/{result['topic']}")["partitions"]]
-    assert sum(high_watermarks) == 250 + BENCH_LIGHT_LOAD_REQUESTS  # plus the single-record requests timed first
+    assert sum(high_watermarks) == 250 + 40  # plus the single-record requests timed first
     stats = api.ok("GET", f"/v1/queues/{result['queue_topic']}/stats")
     assert (stats["ready"], stats["in_flight"], stats["partitions"][0]["enqueued_total"] +
             stats["partitions"][1]["enqueued_total"]) == (0, 0, 150)
