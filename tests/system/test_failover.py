@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -15,6 +16,9 @@ pytestmark = pytest.mark.system
 TOPIC = "orders"
 PARTITIONS = 2
 SENDS_MAX = 400_000
+# a round of 200 sends starts at most every 50 ms: a steady load of up to 4,000 records/s under every failure,
+# not a flood whose only effect is CPU taken from the brokers under test
+ROUND_INTERVAL_S = 0.05
 
 
 class ContinuousProducer:
@@ -43,6 +47,7 @@ class ContinuousProducer:
         sent = 0
         try:
             while not self._stop.is_set() and sent < SENDS_MAX:
+                round_started = time.monotonic()
                 futures = []
                 for _ in range(200):
                     value = f"record-{sent}".encode()
@@ -52,6 +57,7 @@ class ContinuousProducer:
                     sent += 1
                 for future in futures:
                     future.exception(timeout=150)
+                self._stop.wait(ROUND_INTERVAL_S - (time.monotonic() - round_started))
         except BaseException as exc:  # reported by the test
             self.error = exc
 
