@@ -4,10 +4,11 @@ gRPC's server accepts its connections inside its core and offers no hook there, 
 (`grpc_connections_max`). So `AddressBound` sweeps every `SWEEP_INTERVAL_S` over this process's own descriptors
 (/proc/self/fd): each socket descriptor is looked at once (on a duplicate: its local and peer address), and a
 connection to the client port (on the listening address, or on any local address for a wildcard or a host name)
-is remembered by its socket inode with its peer's address. For each peer address holding more than the bound the
-sweep shuts down the newest of that address's connections past it (the highest socket inodes), through a
-duplicate of the descriptor checked to still be that socket (fstat's inode): gRPC's core sees the connection end
-and closes it. Nothing else is touched: a connection whose descriptor changed meanwhile is left alone.
+is remembered by its socket inode with its peer's address. For each peer address holding more than the bound, the
+sweep looks at the state of its connections (TCP_INFO: closing ones do not count) and shuts down the newest
+established ones past it (the highest socket inodes), through a duplicate of the descriptor checked to still be
+that socket (fstat's inode): gRPC's core sees the connection end and closes it. Nothing else is touched: a
+connection whose descriptor changed meanwhile is left alone.
 
 A sweep costs an fstat per open descriptor; the kernel's tables (/proc/net/tcp and tcp6) are not read: producing
 them walks the whole established-connection hash of the machine (milliseconds on a large host), every second.
@@ -28,6 +29,7 @@ log = logging.getLogger(__name__)
 
 SWEEP_INTERVAL_S = 1.0
 _SELF_FDS = "/proc/self/fd"
+_TCP_ESTABLISHED = 1  # tcp_info.tcpi_state
 IP = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
@@ -85,6 +87,11 @@ def _peer_if_client(port: int, local_ip: IP | None):
     return look
 
 
+def _established(sock: socket.socket) -> bool:
+    """For _with_duplicate: whether the connection is still established (not one shut down and closing)."""
+    return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0] == _TCP_ESTABLISHED
+
+
 def _shut(sock: socket.socket) -> bool:
     try:
         sock.shutdown(socket.SHUT_RDWR)
@@ -106,7 +113,8 @@ class AddressBound:
         self._thread: threading.Thread | None = None
 
     def connections(self) -> list[tuple[str, int, int]]:
-        """(client address, socket inode, descriptor) of each connection to the client port this process holds."""
+        """(client address, socket inode, descriptor) of each connection to the client port this process holds,
+        established or closing."""
         found, known, look = [], {}, _peer_if_client(self.port, self.local_ip)
         for name in os.listdir(_SELF_FDS):
             fd = int(name)
@@ -136,6 +144,9 @@ class AddressBound:
         for address, held in by_address.items():
             if len(held) <= self.per_address_max:
                 continue
+            held = [(inode, fd) for inode, fd in held if _with_duplicate(fd, inode, _established)]
+            if len(held) <= self.per_address_max:
+                continue  # the rest are closing (shut down by an earlier sweep or by the client)
             shut = sum(bool(_with_duplicate(fd, inode, _shut)) for inode, fd in sorted(held)[self.per_address_max:])
             if shut:
                 log.warning("closed %d client connections from %s past grpc_connections_per_address_max=%d",
