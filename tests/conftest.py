@@ -15,8 +15,9 @@ from tests.helpers import running_cluster
 
 _SHARED_SCOPES = ("session", "package", "module")
 # Tiers by the length of their longest unit of work, longest first: workers take work in collection order, so the
-# chaos runs and the long system tests start at once and the many short tests fill the gaps at the end.
-TIERS_LONGEST_FIRST = ("spark", "chaos", "docs", "system", "kafka", "cluster", "component", "deploy", "unit")
+# Kafka group tests (one module's cluster, one worker: ~2 minutes), the chaos runs, the docs examples and the long
+# system tests start at once and the many short tests fill the gaps at the end.
+TIERS_LONGEST_FIRST = ("spark", "kafka", "chaos", "docs", "system", "cluster", "component", "deploy", "unit")
 
 
 def tier_rank(item) -> int:
