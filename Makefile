@@ -15,6 +15,12 @@ BROWSER_PACKAGES := chromium:chromium chromedriver:chromium-driver
 KAFKA_TOOL_PACKAGES := kcat:kcat
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
+# Python processes started here keep their compiled bytecode (__pycache__, ignored by git) even where the
+# environment asks not to write it (PYTHONDONTWRITEBYTECODE): a test run starts hundreds of broker processes, each of
+# which would otherwise compile raftbus's modules from source again (~0.1 s of CPU per start), and pytest would
+# rewrite the asserts of every test module again in every worker (~6 s of CPU per worker).
+unexport PYTHONDONTWRITEBYTECODE
+
 # The test tiers, one folder each under tests/ (README, "Tests"). `make test` runs them all: every tier but Spark in
 # one parallel run that stops at the first failure and, beside it, the Spark tier. Workers are pytest-xdist processes;
 # most of a broker test's time is spent waiting on other processes and timers, so there are more of them than cores,
