@@ -4,14 +4,15 @@ gRPC's server accepts its connections inside its core and offers no hook there, 
 (`grpc_connections_max`). So `AddressBound` sweeps every `SWEEP_INTERVAL_S` over this process's own descriptors
 (/proc/self/fd): each socket descriptor is looked at once (on a duplicate: its local and peer address), and a
 connection to the client port (on the listening address, or on any local address for a wildcard or a host name)
-is remembered by its socket inode with its peer's address. For each peer address holding more than the bound, the
-sweep looks at the state of its connections (TCP_INFO: closing ones do not count) and shuts down the newest
-established ones past it (the highest socket inodes), through a duplicate of the descriptor checked to still be
-that socket (fstat's inode): gRPC's core sees the connection end and closes it. Nothing else is touched: a
-connection whose descriptor changed meanwhile is left alone.
+is remembered by its socket inode with its peer's address and the sweep that first saw it. For each peer address
+holding more than the bound, the sweep looks at the state of its connections (TCP_INFO: closing ones do not count)
+and shuts down the newest established ones past it (the last seen; among those one sweep first saw, the highest
+socket inodes: inode numbers are not handed out in order across CPUs), through a duplicate of the descriptor checked
+to still be that socket (fstat's inode): gRPC's core sees the connection end and closes it. Nothing else is touched:
+a connection whose descriptor changed meanwhile is left alone.
 
 A sweep costs an fstat per open descriptor; the kernel's tables (/proc/net/tcp and tcp6) are not read: producing
-them walks the whole established-connection hash of the machine (milliseconds on a large host), every second.
+them walks the machine's whole established-connection hash, whatever few connections the port has.
 
 So one address can hold more than its share for at most one sweep, never more than `grpc_connections_max`; the
 reserve of descriptors does not depend on this bound (see broker/storage/open_files.py).
@@ -108,13 +109,16 @@ class AddressBound:
         self.local_ip = listening_ip(host)  # connections to other local addresses of the port are not ours
         self.per_address_max = per_address_max
         self.closed_total = 0
-        self._known: dict[int, str] = {}  # socket inode -> the client's address, or "" for another socket
+        # socket inode -> (the client's address, or "" for another socket; the look that first saw it)
+        self._known: dict[int, tuple[str, int]] = {}
+        self._looks = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def connections(self) -> list[tuple[str, int, int]]:
-        """(client address, socket inode, descriptor) of each connection to the client port this process holds,
-        established or closing."""
+    def connections(self) -> list[tuple[str, int, int, int]]:
+        """(client address, socket inode, descriptor, the look that first saw it) of each connection to the client
+        port this process holds, established or closing."""
+        self._looks += 1
         found, known, look = [], {}, _peer_if_client(self.port, self.local_ip)
         for name in os.listdir(_SELF_FDS):
             fd = int(name)
@@ -124,30 +128,31 @@ class AddressBound:
                 continue  # closed since the listing
             if not stat.S_ISSOCK(st.st_mode):
                 continue
-            peer = self._known.get(st.st_ino)
-            if peer is None:
+            seen = self._known.get(st.st_ino)
+            if seen is None:
                 peer = _with_duplicate(fd, st.st_ino, look)
                 if peer is None:
                     continue  # changed meanwhile: looked at again next sweep
-            known[st.st_ino] = peer
-            if peer:
-                found.append((peer, st.st_ino, fd))
+                seen = (peer, self._looks)
+            known[st.st_ino] = seen
+            if seen[0]:
+                found.append((seen[0], st.st_ino, fd, seen[1]))
         self._known = known
         return found
 
     def sweep(self) -> int:
         """Shut down the connections past the bound, per client address; how many."""
-        by_address: dict[str, list[tuple[int, int]]] = {}
-        for address, inode, fd in self.connections():
-            by_address.setdefault(address, []).append((inode, fd))
+        by_address: dict[str, list[tuple[int, int, int]]] = {}
+        for address, inode, fd, first_look in self.connections():
+            by_address.setdefault(address, []).append((first_look, inode, fd))
         closed = 0
         for address, held in by_address.items():
             if len(held) <= self.per_address_max:
                 continue
-            held = [(inode, fd) for inode, fd in held if _with_duplicate(fd, inode, _established)]
+            held = [(look, inode, fd) for look, inode, fd in held if _with_duplicate(fd, inode, _established)]
             if len(held) <= self.per_address_max:
                 continue  # the rest are closing (shut down by an earlier sweep or by the client)
-            shut = sum(bool(_with_duplicate(fd, inode, _shut)) for inode, fd in sorted(held)[self.per_address_max:])
+            shut = sum(bool(_with_duplicate(fd, inode, _shut)) for _, inode, fd in sorted(held)[self.per_address_max:])
             if shut:
                 log.warning("closed %d client connections from %s past grpc_connections_per_address_max=%d",
                             shut, address, self.per_address_max)

@@ -48,8 +48,9 @@ def test_a_sweep_closes_the_connections_of_an_address_past_its_bound():
                       for _ in range(2)]
         accepted = [neighbour.accept()[0] for _ in neighbours]
         first = [idle(port, "127.0.0.2") for _ in range(3)]
-        late = [idle(port, "127.0.0.2") for _ in range(4)]
         other = [idle(port, "127.0.0.3") for _ in range(3)]
+        wait_until(lambda: len(bound.connections()) == 6, 5, what="the first connections seen")
+        late = [idle(port, "127.0.0.2") for _ in range(4)]
         channel = grpc.insecure_channel(f"{SERVER_HOST}:{port}")
         stub = health_pb2_grpc.HealthStub(channel)
         assert stub.Check(health_pb2.HealthCheckRequest(), timeout=5).status == health_pb2.HealthCheckResponse.SERVING
