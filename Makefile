@@ -17,8 +17,8 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # Python processes started here keep their compiled bytecode (__pycache__, ignored by git) even where the
 # environment asks not to write it (PYTHONDONTWRITEBYTECODE): a test run starts hundreds of broker processes, each of
-# which would otherwise compile raftbus's modules from source again (~0.1 s of CPU per start), and pytest would
-# rewrite the asserts of every test module again in every worker (~6 s of CPU per worker).
+# which would otherwise compile raftbus's modules from source again, and pytest would rewrite the asserts of every
+# test module again in every worker (README, Tests).
 unexport PYTHONDONTWRITEBYTECODE
 
 # The test tiers, one folder each under tests/ (README, "Tests"). `make test` runs them all: every tier but Spark in

@@ -37,6 +37,7 @@ from raftbus.broker.raft.quiesce import Quiescence
 from raftbus.broker.raft.reboot import BootRecord, discard_stores
 from raftbus.broker.raft.tls import raft_tls
 from raftbus.broker.registry import Registry
+from raftbus.broker.section import parse_address
 from raftbus.broker.replicas import ReplicaFiles
 from raftbus.broker.security.wiring import peer_credentials
 from raftbus.broker.settings import BrokerSettings
@@ -195,7 +196,7 @@ class Broker:
             handshake_timeout_ms=g.grpc_handshake_timeout_ms, reuse_port=self.settings.node.listen_reuse_port)
         self.server.start()
         self.address_bound = AddressBound(self.grpc_port, g.grpc_connections_per_address_max,
-                                          host=self.settings.node.listen.rsplit(":", 1)[0])
+                                          host=parse_address(self.settings.node.listen)[0])
         self.address_bound.start()
 
     # ------------------------------------------------------------------ stop

@@ -20,7 +20,7 @@ from typing import NamedTuple
 @contextmanager
 def _hypothesis_hidden():
     """kio registers a Hypothesis strategy for each of its types when it is imported in a process where
-    Hypothesis is importable: about 0.5 s of CPU, a third of a broker's start. A broker has no use for them, so
+    Hypothesis is importable, a large part of a broker's start (README, Tests). A broker has no use for them, so
     kio is imported with Hypothesis hidden, unless the process has imported Hypothesis already (a test run that
     may want them). Hypothesis is importable again afterwards."""
     if "hypothesis" in sys.modules:
