@@ -297,16 +297,22 @@ class ClassicCoordinator:
         await self._complete(name, join_round)
 
     async def _complete(self, name: str, join_round: _Round) -> None:
-        del self._rounds[name]
+        """Commit the join phase's outcome and answer its members. The round stays in `_rounds` until the commit
+        settles: the group is PREPARING until it applies, and the periodic check takes a PREPARING group without a
+        round for a rebalance a previous coordinator left unfinished."""
         joined = [(m, r.protocols, r.session_timeout_ms, r.rebalance_timeout_ms)
                   for m, (r, _) in join_round.joined.items()]
         try:
             group = await self._commit(group_commands.encode_classic_complete_join(
                 group=name, members=joined, now_ms=self.context.clock.now_ms()))
         except errors.RaftbusError as exc:
+            if self._rounds.get(name) is join_round:
+                del self._rounds[name]
             for _, future in join_round.joined.values():
                 _settle(future, exc)
             return
+        if self._rounds.get(name) is join_round:
+            del self._rounds[name]
         classic = group.classic
         log.info("kafka group generation", extra={"group": name, "generation": group.generation,
                                                   "members": len(classic.members), "leader": classic.leader,
