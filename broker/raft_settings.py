@@ -55,6 +55,8 @@ class RaftSection:
     quiesce: QuiesceSettings = part(QuiesceSettings, comments=QUIESCE_COMMENTS,
                                     keys={"enabled": "raft_quiesce_enabled"})
     tick_interval_ms: int = setting(100, "every group is ticked this often for its timers (heartbeats, elections)")
+    loop_stall_report_ms: int = setting(500, "a Raft loop pass running this long is logged with the loop thread's "
+                                             "stack (0: never)")
     log_bytes_broker_max: int = setting(512 * 1024 * 1024, "all groups' logs in memory together; above it the "
                                                            "largest snapshots first")
     replicas_starting_max: int = setting(64, "new replicas started and not quiesced yet, at most; the others wait "

@@ -108,7 +108,8 @@ class Broker:
         """The one Raft loop and its peer transport (the peers of `peers`, or of a join), faults and quiescence."""
         s, node = self.settings.raft, self.settings.node
         self.loop = RaftLoop(tick_interval_ms=s.tick_interval_ms, log_bytes_max=s.log_bytes_broker_max,
-                             early_votes=EarlyVotes(s.early_votes_keep_ms, s.early_votes_groups_max))
+                             early_votes=EarlyVotes(s.early_votes_keep_ms, s.early_votes_groups_max),
+                             stall_report_ms=s.loop_stall_report_ms)
         self.metrics.watch(self.loop)
         self.joined = membership_at_start(node, self.settings.membership,
                                           peer_credentials(self.settings.security, node.cluster_keys),

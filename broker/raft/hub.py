@@ -349,6 +349,7 @@ class RaftHub:
         if frame_bytes_max <= FRAME_OVERHEAD + 64:
             raise ValueError("frame_bytes_max is too small")
         self.node_id = int(node_id)
+        self.on_woken: Callable[[], None] = lambda: None  # every time a wait for socket events ends (the loop's)
         self._clock = clock  # monotonic seconds: handshake deadlines and redials
         self._listen = parse_address(listen)
         self._peers = self._parse_peers(peers)
@@ -581,7 +582,9 @@ class RaftHub:
             if not conn.closed:
                 self._on_readable(conn)
         wait_s = 0.0 if self._tls_readable else self._wait_s(timeout_s, now)
-        for key, mask in self._selector.select(wait_s):
+        events = self._selector.select(wait_s)
+        self.on_woken()
+        for key, mask in events:
             self._on_event(key.data, mask)
         self._expire_handshakes(self._clock())
 

@@ -21,6 +21,7 @@ from typing import Callable
 from raftbus.broker.raft.clock import Clock, monotonic_s
 from raftbus.broker.raft.durable_meta import DeferredMetaSync
 from raftbus.broker.raft.early_votes import EarlyVotes
+from raftbus.broker.raft.stall import LoopStallReporter
 from raftbus.broker.raft.timers import timers_due
 
 log = logging.getLogger(__name__)
@@ -31,7 +32,8 @@ QUIESCE_CHANNEL = "~quiesce"  # quiesce.py: liveness, quiesce and wake messages 
 
 class RaftLoop:
     def __init__(self, *, tick_interval_ms: int = 50, housekeeping_interval_ms: int = 1000,
-                 log_bytes_max: int | None = None, early_votes: EarlyVotes | None = None, clock: Clock = monotonic_s):
+                 log_bytes_max: int | None = None, early_votes: EarlyVotes | None = None, clock: Clock = monotonic_s,
+                 stall_report_ms: int = 0):
         self.clock = clock
         self.hub = None
         self.groups: dict[str, object] = {}
@@ -56,10 +58,18 @@ class RaftLoop:
         self.early_votes = early_votes  # vote requests for groups not added yet (early_votes.py)
         self._applied_since_housekeeping = True
         self.durable_meta = DeferredMetaSync()  # terms and votes of a pass, made durable before it sends
+        self.pass_started_s: float | None = None  # self.clock() at the start of the running pass (stall.py)
+        self.stall_report_s = stall_report_ms / 1000  # a pass this long is logged (0: never); stall.py
+        self.stalls = LoopStallReporter(self, stall_report_ms)
 
     # ------------------------------------------------------------------ wiring
     def attach(self, hub) -> None:
         self.hub = hub
+        hub.on_woken = self._pass_begins
+
+    def _pass_begins(self) -> None:
+        """The transport's wait ended: what follows is the pass (stall.py), the events it handles included."""
+        self.pass_started_s = self.clock()
 
     def on_message(self, peer_id: int, channel: str, message) -> None:
         if channel == CONTROL_CHANNEL:
@@ -175,13 +185,19 @@ class RaftLoop:
     def start(self, name: str = "raftbus-raft-loop") -> None:
         self._thread = threading.Thread(target=self.run, name=name, daemon=True)
         self._thread.start()
+        self.stalls.start()
 
     def stop(self, timeout_s: float = 5.0) -> None:
         self._stopping.set()
+        self.stalls.stop()
         if self.hub is not None:
             self.hub.wakeup()
         if self._thread is not None and threading.get_ident() != self._thread_id:
             self._thread.join(timeout_s)
+
+    @property
+    def thread_id(self) -> int | None:
+        return self._thread_id
 
     @property
     def running(self) -> bool:
@@ -211,6 +227,11 @@ class RaftLoop:
         finally:
             self.durable_meta.deactivate()
             self.durable_meta.sync_pending()  # a pass that failed midway sends nothing before this either
+            started_s, self.pass_started_s = self.pass_started_s, None
+            if started_s is not None and self.stall_report_s:
+                took_s = self.clock() - started_s
+                if took_s >= self.stall_report_s:
+                    log.warning("raft loop pass took %d ms", took_s * 1000)
 
     def _run_once(self, next_tick: float, next_housekeeping: float, wait: bool):
         now = self.clock()
@@ -218,6 +239,8 @@ class RaftLoop:
             busy = bool(self._dirty or self._calls)
         timeout = 0.0 if busy or not wait else max(0.0, min(next_tick - now, self.tick_interval_s))
         self.hub.poll(timeout)
+        if self.pass_started_s is None:  # a transport without on_woken
+            self.pass_started_s = self.clock()
         if self.hub.has_pending():
             # Answers to what just arrived (a follower's acknowledgement of an append) leave now, not after the
             # ticks below, which may apply committed entries first: ticking must not lengthen a leader's commit.

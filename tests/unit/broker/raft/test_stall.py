@@ -1,0 +1,76 @@
+"""Goal: a Raft loop pass that blocks past `raft_loop_stall_report_ms` is logged while it runs, with the loop
+thread's stack naming what blocks it, once per pass, and its whole length once it ends; short passes are not."""
+import logging
+import threading
+import time
+
+from raftbus.broker.raft.loop import RaftLoop
+
+
+class _IdleHub:
+    def __init__(self):
+        self.woken = threading.Event()
+        self.on_woken = lambda: None
+
+    def poll(self, timeout_s):
+        self.woken.wait(timeout_s)
+        self.woken.clear()
+        self.on_woken()
+
+    def has_pending(self):
+        return False
+
+    def flush(self):
+        pass
+
+    def connected_peers(self):
+        return set()
+
+    def wakeup(self):
+        self.woken.set()
+
+
+def wait_for(predicate, timeout_s=5.0):
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def a_call_that_blocks_the_loop():
+    time.sleep(0.6)
+    return "done"
+
+
+def test_a_blocked_pass_is_reported_with_the_loop_stack_once_then_its_length(caplog):
+    caplog.set_level(logging.WARNING)
+    loop = RaftLoop(tick_interval_ms=20, stall_report_ms=200)
+    loop.attach(_IdleHub())
+    loop.start()
+    try:
+        assert loop.call(lambda: "quick") == "quick"
+        assert loop.stalls.reports == 0
+        assert loop.call(a_call_that_blocks_the_loop, timeout_s=5) == "done"
+        wait_for(lambda: any("pass took" in r.getMessage() for r in caplog.records))
+    finally:
+        loop.stop()
+    running = [r.getMessage() for r in caplog.records if "pass running for" in r.getMessage()]
+    assert len(running) == 1 and loop.stalls.reports == 1  # one report for the pass, not one per check
+    assert "a_call_that_blocks_the_loop" in running[0] and "time.sleep" in running[0]
+    took = [r.getMessage() for r in caplog.records if "pass took" in r.getMessage()]
+    assert len(took) == 1 and int(took[0].split()[-2]) >= 600
+
+
+def test_no_report_when_off_or_between_passes(caplog):
+    caplog.set_level(logging.WARNING)
+    loop = RaftLoop(tick_interval_ms=20)  # stall_report_ms 0: no watcher
+    loop.attach(_IdleHub())
+    loop.start()
+    try:
+        assert loop.call(a_call_that_blocks_the_loop, timeout_s=5) == "done"
+    finally:
+        loop.stop()
+    assert loop.stalls._thread is None and not caplog.records
+    idle = RaftLoop(stall_report_ms=100)
+    idle._thread_id = threading.get_ident()
+    assert idle.pass_started_s is None and not idle.stalls.check(idle.clock() + 10)  # waiting is no stall
