@@ -62,8 +62,11 @@ def error_for_outcome(outcome: int, leader_id: int | None) -> errors.RaftbusErro
         return errors.Overloaded("the group's command queue is full (raft_commands_queue_max)")
     if outcome == Outcome.NO_LEADER:
         return errors.LeaderNotAvailable("no leader is elected right now")
-    if outcome in (Outcome.NOT_LEADER, Outcome.LEADER_CHANGED, Outcome.DISCARDED):
+    if outcome in (Outcome.NOT_LEADER, Outcome.DISCARDED):
         return errors.NotLeader("leadership changed before the command committed", leader_id=leader_id)
+    if outcome == Outcome.LEADER_CHANGED:
+        return errors.NotLeader("leadership changed before the command's commit was known: it may still commit; "
+                                "retry idempotently", leader_id=leader_id)
     if outcome == Outcome.UNKNOWN:
         return errors.RequestTimedOut("the command's outcome is unknown; retry idempotently")
     return errors.InternalError(f"raft refused the command (reason {outcome})")

@@ -70,7 +70,7 @@ class Outcome:
     NO_LEADER = 2
     DISCARDED = 3         # another leader's entry took its place
     NOT_LEADER = 4
-    LEADER_CHANGED = 5
+    LEADER_CHANGED = 5    # the leader changed before the outcome was known: it may or may not commit
     DENIED = 6
     UNKNOWN = 7           # applied or not: a forwarded command whose index was already applied here
 
@@ -324,6 +324,18 @@ class RaftNode:
         self._reads_confirmed.clear()
         self._round_in_flight = False
         self._answer_reads(failed, None, Outcome.NOT_LEADER)
+
+    def _fail_uncommitted(self) -> None:
+        """Leadership ended: the proposals this leader appended past its commit index get LEADER_CHANGED now. Their
+        entries may still commit under the next leader, or be overwritten; waiting for their index to be applied
+        here could take as long as the next leader takes to write that far (for ever on an idle group), so the
+        proposer learns at once that the outcome is unknown and retries (idempotently), as a Kafka leader answers
+        its pending acks=all requests NOT_LEADER_OR_FOLLOWER. Committed entries not applied yet keep their
+        callbacks: they are applied at the next tick whatever the role."""
+        failed = [index for index in self._waiting_commit if index > self.commit_index]
+        for index in sorted(failed):
+            for _, callback in self._waiting_commit.pop(index):
+                callback(None, Outcome.LEADER_CHANGED)
 
     def _answer_reads(self, callbacks, index, outcome: int) -> None:
         if not callbacks:
@@ -734,6 +746,7 @@ class RaftNode:
             return
         if old == _LEADER:
             self._fail_reads()
+            self._fail_uncommitted()
             # A fresh election timeout, as Raft has it: the deadline from before it was elected is long past, and
             # with it a former leader would stand at once when a higher term reaches it (a hand-over's vote
             # request), win with its slightly longer log, and undo the hand-over.

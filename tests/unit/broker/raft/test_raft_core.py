@@ -281,3 +281,25 @@ def test_a_full_proposal_queue_refuses_at_once(tmp_path):
         replica.node.propose(b"x", lambda result, outcome: outcomes.append(outcome))
     assert outcomes == [Outcome.QUEUE_FULL] and replica.node.commands_queued
     replica.journal.close()
+
+
+def test_a_deposed_leader_answers_its_uncommitted_proposals_at_once_and_keeps_the_committed_ones(leader):
+    """Proposals past the commit index get LEADER_CHANGED the moment the leader steps down, not when (if ever) the
+    next leader writes that far: a producer waiting on them in order (Kafka) stalled until its timeout. A committed
+    entry not applied yet is still answered APPLIED at the next tick."""
+    node, outcomes = leader.node, []
+    for n in range(3):
+        node.propose(f"c{n}".encode(), lambda result, outcome, n=n: outcomes.append((n, result, outcome)))
+    node.tick()
+    assert node.last_index == 5
+    node.receive(2, {"type": "next_node_idx", "next_node_idx": 4, "reset": False, "success": True, "term_tag": 1})
+    node._advance_commit()  # the first step of a tick, which then applies: stop between the two
+    assert node.commit_index == 3 and node.applied_index == 2 and not outcomes  # entry 3 committed, not applied
+    node.receive(3, {"type": "request_vote", "term": 2, "last_log_index": 3, "last_log_term": 1})
+    assert node.role == Role.FOLLOWER
+    assert outcomes == [(1, None, Outcome.LEADER_CHANGED), (2, None, Outcome.LEADER_CHANGED)]
+    node.tick()
+    assert outcomes[2:] == [(0, 3, Outcome.APPLIED)]
+    node.receive(3, append(2, 3, 1, [(4, 2)], commit=4))  # the next leader's entry replaces entry 4
+    node.tick()
+    assert len(outcomes) == 3  # each proposal answered once
