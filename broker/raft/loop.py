@@ -59,7 +59,6 @@ class RaftLoop:
         self._applied_since_housekeeping = True
         self.durable_meta = DeferredMetaSync()  # terms and votes of a pass, made durable before it sends
         self.pass_started_s: float | None = None  # self.clock() at the start of the running pass (stall.py)
-        self.stall_report_s = stall_report_ms / 1000  # a pass this long is logged (0: never); stall.py
         self.stalls = LoopStallReporter(self, stall_report_ms)
 
     # ------------------------------------------------------------------ wiring
@@ -228,10 +227,7 @@ class RaftLoop:
             self.durable_meta.deactivate()
             self.durable_meta.sync_pending()  # a pass that failed midway sends nothing before this either
             started_s, self.pass_started_s = self.pass_started_s, None
-            if started_s is not None and self.stall_report_s:
-                took_s = self.clock() - started_s
-                if took_s >= self.stall_report_s:
-                    log.warning("raft loop pass took %d ms", took_s * 1000)
+            self.stalls.pass_ended(started_s)
 
     def _run_once(self, next_tick: float, next_housekeeping: float, wait: bool):
         now = self.clock()

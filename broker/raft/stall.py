@@ -41,6 +41,13 @@ class LoopStallReporter:
         while not self._stopping.wait(self.report_s / 4):
             self.check(self.loop.clock())
 
+    def pass_ended(self, started_s: float | None) -> None:
+        """The loop finished the pass that began at `started_s` (loop thread): its length if it was a stall."""
+        if started_s is not None and self.report_s:
+            took_s = self.loop.clock() - started_s
+            if took_s >= self.report_s:
+                log.warning("raft loop pass took %d ms", took_s * 1000)
+
     def check(self, now_s: float) -> bool:
         """Report the running pass if it has lasted `report_ms` and was not reported yet; whether it did."""
         started_s, thread_id = self.loop.pass_started_s, self.loop.thread_id
