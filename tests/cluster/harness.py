@@ -5,7 +5,7 @@ import time
 from pathlib import Path
 
 from raftbus.broker import commands
-from raftbus.client.errors import MembershipChangeInProgress
+from raftbus.client.errors import LeaderNotAvailable, MembershipChangeInProgress, NotLeader
 from raftbus.broker.raft.loop import RaftLoop
 from raftbus.broker.raft.group import RaftGroup, RaftSettings
 from raftbus.broker.log.state import PartitionStateMachine
@@ -15,6 +15,7 @@ from tests.ports import reserve_ports
 
 SECRET = b"k" * 32
 PRODUCER = b"p" * 16
+RESUBMITS_MAX = 5  # produce: rounds of resubmitting batches a leader change refused
 
 
 class Node:
@@ -129,12 +130,24 @@ class RaftCluster:
         return future.result()
 
     def produce(self, count: int, group_id: str = "p1.0", first_sequence: int = 0, payload: bytes = b"x" * 100):
-        """Submit `count` single-record batches to the leader and run until all are committed; returns results."""
+        """Submit `count` single-record batches to the leader and run until all are committed; returns results.
+        A batch refused because leadership moved (NotLeader, LeaderNotAvailable: its outcome may be unknown) is
+        submitted again to the next leader under the same producer sequence, as the SDK does; the state machine
+        answers a duplicate with its first result."""
+        def command(i: int) -> bytes:
+            return commands.encode_produce(1_000 + i, PRODUCER, first_sequence + i, 1, 1_000 + i,
+                                           payload + str(first_sequence + i).encode())
+
         leader = self.wait_leader(group_id)
-        futures = [leader.submit(commands.encode_produce(1_000 + i, PRODUCER, first_sequence + i, 1, 1_000 + i,
-                                                         payload + str(first_sequence + i).encode()))
-                   for i in range(count)]
-        self.run_until(lambda: all(f.done() for f in futures), what=f"{count} produces committed")
+        futures = [leader.submit(command(i)) for i in range(count)]
+        for _ in range(RESUBMITS_MAX):
+            self.run_until(lambda: all(f.done() for f in futures), what=f"{count} produces committed")
+            moved = [i for i, f in enumerate(futures) if isinstance(f.exception(), (NotLeader, LeaderNotAvailable))]
+            if not moved:
+                break
+            leader = self.wait_leader(group_id)
+            for i in moved:
+                futures[i] = leader.submit(command(i))
         return [f.result() for f in futures]
 
     def close(self) -> None:
