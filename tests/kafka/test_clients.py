@@ -75,7 +75,8 @@ def test_kafka_python_admin_describes_cluster_and_topics(cluster):
     admin = KafkaAdminClient(bootstrap_servers=cluster.kafka_bootstrap)
     try:
         admin.create_topics([KNewTopic("kpadm", 2, 3)])
-        assert "kpadm" in admin.list_topics()
+        # Metadata goes to any broker, which may not have applied the creation yet (as in Kafka)
+        wait_until(lambda: "kpadm" in admin.list_topics(), 20, what="kpadm listed")
         ports = sorted(b["port"] for b in admin.describe_cluster()["brokers"])
         assert ports == sorted(cluster.kafka_ports)
         admin.delete_topics(["kpadm"])
