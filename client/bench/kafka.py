@@ -4,7 +4,7 @@ cluster and in the same run as the SDK's rows, so the table shows them side by s
 - producer: one process, acks=all (a majority commit), 100-byte records, linger.ms 5, produce() per record;
 - per-record produce() with --producers processes (2);
 - consumer: --readers processes reading the topic from the beginning (assign, no group), every record handed
-  to Python;
+  to Python, with fetch.queue.backoff.ms 10 (CONSUMER_FETCH; the group consumer too);
 - light load: BENCH_LIGHT_LOAD_RATE_PER_S single-record produce() calls per second with linger.ms 0 and acks=all
   for BENCH_LIGHT_LOAD_DURATION_MS, latency from produce() to its delivery report;
 - group consumer: --readers processes of one new confluent-kafka group (classic protocol, range) reading the
@@ -28,6 +28,12 @@ from raftbus.client.reader import Reader
 
 KAFKA_LINGER_MS = 5
 QUEUED_RECORDS_MAX = 1_000_000  # librdkafka's local queue: produce() waits (poll) when it is full
+# The consumers' fetch settings. librdkafka stops fetching a partition once its local queue holds
+# queued.min.messages (100,000) and then waits fetch.queue.backoff.ms (1,000 ms by default) before it fetches it
+# again, however soon the application drains the queue; a consumer that reads 100,000 records in well under a
+# second sits idle for the rest (librdkafka's own advice: lower the backoff). docs/kafka.md, Figures.
+CONSUMER_FETCH = {"fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 8_388_608,
+                  "queued.max.messages.kbytes": 262_144, "fetch.queue.backoff.ms": 10}
 
 
 def kafka_bootstrap(bootstrap: str) -> str:
@@ -78,8 +84,7 @@ def consume_load(spec, ready) -> dict:
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": spec.bootstrap, "group.id": "raftbus-bench", "enable.auto.commit": False,
-                         "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 8_388_608,
-                         "queued.max.messages.kbytes": 262_144})
+                         **CONSUMER_FETCH})
     ends = {p: consumer.get_watermark_offsets(TopicPartition(spec.topic, p), timeout=10)[1] for p in spec.partitions}
     wanted = sum(ends.values())
     ready()
@@ -129,8 +134,7 @@ def group_consume_load(spec: KafkaGroupLoad, ready) -> dict:
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": spec.kafka, "group.id": spec.group, "enable.auto.commit": False,
-                         "auto.offset.reset": "earliest", "fetch.max.bytes": 52_428_800,
-                         "max.partition.fetch.bytes": 8_388_608, "queued.max.messages.kbytes": 262_144})
+                         "auto.offset.reset": "earliest", **CONSUMER_FETCH})
     everything = [TopicPartition(spec.topic, p) for p in range(len(spec.end_offsets))]
     records = value_bytes = commits = 0
     first_records_s = None
