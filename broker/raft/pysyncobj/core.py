@@ -857,10 +857,16 @@ class RaftNode:
         try:
             last, prev, _cluster = self._deserialize(self._options.snapshot_path)
             journal = self.log
-            if clear_log or len(journal) < 2 or journal[0] != prev or journal[1] != last:
+            position = self._position_of(prev, last)
+            if clear_log or position is None:
                 journal.clear()
                 journal.add(*prev)
                 journal.add(*last)
+            elif position:
+                # the journal still holds entries before the snapshot: a crash came between the snapshot's rename
+                # and the journal's compaction. Drop only those; the entries after `last` stay, as this replica may
+                # have acknowledged them to a leader.
+                journal.delete_to(position)
             self.applied_index = last[1]
             if self.commit_index > self.last_index:
                 log.warning("%s: commit index %d beyond the log's end %d after loading the snapshot (journal entries "
@@ -869,6 +875,16 @@ class RaftNode:
                 journal.set_commit_index(self.commit_index)
         except Exception:
             log.exception("%s: loading the snapshot failed", self.name)
+
+    def _position_of(self, prev, last) -> int | None:
+        """Where the journal holds the snapshot's last two entries, `prev` then `last`; None if it does not."""
+        journal = self.log
+        if len(journal) < 2:
+            return None
+        position = prev[1] - journal[0][1]
+        if position < 0 or position + 1 >= len(journal):
+            return None
+        return position if journal[position] == prev and journal[position + 1] == last else None
 
     def close(self) -> None:
         self.log.close()

@@ -28,7 +28,7 @@ class ManualTime:
 class Replica:
     """One RaftNode with everything it does recorded."""
 
-    def __init__(self, tmp_path, self_id: int = 1, voters=(1, 2, 3), on_send=None, **options):
+    def __init__(self, tmp_path, self_id: int = 1, voters=(1, 2, 3), on_send=None, deserialize=None, **options):
         self.clock = ManualTime()
         self.sent: list[tuple[int, dict]] = []
         self.on_send = on_send or (lambda peer, message: self.sent.append((peer, message)))
@@ -42,7 +42,7 @@ class Replica:
             clock=self.clock, send=lambda peer, message: self.on_send(peer, message),
             apply=lambda index, command: self.applied.append((index, command)) or index,
             apply_other=lambda index, entry: self.other.append((index, entry)),
-            serialize=None, deserialize=None, replicate=lambda: None,
+            serialize=None, deserialize=deserialize, replicate=lambda: None,
             on_role_changed=lambda old, new: self.roles.append((old, new)))
         for peer in set(voters) - {self_id}:
             self.node.peer_connected(peer)
@@ -303,3 +303,26 @@ def test_a_deposed_leader_answers_its_uncommitted_proposals_at_once_and_keeps_th
     node.receive(3, append(2, 3, 1, [(4, 2)], commit=4))  # the next leader's entry replaces entry 4
     node.tick()
     assert len(outcomes) == 3  # each proposal answered once
+
+
+@pytest.mark.parametrize("snapshot_term, kept", [
+    (1, [(3, 1), (4, 1), (5, 1), (6, 1)]),  # the journal holds the snapshot's entries: only those before it go
+    (2, [(3, 2), (4, 2)]),                  # it does not: the snapshot's two entries replace it
+])
+def test_a_snapshot_newer_than_the_journal_keeps_the_entries_after_it(follower, tmp_path, snapshot_term, kept):
+    """A kill between the snapshot's rename and the journal's compaction leaves the whole journal beside a snapshot
+    of entries 3 and 4: on restart the entries after the snapshot (which this replica may have acknowledged) stay."""
+    held = {index: (cmd, index, term) for cmd, index, term in follower.journal[0:len(follower.journal)]}
+    follower.journal.close()
+    (tmp_path / "node-1.snapshot").write_bytes(b"snapshot")
+
+    def deserialize(path):
+        prev, last = ((held[i][0], i, snapshot_term) for i in (3, 4))
+        return last, prev, [1, 2, 3]
+
+    rebooted = Replica(tmp_path, deserialize=deserialize)
+    rebooted.node.tick()
+    assert rebooted.entries() == kept
+    assert rebooted.node.applied_index == 4
+    rebooted.journal.close()
+
