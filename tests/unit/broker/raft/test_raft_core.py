@@ -325,4 +325,3 @@ def test_a_snapshot_newer_than_the_journal_keeps_the_entries_after_it(follower, 
     assert rebooted.entries() == kept
     assert rebooted.node.applied_index == 4
     rebooted.journal.close()
-
