@@ -11,7 +11,9 @@ only what a coordinator's death may lose at the cost of a rejoin:
 - members told MEMBER_ID_REQUIRED that have not joined with their id yet (`_pending`, for a session timeout);
 - SyncGroup requests of followers waiting for their leader's assignment, and who has synced since the join
   phase completed (members that do not sync within the rebalance timeout are removed, as Kafka does);
-- heartbeat times (`HeartbeatTable`; a new coordinator gives every member a full session timeout of grace).
+- heartbeat times (`HeartbeatTable`; a new coordinator gives every member a full session timeout of grace);
+- held heartbeats (`heartbeat`): a member's Heartbeat waits here, for up to heartbeat_hold_ms, until a join phase
+  starts, so members rejoin when a member joins instead of at their next heartbeat.
 
 Answers follow Kafka's coordinator: UNKNOWN_MEMBER_ID (`UnknownMember`), ILLEGAL_GENERATION (`StaleGeneration`),
 REBALANCE_IN_PROGRESS (`RebalanceInProgress`), FENCED_INSTANCE_ID (`FencedInstanceId`),
@@ -51,6 +53,8 @@ class CoordinatorSettings:
     group_members_max: int = 1_000
     groups_max: int = 10_000
     initial_rebalance_delay_ms: int = 3_000  # kafka_group_initial_rebalance_delay_ms
+    heartbeat_hold_ms: int = 3_000  # kafka_heartbeat_hold_ms
+    heartbeats_held_max: int = 1_000  # kafka_heartbeats_held_max
     state_bytes_max: int = 1024 * 1024  # kafka_group_state_bytes_max
 
 
@@ -122,6 +126,8 @@ class ClassicCoordinator:
         self._syncing: dict[str, _Syncing] = {}
         self._pending: dict[str, dict[str, float]] = {}  # group -> new member id -> deadline (MEMBER_ID_REQUIRED)
         self._leaving: dict[str, asyncio.Task] = {}  # group -> expiry in flight
+        self._held: dict[str, set[asyncio.Future]] = {}  # group -> held heartbeats' wake-up futures
+        self._held_count = 0
 
     # ------------------------------------------------------------------ JoinGroup
     async def join(self, request: JoinRequest) -> JoinAnswer:
@@ -274,6 +280,7 @@ class ClassicCoordinator:
             wait_s = self.settings.initial_rebalance_delay_ms / 1000 if initial else self._rebalance_timeout_s(group)
             join_round = self._rounds[group.name] = _Round(started_s=now, deadline_s=now + wait_s, initial=initial)
             self._end_syncing(group.name, errors.RebalanceInProgress(f"group {group.name!r} is rebalancing"))
+            self._wake_held(group.name)
             log.info("kafka group rebalancing", extra={"group": group.name, "generation": group.generation})
         return join_round
 
@@ -410,18 +417,53 @@ class ClassicCoordinator:
                 _settle(future, error)
 
     # ------------------------------------------------------------------ Heartbeat, LeaveGroup
-    def heartbeat(self, name: str, member_id: str, instance_id: str, generation: int) -> None:
+    async def heartbeat(self, name: str, member_id: str, instance_id: str, generation: int, *,
+                        released: asyncio.Future | None = None) -> None:
         """Raises what Kafka's coordinator answers: UnknownMember, FencedInstanceId, StaleGeneration, or
-        RebalanceInProgress while a join phase runs (the member must join again)."""
+        RebalanceInProgress while a join phase runs (the member must join again).
+
+        With `released` (done once a later request arrives on the member's connection), the heartbeat of a member
+        in good standing is held: answered when a join phase starts (RebalanceInProgress), when the member is
+        removed or fenced, when this broker stops being the coordinator, when `released` is done, or after
+        heartbeat_hold_ms (at most a third of the member's session timeout). A member so learns of a rebalance
+        when it starts rather than at its next heartbeat, which a client sends on its own timer."""
+        member = self._beat(name, member_id, instance_id, generation)
+        hold_ms = min(self.settings.heartbeat_hold_ms, member.session_timeout_ms // 3)
+        if released is None or released.done() or hold_ms <= 0 or \
+                self._held_count >= self.settings.heartbeats_held_max:
+            return
+        woken = asyncio.get_running_loop().create_future()
+        self._held.setdefault(name, set()).add(woken)
+        self._held_count += 1
+        try:
+            await asyncio.wait((woken, released), timeout=hold_ms / 1000, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self._held_count -= 1
+            held = self._held.get(name)
+            if held is not None:
+                held.discard(woken)
+                if not held:
+                    del self._held[name]
+        self._beat(name, member_id, instance_id, generation)
+
+    def _beat(self, name: str, member_id: str, instance_id: str, generation: int) -> ClassicMember:
         self._require_coordinator()
         rules.validate_group_name(name)
         group = self._live_group(name)
-        self._known_member(group, name, member_id, instance_id)
+        member = self._known_member(group, name, member_id, instance_id)
         if generation != group.generation:
             raise errors.StaleGeneration(f"generation {generation} is not group {name!r}'s ({group.generation})")
         self.heartbeats.beat(name, member_id, self.context.clock.now_ms())
         if name in self._rounds or group.classic.phase == PREPARING:
             raise errors.RebalanceInProgress(f"group {name!r} is rebalancing: join again")
+        return member
+
+    def _wake_held(self, name: str | None = None) -> None:
+        """Answer the held heartbeats of group `name` (of every group when None): something changed for them."""
+        for held in ([self._held.get(name, ())] if name is not None else list(self._held.values())):
+            for woken in held:
+                if not woken.done():
+                    woken.set_result(None)
 
     async def leave(self, name: str, members) -> list[errors.RaftbusError | None]:
         """Members (member_id, instance_id) leaving: None for each that left, else its error."""
@@ -464,7 +506,9 @@ class ClassicCoordinator:
         await self._maybe_complete(name)
 
     def _fence(self, name: str, member_id: str, error: errors.RaftbusError) -> None:
-        """A member that is gone: its JoinGroup and SyncGroup waiting here get `error`."""
+        """A member that is gone: its JoinGroup and SyncGroup waiting here get `error`, its held heartbeat its
+        answer."""
+        self._wake_held(name)
         join_round = self._rounds.get(name)
         if join_round is not None and member_id in join_round.joined:
             _settle(join_round.joined.pop(member_id)[1], error)
@@ -480,6 +524,7 @@ class ClassicCoordinator:
             if self._rounds or self._syncing or self._pending:
                 self.drop_all(self.context.not_leader(self.context.metadata_group.leader_id, "the metadata group"))
             self.heartbeats.lost_leadership()
+            self._wake_held()
             return
         now_ms, now_s = self.context.clock.now_ms(), self._clock_s()
         since_ms = self.heartbeats.leading_since(now_ms)
@@ -549,6 +594,7 @@ class ClassicCoordinator:
         self._rounds.clear()
         self._syncing.clear()
         self._pending.clear()
+        self._wake_held()
 
     # ------------------------------------------------------------------ views for DescribeGroups and ListGroups
     def kafka_state(self, group) -> str:

@@ -49,6 +49,7 @@ class Connection:
         except MalformedRequest as exc:
             log.info("kafka connection closed: %s", exc, extra={"peer": self.session.peer})
         finally:
+            self.session.closed()
             await self._answers.put(None)
             try:
                 await sender
@@ -83,7 +84,7 @@ class Connection:
                 log.info("kafka connection closed: API key %d before authentication", peek_ids(frame)[0],
                          extra={"peer": session.peer})
                 return
-            task = asyncio.create_task(self._router.answer(memoryview(frame), session))
+            task = asyncio.create_task(self._router.answer(memoryview(frame), session, session.request_read()))
             await self._answers.put(task)
             if not authenticated:  # one request at a time until a principal is known
                 await asyncio.wait([task])

@@ -67,7 +67,9 @@ class PortSettings:
                                    session_timeout_max_ms=g.session_timeout_max_ms,
                                    group_members_max=g.group_members_max, groups_max=g.groups_max,
                                    initial_rebalance_delay_ms=k.kafka_group_initial_rebalance_delay_ms,
-                                   state_bytes_max=k.kafka_group_state_bytes_max)
+                                   state_bytes_max=k.kafka_group_state_bytes_max,
+                                   heartbeat_hold_ms=k.kafka_heartbeat_hold_ms,
+                                   heartbeats_held_max=k.kafka_heartbeats_held_max)
 
 
 def limits_of(kafka: KafkaSettings) -> KafkaLimits:

@@ -40,6 +40,7 @@ class Request(NamedTuple):
     header: RequestHeader
     body: object  # the kio request entity
     session: object  # broker/kafka/session.py: who is asking on this connection
+    sequence: int = 0  # its place among the connection's requests (Session.later_request)
 
     @property
     def version(self) -> int:
@@ -69,7 +70,7 @@ class Router:
         entity = make(schema, {"error_code": codes.UNSUPPORTED_VERSION, "api_keys": self.versions()})
         return encode_response(schema, correlation_id, entity)
 
-    async def answer(self, frame, session) -> bytes | None:
+    async def answer(self, frame, session, sequence: int = 0) -> bytes | None:
         """The response frame for one request frame (None: no response is due)."""
         ids = peek_ids(frame)
         if ids is None:
@@ -91,7 +92,7 @@ class Router:
             return encode_response(answer_schema, correlation_id,
                                    error_answer(answer_schema, codes.INVALID_REQUEST, str(exc)))
         try:
-            values = await api.handle(Request(header, body, session))
+            values = await api.handle(Request(header, body, session, sequence))
         except Exception:
             log.exception("kafka request failed", extra={"api": api.name, "version": version})
             return encode_response(answer_schema, correlation_id,

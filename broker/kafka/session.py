@@ -24,7 +24,8 @@ _DENIED = {TOPIC: codes.TOPIC_AUTHORIZATION_FAILED, GROUP: codes.GROUP_AUTHORIZA
 class Session:
     """One connection's identity: its peer address, client id, transport and principal."""
 
-    __slots__ = ("peer", "client_id", "principal", "_policy", "commits", "tls", "mechanism", "exchange", "closing")
+    __slots__ = ("peer", "client_id", "principal", "_policy", "commits", "tls", "mechanism", "exchange", "closing",
+                 "requests_read", "_next_request")
 
     def __init__(self, peer: str, policy, *, tls: bool = False, principal: str | None = None):
         self.peer = peer
@@ -38,6 +39,36 @@ class Session:
         # a connection's OffsetCommits are carried out one at a time, in the order they came (as Kafka's brokers
         # answer one request of a connection at a time): a later commit never lands before an earlier one
         self.commits = asyncio.Lock()
+        self.requests_read = 0  # the connection's requests so far; a request's `sequence` is its place among them
+        self._next_request: asyncio.Future | None = None
+
+    def request_read(self) -> int:
+        """The connection read one more request: its sequence number. Wakes whatever waits for a later request."""
+        self.requests_read += 1
+        self._wake()
+        return self.requests_read
+
+    def closed(self) -> None:
+        """The connection stopped reading: nothing more comes, so nothing waits for it."""
+        self.requests_read += 1
+        self._wake()
+
+    def later_request(self, sequence: int) -> asyncio.Future:
+        """Done once the connection has read a request after request `sequence` (or stopped reading): an answer
+        that could wait (a held Heartbeat) must not hold back the answers queued behind it."""
+        if self.requests_read > sequence:
+            future = asyncio.get_running_loop().create_future()
+            future.set_result(None)
+            return future
+        if self._next_request is None:
+            self._next_request = asyncio.get_running_loop().create_future()
+        return self._next_request
+
+    def _wake(self) -> None:
+        if self._next_request is not None:
+            if not self._next_request.done():
+                self._next_request.set_result(None)
+            self._next_request = None
 
     @property
     def auth_required(self) -> bool:

@@ -25,6 +25,11 @@ class KafkaSettings:
                                                   "one goes)")
     kafka_group_initial_rebalance_delay_ms: int = setting(3_000, "a classic group's first members wait this long "
                                                                  "for others before the first generation (0 = not)")
+    kafka_heartbeat_hold_ms: int = setting(3_000, "a classic member's Heartbeat is answered when a rebalance starts, "
+                                                  "when a later request arrives on its connection, or after this "
+                                                  "long (at most a third of its session timeout; 0 = at once)")
+    kafka_heartbeats_held_max: int = setting(1_000, "Heartbeats held at once by the coordinator; more are answered "
+                                                    "at once")
     kafka_group_state_bytes_max: int = setting(1024 * 1024, "a classic group's members' protocols and assignments "
                                                             "(Kafka's group record limit)")
     kafka_offset_calls_max: int = setting(16, "threads carrying a coordinator's offset calls to partition leaders")
@@ -46,9 +51,10 @@ class KafkaSettings:
                 parse_address(address)
         for name in ("kafka_connections_max", "kafka_connections_per_address_max", "kafka_in_flight_per_connection_max",
                      "kafka_request_bytes_max", "kafka_request_read_timeout_ms", "kafka_connection_idle_ms",
-                     "kafka_fetch_sessions_max", "kafka_group_state_bytes_max", "kafka_offset_calls_max",
-                     "kafka_unauthenticated_request_bytes_max", "kafka_authentication_timeout_ms"):
+                     "kafka_fetch_sessions_max", "kafka_group_state_bytes_max", "kafka_heartbeats_held_max",
+                     "kafka_offset_calls_max", "kafka_unauthenticated_request_bytes_max", "kafka_authentication_timeout_ms"):
             require(getattr(self, name) >= 1, f"{name} must be >= 1")
         require(self.kafka_group_initial_rebalance_delay_ms >= 0, "kafka_group_initial_rebalance_delay_ms must be >= 0")
+        require(self.kafka_heartbeat_hold_ms >= 0, "kafka_heartbeat_hold_ms must be >= 0")
         require(self.kafka_unauthenticated_request_bytes_max <= self.kafka_request_bytes_max,
                 "kafka_unauthenticated_request_bytes_max must not exceed kafka_request_bytes_max")

@@ -1,14 +1,17 @@
 """Goal: the classic group APIs answer every stale or bad request with Kafka's error, spoken by hand to the
 coordinator: MEMBER_ID_REQUIRED for a new member, ILLEGAL_GENERATION for an old generation (Heartbeat, SyncGroup,
-OffsetCommit), UNKNOWN_MEMBER_ID for an unknown member, REBALANCE_IN_PROGRESS while a new member joins,
+OffsetCommit), UNKNOWN_MEMBER_ID for an unknown member, REBALANCE_IN_PROGRESS while a new member joins (to a
+heartbeat held since before the join, too),
 FENCED_INSTANCE_ID for a replaced static member, INCONSISTENT_GROUP_PROTOCOL for an empty protocol list and for a
 member of another protocol type, and UNKNOWN_SERVER_ERROR (nothing stored) for a 10 MB assignment; the group then
 goes on serving."""
 from __future__ import annotations
 
 import socket
+import time
 
 import pytest
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.heartbeat.v3.request import HeartbeatRequest
 from kio.schema.join_group.v5.request import JoinGroupRequest
 from kio.schema.offset_commit.v7.request import OffsetCommitRequest
@@ -23,13 +26,16 @@ from tests.kafka_wire import parse_response, read_frame, request_frame
 pytestmark = pytest.mark.kafka
 NONE, UNKNOWN_SERVER_ERROR, ILLEGAL_GENERATION, INCONSISTENT_GROUP_PROTOCOL = 0, -1, 22, 23
 UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS, MEMBER_ID_REQUIRED, FENCED_INSTANCE_ID = 25, 27, 79, 82
-JOIN, HEARTBEAT, SYNC, COMMIT = 11, 12, 14, 8
+JOIN, HEARTBEAT, SYNC, COMMIT, API_VERSIONS = 11, 12, 14, 8, 18
+HOLD_MS = 30_000  # kafka_heartbeat_hold_ms here: a member with a 90 s session timeout has its heartbeats held 30 s
+ANSWERED_WITHIN_S = 10  # an answer this soon did not wait for the hold to end
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     with kafka_cluster(tmp_path_factory.mktemp("kafka-group-wire"),
-                       env={"RAFTBUS_KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS": "0"}) as running:
+                       env={"RAFTBUS_KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
+                            "RAFTBUS_KAFKA_HEARTBEAT_HOLD_MS": str(HOLD_MS)}) as running:
         create_topic(running, "wire", partitions=1)
         yield running
 
@@ -57,12 +63,13 @@ class Wire:
         return self.receive(api_key, version, self.send(api_key, version, schema, body))
 
     def join(self, group: str, member_id: str = "", instance: str | None = None, protocols=None,
-             protocol_type: str = "raw"):
-        return self.call(JOIN, 5, JoinGroupRequest, _join_body(group, member_id, instance, protocols, protocol_type))
+             protocol_type: str = "raw", session_timeout_ms: int = 10_000):
+        return self.call(JOIN, 5, JoinGroupRequest, _join_body(group, member_id, instance, protocols, protocol_type,
+                                                               session_timeout_ms))
 
-    def join_new(self, group: str) -> str:
+    def join_new(self, group: str, session_timeout_ms: int = 10_000) -> str:
         """A dynamic member's id: told MEMBER_ID_REQUIRED first (KIP-394), as Kafka does from JoinGroup v4."""
-        first = self.join(group)
+        first = self.join(group, session_timeout_ms=session_timeout_ms)
         assert first.error_code == MEMBER_ID_REQUIRED and first.member_id
         return first.member_id
 
@@ -72,16 +79,19 @@ class Wire:
             "assignments": [{"member_id": m, "assignment": a} for m, a in assignments]})
 
     def heartbeat(self, group: str, generation: int, member_id: str, instance: str | None = None) -> int:
-        return self.call(HEARTBEAT, 3, HeartbeatRequest, {
-            "group_id": group, "generation_id": generation, "member_id": member_id,
-            "group_instance_id": instance}).error_code
+        return self.receive(HEARTBEAT, 3, self.send_heartbeat(group, generation, member_id, instance)).error_code
+
+    def send_heartbeat(self, group: str, generation: int, member_id: str, instance: str | None = None) -> int:
+        return self.send(HEARTBEAT, 3, HeartbeatRequest, {"group_id": group, "generation_id": generation,
+                                                          "member_id": member_id, "group_instance_id": instance})
 
     def close(self):
         self.sock.close()
 
 
-def _join_body(group, member_id, instance, protocols, protocol_type) -> dict:
-    return {"group_id": group, "session_timeout": 10_000, "rebalance_timeout": 10_000, "member_id": member_id,
+def _join_body(group, member_id, instance, protocols, protocol_type, session_timeout_ms=10_000) -> dict:
+    return {"group_id": group, "session_timeout": session_timeout_ms, "rebalance_timeout": 10_000,
+            "member_id": member_id,
             "group_instance_id": instance, "protocol_type": protocol_type,
             "protocols": [{"name": "range", "metadata": b"m"}] if protocols is None else protocols}
 
@@ -130,6 +140,35 @@ def test_generations_fence_stale_and_unknown_members(cluster, wire):
         assert commit.topics[0].partitions[0].error_code == ILLEGAL_GENERATION
         assert wire.sync(group, g2, m1, [(m1, b"n1"), (m2, b"n2")]).assignment == b"n1"
         assert other.sync(group, g2, m2).assignment == b"n2"
+    finally:
+        other.close()
+
+
+def test_a_held_heartbeat_answers_a_join_at_once_and_never_holds_back_a_later_request(cluster, wire):
+    """Goal: a stable member's Heartbeat is held by the coordinator and answered REBALANCE_IN_PROGRESS as soon as
+    another member joins, so the member rejoins without waiting for its next heartbeat; a held Heartbeat followed
+    by another request on its connection is answered (NONE) at once, then that request, in order."""
+    group = "held"
+    wire.sock.settimeout(ANSWERED_WITHIN_S)
+    m1 = wire.join_new(group, session_timeout_ms=90_000)
+    joined = wire.join(group, m1, session_timeout_ms=90_000)
+    assert wire.sync(group, joined.generation_id, m1, [(m1, b"all")]).error_code == NONE
+    beat = wire.send_heartbeat(group, joined.generation_id, m1)
+    time.sleep(0.5)  # the heartbeat reaches the coordinator before the newcomer
+    other = Wire(cluster)
+    try:
+        m2 = other.join_new(group)
+        waiting = other.send(JOIN, 5, JoinGroupRequest, _join_body(group, m2, None, None, "raw"))
+        assert wire.receive(HEARTBEAT, 3, beat).error_code == REBALANCE_IN_PROGRESS
+        rejoined = wire.join(group, m1, session_timeout_ms=90_000)
+        assert other.receive(JOIN, 5, waiting).generation_id == rejoined.generation_id
+        assert wire.sync(group, rejoined.generation_id, m1, [(m1, b"a"), (m2, b"b")]).error_code == NONE
+        beat = wire.send_heartbeat(group, rejoined.generation_id, m1)
+        time.sleep(0.5)
+        versions = wire.send(API_VERSIONS, 3, ApiVersionsRequest, {"client_software_name": "wire",
+                                                                   "client_software_version": "1"})
+        assert wire.receive(HEARTBEAT, 3, beat).error_code == NONE
+        assert wire.receive(API_VERSIONS, 3, versions).error_code == NONE
     finally:
         other.close()
 

@@ -124,8 +124,9 @@ def heartbeat_handler(services):
         if denied:
             return {"error_code": denied}
         try:
-            coordinator.heartbeat(body.group_id, body.member_id, getattr(body, "group_instance_id", None) or "",
-                                  body.generation_id)
+            await coordinator.heartbeat(body.group_id, body.member_id,
+                                        getattr(body, "group_instance_id", None) or "", body.generation_id,
+                                        released=request.session.later_request(request.sequence))
         except Exception as exc:
             return {"error_code": _failure(exc)[0]}
         return {"error_code": codes.NONE}
