@@ -180,3 +180,7 @@ BENCH_GROUP_POLL_RECORDS_MAX = 1_000_000
 BENCH_GROUP_HEARTBEAT_INTERVAL_MS = 500
 BENCH_GROUP_SESSION_TIMEOUT_MS = 6_000
 BENCH_REBALANCE_TIMEOUT_MS = 30_000
+# How long the group of one stays stable (owning every partition) before a member joins it, in both rebalance
+# runs: longer than a client takes to settle after an assignment (librdkafka fetches the committed offsets and
+# sends its next heartbeat within about 500 ms).
+BENCH_REBALANCE_STABLE_MS = 1_000

@@ -10,7 +10,8 @@ application reading them would (--no-decode leaves that out, to show what the fe
   records_polled              records handed out, including any read twice around the start-up rebalances
   commits, records_per_commit commit calls (one per poll; a poll fetches about one producer batch per partition)
 Rebalance (a second group on the same topic, measured by the members themselves):
-  rebalance_join_ms           a member joins a stable group of one: from its join until it owns its share
+  rebalance_join_ms           a member joins a group of one, stable for BENCH_REBALANCE_STABLE_MS (1 s): from
+                              its join until it owns its share
   rebalance_death_ms          a member process is killed -9: until the survivors own every partition again;
                               most of it is the session timeout (session_timeout_ms, reported alongside)
 """
@@ -169,6 +170,7 @@ def measure_rebalance(bootstrap: str, topic: str, args) -> dict:
     victim = None
     try:
         _wait(lambda: len(first.owned) == args.partitions, timeout_s, "the first member owning everything")
+        time.sleep(settings.BENCH_REBALANCE_STABLE_MS / 1000)
         second = PollingMember(bootstrap, topic, group, args.session_timeout_ms)
         members.append(second)
         share = args.partitions // 2

@@ -11,8 +11,9 @@ cluster and in the same run as the SDK's rows, so the table shows them side by s
   topic from the beginning, committing each consume() batch asynchronously, until the group committed every
   partition's end; the rate is over the fetch time (first records to the last commit), as the SDK's
   consume-group row;
-- rebalance when a member joins: a confluent-kafka member joins a stable group of one, from its creation until
-  it owns its share (the SDK's rebalance_join_ms, consume-group row, is measured the same way).
+- rebalance when a member joins: a confluent-kafka member joins a group of one that has been stable for
+  BENCH_REBALANCE_STABLE_MS (1 s), from its creation until it owns its share (the SDK's rebalance_join_ms,
+  consume-group row, is measured the same way).
 
 The Kafka addresses come from the cluster's registry (`cluster status`'s kafka_address), so --bootstrap works too.
 """
@@ -197,7 +198,8 @@ class _KafkaMember:
 
 
 def rebalance_join_ms(kafka: str, topic: str, partitions: int) -> float | None:
-    """A confluent-kafka member joins a stable group of one: from its creation until it owns its share."""
+    """A confluent-kafka member joins a group of one, stable for BENCH_REBALANCE_STABLE_MS: from its creation until
+    it owns its share."""
     from raftbus.bench.groups import _wait
 
     if partitions < 2:
@@ -208,6 +210,7 @@ def rebalance_join_ms(kafka: str, topic: str, partitions: int) -> float | None:
     members = [first]
     try:
         _wait(lambda: len(first.owned) == partitions, timeout_s, "the first Kafka member owning everything")
+        time.sleep(settings.BENCH_REBALANCE_STABLE_MS / 1000)
         second = _KafkaMember(kafka, topic, group)
         members.append(second)
         joined_s = _wait(lambda: len(second.owned) >= partitions // 2 and not first.owned & second.owned,
