@@ -502,6 +502,7 @@ class RaftGroup:
         started = self._clock()
         self.store.sync()
         journal = self.raft.log
+        journal.rewrite_compacted()  # the file without the entries a compaction dropped (the Raft loop never waits)
         point = journal.sync_point()
         journal.fsync_open()  # through the descriptor the journal holds: a group commit opens no file
         journal.mark_synced(point)  # tells a torn tail from a damaged record on the next open

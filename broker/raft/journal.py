@@ -13,8 +13,15 @@ fsync). A bad record after it is a torn tail (a crash or power loss mid-write, w
 reached the disk out of order): the file is cut there. A bad record at or below it was on disk intact and
 has rotted since: opening raises `JournalCorrupt` and the group does not start (a replica that silently
 dropped acknowledged entries could vote itself, or another stale replica, into losing them). `delete_from`
-truncates at a recorded offset; `delete_to` (compaction) writes the remaining entries to a new file and renames
-it over the old one, so a crash leaves either the old journal or the new one, never a mix.
+truncates at a recorded offset.
+
+Compaction is split so that the Raft loop never waits for a disk flush: `delete_to` drops the entries from memory
+only, and the group-commit thread (`rewrite_compacted`, before its fsync of the journal) writes the entries held
+to a new file, fsyncs it, renames it over the old one and fsyncs the directory. A crash leaves either the old
+journal or the new one, never a mix; a journal opened before its rewrite still holds the dropped entries, which the
+Raft core drops again against its snapshot (`RaftNode._load_snapshot`). The rewrite writes most of the file
+outside `_fd_lock`; only the entries appended meanwhile, the rename and the switch of descriptor happen under it.
+A truncation meanwhile (`delete_from`, `clear`) abandons the rewrite until the next round.
 
 Term, vote and commit index live beside it in `<file>.meta` (`DurableMetaStorer`, `meta_slots`).
 Durability: writes reach the page cache; the group-commit thread fsyncs the file (`RaftGroup.sync` through
@@ -46,6 +53,20 @@ READ_CHUNK_BYTES = 1 << 20
 
 def _crc(index: int, term: int, command) -> int:
     return crc32(command, crc32(_INDEX_TERM.pack(index, term)))
+
+
+def _write_records(fd: int, entries, end: int) -> tuple[list[int], int]:
+    """Write `entries` as records from byte `end` on: (their offsets, the new end)."""
+    offsets = []
+    for command, idx, term in entries:
+        header = RECORD.pack(len(command), idx, term, _crc(idx, term, command))
+        offsets.append(end)
+        end += os.pwritev(fd, [header, command], end)
+    return offsets, end
+
+
+class _Abandoned(Exception):
+    """A compaction's rewrite met a truncation, a park or a close: the journal keeps its file."""
 
 
 class JournalCorrupt(ValueError):
@@ -159,7 +180,11 @@ class AppendJournal:
         self._synced_lock = threading.Lock()  # the group commit marks, the loop thread truncates
         self._kept_since_sync_point: int | None = None  # the lowest last-kept index of a truncation since then
         self._entries, self._offsets, end = read_entries(self._path, self._synced_index)
-        self._fd_lock = threading.Lock()  # a budget may park the file from another thread
+        # a budget may park the file, and the group commit rewrite it, from other threads: the descriptor, the
+        # entries, their offsets and the end change together under this lock
+        self._fd_lock = threading.Lock()
+        self._compacted = False  # the file still holds entries `delete_to` dropped: `rewrite_compacted` is due
+        self._truncations = 0  # delete_from and clear so far: a rewrite that saw another count is abandoned
         self._fd = self._open(end)  # -1 while parked or once destroyed
         self._synced_fd = -1  # `<file>.synced`, opened at the first mark; closed with the journal or when parked
         self._destroyed = False
@@ -234,11 +259,11 @@ class AppendJournal:
         header = RECORD.pack(len(command), idx, term, _crc(idx, term, command))
         with self._fd_lock:
             written = os.pwritev(self._file(), [header, command], self._end)
-        if written != len(header) + len(command):
-            raise OSError(f"short journal write to {self._path}: {written} bytes")
-        self._entries.append((command, idx, term))
-        self._offsets.append(self._end)
-        self._end += written
+            if written != len(header) + len(command):
+                raise OSError(f"short journal write to {self._path}: {written} bytes")
+            self._entries.append((command, idx, term))
+            self._offsets.append(self._end)
+            self._end += written
 
     def _lower_synced(self, index: int) -> None:
         """Entries above `index` are being replaced and are not fsynced yet: lower the mark first, durably, so a
@@ -252,10 +277,12 @@ class AppendJournal:
 
     def clear(self):
         self._lower_synced(0)
-        self._entries = []
-        self._offsets = []
-        self._end = len(MAGIC)
         with self._fd_lock:
+            self._truncations += 1
+            self._compacted = False
+            self._entries = []
+            self._offsets = []
+            self._end = len(MAGIC)
             os.ftruncate(self._file(), self._end)
 
     def sync_point(self) -> int:
@@ -300,37 +327,69 @@ class AppendJournal:
         if position >= len(self._entries):
             return
         self._lower_synced(self._entries[position][1] - 1)
-        self._end = self._offsets[position]
-        del self._entries[position:]
-        del self._offsets[position:]
         with self._fd_lock:
+            self._truncations += 1
+            self._end = self._offsets[position]
+            del self._entries[position:]
+            del self._offsets[position:]
             os.ftruncate(self._file(), self._end)
 
     def delete_to(self, position: int) -> None:
-        """Drop the entries before `position` (compaction)."""
-        kept = self._entries[position:]
+        """Drop the entries before `position` (compaction), from memory: the group commit rewrites the file
+        (`rewrite_compacted`)."""
+        if position <= 0:
+            return
+        with self._fd_lock:
+            del self._entries[:position]
+            del self._offsets[:position]
+            self._compacted = True
+
+    def rewrite_compacted(self) -> bool:
+        """Write the file again without the entries `delete_to` dropped: the entries held go to a new file, which
+        is fsynced, renamed over the journal, and the directory fsynced (group-commit thread; see the module
+        docstring). Whether it rewrote: not for a journal with nothing dropped, parked (its next round after a
+        write does it), closed, or truncated meanwhile (the next round tries again)."""
+        with self._fd_lock:
+            if not self._compacted or self._fd < 0 or self._destroyed:
+                return False
+            kept, truncations = list(self._entries), self._truncations
         staging = self._path + ".compact"
         fd = os.open(staging, os.O_RDWR | os.O_CREAT | os.O_TRUNC, FILE_MODE)
-        offsets, end = [], len(MAGIC)
+        old_fd = -1
         try:
             os.pwrite(fd, MAGIC, 0)
-            for command, idx, term in kept:
-                header = RECORD.pack(len(command), idx, term, _crc(idx, term, command))
-                offsets.append(end)
-                end += os.pwritev(fd, [header, command], end)
+            offsets, end = _write_records(fd, kept, len(MAGIC))
             os.fsync(fd)
-        except BaseException:
-            os.close(fd)
+            with self._fd_lock:
+                # the entries held now: those of `kept` a later compaction left, then those appended since (a
+                # later compaction past the end of `kept` leaves nothing to join them to: the next round rewrites)
+                entries = self._entries
+                if self._truncations != truncations or self._fd < 0 or self._destroyed or \
+                        (kept and (not entries or entries[0][1] > kept[-1][1] + 1)):
+                    raise _Abandoned
+                appended = entries[len(entries) - (self.last_index - kept[-1][1]):] if kept else list(entries)
+                more, end = _write_records(fd, appended, end)
+                dropped = len(kept) + len(appended) - len(entries)
+                os.replace(staging, self._path)
+                old_fd, self._fd, self._offsets, self._end = self._fd, fd, (offsets + more)[dropped:], end
+                self._compacted = dropped > 0
+                self.last_used = next_use()
+        except BaseException as exc:
+            if old_fd < 0:  # not renamed: the journal goes on with its file
+                os.close(fd)
+                try:
+                    os.unlink(staging)
+                except FileNotFoundError:
+                    pass
+                if isinstance(exc, _Abandoned):
+                    return False
             raise
-        os.replace(staging, self._path)
+        try:
+            os.close(old_fd)
+        except OSError:
+            pass
         durable_meta.fsync_path(os.path.dirname(self._path) or ".")  # a power loss must not bring the old file back
-        with self._fd_lock:
-            if self._fd >= 0:
-                os.close(self._fd)
-            elif self._budget is not None:
-                self._budget.opened(self, reopened=True)
-            self._fd, self._entries, self._offsets, self._end = fd, kept, offsets, end
-            self.last_used = next_use()
+        return True
 
     def __getitem__(self, item):
         return self._entries[item]
@@ -340,8 +399,10 @@ class AppendJournal:
 
     @property
     def size_bytes(self) -> int:
-        """Bytes of the entries held (in memory and in the file, with their record headers)."""
-        return self._end
+        """Bytes of the entries held, with their record headers and the file's header (what the file holds once
+        rewritten after a compaction)."""
+        offsets = self._offsets
+        return self._end - offsets[0] + len(MAGIC) if offsets else len(MAGIC)
 
     def flush(self):
         with self._fd_lock:

@@ -105,6 +105,32 @@ def test_a_replica_that_lost_its_data_gets_the_snapshot_once_and_then_appends(ra
     assert leader.replication.stats["snapshots_sent"] == 1
 
 
+def test_compaction_leaves_the_journal_file_to_the_group_commit(raft_cluster):
+    """A compaction drops entries from the leader's journal in memory; its file holds them until the group commit
+    (`RaftGroup.sync`) rewrites it, and a restart between the two keeps exactly the same log."""
+    for node_id in (1, 2, 3):
+        raft_cluster.start(node_id)
+    raft_cluster.produce(30)
+    raft_cluster.run_until(lambda: replicas_equal(raft_cluster, 30), what="every replica holding 30 records")
+    leader = raft_cluster.leader()
+    leader_id = next(n for n, node in raft_cluster.nodes.items() if node.groups[GROUP] is leader)
+    path = leader.raft.log._path
+    on_disk = lambda: [e[1] for e in AppendJournal(path)._entries]  # noqa: E731
+    first_written = on_disk()[0]
+    leader.maybe_compact(force=True)
+    raft_cluster.run_until(lambda: leader.raft.first_index > first_written, what="the leader's log compacted")
+    assert on_disk()[0] == first_written  # the Raft loop wrote nothing
+    raft_cluster.stop(leader_id)  # before a group commit ran: the restart drops them against the snapshot
+    raft_cluster.start(leader_id)
+    raft_cluster.run_until(lambda: replicas_equal(raft_cluster, 30), what="the same log after the restart")
+    restarted = raft_cluster.nodes[leader_id].groups[GROUP]
+    raft_cluster.run_until(lambda: restarted.raft.first_index > first_written, what="compacted again on open")
+    restarted.sync()
+    assert on_disk()[0] == restarted.raft.first_index  # the group commit rewrote the file
+    raft_cluster.produce(5, first_sequence=30)
+    raft_cluster.run_until(lambda: replicas_equal(raft_cluster, 35), what="appends after the rewrite")
+
+
 def test_a_journal_that_starts_after_index_1_without_a_snapshot_is_refused(raft_cluster):
     """A journal whose first entries are gone while no snapshot covers them (a damaged data directory) must not
     start a replica that would vote and acknowledge without them: opening the group raises JournalCorrupt."""
@@ -117,6 +143,7 @@ def test_a_journal_that_starts_after_index_1_without_a_snapshot_is_refused(raft_
     assert not (raft_dir / "raft.snapshot").exists()
     journal = AppendJournal(str(raft_dir / "raft.journal"))
     journal.delete_to(5)
+    assert journal.rewrite_compacted()
     journal.close()
     node = Node(3, raft_cluster.addresses, raft_cluster.root, raft_cluster.settings)
     try:

@@ -1,9 +1,11 @@
 """Goal: the Raft journal keeps exactly the entries it was told to keep, across reopen, truncation, compaction
-and a torn tail, and never reads another format as its own."""
+(dropped from memory at once, from the file by the group commit's rewrite, which entries appended meanwhile join
+and a truncation or close meanwhile abandons) and a torn tail, and never reads another format as its own."""
 import os
 
 import pytest
 
+from raftbus.broker.raft import journal as journal_module
 from raftbus.broker.raft.journal import MAGIC, RECORD, AppendJournal
 
 
@@ -39,14 +41,76 @@ def test_delete_from_truncates_and_later_entries_follow_the_cut(path):
     assert entries(AppendJournal(path)) == [(b"command-1", 1, 1), (b"command-2", 2, 1), (b"replacement", 3, 2)]
 
 
-def test_delete_to_keeps_the_tail_after_compaction_and_reopen(path):
+def test_delete_to_drops_entries_from_memory_and_the_rewrite_from_the_file(path):
     journal = AppendJournal(path)
     fill(journal, 6)
     journal.delete_to(4)
+    assert [e[1] for e in entries(journal)] == [5, 6]
+    journal.close()
+    assert [e[1] for e in entries(AppendJournal(path))] == [1, 2, 3, 4, 5, 6]  # not rewritten: the core drops them
+    journal = AppendJournal(path)
+    journal.delete_to(4)
     fill(journal, 1, first=7)
+    assert journal.rewrite_compacted() is True and journal.rewrite_compacted() is False
+    fill(journal, 1, first=8)
+    journal.delete_from(3)  # offsets are the new file's
     journal.close()
     assert [e[1] for e in entries(AppendJournal(path))] == [5, 6, 7]
     assert not os.path.exists(path + ".compact")
+
+
+def _during_the_rewrite(monkeypatch, journal, action):
+    """Run `action` once, while the rewrite fsyncs the new file (outside the journal's lock)."""
+    real_fsync, done = os.fsync, []
+
+    def fsync(fd):
+        if not done:
+            done.append(True)
+            action(journal)
+        real_fsync(fd)
+
+    monkeypatch.setattr(journal_module.os, "fsync", fsync)
+
+
+def test_entries_appended_and_compacted_during_the_rewrite_are_kept_and_dropped(path, monkeypatch):
+    journal = AppendJournal(path)
+    fill(journal, 6)
+    journal.delete_to(2)
+    _during_the_rewrite(monkeypatch, journal, lambda j: (fill(j, 2, first=7), j.delete_to(1)))
+    assert journal.rewrite_compacted() is True
+    assert [e[1] for e in entries(journal)] == [4, 5, 6, 7, 8]
+    monkeypatch.undo()
+    journal.close()
+    assert [e[1] for e in entries(AppendJournal(path))] == [3, 4, 5, 6, 7, 8]  # 3 goes at the next rewrite
+    journal = AppendJournal(path)
+    journal.delete_to(1)
+    assert journal.rewrite_compacted() is True
+    journal.close()
+    assert [e[1] for e in entries(AppendJournal(path))] == [4, 5, 6, 7, 8]
+
+
+@pytest.mark.parametrize("meanwhile", ["truncate", "compact past the copy", "close"])
+def test_a_rewrite_meeting_a_truncation_or_a_close_leaves_the_file_as_it_was(path, monkeypatch, meanwhile):
+    journal = AppendJournal(path)
+    fill(journal, 6)
+    journal.delete_to(2)
+    action = {"truncate": lambda j: (j.delete_from(2), fill(j, 1, first=5, term=2)),
+              "compact past the copy": lambda j: (fill(j, 2, first=7), j.delete_to(5)),
+              "close": lambda j: j.close()}[meanwhile]
+    _during_the_rewrite(monkeypatch, journal, action)
+    assert journal.rewrite_compacted() is False
+    monkeypatch.undo()
+    assert not os.path.exists(path + ".compact")
+    held = [e[:2] for e in entries(journal)]
+    journal.close()
+    on_disk = entries(AppendJournal(path))
+    assert on_disk[0][1] == 1 and [e[:2] for e in on_disk][-len(held):] == held
+    if meanwhile != "close":
+        journal = AppendJournal(path)
+        journal.delete_to(len(on_disk) - len(held))
+        assert journal.rewrite_compacted() is True  # the next round does it
+        journal.close()
+        assert [e[:2] for e in entries(AppendJournal(path))] == held
 
 
 def test_a_torn_or_corrupt_tail_is_cut_at_the_last_good_entry(path):
