@@ -479,12 +479,16 @@ class RaftGroup:
 
     def maybe_compact(self, force: bool = False) -> None:
         """Start a snapshot copy once enough log has accumulated (or at once with `force`, when the broker's
-        logs together pass their memory budget); hand it to the Raft core once complete."""
+        logs together pass their memory budget); hand it to the Raft core once complete. A leader's core keeps the
+        entries its live followers still need (`RaftNode.compact`) unless the log has reached
+        raft_log_bytes_max or raft_log_entries_max, or `force` says the broker's budget is spent."""
         snapshot = self._snapshot
         if snapshot.busy or self.stopped is not None:
             return
         if snapshot.ready_index is not None:
-            self.raft.compact()
+            journal, settings = self.raft.log, self.settings
+            full = journal.size_bytes >= settings.log_bytes_max or len(journal) >= settings.log_entries_max
+            self.raft.compact(floor=snapshot.ready_index, keep_for_followers=not (force or full))
             return
         if not force and not compaction_due(self.settings, self._bytes_since_compaction,
                                             self._entries_since_compaction, self.store.size_bytes):

@@ -177,6 +177,8 @@ class RaftNode:
         self._seconds = 0
         self._snapshot_loaded = False
         self._compaction_asked = False
+        self._compaction_floor = 0
+        self._compaction_keeps_followers = False
         self._last_snapshot_index: int | None = None
 
     # ------------------------------------------------------------------ state
@@ -832,14 +834,35 @@ class RaftNode:
             return []
         return self.log[first - start:first - start + count]
 
-    def compact(self) -> None:
+    def compact(self, *, floor: int = 0, keep_for_followers: bool = False) -> None:
         """Snapshot at the applied index at the next tick (the serializer writes the file) and drop the log
-        before it."""
+        before it.
+
+        With `keep_for_followers`, a leader keeps the entries its followers still need: it snapshots at the lowest
+        match index of the followers that answered within `leader_fallback_timeout_s` when that is below the
+        applied index, and not at all while that is below `floor` (the index the snapshot's store copy holds),
+        so a follower a little behind goes on by appends instead of receiving the whole store. A follower silent
+        for longer is not waited for; the caller bounds the log kept by asking without it."""
         self._compaction_asked = True
+        self._compaction_floor = floor
+        self._compaction_keeps_followers = keep_for_followers
+
+    def compaction_point(self) -> int:
+        """The index the next compaction would snapshot at (see `compact`)."""
+        point = self.applied_index
+        if self.role == _LEADER and self._compaction_keeps_followers:
+            live_since = self.clock() - self._options.leader_fallback_timeout_s
+            for peer in self.voters | self.learners:
+                if self.last_response.get(peer, live_since - 1) >= live_since:
+                    point = min(point, self.match_index.get(peer, 0))
+        return point
 
     def _compact(self) -> None:
         self._compaction_asked = False
-        entries = self._entries(self.applied_index - 1, 2)
+        point = self.compaction_point()
+        if point < self._compaction_floor:
+            return  # a live follower is behind the store copy: asked again later
+        entries = self._entries(point - 1, 2)
         if len(entries) < 2 or entries[0][1] == self._last_snapshot_index:
             return
         prev, last = entries

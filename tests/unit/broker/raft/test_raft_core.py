@@ -325,3 +325,40 @@ def test_a_snapshot_newer_than_the_journal_keeps_the_entries_after_it(follower, 
     assert rebooted.entries() == kept
     assert rebooted.node.applied_index == 4
     rebooted.journal.close()
+
+
+# ---------------------------------------------------------------------------------------------- compaction
+def test_a_leader_keeps_the_entries_a_live_follower_still_needs(leader):
+    """With keep_for_followers a leader snapshots at the lowest match index of the followers that answered within
+    leader_fallback_timeout_s, not at all while that is below the store copy's index (floor), and at its applied
+    index once the follower is silent or when asked without it (the caller's log bounds)."""
+    node, snapshots = leader.node, []
+    node._serialize = lambda path, last, prev, cluster: (snapshots.append((prev[1], last[1])),
+                                                         open(path, "wb").close())
+    for n in range(6):
+        node.propose(f"c{n}".encode(), None)
+    node.tick()
+    node.receive(2, {"type": "next_node_idx", "next_node_idx": 9, "reset": False, "success": True, "term_tag": 1})
+    node.receive(3, {"type": "next_node_idx", "next_node_idx": 5, "reset": False, "success": True, "term_tag": 1})
+    node.tick()
+    assert node.applied_index == 8 and node.match_index[3] == 4
+    node.compact(floor=5, keep_for_followers=True)
+    node.tick()
+    assert snapshots == [] and node.first_index == 1  # follower 3 is behind the copy: nothing dropped
+    node.compact(floor=3, keep_for_followers=True)
+    node.tick()
+    assert snapshots == [(3, 4)] and node.first_index == 3  # what follower 3 still needs stays
+    leader.clock.now += OPTIONS["leader_fallback_timeout_s"] + 1
+    node.receive(2, {"type": "next_node_idx", "next_node_idx": 9, "reset": False, "success": True, "term_tag": 1})
+    node.compact(floor=5, keep_for_followers=True)
+    node.tick()
+    assert snapshots[-1] == (7, 8) and node.first_index == 7  # follower 3 went silent: not waited for
+    for n in range(2):
+        node.propose(f"d{n}".encode(), None)
+    node.tick()
+    node.receive(2, {"type": "next_node_idx", "next_node_idx": 11, "reset": False, "success": True, "term_tag": 1})
+    node.receive(3, {"type": "next_node_idx", "next_node_idx": 9, "reset": False, "success": True, "term_tag": 1})
+    node.tick()
+    node.compact(floor=9)
+    node.tick()
+    assert snapshots[-1] == (9, 10) and node.first_index == 9  # without keep_for_followers: the applied index
