@@ -847,7 +847,7 @@ class RaftNode:
         self._compaction_floor = floor
         self._compaction_keeps_followers = keep_for_followers
 
-    def compaction_point(self) -> int:
+    def _compaction_point(self) -> int:
         """The index the next compaction would snapshot at (see `compact`)."""
         point = self.applied_index
         if self.role == _LEADER and self._compaction_keeps_followers:
@@ -859,7 +859,7 @@ class RaftNode:
 
     def _compact(self) -> None:
         self._compaction_asked = False
-        point = self.compaction_point()
+        point = self._compaction_point()
         if point < self._compaction_floor:
             return  # a live follower is behind the store copy: asked again later
         entries = self._entries(point - 1, 2)

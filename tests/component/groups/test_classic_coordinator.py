@@ -84,15 +84,22 @@ def _held_coordinator(broker, **settings) -> ClassicCoordinator:
                                                                   heartbeat_hold_ms=60_000, **settings))
 
 
+async def _held_beat(coordinator, member_id: str, generation: int, released=None) -> asyncio.Future:
+    """A heartbeat of the member in flight (released when `released` is done; a future never done by default),
+    given the time to reach the coordinator."""
+    released = released if released is not None else asyncio.get_running_loop().create_future()
+    beat = asyncio.ensure_future(coordinator.heartbeat("held", member_id, "", generation, released=released))
+    await asyncio.sleep(0.05)
+    return beat
+
+
 def test_a_held_heartbeat_is_answered_rebalance_in_progress_when_a_member_joins():
     broker = InProcessBroker()
     coordinator = _held_coordinator(broker)
 
     async def scenario():
         member_id, generation = await _stable_member(coordinator)
-        released = asyncio.get_running_loop().create_future()
-        beat = asyncio.ensure_future(coordinator.heartbeat("held", member_id, "", generation, released=released))
-        await asyncio.sleep(0.05)
+        beat = await _held_beat(coordinator, member_id, generation)
         assert not beat.done()  # held: nothing changed
         newcomer = (await coordinator.join(_member())).member_id
         joining = asyncio.ensure_future(coordinator.join(_member(newcomer)))
@@ -111,13 +118,10 @@ def test_a_held_heartbeat_is_answered_at_once_when_its_connection_has_a_later_re
     async def scenario():
         member_id, generation = await _stable_member(coordinator)
         released = asyncio.get_running_loop().create_future()
-        beat = asyncio.ensure_future(coordinator.heartbeat("held", member_id, "", generation, released=released))
-        await asyncio.sleep(0.05)
+        beat = await _held_beat(coordinator, member_id, generation, released)
         released.set_result(None)
         assert await asyncio.wait_for(beat, ANSWERED_WITHIN_S) is None
-        beat = asyncio.ensure_future(coordinator.heartbeat(
-            "held", member_id, "", generation, released=asyncio.get_running_loop().create_future()))
-        await asyncio.sleep(0.05)
+        beat = await _held_beat(coordinator, member_id, generation)
         assert await coordinator.leave("held", [(member_id, "")]) == [None]
         with pytest.raises(errors.UnknownMember):
             await asyncio.wait_for(beat, ANSWERED_WITHIN_S)
@@ -131,9 +135,7 @@ def test_a_held_heartbeat_is_answered_not_coordinator_when_the_broker_loses_the_
 
     async def scenario():
         member_id, generation = await _stable_member(coordinator)
-        beat = asyncio.ensure_future(coordinator.heartbeat(
-            "held", member_id, "", generation, released=asyncio.get_running_loop().create_future()))
-        await asyncio.sleep(0.05)
+        beat = await _held_beat(coordinator, member_id, generation)
         broker.metadata_group.set_leader(2)
         await coordinator.tick()
         with pytest.raises(errors.NotLeader):

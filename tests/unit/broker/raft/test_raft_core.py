@@ -338,8 +338,8 @@ def test_a_leader_keeps_the_entries_a_live_follower_still_needs(leader):
     for n in range(6):
         node.propose(f"c{n}".encode(), None)
     node.tick()
-    node.receive(2, {"type": "next_node_idx", "next_node_idx": 9, "reset": False, "success": True, "term_tag": 1})
-    node.receive(3, {"type": "next_node_idx", "next_node_idx": 5, "reset": False, "success": True, "term_tag": 1})
+    _acknowledged(node, 2, 9)
+    _acknowledged(node, 3, 5)
     node.tick()
     assert node.applied_index == 8 and node.match_index[3] == 4
     node.compact(floor=5, keep_for_followers=True)
@@ -349,16 +349,22 @@ def test_a_leader_keeps_the_entries_a_live_follower_still_needs(leader):
     node.tick()
     assert snapshots == [(3, 4)] and node.first_index == 3  # what follower 3 still needs stays
     leader.clock.now += OPTIONS["leader_fallback_timeout_s"] + 1
-    node.receive(2, {"type": "next_node_idx", "next_node_idx": 9, "reset": False, "success": True, "term_tag": 1})
+    _acknowledged(node, 2, 9)
     node.compact(floor=5, keep_for_followers=True)
     node.tick()
     assert snapshots[-1] == (7, 8) and node.first_index == 7  # follower 3 went silent: not waited for
     for n in range(2):
         node.propose(f"d{n}".encode(), None)
     node.tick()
-    node.receive(2, {"type": "next_node_idx", "next_node_idx": 11, "reset": False, "success": True, "term_tag": 1})
-    node.receive(3, {"type": "next_node_idx", "next_node_idx": 9, "reset": False, "success": True, "term_tag": 1})
+    _acknowledged(node, 2, 11)
+    _acknowledged(node, 3, 9)
     node.tick()
     node.compact(floor=9)
     node.tick()
     assert snapshots[-1] == (9, 10) and node.first_index == 9  # without keep_for_followers: the applied index
+
+
+def _acknowledged(node, peer: int, next_index: int) -> None:
+    """`peer` holds every entry before `next_index` (a success reply of term 1)."""
+    node.receive(peer, {"type": "next_node_idx", "next_node_idx": next_index, "reset": False, "success": True,
+                        "term_tag": 1})
