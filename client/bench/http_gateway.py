@@ -30,7 +30,7 @@ def anonymous_flags(bootstrap: str) -> list[str]:
 
 @contextmanager
 def gateway_process(bootstrap: str):
-    """Start `python -m raftbus.gateway.server` on a free loopback port; yield its host:port; stop it by pid."""
+    """Start `python -m raftbus.gateway.server` on a loopback port it picks (port 0); yield its host:port; stop it by pid."""
     proc = subprocess.Popen([sys.executable, "-m", "raftbus.gateway.server", "--bootstrap", bootstrap,
                              "--listen", "127.0.0.1:0", *anonymous_flags(bootstrap)], stdout=subprocess.PIPE)
     try:

@@ -1,7 +1,7 @@
 """`raftbus bench failover|idle`: what a leader's kill -9 costs producers, and what idle partitions cost brokers.
 
-Both start their own fresh local cluster of `brokers` broker processes (on free loopback ports, stopped by pid
-at the end), because failover kills and restarts brokers and idle cost is only meaningful on a quiet cluster.
+Both start their own fresh local cluster of `brokers` broker processes (on loopback ports this process holds
+reserved for them while the cluster lives, stopped by pid at the end), because failover kills and restarts brokers and idle cost is only meaningful on a quiet cluster.
 
 failover: a producer sends single records (linger 0) to partition 0 of a one-partition topic at
 BENCH_LIGHT_LOAD_RATE_PER_S; each round kills -9 the partition's leader, measures, restarts the broker on its
@@ -36,6 +36,7 @@ import threading
 import time
 from pathlib import Path
 
+from raftbus.broker.supervisor import ReservedPorts
 from raftbus.client import settings
 from raftbus.client.admin import Admin
 from raftbus.client.errors import RaftbusError, Unavailable
@@ -55,12 +56,20 @@ def add_ops_arguments(parser) -> None:
 
 
 class BrokerSet:
-    """`count` broker processes started and stopped (by pid) one by one, each on its own data dir."""
+    """`count` broker processes started and stopped (by pid) one by one, each on its own data dir.
 
-    def __init__(self, count: int, root: Path, base_port: int, kafka_base_port: int = 0):
+    Their client, Raft and Kafka ports are ones the kernel picked and this process holds (ReservedPorts) until
+    `close`; the brokers bind them beside the hold (listen_reuse_port). No other process, nor an outgoing
+    connection's ephemeral port, can take one between the pick and a broker's bind, nor while a killed broker is
+    down, so a restarted broker comes back at the same addresses.
+    """
+
+    def __init__(self, count: int, root: Path, kafka: bool = False):
         self.root = root
-        self.ports = [(base_port + 2 * i, base_port + 2 * i + 1) for i in range(count)]
-        self.kafka_ports = [kafka_base_port + i for i in range(count)] if kafka_base_port else []
+        self._held = ReservedPorts(3 * count if kafka else 2 * count, host=LOOPBACK)
+        held = self._held.ports
+        self.ports = [(held[2 * i], held[2 * i + 1]) for i in range(count)]
+        self.kafka_ports = held[2 * count:] if kafka else []
         self.peers = ",".join(f"{i + 1}@{LOOPBACK}:{raft}" for i, (_, raft) in enumerate(self.ports))
         self.procs: dict[int, subprocess.Popen] = {}
 
@@ -80,7 +89,9 @@ class BrokerSet:
                "--raft-listen", f"{LOOPBACK}:{raft_port}", "--peers", self.peers, "--log-level", "WARNING"]
         if self.kafka_ports:
             cmd += ["--kafka-listen", f"{LOOPBACK}:{self.kafka_ports[node_id - 1]}"]
-        self.procs[node_id] = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, stdin=subprocess.DEVNULL)
+        env = {**os.environ, "RAFTBUS_LISTEN_REUSE_PORT": "true"}
+        self.procs[node_id] = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, stdin=subprocess.DEVNULL,
+                                               env=env)
         log.close()
 
     def kill(self, node_id: int) -> None:
@@ -101,12 +112,29 @@ class BrokerSet:
                 proc.wait()
         self.procs.clear()
 
+    def close(self) -> None:
+        """Stop every broker and release the held ports."""
+        self.stop()
+        self._held.close()
 
-def wait_for(predicate, timeout_s: float, what: str):
-    """Poll until predicate() is truthy (RaftbusErrors count as not yet); Unavailable after timeout_s."""
+    def exited(self) -> str | None:
+        """A started broker that has exited, with the end of its log; None while all run."""
+        for node_id, proc in self.procs.items():
+            if proc.poll() is not None:
+                log = (self.root / f"broker-{node_id}.log").read_text(errors="replace")[-2000:]
+                return f"broker {node_id} exited with {proc.returncode}: {log}"
+        return None
+
+
+def wait_for(predicate, timeout_s: float, what: str, gone=lambda: None):
+    """Poll until predicate() is truthy (RaftbusErrors count as not yet); Unavailable after timeout_s, or as soon
+    as gone() names a reason the wait cannot succeed."""
     deadline = time.monotonic() + timeout_s
     last = None
     while time.monotonic() < deadline:
+        reason = gone()
+        if reason:
+            raise Unavailable(f"{what} not reached: {reason}")
         try:
             value = predicate()
             if value:
@@ -121,16 +149,14 @@ def wait_for(predicate, timeout_s: float, what: str):
 class fresh_cluster:
     """Context manager: a new local cluster, ready (every broker registered, a controller), stopped at exit."""
 
-    def __init__(self, brokers: int, free_base_port, progress, kafka: bool = False):
+    def __init__(self, brokers: int, progress, kafka: bool = False):
         self.brokers = brokers
-        self.free_base_port = free_base_port
         self.progress = progress
         self.kafka = kafka
 
     def __enter__(self) -> BrokerSet:
         self.root = Path(tempfile.mkdtemp(prefix="raftbus-bench-ops-"))
-        self.cluster = BrokerSet(self.brokers, self.root, self.free_base_port(2 * self.brokers),
-                                 self.free_base_port(self.brokers) if self.kafka else 0)
+        self.cluster = BrokerSet(self.brokers, self.root, kafka=self.kafka)
         self.progress(f"starting {self.brokers} fresh brokers in {self.root}")
         for node_id in range(1, self.brokers + 1):
             self.cluster.start(node_id)
@@ -140,11 +166,15 @@ class fresh_cluster:
                 status = admin.cluster_status()
                 return status.controller_id and sum(b.alive for b in status.brokers) == self.brokers
 
-        wait_for(ready, settings.BENCH_CLUSTER_READY_TIMEOUT_MS / 1000, "cluster ready")
+        try:
+            wait_for(ready, settings.BENCH_CLUSTER_READY_TIMEOUT_MS / 1000, "cluster ready", gone=self.cluster.exited)
+        except BaseException:
+            self.__exit__()  # a cluster that never got ready is stopped all the same
+            raise
         return self.cluster
 
     def __exit__(self, *exc) -> None:
-        self.cluster.stop()
+        self.cluster.close()
         shutil.rmtree(self.root, ignore_errors=True)
 
 
@@ -319,9 +349,9 @@ def coordinator_failover_rounds(cluster: BrokerSet, args, progress) -> list[floa
     return rounds
 
 
-def bench_failover(args, free_base_port, percentile, progress) -> dict:
+def bench_failover(args, percentile, progress) -> dict:
     topic = "bench-failover"
-    with fresh_cluster(args.brokers, free_base_port, progress, kafka=True) as cluster:
+    with fresh_cluster(args.brokers, progress, kafka=True) as cluster:
         with Admin(cluster.bootstrap) as admin:
             admin.create_topic(topic, partitions=1, replication_factor=args.replication_factor)
         sender = SteadySender(cluster.bootstrap, topic, settings.BENCH_LIGHT_LOAD_RATE_PER_S).start()
@@ -374,9 +404,9 @@ def wait_quiesced(admin: Admin, timeout_s: float) -> float | None:
     return None
 
 
-def bench_idle(args, free_base_port, progress) -> dict:
+def bench_idle(args, progress) -> dict:
     topic = "bench-idle"
-    with fresh_cluster(args.brokers, free_base_port, progress) as cluster:
+    with fresh_cluster(args.brokers, progress) as cluster:
         with Admin(cluster.bootstrap, topic_ready_timeout_ms=settings.BENCH_IDLE_LEADERS_TIMEOUT_MS) as admin:
             progress(f"creating {topic} with {args.idle_partitions} partitions, replication factor "
                      f"{args.replication_factor}")

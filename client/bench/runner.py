@@ -1,7 +1,7 @@
 """`raftbus bench produce|consume|scale|queue|aio|kafka|kv|failover|idle|all|spark|http|soak`: figures, one JSON line per benchmark on stdout.
 
 Without --bootstrap the benchmark starts its own cluster (`python -m raftbus.broker dev`) in a temporary data
-dir on free loopback ports and always stops it by pid afterwards (SIGTERM, then SIGKILL of its process
+dir, on loopback ports dev holds for it (--base-port 0), and always stops it by pid afterwards (SIGTERM, then SIGKILL of its process
 group); --keep-cluster leaves it running and says where.
 
 produce: `records` records of `record_bytes` random bytes, sent as whole batches (Producer.send_batch, or
@@ -43,12 +43,10 @@ import json
 import multiprocessing
 import os
 import queue
-import random
 import re
 import resource
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -188,30 +186,6 @@ def rounded_ms(value: float | None) -> float | None:
 
 # ---------------------------------------------------------------------- local cluster
 
-def ports_free(ports: list[int]) -> bool:
-    sockets = []
-    try:
-        for port in ports:
-            s = socket.socket()
-            sockets.append(s)
-            s.bind((LOOPBACK, port))
-        return True
-    except OSError:
-        return False
-    finally:
-        for s in sockets:
-            s.close()
-
-
-def free_base_port(count: int) -> int:
-    """A base port with `count` consecutive free loopback ports above it (the dev command's layout)."""
-    for _ in range(settings.BENCH_PORT_ATTEMPTS_MAX):
-        base = random.randrange(20_000, 60_000 - count)
-        if ports_free(list(range(base, base + count))):
-            return base
-    raise Unavailable(f"no {count} consecutive free loopback ports after {settings.BENCH_PORT_ATTEMPTS_MAX} tries")
-
-
 class DevCluster:
     """`python -m raftbus.broker dev` in its own process group, started and stopped by pid."""
 
@@ -219,17 +193,15 @@ class DevCluster:
         self.brokers = brokers
         self.data_dir = data_dir
         self.secure = secure
-        self.base_port = free_base_port(2 * brokers)
-        self.kafka_base_port = free_base_port(brokers)  # every broker's Kafka port (the kafka workload)
-        self.bootstrap = ",".join(f"{LOOPBACK}:{self.base_port + 2 * i}" for i in range(brokers))
+        self.bootstrap = ""  # from dev's ready lines
         self.proc: subprocess.Popen | None = None
         self._lines: queue.Queue = queue.Queue()
 
     def command(self) -> list[str]:
-        # no metrics endpoints: their ports are fixed, and another cluster on the machine may hold them
+        # --base-port 0: dev holds client and Raft ports the kernel picks, and each broker picks its Kafka port
+        # (the kafka workload finds them in the cluster's status); no metrics endpoints
         return [sys.executable, "-m", "raftbus.broker", "dev", "--brokers", str(self.brokers),
-                "--data-dir", str(self.data_dir), "--base-port", str(self.base_port), "--metrics-base-port", "0",
-                "--kafka-base-port", str(self.kafka_base_port),
+                "--data-dir", str(self.data_dir), "--base-port", "0", "--metrics-base-port", "0",
                 "--log-level", "WARNING",
                 *(["--secure"] if self.secure else [])]
 
@@ -657,9 +629,9 @@ def run_fresh_cluster_workloads(args) -> list[dict]:
     if args.workload in ("scale", "all"):  # see client/bench/scale.py
         results.append(emit(bench_scale.bench_scale(args, sys.modules[__name__])))
     if args.workload in ("failover", "all"):  # it kills brokers
-        results.append(emit(bench_ops.bench_failover(args, free_base_port, percentile, progress)))
+        results.append(emit(bench_ops.bench_failover(args, percentile, progress)))
     if args.workload in ("idle", "all"):  # a quiet cluster
-        results.append(emit(bench_ops.bench_idle(args, free_base_port, progress)))
+        results.append(emit(bench_ops.bench_idle(args, progress)))
     return results
 
 
@@ -721,7 +693,7 @@ def main(args: argparse.Namespace | list[str] | None = None) -> int:
 
 def run_soak(args) -> int:
     """`raftbus bench soak`: its summary as one JSON line, its report to --out (JSON) and --table-out (Markdown)."""
-    result = bench_soak.bench_soak(args, bench_ops.fresh_cluster, free_base_port, progress)
+    result = bench_soak.bench_soak(args, bench_ops.fresh_cluster, progress)
     result["machine"] = machine_description()
     emit({k: v for k, v in result.items() if k != "intervals"})
     bench_soak.write_outputs(result, args, progress)

@@ -84,7 +84,7 @@ def bench_scale(args, runner) -> dict:
     result: dict = {"bench": "scale", "records_per_row": settings.BENCH_SCALE_RECORDS,
                     "record_bytes": args.record_bytes, "brokers": args.brokers,
                     "replication_factor": args.replication_factor, "rows": {}}
-    with bench_ops.fresh_cluster(args.brokers, runner.free_base_port, runner.progress) as cluster:
+    with bench_ops.fresh_cluster(args.brokers, runner.progress) as cluster:
         try:
             measure_rows(cluster.bootstrap, args, runner, result)
         except RaftbusError as err:

@@ -698,10 +698,10 @@ def plot(result: dict, path: str) -> None:
     fig.savefig(path, dpi=80)
 
 
-def bench_soak(args, fresh_cluster, free_base_port, progress) -> dict:
+def bench_soak(args, fresh_cluster, progress) -> dict:
     check_soak_args(args)
     seconds = args.minutes * 60
-    with fresh_cluster(args.brokers, free_base_port, progress) as cluster:
+    with fresh_cluster(args.brokers, progress) as cluster:
         with Admin(cluster.bootstrap) as admin:  # the peaks run on topics of their own, -peak
             for suffix in ("", "-peak"):
                 admin.create_topic(STREAM_TOPIC + suffix, partitions=PARTITIONS,

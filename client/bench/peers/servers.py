@@ -6,6 +6,7 @@ Each server runs in its own process group with its output in `<name>.log` beside
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -16,7 +17,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from raftbus.bench.runner import LOOPBACK, free_base_port, progress, stop_by_pid
+from raftbus.bench.runner import LOOPBACK, progress, stop_by_pid
+from raftbus.client import settings
 from raftbus.client.errors import Unavailable
 
 SERVER_READY_TIMEOUT_MS = 30_000
@@ -63,6 +65,39 @@ def redis_command(binary: str, port: int, data_dir: Path, appendonly: str) -> li
     if appendonly == "everysec":
         return command + ["--appendonly", "yes", "--appendfsync", "everysec"]
     return command + ["--appendonly", "no"]
+
+
+EPHEMERAL_PORTS = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
+def ports_free(ports: list[int]) -> bool:
+    sockets = []
+    try:
+        for port in ports:
+            s = socket.socket()
+            sockets.append(s)
+            s.bind((LOOPBACK, port))
+        return True
+    except OSError:
+        return False
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def free_base_port(count: int) -> int:
+    """A base port with `count` consecutive free loopback ports above it, for a peer's server (it cannot bind
+    beside a reservation the way a raftbus broker does). Picked below the kernel's ephemeral range, so no
+    outgoing connection takes one before the server binds it."""
+    try:
+        ceiling = int(EPHEMERAL_PORTS.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ceiling = 32_768
+    for _ in range(settings.BENCH_PORT_ATTEMPTS_MAX):
+        base = random.randrange(10_000, ceiling - count)
+        if ports_free(list(range(base, base + count))):
+            return base
+    raise Unavailable(f"no {count} consecutive free loopback ports after {settings.BENCH_PORT_ATTEMPTS_MAX} tries")
 
 
 class ServerProcess:
