@@ -22,7 +22,7 @@ def test_short_soak_kills_samples_and_loses_nothing(tmp_path):
     out, table = tmp_path / "soak.json", tmp_path / "soak.md"
     command = [sys.executable, "-c", "from raftbus.cli import main; raise SystemExit(main())", "bench", "soak",
                "--minutes", "0.6", "--kill-every-minutes", "0.25", "--report-seconds", str(REPORT_SECONDS),
-               "--sample-seconds", "3", "--produce-rate-per-s", "2000", "--queue-rate-per-s", "500",
+               "--sample-seconds", "3", "--produce-rate-per-s", "1000", "--queue-rate-per-s", "250",
                "--out", str(out), "--table-out", str(table)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=420)
     assert done.returncode == 0, done.stderr[-3000:]
