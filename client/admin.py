@@ -269,13 +269,16 @@ class Admin(SecurityCalls, MembershipCalls):
                                  **compaction_options)
 
     def list_topics(self) -> list[TopicDescription]:
-        response = self.router.call_any(
+        """Every topic, as the controller knows them (see describe_topic)."""
+        response = self.router.call_controller(
             lambda conn: conn.admin.ListTopics(pb.ListTopicsRequest(), timeout=self.request_timeout_s))
         return [TopicDescription.from_proto(t) for t in response.topics]
 
     def describe_topic(self, name: str) -> TopicDescription:
-        """The topic's settings and partitions; UnknownTopic if it does not exist."""
-        response = self.router.call_any(
+        """The topic's settings and partitions; UnknownTopic if it does not exist. Asked of the controller, which
+        answers a topic change only once it applied it: a change this client (or anyone) saw answered is in the
+        description, where another broker's metadata replica may not have applied it yet."""
+        response = self.router.call_controller(
             lambda conn: conn.admin.DescribeTopic(pb.DescribeTopicRequest(name=name), timeout=self.request_timeout_s))
         return TopicDescription.from_proto(response)
 

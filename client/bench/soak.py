@@ -463,10 +463,13 @@ class SoakRun:
                 index = int((now - started) // self.args.report_seconds)
                 self._sample(index)
                 next_sample += self.args.sample_seconds
-                if index - 1 > self._reported:
-                    self._reported = index - 1
-                    counts = {load: self.intervals.get((load, index - 1), (0, []))[0] for load in LOADS}
-                    self.progress(f"soak: interval {index - 1}: {counts}")
+                # an interval is said once the next one has ended too: a load sends an interval's counts with its
+                # first note after it (a produce batch's answer, a poll), up to a batch's time later
+                done = index - 2
+                if done > self._reported:
+                    self._reported = done
+                    counts = {load: self.intervals.get((load, done), (0, []))[0] for load in LOADS}
+                    self.progress(f"soak: interval {done}: {counts}")
             if restart is None and now >= next_kill:
                 victim = next(victims)
                 self.progress(f"soak: kill -9 of broker {victim} at {now - started:.0f} s")
