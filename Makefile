@@ -31,7 +31,7 @@ unexport PYTHONDONTWRITEBYTECODE
 # than starting the workers would (SERIAL_TIERS).
 TIERS := unit component cluster system chaos spark deploy kafka docs
 SERIAL_TIERS := component deploy spark docs
-TEST_WORKERS ?= 5
+TEST_WORKERS ?= 4
 TEST_NICE ?= 10
 PYTEST := $(PY) -m pytest -q -x -p no:cacheprovider
 PYTEST_PARALLEL := $(PYTEST) -n $(TEST_WORKERS) --dist loadgroup
