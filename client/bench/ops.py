@@ -1,7 +1,8 @@
 """`raftbus bench failover|idle`: what a leader's kill -9 costs producers, and what idle partitions cost brokers.
 
 Both start their own fresh local cluster of `brokers` broker processes (on loopback ports this process holds
-reserved for them while the cluster lives, stopped by pid at the end), because failover kills and restarts brokers and idle cost is only meaningful on a quiet cluster.
+reserved for them while the cluster lives, stopped by pid at the end), because failover kills and restarts brokers
+and idle cost is only meaningful on a quiet cluster.
 
 failover: a producer sends single records (linger 0) to partition 0 of a one-partition topic at
 BENCH_LIGHT_LOAD_RATE_PER_S; each round kills -9 the partition's leader, measures, restarts the broker on its
@@ -44,6 +45,15 @@ from raftbus.client.producer import Producer
 from raftbus.client.reader import Reader
 
 LOOPBACK = "127.0.0.1"
+LOG_TAIL_BYTES_MAX = 2_000  # of a server's log, quoted when it exits or fails to start
+
+
+def log_tail(path: Path) -> str:
+    """The end of a server's log ("" when it has none)."""
+    try:
+        return path.read_bytes()[-LOG_TAIL_BYTES_MAX:].decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def add_ops_arguments(parser) -> None:
@@ -121,7 +131,7 @@ class BrokerSet:
         """A started broker that has exited, with the end of its log; None while all run."""
         for node_id, proc in self.procs.items():
             if proc.poll() is not None:
-                log = (self.root / f"broker-{node_id}.log").read_text(errors="replace")[-2000:]
+                log = log_tail(self.root / f"broker-{node_id}.log")
                 return f"broker {node_id} exited with {proc.returncode}: {log}"
         return None
 
@@ -158,8 +168,6 @@ class fresh_cluster:
         self.root = Path(tempfile.mkdtemp(prefix="raftbus-bench-ops-"))
         self.cluster = BrokerSet(self.brokers, self.root, kafka=self.kafka)
         self.progress(f"starting {self.brokers} fresh brokers in {self.root}")
-        for node_id in range(1, self.brokers + 1):
-            self.cluster.start(node_id)
 
         def ready():
             with Admin(self.cluster.bootstrap) as admin:
@@ -167,6 +175,8 @@ class fresh_cluster:
                 return status.controller_id and sum(b.alive for b in status.brokers) == self.brokers
 
         try:
+            for node_id in range(1, self.brokers + 1):
+                self.cluster.start(node_id)
             wait_for(ready, settings.BENCH_CLUSTER_READY_TIMEOUT_MS / 1000, "cluster ready", gone=self.cluster.exited)
         except BaseException:
             self.__exit__()  # a cluster that never got ready is stopped all the same

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from raftbus.bench.ops import log_tail
 from raftbus.bench.runner import LOOPBACK, progress, stop_by_pid
 from raftbus.client import settings
 from raftbus.client.errors import Unavailable
@@ -24,7 +25,6 @@ from raftbus.client.errors import Unavailable
 SERVER_READY_TIMEOUT_MS = 30_000
 SERVER_STOP_TIMEOUT_MS = 10_000
 SERVER_POLL_MS = 50
-LOG_TAIL_BYTES_MAX = 2_000
 NATS_NODES = 3
 NATS_CLUSTER_NAME = "raftbus-bench"
 # Debian package that ships each binary (`make bench-peers` installs them).
@@ -124,10 +124,7 @@ class ServerProcess:
             raise Unavailable(f"{self.name} exited with {code}; its log {self.log_path} ends with:\n{self.log_tail()}")
 
     def log_tail(self) -> str:
-        try:
-            return self.log_path.read_bytes()[-LOG_TAIL_BYTES_MAX:].decode(errors="replace")
-        except OSError:
-            return ""
+        return log_tail(self.log_path)
 
     def kill(self) -> None:
         """SIGKILL by pid (the failover workload's kill -9)."""
