@@ -3,6 +3,9 @@
 Every queue command starts with the same header, so each one can first run the partition's due work (expired
 leases, due delayed messages, expired idempotency keys) from the leader's stamped time and the topic's policy:
     b"Q" | op (1 byte) | now_ms >q | policy (_POLICY)
+or, in a new leader's grace (broker/clock.py, Stamp), with the leases it keeps: those whose deadline is after
+kept_after_ms and at or before kept_until_ms do not expire with this command:
+    b"q" | op (1 byte) | now_ms >q | kept_after_ms >q | kept_until_ms >q | policy (_POLICY)
 then the op's body:
     ENQUEUE  b"E"  producer_id_len >B | producer_id | base_sequence >q | count >I | items
                    item: _ITEM | group | idempotency_key | last_error | record (one record of client/records.py)
@@ -27,6 +30,7 @@ import struct
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from raftbus.broker.clock import Stamp
 from raftbus.client import errors
 
 ENQUEUE, LEASE, ACK, NACK, EXTEND, DELETE, CHANGE, TICK, DEAD_REMOVE = (
@@ -38,6 +42,7 @@ PRODUCER_ID_BYTES_MAX = 255
 GROUP_SEPARATOR = ord(".")
 
 _HEADER = struct.Struct(">ccq")
+_HEADER_KEPT = struct.Struct(">ccqqq")  # b"q": with the leases a new leader's grace keeps
 _POLICY = struct.Struct(">IqqIqqI")
 _PRODUCER = struct.Struct(">qI")
 _ITEM = struct.Struct(">iqIqQHHHI")
@@ -153,14 +158,21 @@ class QueueCommand(NamedTuple):
     now_ms: int
     policy: QueuePolicy
     body: object
+    kept_leases: tuple[int, int] | None = None  # (after, until]: deadlines of leases kept by a new leader's grace
 
 
 # ---------------------------------------------------------------------- encoding
-def _header(op: str, now_ms: int, policy: QueuePolicy) -> bytes:
-    return _HEADER.pack(b"Q", _CODES[op], now_ms) + _POLICY.pack(*policy)
+# Every encode_* takes the leader's stamp: a Stamp, or a plain now_ms (the cutoff is then now_ms).
+def _header(op: str, now: int | Stamp, policy: QueuePolicy) -> bytes:
+    if isinstance(now, Stamp):
+        kept = now.kept_leases
+        if kept is not None:
+            return _HEADER_KEPT.pack(b"q", _CODES[op], now.now_ms, *kept) + _POLICY.pack(*policy)
+        now = now.now_ms
+    return _HEADER.pack(b"Q", _CODES[op], now) + _POLICY.pack(*policy)
 
 
-def encode_enqueue(now_ms: int, policy: QueuePolicy, items, *, producer_id: bytes = b"",
+def encode_enqueue(now_ms: int | Stamp, policy: QueuePolicy, items, *, producer_id: bytes = b"",
                    base_sequence: int = 0, runs: bool = False) -> bytes:
     """runs: ENQUEUE_RUNS, which a priority-ordered partition may store as runs (state/runs.py)."""
     if len(producer_id) > PRODUCER_ID_BYTES_MAX:
@@ -175,7 +187,7 @@ def encode_enqueue(now_ms: int, policy: QueuePolicy, items, *, producer_id: byte
     return b"".join(parts)
 
 
-def encode_lease(now_ms: int, policy: QueuePolicy, max_messages: int, max_bytes: int, visibility_ms: int) -> bytes:
+def encode_lease(now_ms: int | Stamp, policy: QueuePolicy, max_messages: int, max_bytes: int, visibility_ms: int) -> bytes:
     return _header(LEASE, now_ms, policy) + _LEASE.pack(max_messages, max_bytes, visibility_ms)
 
 
@@ -185,13 +197,13 @@ def _settler(settler_id: bytes, sequence: int) -> bytes:
     return bytes((len(settler_id),)) + settler_id + _SEQUENCE.pack(sequence)
 
 
-def encode_ack(now_ms: int, policy: QueuePolicy, leases, *, settler_id: bytes = b"", sequence: int = 0) -> bytes:
+def encode_ack(now_ms: int | Stamp, policy: QueuePolicy, leases, *, settler_id: bytes = b"", sequence: int = 0) -> bytes:
     """leases: (seq, delivery_count) pairs."""
     return encode_ack_packed(now_ms, policy, b"".join([_ACK.pack(*pair) for pair in leases]), settler_id=settler_id,
                              sequence=sequence)
 
 
-def encode_ack_packed(now_ms: int, policy: QueuePolicy, packed_leases: bytes, *, settler_id: bytes = b"",
+def encode_ack_packed(now_ms: int | Stamp, policy: QueuePolicy, packed_leases: bytes, *, settler_id: bytes = b"",
                       sequence: int = 0) -> bytes:
     """packed_leases: (seq >Q, delivery_count >I) per lease, the body's own layout (copied, not re-encoded)."""
     if len(packed_leases) % _ACK.size:
@@ -200,7 +212,7 @@ def encode_ack_packed(now_ms: int, policy: QueuePolicy, packed_leases: bytes, *,
                      _COUNT.pack(len(packed_leases) // _ACK.size), packed_leases])
 
 
-def encode_nack(now_ms: int, policy: QueuePolicy, nacks, *, settler_id: bytes = b"", sequence: int = 0) -> bytes:
+def encode_nack(now_ms: int | Stamp, policy: QueuePolicy, nacks, *, settler_id: bytes = b"", sequence: int = 0) -> bytes:
     """nacks: Nack tuples (delay_ms BACKOFF for the topic's backoff)."""
     parts = [_header(NACK, now_ms, policy), _settler(settler_id, sequence), _COUNT.pack(len(nacks))]
     for nack in nacks:
@@ -208,27 +220,27 @@ def encode_nack(now_ms: int, policy: QueuePolicy, nacks, *, settler_id: bytes = 
     return b"".join(parts)
 
 
-def encode_extend(now_ms: int, policy: QueuePolicy, extensions) -> bytes:
+def encode_extend(now_ms: int | Stamp, policy: QueuePolicy, extensions) -> bytes:
     """extensions: (seq, delivery_count, visibility_ms) triples."""
     return b"".join([_header(EXTEND, now_ms, policy), _COUNT.pack(len(extensions)),
                      *(_EXTEND.pack(*triple) for triple in extensions)])
 
 
-def encode_delete(now_ms: int, policy: QueuePolicy, seqs) -> bytes:
+def encode_delete(now_ms: int | Stamp, policy: QueuePolicy, seqs) -> bytes:
     return b"".join([_header(DELETE, now_ms, policy), _COUNT.pack(len(seqs)), *(_SEQ.pack(s) for s in seqs)])
 
 
-def encode_dead_remove(now_ms: int, policy: QueuePolicy, seqs) -> bytes:
+def encode_dead_remove(now_ms: int | Stamp, policy: QueuePolicy, seqs) -> bytes:
     return b"".join([_header(DEAD_REMOVE, now_ms, policy), _COUNT.pack(len(seqs)), *(_SEQ.pack(s) for s in seqs)])
 
 
-def encode_change(now_ms: int, policy: QueuePolicy, seq: int, priority: int | None,
+def encode_change(now_ms: int | Stamp, policy: QueuePolicy, seq: int, priority: int | None,
                   deliver_at_ms: int | None) -> bytes:
     flags = (CHANGE_PRIORITY if priority is not None else 0) | (CHANGE_DELIVER_AT if deliver_at_ms is not None else 0)
     return _header(CHANGE, now_ms, policy) + _CHANGE.pack(seq, flags, priority or 0, deliver_at_ms or 0)
 
 
-def encode_tick(now_ms: int, policy: QueuePolicy) -> bytes:
+def encode_tick(now_ms: int | Stamp, policy: QueuePolicy) -> bytes:
     return _header(TICK, now_ms, policy)
 
 
@@ -236,17 +248,23 @@ def encode_tick(now_ms: int, policy: QueuePolicy) -> bytes:
 def decode(command) -> QueueCommand:
     """The command; InvalidArgument (or CorruptBatch) when malformed. Never anything else."""
     view = memoryview(command)
+    kept = None
     try:
-        magic, code, now_ms = _HEADER.unpack_from(view)
-        policy = QueuePolicy(*_POLICY.unpack_from(view, _HEADER.size))
+        if view[:1] == b"q":
+            magic, code, now_ms, *kept = _HEADER_KEPT.unpack_from(view)
+            kept, header = tuple(kept), _HEADER_KEPT.size
+        else:
+            magic, code, now_ms = _HEADER.unpack_from(view)
+            header = _HEADER.size
+        policy = QueuePolicy(*_POLICY.unpack_from(view, header))
     except struct.error:
         raise errors.InvalidArgument(f"queue command of {len(view)} bytes is truncated") from None
     op = _OPS.get(code)
-    if magic != b"Q" or op is None:
+    if magic not in (b"Q", b"q") or op is None:
         raise errors.InvalidArgument("not a queue command")
-    body = view[_HEADER.size + _POLICY.size:]
+    body = view[header + _POLICY.size:]
     try:
-        return QueueCommand(op, now_ms, policy, _BODIES[op](body))
+        return QueueCommand(op, now_ms, policy, _BODIES[op](body), kept)
     except (struct.error, IndexError, ValueError):
         raise errors.InvalidArgument(f"{op} command of {len(view)} bytes is truncated or garbled") from None
 

@@ -68,7 +68,7 @@ class DeadLetters:
                                origin_id=message_id(replica.partition, seq), delivery_count=m.delivery_count,
                                enqueued_ms=m.enqueued_ms, last_error=_text(m.last_error)) for seq, m in dead]
         self.forward(dlq.name, replica.partition % len(dlq.partitions), messages)
-        command = queue_commands.encode_dead_remove(self.queues.now_ms(replica), self.queues.policy(topic.name),
+        command = queue_commands.encode_dead_remove(self.queues.stamp(replica), self.queues.policy(topic.name),
                                         [s for s, _ in dead])
         return self.queues.submit(replica, command)
 
@@ -93,7 +93,7 @@ class DeadLetters:
             self.forward(topic, target, messages)
         if not ready:
             return 0
-        command = queue_commands.encode_delete(self.queues.now_ms(replica), self.queues.policy(dlq_name),
+        command = queue_commands.encode_delete(self.queues.stamp(replica), self.queues.policy(dlq_name),
                                    [seq for seq, _ in ready])
         return sum(1 for answer in self.queues.submit(replica, command) if answer is None)
 

@@ -18,7 +18,7 @@ from raftbus.client.queues.ids import SEQ_BITS, SEQ_MASK, message_id, split_mess
 from raftbus.client.queues.codec import LEASE_REF, unpack_leases
 from raftbus.client.records import check_framing
 
-from raftbus.broker.clock import TermClock
+from raftbus.broker.clock import Stamp, TermClock
 from raftbus.broker.queues import commands as queue_commands
 from raftbus.broker.queues.state.records import DEAD, DELAYED, IN_FLIGHT, READY
 from raftbus.broker.context import BrokerContext, PartitionReplica, partition_group_id, wait_result
@@ -38,7 +38,7 @@ class QueueService:
         self.settings = settings
         self.log_settings = log_settings  # LogSettings: the produce bounds hold for enqueues too
         self.streams = StreamRegistry()
-        self.term_clock = TermClock(context.clock)
+        self.term_clock = TermClock(context.clock, settings.queue_lease_failover_grace_ms)
         self.history = HistorySigner(*history_keys)
         self._ticks: dict[str, Future] = {}
         self._waiting_lock = threading.Lock()
@@ -54,10 +54,14 @@ class QueueService:
     def submit(self, replica: PartitionReplica, command: bytes):
         return wait_result(replica.group.submit(command), self.context.commit_timeout_s)
 
-    def now_ms(self, replica: PartitionReplica) -> int:
+    def stamp(self, replica: PartitionReplica) -> Stamp:
         """The time stamped into the replica's commands and compared with its deadlines: term-relative and
-        monotonic (broker/clock.py), never the wall clock of the moment."""
-        return self.term_clock.now_ms(replica.group_id, replica.group.term, replica.state_machine.stamped_ms())
+        monotonic (broker/clock.py), never the wall clock of the moment; with the lease cutoff of the term's
+        grace (queue_lease_failover_grace_ms)."""
+        return self.term_clock.stamp(replica.group_id, replica.group.term, replica.state_machine.stamped_ms())
+
+    def now_ms(self, replica: PartitionReplica) -> int:
+        return self.stamp(replica).now_ms
 
     # ------------------------------------------------------------------ enqueue
     def enqueue(self, topic: str, partition: int, messages: list[NewMessage], *, producer_id: bytes = b"",
@@ -71,15 +75,15 @@ class QueueService:
                       base_sequence: int = 0) -> tuple[int, list[tuple[int, bool]]]:
         """enqueue() for this broker's own dead-letter moves and redrives: history fields are taken as given."""
         replica = self.replica(topic, partition)
-        now = self.now_ms(replica)
-        items = [self._item(m, now) for m in self._bounded(messages, "enqueue")]
+        stamp = self.stamp(replica)
+        items = [self._item(m, stamp.now_ms) for m in self._bounded(messages, "enqueue")]
         size = sum(len(i.record) for i in items)
         if size > self.log_settings.batch_bytes_max:
             raise errors.BatchTooLarge(f"enqueue of {size} record bytes exceeds batch_bytes_max="
                                        f"{self.log_settings.batch_bytes_max}")
         if len(producer_id) not in (0, 16) or base_sequence < 0:
             raise errors.InvalidArgument("producer_id must be empty or 16 bytes and base_sequence >= 0")
-        command = queue_commands.encode_enqueue(now, self.policy(topic), items, producer_id=producer_id,
+        command = queue_commands.encode_enqueue(stamp, self.policy(topic), items, producer_id=producer_id,
                                     base_sequence=base_sequence, runs=self.settings.queue_runs_enabled)
         result = self.submit(replica, command)
         return result.enqueued_ms, [(message_id(partition, m.seq), m.duplicate) for m in result.messages]
@@ -134,13 +138,26 @@ class QueueService:
                                          f"{s.queue_visibility_max_ms}")
 
     def _due_now(self, replica: PartitionReplica) -> bool:
+        return replica.state_machine.deliverable() or self._due_work(replica, self.stamp(replica))
+
+    @staticmethod
+    def _next_due_ms(replica: PartitionReplica, stamp: Stamp) -> int | None:
+        """When the partition next has due work: a delayed delivery, or a lease expiring under the term's grace."""
         sm = replica.state_machine
-        due = sm.next_due_ms()
-        return sm.deliverable() or (due is not None and due <= self.now_ms(replica))
+        delivery, expiry = sm.next_delivery_ms(), sm.next_expiry_ms()
+        if expiry is not None and stamp.kept_leases is not None and stamp.lease_expires_ms(expiry) != expiry:
+            after = sm.next_expiry_after(stamp.anchor_ms)  # the earliest lease the grace does not keep
+            expiry = stamp.grace_ends_ms if after is None else min(after, stamp.grace_ends_ms)
+        times = [t for t in (delivery, expiry) if t is not None]
+        return min(times) if times else None
+
+    def _due_work(self, replica: PartitionReplica, stamp: Stamp) -> bool:
+        due = self._next_due_ms(replica, stamp)
+        return due is not None and due <= stamp.now_ms
 
     def _lease_now(self, replica: PartitionReplica, topic: str, max_messages: int,
                    visibility_ms: int) -> LeasedMessages:
-        command = queue_commands.encode_lease(self.now_ms(replica), self.policy(topic), max_messages, self.settings.queue_lease_bytes_max,
+        command = queue_commands.encode_lease(self.stamp(replica), self.policy(topic), max_messages, self.settings.queue_lease_bytes_max,
                                   visibility_ms)
         return LeasedMessages(replica.partition, self.submit(replica, command))
 
@@ -226,10 +243,11 @@ class QueueService:
         return slice_s if deadline is None else min(slice_s, max(deadline - self.now_ms(replica), 0) / 1000 + 0.001)
 
     def _until_due_s(self, replica: PartitionReplica, cap_s: float) -> float:
-        due = replica.state_machine.next_due_ms()
+        stamp = self.stamp(replica)
+        due = self._next_due_ms(replica, stamp)
         if due is None:
             return cap_s
-        return min(cap_s, max(due - self.now_ms(replica), 0) / 1000 + 0.001)
+        return min(cap_s, max(due - stamp.now_ms, 0) / 1000 + 0.001)
 
     def _wait(self, replica: PartitionReplica, timeout_s: float, ready: Callable[[], bool] | None) -> None:
         """Sleep until an apply on the partition makes `ready` true (any apply when None) or the timeout."""
@@ -269,7 +287,7 @@ class QueueService:
         seqs, answers = self._seqs(partition, ids)
         valid = [(i, seq) for i, seq in enumerate(seqs) if seq is not None]
         if valid:
-            results = self.submit(replica, encode([items[i] for i, _ in valid], self.now_ms(replica)))
+            results = self.submit(replica, encode([items[i] for i, _ in valid], self.stamp(replica)))
             for (i, _), result in zip(valid, results):
                 answers[i] = _about(ids[i], result)
         return answers
@@ -307,7 +325,7 @@ class QueueService:
         seq_leases = bytearray(packed)
         for position in range(_PARTITION_BYTES):
             seq_leases[position::LEASE_REF.size] = bytes(count)
-        answers = self.submit(replica, queue_commands.encode_ack_packed(self.now_ms(replica), self.policy(topic), bytes(seq_leases),
+        answers = self.submit(replica, queue_commands.encode_ack_packed(self.stamp(replica), self.policy(topic), bytes(seq_leases),
                                                             settler_id=settler_id, sequence=sequence))
         if self.streams.holding():
             self._freed(topic, partition, [mid for mid, _ in LEASE_REF.iter_unpack(packed)], answers)
@@ -383,12 +401,12 @@ class QueueService:
             raise errors.InvalidArgument("change_priority needs a priority, a deliver_at_ms or both")
         partition, seq = split_message_id(mid)
         replica = self.replica(topic, partition)
-        now = self.now_ms(replica)
-        if deliver_at_ms is not None and not 0 <= deliver_at_ms <= now + self.settings.queue_delay_max_ms:
+        stamp = self.stamp(replica)
+        if deliver_at_ms is not None and not 0 <= deliver_at_ms <= stamp.now_ms + self.settings.queue_delay_max_ms:
             raise errors.InvalidArgument(f"deliver_at_ms must be 0 or a time at most queue_delay_max_ms="
                                          f"{self.settings.queue_delay_max_ms} ahead")
         try:
-            changed = self.submit(replica, queue_commands.encode_change(now, self.policy(topic), seq, priority,
+            changed = self.submit(replica, queue_commands.encode_change(stamp, self.policy(topic), seq, priority,
                                                                         deliver_at_ms))
         except errors.UnknownMessage:
             raise unknown_message(mid) from None
@@ -440,12 +458,12 @@ class QueueService:
         pending = self._ticks.get(replica.group_id)
         if pending is not None and not pending.done():
             return
-        due = replica.state_machine.next_due_ms()
-        now = self.now_ms(replica)
-        if due is None or due > now or topic.queue is None:
+        stamp = self.stamp(replica)  # anchors the term's clock as soon as the new leader has caught up
+        if not self._due_work(replica, stamp) or topic.queue is None:
             self._ticks.pop(replica.group_id, None)
             return
-        self._ticks[replica.group_id] = replica.group.submit(queue_commands.encode_tick(now, policy_for(topic, self.settings, self.log_settings.producer_idle_ms)))
+        self._ticks[replica.group_id] = replica.group.submit(queue_commands.encode_tick(
+            stamp, policy_for(topic, self.settings, self.log_settings.producer_idle_ms)))
 
     def forget(self, group_id: str) -> None:
         self._ticks.pop(group_id, None)

@@ -45,6 +45,9 @@ class QueueSettings:
                                              "Runs); false on upgraded brokers until every broker runs a version with "
                                              "runs")
     queue_tick_interval_ms: int = setting(100, "a partition leader submits due work this often when idle")
+    queue_lease_failover_grace_ms: int = setting(3000, "a new partition leader expires no lease that ran out "
+                                                 "before its term until this long into it, so consumers can renew "
+                                                 "their leases across a failover (0: off)")
     queue_dead_letter_interval_ms: int = setting(500, "the dead-letter mover looks for dead messages this often")
     queue_dead_letter_batch_max: int = setting(500, "dead messages one partition moves per round")
     queue_redrive_batch_max: int = setting(1000, "dead messages one redrive call moves back")

@@ -45,6 +45,7 @@ from raftbus.client.aio.shared import (
     LeaseKeeper,
     LeasePolicy,
     Message,
+    WAITING,
     check_consumer_options,
     keep_leases_round,
     leased_messages,
@@ -225,19 +226,24 @@ class AsyncQueueConsumer(AsyncClient):
 
     async def poll(self, timeout_s: float = 1.0, max_messages: int = settings.QUEUE_POLL_MESSAGES_MAX) -> list[Message]:
         """Up to max_messages leased messages, waiting up to timeout_s for the first one. A message whose lease
-        ends within the hand-off margin is given back instead (nack, no delay), one whose lease ended dropped."""
+        ends within the hand-off margin is given back instead (nack, no delay), one whose lease ended dropped, one
+        whose renewal is still unanswered kept in the buffer for a later poll."""
         await self.start()
         if self._failure is not None:
             raise self._failure
         messages: list[Message] = []
+        waiting: list[Message] = []  # their extends are unanswered: buffered again after this poll
         try:
             async with asyncio.timeout(timeout_s):
                 while not messages:
-                    self._hand_over(await self._buffer.get(), messages)
+                    self._hand_over(await self._buffer.get(), messages, waiting)
+            while len(messages) < max_messages and not self._buffer.empty():
+                self._hand_over(self._buffer.get_nowait(), messages, waiting)
         except TimeoutError:
-            return []
-        while len(messages) < max_messages and not self._buffer.empty():
-            self._hand_over(self._buffer.get_nowait(), messages)
+            pass
+        finally:
+            for message in waiting:
+                self._buffer.put_nowait(message)
         return messages
 
     def lease_counts(self) -> LeaseCounts:
@@ -281,10 +287,12 @@ class AsyncQueueConsumer(AsyncClient):
                 return  # closed
             await asyncio.sleep(wait_s)
 
-    def _hand_over(self, message: Message, messages: list[Message]) -> None:
+    def _hand_over(self, message: Message, messages: list[Message], waiting: list[Message]) -> None:
         verdict = self.leases.take(message, now_ms())
         if verdict == HANDED:
             messages.append(message)
+        elif verdict == WAITING:
+            waiting.append(message)
         elif verdict == ENDING:
             try:
                 self.settlements.nack(message, 0, ENDING_REASON)  # its answer is not needed

@@ -12,6 +12,7 @@ from raftbus.client.queues.leases import (
     LeaseCounts,
     LeaseKeeper,
     LeasePolicy,
+    WAITING,
     keep_leases_round,
 )
 from raftbus.client.queues.messages import Message, MessageMetadata, leased_messages
@@ -19,6 +20,6 @@ from raftbus.client.queues.producer import queue_partition
 
 __all__ = ["Assignment", "ConsumerRecords", "ENDING", "ENDING_REASON", "Fetcher", "HANDED", "JoinAnswer",
            "KeptSettler", "LeaseCounts", "LeaseKeeper", "LeasePolicy", "MemberOptions", "Membership", "Message",
-           "MessageMetadata", "PartitionHooks", "REJOIN", "RESYNC", "TopicPartition", "check_consumer_options",
+           "MessageMetadata", "PartitionHooks", "REJOIN", "RESYNC", "TopicPartition", "WAITING", "check_consumer_options",
            "keep_leases_round", "leased_messages", "now_ms", "partitions_of", "partitions_proto", "queue_partition",
            "settle_entries", "settlement_request"]

@@ -37,6 +37,7 @@ from raftbus.client.queues.leases import (
     ENDING,
     ENDING_REASON,
     HANDED,
+    WAITING,
     KeptSettler,
     LeaseCounts,
     LeaseKeeper,
@@ -293,22 +294,30 @@ class QueueConsumer:
     # ------------------------------------------------------------------ public API
     def poll(self, timeout_s: float = 1.0, max_messages: int = settings.QUEUE_POLL_MESSAGES_MAX) -> list[Message]:
         """Up to max_messages leased messages, waiting up to timeout_s for the first one. A message whose lease
-        ends within the hand-off margin is given back instead (nack, no delay), one whose lease ended dropped."""
+        ends within the hand-off margin is given back instead (nack, no delay), one whose lease ended dropped, one
+        whose renewal is still unanswered kept in the buffer for a later poll."""
         if self._failure is not None:
             raise self._failure
         messages: list[Message] = []
+        waiting: list[Message] = []  # their extends are unanswered: buffered again after this poll
         give_up_at = time.monotonic() + timeout_s
-        while len(messages) < max_messages:
-            try:
-                message = self._buffer.get_nowait() if messages else \
-                    self._buffer.get(timeout=max(give_up_at - time.monotonic(), 0))
-            except queue.Empty:
-                break
-            verdict = self.leases.take(message, now_ms())
-            if verdict == HANDED:
-                messages.append(message)
-            elif verdict == ENDING:
-                self._give_back(message)
+        try:
+            while len(messages) < max_messages:
+                try:
+                    message = self._buffer.get_nowait() if messages else \
+                        self._buffer.get(timeout=max(give_up_at - time.monotonic(), 0))
+                except queue.Empty:
+                    break
+                verdict = self.leases.take(message, now_ms())
+                if verdict == HANDED:
+                    messages.append(message)
+                elif verdict == ENDING:
+                    self._give_back(message)
+                elif verdict == WAITING:
+                    waiting.append(message)
+        finally:
+            for message in waiting:
+                self._buffer.put(message)
         return messages
 
     def lease_counts(self) -> LeaseCounts:

@@ -11,7 +11,12 @@ less than `handoff_margin_ms` left (an extend failed, or the maximum was reached
 
 The deadlines are estimates on the local clock, never the broker's (its clock may be skewed from ours): a lease's
 deadline is taken as its arrival plus visibility_ms (the lease was stamped a commit and a network trip earlier,
-which the margins cover), an extended one as the time the extend was asked for plus the visibility it asked.
+which the margins cover), an extended one as the time the extend was asked for plus the visibility it asked, or,
+when the answer came later than the hand-off margin after the ask (the call waited for a new partition leader),
+its answer less the hand-off margin plus the visibility. A lease whose extend is still unanswered is kept past
+its deadline until the answer says whether the broker renewed it: a new partition leader keeps leases that ran
+out while the partition had none for `queue_lease_failover_grace_ms`, so the renewal held up by the failover
+can still succeed (docs/queues.md, Leases across a failover).
 
 Pure bookkeeping under one lock, with the time passed in: the sync and asyncio consumers drive it.
 """
@@ -25,7 +30,8 @@ from raftbus.client import settings
 from raftbus.client.errors import InvalidArgument, LeaseLost, Unavailable, UnknownMessage
 from raftbus.client.queues.messages import Message
 
-HANDED, ENDING, GONE = "handed", "ending", "gone"  # take(): hand it out; give it back; it is no longer held
+# take(): hand it out; give it back; it is no longer held; keep it buffered until its extend is answered
+HANDED, ENDING, GONE, WAITING = "handed", "ending", "gone", "waiting"
 ENDING_REASON = "lease ending before the consumer handed the message out"
 
 
@@ -120,13 +126,16 @@ class LeaseKeeper:
     # ------------------------------------------------------------------ hand-off
     def take(self, message: Message, now_ms: int) -> str:
         """Whether a buffered message may go to the application: HANDED (it keeps being kept), ENDING (less than
-        the hand-off margin left: no longer kept, give it back) or GONE (its lease ran out or was refused)."""
+        the hand-off margin left: no longer kept, give it back), GONE (its lease ran out or was refused) or
+        WAITING (less than the margin left and an extend of it unanswered: keep it buffered until the answer)."""
         with self._lock:
             entry = self._held.get((message.topic, message.partition), {}).get(_lease(message))
             if entry is None:
                 return GONE  # counted when it was dropped
             if entry.deadline_ms - now_ms >= self.policy.handoff_margin_ms:
                 return HANDED
+            if entry.extending:
+                return WAITING
             verdict = ENDING if entry.deadline_ms > now_ms else GONE
             self._counts[4 if verdict == ENDING else 3] += 1
         self.release(message)
@@ -139,12 +148,13 @@ class LeaseKeeper:
         margin, left (one Extend then renews them together; a lease not renewed has at least twice the margin
         left, so the partition's next round is at least one margin later, however densely leases arrived). Renewable: not being extended already, and renewing it now keeps it within
         extension_max_ms of its arrival. Leases past their deadline are forgotten first. The returned leases are
-        marked as being extended until `extend_answered`."""
+        marked as being extended until `extend_answered`; a lease past its deadline with an extend unanswered
+        stays until the answer."""
         p = self.policy
         rounds, expired = [], 0
         with self._lock:
             for tp, held in self._held.items():
-                for key in [key for key, entry in held.items() if entry.deadline_ms <= now_ms]:
+                for key in [key for key, entry in held.items() if entry.deadline_ms <= now_ms and not entry.extending]:
                     del held[key]
                     expired += 1
                 renewable = [entry for entry in held.values() if not entry.extending
@@ -163,21 +173,24 @@ class LeaseKeeper:
         return rounds
 
     def next_due_ms(self, now_ms: int) -> int | None:
-        """When `due` may next have work (a lease reaching its margin or its deadline); None when none is held."""
+        """When `due` may next have work (a lease reaching its margin or its deadline); None when none is held
+        but leases being extended (their answers decide what comes next)."""
         p = self.policy
         soonest = None
         with self._lock:
             for held in self._held.values():
                 for entry in held.values():
-                    renewable = not entry.extending and \
-                        now_ms + p.visibility_ms <= entry.arrived_ms + p.extension_max_ms
+                    if entry.extending:
+                        continue
+                    renewable = now_ms + p.visibility_ms <= entry.arrived_ms + p.extension_max_ms
                     at = entry.deadline_ms - p.extension_margin_ms if renewable else entry.deadline_ms
                     soonest = at if soonest is None or at < soonest else soonest
         return soonest
 
     def extend_answered(self, message: Message, asked_ms: int, visibility_ms: int,
-                        error: BaseException | None) -> None:
-        """An extend of the message (the keeper's or the application's), asked at asked_ms, was answered."""
+                        error: BaseException | None, answered_ms: int | None = None) -> None:
+        """An extend of the message (the keeper's or the application's), asked at asked_ms, was answered (at
+        answered_ms, when known)."""
         refused = isinstance(error, (LeaseLost, UnknownMessage))
         with self._lock:
             entry = self._held.get((message.topic, message.partition), {}).get(_lease(message))
@@ -188,7 +201,9 @@ class LeaseKeeper:
                 if error is None:
                     self._counts[1] += 1
             if error is None:
-                entry.deadline_ms = asked_ms + visibility_ms
+                renewed_ms = asked_ms if answered_ms is None else \
+                    max(asked_ms, answered_ms - self.policy.handoff_margin_ms)
+                entry.deadline_ms = renewed_ms + visibility_ms
             elif refused:
                 self._counts[2] += 1
         if refused:
@@ -222,18 +237,19 @@ class KeptSettler:
         asked_ms = self.now_ms()
         future = self.settlements.extend(message, visibility_ms)
         future.add_done_callback(lambda f: self.keeper.extend_answered(message, asked_ms, visibility_ms,
-                                                                       _error_of(f)))
+                                                                       _error_of(f), self.now_ms()))
         return future
 
 
-def extend_round(settlements, keeper: LeaseKeeper, messages: list[Message], now_ms: int) -> list:
+def extend_round(settlements, keeper: LeaseKeeper, messages: list[Message], now_ms: int,
+                 clock_ms: Callable[[], int] | None = None) -> list:
     """Ask for one round's extensions of one partition (one request: `settlements.extend_many`); each answer goes
-    back to the keeper. The futures, for whoever wants to wait."""
+    back to the keeper, with the time it came on `clock_ms`. The futures, for whoever wants to wait."""
     visibility_ms = keeper.policy.visibility_ms
     futures = settlements.extend_many(messages, visibility_ms)
     for message, future in zip(messages, futures):
-        future.add_done_callback(lambda f, m=message: keeper.extend_answered(m, now_ms, visibility_ms,
-                                                                             _error_of(f)))
+        future.add_done_callback(lambda f, m=message: keeper.extend_answered(
+            m, now_ms, visibility_ms, _error_of(f), None if clock_ms is None else clock_ms()))
     return futures
 
 
@@ -244,7 +260,7 @@ def keep_leases_round(settlements, keeper: LeaseKeeper, clock_ms: Callable[[], i
     now = clock_ms()
     try:
         for _, messages in keeper.due(now):
-            extend_round(settlements, keeper, messages, now)
+            extend_round(settlements, keeper, messages, now, clock_ms)
     except Unavailable:
         return None  # closed
     upcoming = keeper.next_due_ms(clock_ms())

@@ -112,8 +112,14 @@ def leader_of(bootstrap: str, partition: int) -> int | None:
         return admin.describe_topic(TOPIC).partitions[partition].leader_id
 
 
-def run_sync_workload(tmp_path, kill_at_acks: int | None = None) -> None:
-    with running_cluster(tmp_path) as cluster:
+# Elections that take longer than a lease: partition 0's leader killed, its followers stand 3.4-3.8 s later, so
+# every lease the consumer holds on partition 0 runs out while the partition has no leader.
+SLOW_ELECTIONS = {"RAFTBUS_RAFT_LEADER_LOST_ELECTION_MIN_MS": "3400", "RAFTBUS_RAFT_LEADER_LOST_ELECTION_MAX_MS": "3800",
+                  "RAFTBUS_RAFT_ELECTION_TIMEOUT_MIN_MS": "3800", "RAFTBUS_RAFT_ELECTION_TIMEOUT_MAX_MS": "4400"}
+
+
+def run_sync_workload(tmp_path, kill_at_acks: int | None = None, env: dict[str, str] | None = None) -> None:
+    with running_cluster(tmp_path, env=env) as cluster:
         create_queue(cluster.bootstrap)
         tally, stop = Tally(), threading.Event()
         consumer = QueueConsumer(cluster.bootstrap, topics=[TOPIC], visibility_ms=VISIBILITY_MS)
@@ -125,8 +131,11 @@ def run_sync_workload(tmp_path, kill_at_acks: int | None = None) -> None:
                 wait_until(lambda: tally.acked_count >= kill_at_acks, 60, what="acks before the kill")
                 victim = cluster.broker(leader_of(cluster.bootstrap, 0))
                 victim.kill()
+                killed_at = time.monotonic()
                 wait_until(lambda: leader_of(cluster.bootstrap, 0) not in (None, 0, victim.node_id), 30,
-                           what="a new leader of partition 0")
+                           interval_s=0.1, what="a new leader of partition 0")
+                leaderless_s = time.monotonic() - killed_at
+                assert env is None or leaderless_s > VISIBILITY_MS / 1000, f"failover took only {leaderless_s:.1f} s"
                 victim.start()
             wait_until(lambda: tally.acked_count >= MESSAGES, WORK_TIMEOUT_S, interval_s=0.5,
                        what="every message acked")
@@ -149,9 +158,11 @@ def test_consumer_acking_each_message_keeps_its_prefetched_leases(tmp_path):
 
 
 def test_consumer_keeps_its_leases_across_a_broker_kill(tmp_path):
-    """The same workload with the leader of a partition killed -9 and restarted mid-way: the streams reopen on
-    the new leaders, the renewals follow them, every message is acked once within 1.05 deliveries each."""
-    run_sync_workload(tmp_path, kill_at_acks=MESSAGES // 5)
+    """The same workload with the leader of a partition killed -9 and restarted mid-way, and elections slower
+    than a lease, so the partition has no leader for longer than visibility_ms: the renewals wait for the new
+    leader, which keeps the leases that ran out meanwhile for queue_lease_failover_grace_ms, the streams reopen
+    on it, and every message is acked once within 1.05 deliveries each."""
+    run_sync_workload(tmp_path, kill_at_acks=MESSAGES // 5, env=SLOW_ELECTIONS)
 
 
 def test_async_consumer_acking_each_message_keeps_its_prefetched_leases(tmp_path):

@@ -26,6 +26,7 @@ from raftbus.broker.queues.state.reads import (
     oldest_in_buckets,
     messages_after,
     next_delivery_in,
+    next_expiry_after,
     oldest_per_group,
     peek_in_flight,
     ready_messages,
@@ -84,7 +85,7 @@ class QueueStateMachine:
             now_ms = max(cmd.now_ms, self._state.now_ms)
             with self._store.write() as raw_txn:
                 txn = DigestingTxn(raw_txn, self._digest, META)
-                work = QueueWork(txn, self._state, now_ms, cmd.policy, self._fair)
+                work = QueueWork(txn, self._state, now_ms, cmd.policy, self._fair, cmd.kept_leases)
                 work.advance()
                 result = HANDLERS[cmd.op](work, cmd.body)
                 if isinstance(result, errors.RaftbusError):
@@ -128,7 +129,21 @@ class QueueStateMachine:
         return self._state.now_ms
 
     def next_due_ms(self) -> int | None:
-        return self._due.next_due_ms
+        """The earliest delayed delivery or lease deadline (None: neither)."""
+        times = [t for t in self._due[:2] if t is not None]
+        return min(times) if times else None
+
+    def next_delivery_ms(self) -> int | None:
+        return self._due.next_delivery_ms
+
+    def next_expiry_ms(self) -> int | None:
+        """The earliest lease deadline (None: nothing in flight)."""
+        return self._due.next_expiry_ms
+
+    def next_expiry_after(self, after_ms: int) -> int | None:
+        """The earliest lease deadline after after_ms (None: none)."""
+        with self._store.read() as txn:
+            return next_expiry_after(txn, after_ms)
 
     def deliverable(self) -> bool:
         return self._due.deliverable

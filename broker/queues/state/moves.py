@@ -64,9 +64,11 @@ class MessageMoves:
     """One command's changes over its write transaction: every state change of a message goes through
     enter/leave/move/remove, which keep the indexes, the counters and the fair rotation in step."""
 
-    def __init__(self, txn, state: QueueState, now_ms: int, policy: queue_commands.QueuePolicy, fair: bool):
+    def __init__(self, txn, state: QueueState, now_ms: int, policy: queue_commands.QueuePolicy, fair: bool,
+                 kept_leases: tuple[int, int] | None = None):
         self.txn = txn
         self.now = now_ms
+        self.kept_leases = kept_leases  # (after, until]: deadlines of leases a new leader's grace keeps
         self.policy = policy
         self.fair = fair
         self.counts = [0, state.ready, state.delayed, state.in_flight, state.dead]
@@ -281,18 +283,32 @@ class MessageMoves:
         self._leaves[group] = wanted
 
     # ------------------------------------------------------------------ due work
-    def _due_keys(self, table: str, time_of_key, budget: int) -> list[bytes]:
-        due = []
-        for key, _ in self.txn.items(table):
-            if len(due) >= budget or time_of_key(key) > self.now:
+    def _due_keys(self, table: str, time_of_key, budget: int, until_ms: int | None = None,
+                  start: bytes | None = None) -> list[bytes]:
+        due, until = [], self.now if until_ms is None else until_ms
+        for key, _ in self.txn.items(table, start):
+            if len(due) >= budget or time_of_key(key) > until:
                 break
             due.append(bytes(key))
         return due
 
+    def _expired_lease_keys(self, budget: int) -> list[bytes]:
+        """The in-flight index entries due now, but those a new leader's grace keeps."""
+        if self.kept_leases is None:
+            return self._due_keys(IN_FLIGHT_T, time_of, budget)
+        after, until = self.kept_leases
+        keys = self._due_keys(IN_FLIGHT_T, time_of, budget, min(after, self.now))
+        if len(keys) < budget and self.now > until:
+            keys += self._due_keys(IN_FLIGHT_T, time_of, budget - len(keys), start=time_key(until + 1))
+        return keys
+
     def advance(self) -> None:
+        """The due work, before the command itself: leases past their deadline expire (but those a new leader's
+        grace keeps: broker/clock.py), delayed messages come due, idempotency keys, producers and settlers past
+        their time are forgotten."""
         budget = self.policy.due_per_command_max
         expired = 0
-        for key in self._due_keys(IN_FLIGHT_T, time_of, budget):
+        for key in self._expired_lease_keys(budget):
             if expired >= budget:
                 break
             value = bytes(self.txn.get(IN_FLIGHT_T, key))

@@ -13,6 +13,7 @@ from raftbus.broker.queues.state.records import (
     seq_key,
     seq_of,
     time_of,
+    time_key,
 )
 from raftbus.broker.queues.state.tables import (
     DELAYED_T,
@@ -36,15 +37,23 @@ def state_in(txn) -> QueueState:
 
 
 def due_in(txn, ready: int, fair: bool) -> Due:
-    times = [time_of(bytes(found[0])) for found in (txn.first(DELAYED_T), txn.first(IN_FLIGHT_T)) if found]
+    delivery, expiry = (time_of(bytes(found[0])) if found else None
+                        for found in (txn.first(DELAYED_T), txn.first(IN_FLIGHT_T)))
     deliverable = txn.first(LEAVES) is not None if fair else ready > 0
-    return Due(min(times) if times else None, deliverable)
+    return Due(delivery, expiry, deliverable)
 
 
 def next_delivery_in(txn) -> int | None:
     """When the earliest delayed message becomes ready (None: no message is delayed)."""
     found = txn.first(DELAYED_T)
     return time_of(bytes(found[0])) if found else None
+
+
+def next_expiry_after(txn, after_ms: int) -> int | None:
+    """The earliest lease deadline after after_ms (None: none)."""
+    for key, _ in txn.items(IN_FLIGHT_T, time_key(after_ms + 1)):
+        return time_of(bytes(key))
+    return None
 
 
 def stored_message(txn, seq: int) -> StoredMessage | None:

@@ -69,8 +69,9 @@ class QueueState(NamedTuple):
 
 
 class Due(NamedTuple):
-    next_due_ms: int | None = None   # earliest lease deadline or delayed delivery time
-    deliverable: bool = False        # a lease now would find a message
+    next_delivery_ms: int | None = None  # earliest delayed delivery time
+    next_expiry_ms: int | None = None    # earliest lease deadline
+    deliverable: bool = False            # a lease now would find a message
 
 
 class Enqueued(NamedTuple):

@@ -36,3 +36,20 @@ def test_groups_are_anchored_apart_and_a_forgotten_group_anchors_again():
     assert stamps.now_ms("a", 1, applied_ms=0) == 1_000
     stamps.forget("a")
     assert stamps.now_ms("a", 1, applied_ms=0) == 1_500
+
+
+def test_a_new_term_keeps_the_leases_that_ran_out_before_it_for_the_grace():
+    """For the first grace_ms of a term, leases whose deadline fell after the time the group had applied when the
+    term's clock anchored and at or before the anchor are kept (leaderless time is not taken from the consumers);
+    after it, none."""
+    clock = ManualClock(1_000_000)
+    stamps = TermClock(clock, grace_ms=3_000)
+    first = stamps.stamp("q", 2, applied_ms=998_000)
+    assert first.now_ms == 1_000_000 and first.kept_leases == (998_000, 1_000_000)
+    assert [first.lease_expires_ms(t) for t in (997_000, 999_000, 1_000_500)] == [997_000, 1_003_000, 1_000_500]
+    clock.advance(2_999)
+    assert stamps.stamp("q", 2, applied_ms=1_002_000).kept_leases == (998_000, 1_000_000)  # the anchor's
+    clock.advance(1)
+    assert stamps.stamp("q", 2, applied_ms=1_002_000).kept_leases is None
+    assert TermClock(clock, grace_ms=0).stamp("q", 2, applied_ms=0).kept_leases is None  # 0: no grace
+    assert stamps.stamp("q", 3, applied_ms=2_000_000).kept_leases is None  # the wall clock behind: nothing ran out

@@ -1,6 +1,7 @@
 """Goal: every queue command round-trips through the binary codec, and malformed bytes decode to typed errors."""
 import pytest
 
+from raftbus.broker.clock import Stamp
 from raftbus.broker.queues import commands as queue_commands
 from raftbus.client import errors
 
@@ -31,6 +32,18 @@ ITEMS = [queue_commands.EnqueueItem(-5, 123, 2, 99, 1 << 40 | 5, b"a.b", b"key",
 ])
 def test_round_trip(command, op, body):
     assert queue_commands.decode(command) == queue_commands.QueueCommand(op, 5, POLICY, body)
+
+
+def test_a_stamp_in_a_new_leaders_grace_carries_the_leases_it_keeps():
+    in_grace = Stamp(now_ms=5, held_ms=1, anchor_ms=3, grace_ends_ms=9)
+    command = queue_commands.encode_ack(in_grace, POLICY, [(1, 1)])
+    assert command[:1] == b"q"
+    assert queue_commands.decode(command) == queue_commands.QueueCommand(
+        queue_commands.ACK, 5, POLICY, queue_commands.Settle(b"", 0, [(1, 1)]), (1, 3))
+    after = queue_commands.encode_tick(in_grace._replace(now_ms=9), POLICY)
+    assert after == queue_commands.encode_tick(9, POLICY) and queue_commands.decode(after).kept_leases is None
+    with pytest.raises(errors.InvalidArgument):
+        queue_commands.decode(command[:20])
 
 
 def test_packed_leases_give_their_seqs():

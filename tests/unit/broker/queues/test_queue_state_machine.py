@@ -5,6 +5,7 @@ import random
 
 import pytest
 
+from raftbus.broker.clock import Stamp
 from raftbus.broker.queues import commands as queue_commands
 from raftbus.broker.queues.state.machine import EnqueueResult, Enqueued, QueueStateMachine
 from raftbus.broker.queues.state.backoff import retry_delay_ms
@@ -91,6 +92,32 @@ def test_expired_lease_returns_the_message_and_counts_the_delivery(queue):
     queue.advance(1)
     (again,) = queue.lease()
     assert again.seq == seq and again.message.delivery_count == 2 and again.message.last_error == b"lease expired"
+    queue.check_invariants()
+
+
+def test_a_new_leaders_grace_keeps_only_the_leases_that_ran_out_before_its_term(queue):
+    """A new leader's grace (broker/clock.py, Stamp): its commands keep the leases whose deadline fell after the
+    time the partition had applied and at or before the term's anchor (they ran out while it had no leader): those
+    can still be extended and acked. Leases that ran out before that, and leases past their deadline after the
+    anchor (granted in the term), expire as usual; the kept ones expire once the grace is over."""
+    a, b, c = queue.put(b"a", b"b", b"c")
+    assert [m.seq for m in queue.lease(max_messages=1, visibility_ms=100)] == [a]        # deadline 1_100
+    assert [m.seq for m in queue.lease(max_messages=2, visibility_ms=1_000)] == [b, c]   # deadline 2_000
+    assert queue.sm.next_expiry_ms() == 1_100 and queue.sm.next_delivery_ms() is None
+    grace = Stamp(now_ms=5_000, held_ms=1_500, anchor_ms=4_000, grace_ends_ms=7_000)
+    assert grace.kept_leases == (1_500, 4_000)
+    assert [grace.lease_expires_ms(t) for t in (1_100, 2_000, 5_300)] == [1_100, 7_000, 5_300]
+    (again,) = queue.apply(queue_commands.encode_lease(grace, queue.policy, 10, 1 << 20, 300))
+    assert again.seq == a and again.message.delivery_count == 2  # ran out before the partition's applied time
+    assert queue.sm.next_expiry_after(4_000) == 5_300
+    later = grace._replace(now_ms=5_400)
+    assert queue.apply(queue_commands.encode_extend(later, queue.policy, [(b, 1, 1_000)])) == [6_400]
+    assert queue.apply(queue_commands.encode_ack(later, queue.policy, [(c, 1)])) == [None]
+    assert queue.sm.counts() == (1, 0, 1, 0)  # a's lease of this term ran out at 5_300; b is leased
+    queue.now_ms = 6_399  # the grace is over (plain commands keep no leases)
+    assert [(m.seq, m.message.delivery_count) for m in queue.lease(visibility_ms=60_000)] == [(a, 3)]
+    queue.now_ms = 6_400
+    assert [(m.seq, m.message.delivery_count) for m in queue.lease(visibility_ms=60_000)] == [(b, 2)]
     queue.check_invariants()
 
 

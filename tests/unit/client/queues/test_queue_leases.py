@@ -9,6 +9,7 @@ from raftbus.client.queues.leases import (
     ENDING,
     GONE,
     HANDED,
+    WAITING,
     KeptSettler,
     LeaseKeeper,
     LeasePolicy,
@@ -271,3 +272,22 @@ def test_a_keeper_round_renews_what_is_due_and_sleeps_until_the_next_lease_is_du
 
 def keeper_round_s(settlements, keeper, clock):
     return keep_leases_round(settlements, keeper, lambda: clock[0])
+
+
+def test_a_lease_whose_extend_waits_for_a_new_leader_is_kept_until_the_answer():
+    """An extend held up by a failover past the lease's deadline: the lease is kept (the new leader's grace may
+    still renew it), and a late answer counts from the answer less the hand-off margin; a refusal drops it."""
+    policy = LeasePolicy.of(3_000, 60_000, None, None)  # margins 1,500 and 750 ms
+    keeper = LeaseKeeper(policy)
+    renewed, lost = messages(0, 2)
+    keeper.received([renewed, lost], 0)
+    [(_, batch)] = keeper.due(1_600)
+    assert batch == [renewed, lost]
+    assert keeper.take(renewed, 2_500) == WAITING  # 500 ms left, its extend unanswered: not handed out yet
+    assert keeper.due(3_000) == [] and keeper.due(5_000) == [] and keeper.held("jobs", 0) == 2  # still unanswered
+    assert keeper.next_due_ms(5_000) is None  # nothing to wake up for until the answers
+    keeper.extend_answered(renewed, 1_600, 3_000, None, answered_ms=5_000)
+    keeper.extend_answered(lost, 1_600, 3_000, errors.LeaseLost("expired"), answered_ms=5_000)
+    assert keeper.held("jobs", 0) == 1 and keeper.counts().expired_unhanded == 0
+    assert keeper.take(renewed, 5_000) == HANDED  # deadline 5,000 - 750 + 3,000 = 7,250
+    assert keeper.next_due_ms(5_000) == 7_250 - policy.extension_margin_ms
