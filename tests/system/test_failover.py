@@ -9,7 +9,7 @@ import pytest
 from raftbus.client import Admin, Producer, Reader
 from tests.helpers import wait_until
 from tests.history import History
-from tests.system.conftest import wait_cluster_ready
+from tests.system.conftest import secure_only, wait_cluster_ready
 
 pytestmark = pytest.mark.system
 
@@ -78,6 +78,7 @@ def all_in_sync(bootstrap: str, brokers: int):
     return all(p.leader_id and len(p.isr) == brokers for p in parts) and parts
 
 
+@secure_only
 def test_leader_kill_under_load_loses_nothing(cluster):
     """Killing -9 a partition leader under continuous produce, then restarting it on its data dir, loses no
     acknowledged record, duplicates none and keeps offsets gapless — before and after leadership moves again."""
@@ -111,6 +112,7 @@ def test_leader_kill_under_load_loses_nothing(cluster):
     wait_until(lambda: all_in_sync(cluster.bootstrap, 3), 60, what="stopped broker back in sync")
 
 
+@secure_only
 def test_full_cluster_restart_keeps_every_record(cluster):
     """After kill -9 of every broker and a restart on the same data dirs, every acknowledged record is still
     there at its offset and new records continue the offsets."""

@@ -10,7 +10,7 @@ import pytest
 from raftbus.client import Admin, Consumer
 from tests.helpers import wait_until
 from tests.history import History
-from tests.system.conftest import wait_cluster_ready
+from tests.system.conftest import secure_only, wait_cluster_ready
 from tests.system.test_failover import TOPIC, ContinuousProducer, all_in_sync, read_everything
 
 pytestmark = pytest.mark.system
@@ -51,6 +51,7 @@ class GroupReader:
         self.consumer.close()
 
 
+@secure_only
 def test_rolling_restart_under_load_fails_no_write_and_loses_nothing(cluster):
     with Admin(cluster.bootstrap) as admin:
         admin.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=3)

@@ -14,6 +14,7 @@ from raftbus.broker.log.state import BATCHES, PartitionStateMachine
 from raftbus.broker.storage.lmdb_store import LmdbStore
 from raftbus.client import Admin, Producer
 from tests.helpers import wait_until
+from tests.system.conftest import secure_only
 
 pytestmark = pytest.mark.system
 
@@ -56,6 +57,7 @@ def flip_a_byte_of_the_first_batch(store_dir) -> None:
         store.close()
 
 
+@secure_only
 def test_verify_agrees_finds_a_changed_replica_and_rebuild_repairs_it(cluster):
     """Every partition's replicas agree after 1,000 records; after a byte of one replica's stored batch is
     flipped while its broker is stopped, the broker reports it when it opens the store, that partition no longer
