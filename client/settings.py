@@ -111,6 +111,9 @@ BENCH_REFERENCE_LOOP_ITERATIONS = 5_000_000  # a pure-Python loop timed before a
 BENCH_IDLE_SETTLE_MS = 120_000          # wait at most this long after the idle topic has leaders for every group to quiesce
 BENCH_IDLE_LEADERS_TIMEOUT_MS = 600_000  # how long `bench idle` waits for every partition of its topic to have a leader
 BENCH_SCALE_RECORDS = 200_000          # records per row of `raftbus bench scale` (kept small: `make bench` runs it)
+# records per producer row (1, 4, 16 processes): enough for each of 16 processes to send ~12 full batches, so the
+# row measures writing rather than each process's first requests (a 200,000-record row lasted 0.2-0.8 s)
+BENCH_SCALE_PRODUCER_RECORDS = 1_600_000
 BENCH_SCALE_PARTITIONS = (3, 30, 300)   # partition counts of its rows
 BENCH_SCALE_PRODUCERS = (1, 4, 16)      # producer process counts of its rows
 BENCH_ERROR_TEXT_CHARS_MAX = 400       # a failed row's error as reported in the results

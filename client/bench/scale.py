@@ -1,5 +1,6 @@
 """`raftbus bench scale` (part of `all`): how produce and consume cost grows with partitions and producers, one
-JSON line (`"bench": "scale"`), each row bounded to BENCH_SCALE_RECORDS records so `make bench` stays short.
+JSON line (`"bench": "scale"`), each row bounded to BENCH_SCALE_RECORDS records (the producer rows to
+BENCH_SCALE_PRODUCER_RECORDS) so `make bench` stays short.
 
 In this order:
 - send: a fresh topic of --partitions partitions written by --producers processes with `Producer.send` per
@@ -39,10 +40,10 @@ def topic_name(kind: str, count: int) -> str:
 
 
 def produce_row(runner, bootstrap: str, args, partitions: int, producers: int, topic: str,
-                per_record: bool = False) -> dict:
-    """Write BENCH_SCALE_RECORDS records to a fresh `topic` of `partitions` partitions with `producers` processes
-    (send_batch, every partition an equal share; or Producer.send per record with `per_record`)."""
-    records = settings.BENCH_SCALE_RECORDS
+                per_record: bool = False, records: int | None = None) -> dict:
+    """Write `records` (BENCH_SCALE_RECORDS) records to a fresh `topic` of `partitions` partitions with `producers`
+    processes (send_batch, every partition an equal share; or Producer.send per record with `per_record`)."""
+    records = records or settings.BENCH_SCALE_RECORDS
     with Admin(bootstrap, topic_ready_timeout_ms=settings.BENCH_SCALE_TOPIC_READY_TIMEOUT_MS) as admin:
         admin.create_topic(topic, partitions=partitions, replication_factor=args.replication_factor)
     if not runner.wait_for_preferred_leaders(bootstrap, topic, settings.BENCH_SCALE_TOPIC_READY_TIMEOUT_MS / 1000):
@@ -82,6 +83,7 @@ def bench_scale(args, runner) -> dict:
     workload); `runner` is client/bench/runner.py (its workers and figures). A row that fails ends the workload:
     its error is reported beside the rows measured before it."""
     result: dict = {"bench": "scale", "records_per_row": settings.BENCH_SCALE_RECORDS,
+                    "records_per_producer_row": settings.BENCH_SCALE_PRODUCER_RECORDS,
                     "record_bytes": args.record_bytes, "brokers": args.brokers,
                     "replication_factor": args.replication_factor, "rows": {}}
     with bench_ops.fresh_cluster(args.brokers, runner.progress) as cluster:
@@ -124,7 +126,8 @@ def measure_producer_rows(bootstrap: str, args, runner, result: dict) -> None:
     result["send_broker_cpu_us_per_record"] = produced["broker_cpu_us_per_record"]
     for producers in settings.BENCH_SCALE_PRODUCERS:
         topic = topic_name("producers", producers)
-        produced = produce_row(runner, bootstrap, args, args.partitions, producers, topic)
+        produced = produce_row(runner, bootstrap, args, args.partitions, producers, topic,
+                               records=settings.BENCH_SCALE_PRODUCER_RECORDS)
         delete_topic(bootstrap, topic)
         result["rows"][f"producers{producers}"] = {"api": "send_batch", "partitions": args.partitions,
                                                    "producers": producers, "produce": produced}

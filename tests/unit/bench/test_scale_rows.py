@@ -20,12 +20,12 @@ def rows(monkeypatch):
     """The rows measure_rows runs, as (kind, partitions, producers), with no cluster behind them."""
     ran = []
 
-    def produce_row(runner, bootstrap, args, partitions, producers, topic, per_record=False):
-        ran.append(("send" if per_record else "produce", partitions, producers))
+    def produce_row(runner, bootstrap, args, partitions, producers, topic, per_record=False, records=None):
+        ran.append(("send" if per_record else "produce", partitions, producers, records))
         return {"records_per_s": 1, "producer_cpu_us_per_record": 1, "broker_cpu_us_per_record": 1}
 
     def consume_row(runner, bootstrap, args, partitions, topic):
-        ran.append(("consume", partitions, None))
+        ran.append(("consume", partitions, None, None))
         return {"records_per_s": 1}
 
     monkeypatch.setattr(scale, "produce_row", produce_row)
@@ -37,16 +37,18 @@ def rows(monkeypatch):
 def test_only_the_partition_rows_asked_for_run(rows):
     result = {"rows": {}}
     scale.measure_rows("127.0.0.1:1", parse("--scale-partitions", "3,300"), None, result)
-    assert rows == [("produce", 3, 2), ("consume", 3, None), ("produce", 300, 2), ("consume", 300, None)]
+    assert rows == [("produce", 3, 2, None), ("consume", 3, None, None), ("produce", 300, 2, None),
+                    ("consume", 300, None, None)]
     assert sorted(result["rows"]) == ["p3", "p300"]
 
 
 def test_without_the_flag_every_row_runs(rows):
+    """The producer rows write BENCH_SCALE_PRODUCER_RECORDS each, the others BENCH_SCALE_RECORDS."""
     scale.measure_rows("127.0.0.1:1", parse(), None, {"rows": {}})
-    assert rows[0] == ("send", 3, 2)
-    assert [p for kind, p, producers in rows if kind == "produce" and p == 3 and producers != 2] == [3] * len(
-        settings.BENCH_SCALE_PRODUCERS)
-    assert [p for kind, p, _ in rows if kind == "consume"] == list(settings.BENCH_SCALE_PARTITIONS)
+    assert rows[0] == ("send", 3, 2, None)
+    producer_rows = [(producers, records) for kind, p, producers, records in rows if records is not None]
+    assert producer_rows == [(n, settings.BENCH_SCALE_PRODUCER_RECORDS) for n in settings.BENCH_SCALE_PRODUCERS]
+    assert [p for kind, p, _, _ in rows if kind == "consume"] == list(settings.BENCH_SCALE_PARTITIONS)
 
 
 @pytest.mark.parametrize("text", ["", "3,x", "0,300", "3,,300"])
