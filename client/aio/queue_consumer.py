@@ -37,15 +37,12 @@ from raftbus.client.wire import queues_pb2_grpc as qpb_grpc
 from raftbus.client.aio.lifecycle import AsyncClient, typed
 from raftbus.client.aio.router import AsyncRouter
 from raftbus.client.aio.shared import (
-    ENDING,
     ENDING_REASON,
-    HANDED,
     KeptSettler,
     LeaseCounts,
     LeaseKeeper,
     LeasePolicy,
     Message,
-    WAITING,
     check_consumer_options,
     keep_leases_round,
     leased_messages,
@@ -236,9 +233,9 @@ class AsyncQueueConsumer(AsyncClient):
         try:
             async with asyncio.timeout(timeout_s):
                 while not messages:
-                    self._hand_over(await self._buffer.get(), messages, waiting)
+                    self.leases.hand_over(await self._buffer.get(), now_ms(), messages, waiting, self._give_back)
             while len(messages) < max_messages and not self._buffer.empty():
-                self._hand_over(self._buffer.get_nowait(), messages, waiting)
+                self.leases.hand_over(self._buffer.get_nowait(), now_ms(), messages, waiting, self._give_back)
         except TimeoutError:
             pass
         finally:
@@ -287,17 +284,12 @@ class AsyncQueueConsumer(AsyncClient):
                 return  # closed
             await asyncio.sleep(wait_s)
 
-    def _hand_over(self, message: Message, messages: list[Message], waiting: list[Message]) -> None:
-        verdict = self.leases.take(message, now_ms())
-        if verdict == HANDED:
-            messages.append(message)
-        elif verdict == WAITING:
-            waiting.append(message)
-        elif verdict == ENDING:
-            try:
-                self.settlements.nack(message, 0, ENDING_REASON)  # its answer is not needed
-            except Unavailable:
-                pass  # closed: the lease runs out on its own
+    def _give_back(self, message: Message) -> None:
+        """Nack, without a delay, a message this consumer will not hand out (its answer is not needed)."""
+        try:
+            self.settlements.nack(message, 0, ENDING_REASON)
+        except Unavailable:
+            pass  # closed: the lease runs out on its own
 
     def _released(self) -> None:
         if self._room is not None:

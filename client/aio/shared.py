@@ -5,21 +5,18 @@ from raftbus.client.groups.fetcher import ConsumerRecords, Fetcher
 from raftbus.client.groups.member import REJOIN, RESYNC, MemberOptions, Membership, PartitionHooks
 from raftbus.client.queues.consumer import check_consumer_options, now_ms, settle_entries, settlement_request
 from raftbus.client.queues.leases import (
-    ENDING,
     ENDING_REASON,
-    HANDED,
     KeptSettler,
     LeaseCounts,
     LeaseKeeper,
     LeasePolicy,
-    WAITING,
     keep_leases_round,
 )
 from raftbus.client.queues.messages import Message, MessageMetadata, leased_messages
 from raftbus.client.queues.producer import queue_partition
 
-__all__ = ["Assignment", "ConsumerRecords", "ENDING", "ENDING_REASON", "Fetcher", "HANDED", "JoinAnswer",
+__all__ = ["Assignment", "ConsumerRecords", "ENDING_REASON", "Fetcher", "JoinAnswer",
            "KeptSettler", "LeaseCounts", "LeaseKeeper", "LeasePolicy", "MemberOptions", "Membership", "Message",
-           "MessageMetadata", "PartitionHooks", "REJOIN", "RESYNC", "TopicPartition", "WAITING", "check_consumer_options",
+           "MessageMetadata", "PartitionHooks", "REJOIN", "RESYNC", "TopicPartition", "check_consumer_options",
            "keep_leases_round", "leased_messages", "now_ms", "partitions_of", "partitions_proto", "queue_partition",
            "settle_entries", "settlement_request"]

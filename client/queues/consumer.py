@@ -34,10 +34,7 @@ from raftbus.client.errors import (
     error_from_rpc,
 )
 from raftbus.client.queues.leases import (
-    ENDING,
     ENDING_REASON,
-    HANDED,
-    WAITING,
     KeptSettler,
     LeaseCounts,
     LeaseKeeper,
@@ -308,13 +305,7 @@ class QueueConsumer:
                         self._buffer.get(timeout=max(give_up_at - time.monotonic(), 0))
                 except queue.Empty:
                     break
-                verdict = self.leases.take(message, now_ms())
-                if verdict == HANDED:
-                    messages.append(message)
-                elif verdict == ENDING:
-                    self._give_back(message)
-                elif verdict == WAITING:
-                    waiting.append(message)
+                self.leases.hand_over(message, now_ms(), messages, waiting, self._give_back)
         finally:
             for message in waiting:
                 self._buffer.put(message)

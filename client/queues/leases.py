@@ -141,6 +141,18 @@ class LeaseKeeper:
         self.release(message)
         return verdict
 
+    def hand_over(self, message: Message, now_ms: int, handed: list[Message], waiting: list[Message],
+                  give_back: Callable[[Message], None]) -> None:
+        """Sort a buffered message by `take`: into `handed` (for the application), into `waiting` (to buffer
+        again after this poll), to `give_back`, or nowhere (its lease is gone)."""
+        verdict = self.take(message, now_ms)
+        if verdict == HANDED:
+            handed.append(message)
+        elif verdict == WAITING:
+            waiting.append(message)
+        elif verdict == ENDING:
+            give_back(message)
+
     # ------------------------------------------------------------------ extension rounds
     def due(self, now_ms: int) -> list[tuple[tuple[str, int], list[Message]]]:
         """The leases to renew now, per partition: when a partition's earliest renewable lease has less than the
