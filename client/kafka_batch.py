@@ -25,6 +25,8 @@ from __future__ import annotations
 import struct
 import zlib
 from functools import lru_cache
+from itertools import repeat
+from operator import itemgetter
 from typing import NamedTuple
 
 import cramjam
@@ -479,12 +481,35 @@ _ZIGZAG = [(n >> 1) ^ -(n & 1) for n in range(1 << 14)]  # zigzag value of every
 
 def decode_rows(data: bytes, base_offset: int, base_timestamp: int, append_time: int | None) -> list[tuple]:
     """(offset, timestamp_ms, key, value, headers) of every record of a (decompressed) records section;
-    CorruptBatch when a record does not add up to its length.
+    CorruptBatch when a record does not add up to its length (see decode_pieces)."""
+    out: list[tuple] = []
+    for piece in decode_pieces(data, base_offset, base_timestamp, append_time):
+        if type(piece) is list:
+            out += piece
+        else:
+            out += zip(piece.offsets, piece.times, piece.keys, piece.values, repeat((), len(piece.values)))
+    return out
+
+
+class Run(NamedTuple):
+    """A run of records of one layout, without headers, as columns."""
+
+    offsets: list[int] | range
+    times: list[int]
+    keys: list
+    values: list
+
+
+def decode_pieces(data: bytes, base_offset: int, base_timestamp: int, append_time: int | None) -> list:
+    """The records of a (decompressed) records section in order, as pieces: a `Run` (columns), or a list of
+    (offset, timestamp_ms, key, value, headers) rows read one by one; CorruptBatch when a record does not add up
+    to its length.
 
     Records of one length in a row (a producer's fixed-size records, see count_records) whose fields all sit at
     the same places are unpacked a run at a time: their key and value by one struct over the run, their offset
     and timestamp deltas from the strided bytes of those varints. Anything else is read record by record."""
-    out: list[tuple] = []
+    pieces: list = []
+    loose: list | None = None  # the rows read one by one since the last run
     pos, end = 0, len(data)
     try:
         while pos < end:
@@ -493,16 +518,20 @@ def decode_rows(data: bytes, base_offset: int, base_timestamp: int, append_time:
             if length < 0 or pos + stride > end:
                 raise CorruptBatch(f"record length {length} at byte {pos} runs past the records' end {end}")
             run = _run_length(data, pos, start, stride, end)
-            rows = _uniform_run(data, pos, start, length, run, base_offset, base_timestamp, append_time) \
+            columns = _uniform_run(data, pos, start, length, run, base_offset, base_timestamp, append_time) \
                 if run >= RUN_RECORDS_MIN else None
-            if rows is not None:
-                out += rows
+            if columns is not None:
+                pieces.append(columns)
+                loose = None
                 pos += run * stride
             else:
-                pos = _decode_one(data, pos, base_offset, base_timestamp, append_time, out)
+                if loose is None:
+                    loose = []
+                    pieces.append(loose)
+                pos = _decode_one(data, pos, base_offset, base_timestamp, append_time, loose)
     except (IndexError, UnicodeDecodeError) as exc:
         raise CorruptBatch(f"record batch truncated or garbled at byte {pos}: {exc}") from None
-    return out
+    return pieces
 
 
 def _run_length(data: bytes, pos: int, start: int, stride: int, end: int) -> int:
@@ -551,25 +580,70 @@ def _deltas(data: bytes, at: int, stop: int, stride: int, size: int) -> list[int
 
 
 def _uniform_run(data: bytes, pos: int, start: int, length: int, run: int, base_offset: int, base_timestamp: int,
-                 append_time: int | None) -> list[tuple] | None:
-    """The rows of `run` records of one length from `pos`, when all of them have the first one's layout (same
+                 append_time: int | None) -> Run | None:
+    """The columns of `run` records of one length from `pos`, when all of them have the first one's layout (same
     varint sizes, same key and value lengths, no headers); None otherwise (they are then read one by one)."""
     layout = _layout(data, pos, start, length, run)
     if layout is None:
         return None
-    stop = pos + run * layout.stride
-    offsets = [base_offset + d for d in _deltas(data, pos + layout.offset_at, stop, layout.stride, layout.offset_size)]
-    if append_time is None:
-        times = [base_timestamp + d for d in _deltas(data, pos + layout.ts_at, stop, layout.stride, layout.ts_size)]
+    stride = layout.stride
+    stop = pos + run * stride
+    offsets = _consecutive(data, pos + layout.offset_at, stop, stride, layout.offset_size, run)
+    if offsets is None:
+        offsets = [base_offset + d for d in _deltas(data, pos + layout.offset_at, stop, stride, layout.offset_size)]
     else:
+        offsets = range(base_offset + offsets, base_offset + offsets + run)
+    if append_time is not None:
         times = [append_time] * run
+    elif _same(data, pos + layout.ts_at, layout.ts_size, stop, stride, run):  # one timestamp (one millisecond)
+        times = [base_timestamp + _inline(data, pos + layout.ts_at)[0]] * run
+    else:
+        times = [base_timestamp + d for d in _deltas(data, pos + layout.ts_at, stop, stride, layout.ts_size)]
     key_bytes, value_bytes = max(layout.key_len, 0), max(layout.value_len, 0)
     struct_layout = _run_layout(layout.key_at, key_bytes, layout.value_at - layout.key_at - key_bytes, value_bytes,
-                                layout.stride - layout.value_at - value_bytes)
+                                stride - layout.value_at - value_bytes)
     fields = list(struct_layout.iter_unpack(memoryview(data)[pos:stop]))
-    keys = [None] * run if layout.key_len < 0 else [f[0] for f in fields]
-    values = [None] * run if layout.value_len < 0 else [f[-1] for f in fields]
-    return list(zip(offsets, times, keys, values, [()] * run))
+    keys = [None] * run if layout.key_len < 0 else list(map(_FIRST, fields))
+    values = [None] * run if layout.value_len < 0 else list(map(_LAST, fields))
+    return Run(offsets, times, keys, values)
+
+
+_FIRST, _LAST = itemgetter(0), itemgetter(-1)
+
+
+def _consecutive(data: bytes, at: int, stop: int, stride: int, size: int, run: int) -> int | None:
+    """The first delta when the strided varints of `size` bytes at `at` are consecutive deltas (a producer's
+    offsets: first, first + 1, ...), else None; one comparison of bytes per varint byte, no step per record."""
+    first = _inline(data, at)[0]
+    low, high = _DELTAS_OF_SIZE[size]
+    if not (low <= first and first + run <= high):
+        return None
+    for byte in range(size):
+        if data[at + byte:stop:stride] != _encoded_deltas(size, byte)[first:first + run]:
+            return None
+    return first
+
+
+_ENCODED_DELTAS_MAX = 1 << 14  # consecutive deltas are recognised below this (2-byte varints)
+# the non-negative deltas whose zigzag varint has 1, 2 or 3 bytes (below _ENCODED_DELTAS_MAX)
+_DELTAS_OF_SIZE = {1: (0, 64), 2: (64, 8192), 3: (8192, _ENCODED_DELTAS_MAX)}
+
+
+@lru_cache(maxsize=None)
+def _encoded_deltas(size: int, byte: int) -> bytes:
+    """Byte `byte` of the zigzag varint of every delta below _ENCODED_DELTAS_MAX whose varint has `size` bytes
+    (0 where it has another size: such a run never compares equal)."""
+    out = bytearray(_ENCODED_DELTAS_MAX)
+    for delta in range(_ENCODED_DELTAS_MAX):
+        raw, encoded = delta << 1, []
+        while True:
+            encoded.append((raw & 0x7F) | (0x80 if raw > 0x7F else 0))
+            raw >>= 7
+            if not raw:
+                break
+        if len(encoded) == size:
+            out[delta] = encoded[byte]
+    return bytes(out)
 
 
 class RunLayout(NamedTuple):

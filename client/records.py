@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import count as counting
+from itertools import repeat
 from typing import NamedTuple
 
 from raftbus.client import kafka_batch
@@ -335,12 +336,20 @@ def _decode_kafka(topic: str, partition: int, batch: StoredBatch, from_offset: i
     new = tuple.__new__
     header = kafka_batch.read_header(batch.blob)
     data = kafka_batch.records_bytes(batch.blob, header, kafka_batch.DECOMPRESSED_BYTES_MAX)
-    rows = kafka_batch.decode_rows(data, batch.base_offset, header.base_timestamp,
-                                   header.max_timestamp if header.log_append_time else None)
-    if len(rows) != header.record_count:
-        raise CorruptBatch(f"record batch holds {len(rows)} records, header says {header.record_count}")
-    return [new(Record, (topic, partition, offset, key, value, headers, ts))
-            for offset, ts, key, value, headers in rows if offset >= from_offset]
+    out: list[Record] = []
+    for piece in kafka_batch.decode_pieces(data, batch.base_offset, header.base_timestamp,
+                                           header.max_timestamp if header.log_append_time else None):
+        if type(piece) is list:  # rows read one by one
+            out += [new(Record, (topic, partition, offset, key, value, headers, ts))
+                    for offset, ts, key, value, headers in piece]
+        else:  # a run's columns, zipped into Records without a Python step per record
+            out += map(new, repeat(Record), zip(repeat(topic), repeat(partition), piece.offsets, piece.keys,
+                                                piece.values, repeat(()), piece.times))
+    if len(out) != header.record_count:
+        raise CorruptBatch(f"record batch holds {len(out)} records, header says {header.record_count}")
+    if from_offset > batch.base_offset:
+        out = [record for record in out if record.offset >= from_offset]
+    return out
 
 
 def _decode_records(topic: str, partition: int, batch: StoredBatch, data: bytes, from_offset: int) -> list[Record]:

@@ -68,8 +68,7 @@ class ConsumerRecords:
         return self._count > 0
 
     def __iter__(self) -> Iterator[Record]:
-        for chunk in self._chunks:
-            yield from chunk.records()
+        return itertools.chain.from_iterable(map(Chunk.records, self._chunks))  # lazy, chunk by chunk, no Python step per record
 
     def partitions(self) -> set[TopicPartition]:
         return {c.tp for c in self._chunks}

@@ -161,3 +161,23 @@ def test_uniform_runs_decode_like_record_by_record():
             pos = K._decode_one(data, pos, header.base_offset, header.base_timestamp, None, one_by_one)
         assert [tuple(r) for r in K.decode_batch(blob)] == one_by_one, trial
         assert [(r.timestamp_ms, r.key, r.value, r.headers) for r in K.decode_batch(blob)] == rows, trial
+
+
+@pytest.mark.parametrize("deltas", [
+    list(range(40)),                              # a producer's offsets: one range
+    list(range(5, 60)),                           # consecutive from a later first delta
+    [*range(50), *range(14, 64)],                 # consecutive runs, then back: equal bytes at the boundary
+    list(range(0, 120, 2)),                       # gaps
+    list(range(64, 300)),                         # two-byte varints, consecutive
+    [*range(60, 64), *range(64, 80)],             # the one- to two-byte boundary inside a run
+    [3] * 20,                                     # repeated (garbled) deltas
+])
+def test_offset_deltas_of_uniform_runs_decode_as_written(deltas):
+    """Goal: the consecutive-offsets short cut of uniform runs takes only deltas that are one range; any other
+    deltas of runs of one layout decode as they were written, as the record-by-record decode reads them."""
+    data = b"".join(K.encode_record(delta, 7, None, b"v" * 10) for delta in deltas)
+    one_by_one, pos = [], 0
+    while pos < len(data):
+        pos = K._decode_one(data, pos, 1000, 1_700_000_000_000, None, one_by_one)
+    rows = K.decode_rows(data, 1000, 1_700_000_000_000, None)
+    assert rows == one_by_one and [offset for offset, *_ in rows] == [1000 + d for d in deltas]

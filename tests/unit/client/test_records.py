@@ -194,3 +194,23 @@ def test_a_uniform_batch_with_a_wrong_record_count_is_corrupt():
     blob, _, _ = R.encode_batch([(i, None, b"v" * 10, ()) for i in range(6)])
     with pytest.raises(CorruptBatch):
         R.decode_stored_batch("t", 0, R.StoredBatch(0, 5, 0, 0, memoryview(blob)))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_stream_batches_decode_to_the_records_of_their_kafka_rows_from_any_offset(seed):
+    """Goal: a stream batch (Kafka's format, what the SDK and Kafka clients write) decodes to Records whose offset,
+    timestamp, key, value and headers are its Kafka rows', from any offset, whether its records form runs of one
+    layout (decoded as columns) or not (a header, another length, timestamps that differ)."""
+    from raftbus.client import kafka_batch as K
+
+    rng = random.Random(seed)
+    count = rng.choice([1, 9, 200, 1_000])
+    rows = [(1_700_000_000_000 + (rng.randrange(3) if seed % 2 else 0), None if seed % 3 else b"key",
+             rng.randbytes(100), ()) for _ in range(count)]
+    if seed % 3 == 2:
+        rows[count // 2] = (rows[count // 2][0], b"other-key", b"x", (("h", b"1"),))
+    blob, _, max_ts = R.encode_stream_batch(rows)
+    batch = next(iter_stored_batches(R.encode_stored_batch(500, count, 1, max_ts, blob)))
+    expected = [Record("t", 3, 500 + r.offset, r.key, r.value, r.headers, r.timestamp_ms) for r in K.decode_batch(blob)]
+    for from_offset in (0, 500, 501, 500 + count // 2, 500 + count):
+        assert R.decode_stored_batch("t", 3, batch, from_offset) == [r for r in expected if r.offset >= from_offset]
