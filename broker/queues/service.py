@@ -280,9 +280,9 @@ class QueueService:
                 refusals.append(exc)
         return seqs, refusals
 
-    def _settle(self, topic: str, partition: int, ids, encode: Callable[[list, int], bytes], items: list) -> list:
-        """Submit one batch command (encode(chosen items, now_ms)) for the valid ids; merge its per-message answers
-        with the refusals."""
+    def _settle(self, topic: str, partition: int, ids, encode: Callable[[list, Stamp], bytes], items: list) -> list:
+        """Submit one batch command (encode(chosen items, the leader's stamp)) for the valid ids; merge its
+        per-message answers with the refusals."""
         replica = self.replica(topic, partition)
         seqs, answers = self._seqs(partition, ids)
         valid = [(i, seq) for i, seq in enumerate(seqs) if seq is not None]
