@@ -16,8 +16,8 @@ import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import chain, islice, repeat
 from itertools import count as counting
-from itertools import repeat
 from typing import NamedTuple
 
 from raftbus.client import kafka_batch
@@ -331,25 +331,67 @@ def decode_stored_batch(topic: str, partition: int, batch: StoredBatch, from_off
     return _decode_records(topic, partition, batch, data, from_offset)
 
 
-def _decode_kafka(topic: str, partition: int, batch: StoredBatch, from_offset: int) -> list[Record]:
-    """decode_stored_batch of a Kafka batch (written through the Kafka port), at its stored offsets."""
-    new = tuple.__new__
+def _kafka_pieces(batch: StoredBatch) -> list:
+    """The pieces (kafka_batch.decode_pieces) of a stored Kafka batch; CorruptBatch when they do not hold the
+    header's record count."""
     header = kafka_batch.read_header(batch.blob)
     data = kafka_batch.records_bytes(batch.blob, header, kafka_batch.DECOMPRESSED_BYTES_MAX)
+    pieces = kafka_batch.decode_pieces(data, batch.base_offset, header.base_timestamp,
+                                       header.max_timestamp if header.log_append_time else None)
+    held = sum(len(piece) if type(piece) is list else len(piece.values) for piece in pieces)
+    if held != header.record_count:
+        raise CorruptBatch(f"record batch holds {held} records, header says {header.record_count}")
+    return pieces
+
+
+def _piece_records(topic: str, partition: int, piece) -> Iterator[Record]:
+    """The Records of one piece: a run's columns zipped into Records as they are taken (no Python step per record,
+    and no list: a Record an application drops is freed before the collector sees it), or a list of rows."""
+    new = tuple.__new__
+    if type(piece) is list:  # rows read one by one
+        return iter([new(Record, (topic, partition, offset, key, value, headers, ts))
+                     for offset, ts, key, value, headers in piece])
+    return map(new, repeat(Record), zip(repeat(topic), repeat(partition), piece.offsets, piece.keys, piece.values,
+                                        repeat(()), piece.times))
+
+
+def _decode_kafka(topic: str, partition: int, batch: StoredBatch, from_offset: int) -> list[Record]:
+    """decode_stored_batch of a Kafka batch (written through the Kafka port or by the SDK), at its stored offsets."""
     out: list[Record] = []
-    for piece in kafka_batch.decode_pieces(data, batch.base_offset, header.base_timestamp,
-                                           header.max_timestamp if header.log_append_time else None):
-        if type(piece) is list:  # rows read one by one
-            out += [new(Record, (topic, partition, offset, key, value, headers, ts))
-                    for offset, ts, key, value, headers in piece]
-        else:  # a run's columns, zipped into Records without a Python step per record
-            out += map(new, repeat(Record), zip(repeat(topic), repeat(partition), piece.offsets, piece.keys,
-                                                piece.values, repeat(()), piece.times))
-    if len(out) != header.record_count:
-        raise CorruptBatch(f"record batch holds {len(out)} records, header says {header.record_count}")
+    for piece in _kafka_pieces(batch):
+        out += _piece_records(topic, partition, piece)
     if from_offset > batch.base_offset:
         out = [record for record in out if record.offset >= from_offset]
     return out
+
+
+def iter_stored_batch(topic: str, partition: int, batch: StoredBatch, from_offset: int = 0,
+                      end_offset: int | None = None) -> Iterator[Record]:
+    """The Records of one stored batch at or above `from_offset` and below `end_offset` (None: all), as
+    decode_stored_batch gives them, but made as they are taken where the batch allows it (a Kafka batch's runs of
+    one layout with consecutive offsets): an application that handles records one at a time then holds few of them
+    at once, and the cyclic collector, which never untracks a `Record` (a tuple subclass), sees few. Bad bytes
+    raise CorruptBatch here, before any record is given."""
+    if not kafka_batch.is_kafka_batch(batch.blob):
+        return iter(_in_range(decode_stored_batch(topic, partition, batch, from_offset), end_offset))
+    parts = []
+    for piece in _kafka_pieces(batch):
+        offsets = None if type(piece) is list else piece.offsets
+        if type(offsets) is range:
+            start = max(from_offset - offsets.start, 0)
+            stop = len(offsets) if end_offset is None else max(min(end_offset - offsets.start, len(offsets)), 0)
+            if start < stop:
+                parts.append(islice(_piece_records(topic, partition, piece), start, stop))
+        else:
+            parts.append(_in_range([r for r in _piece_records(topic, partition, piece) if r.offset >= from_offset],
+                                   end_offset))
+    return chain.from_iterable(parts)
+
+
+def _in_range(records: list[Record], end_offset: int | None) -> list[Record]:
+    if end_offset is not None and records and records[-1].offset >= end_offset:
+        return [r for r in records if r.offset < end_offset]
+    return records
 
 
 def _decode_records(topic: str, partition: int, batch: StoredBatch, data: bytes, from_offset: int) -> list[Record]:

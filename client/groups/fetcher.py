@@ -22,7 +22,13 @@ import grpc
 
 from raftbus.client.errors import RaftbusError, Unavailable, error_from_rpc
 from raftbus.client.groups.calls import TopicPartition
-from raftbus.client.records import STORED_BATCH_OVERHEAD_BYTES, Record, decode_stored_batch, iter_stored_batches
+from raftbus.client.records import (
+    STORED_BATCH_OVERHEAD_BYTES,
+    Record,
+    decode_stored_batch,
+    iter_stored_batch,
+    iter_stored_batches,
+)
 from raftbus.client.router import Router
 from raftbus.client.wire import raftbus_pb2 as pb
 
@@ -47,6 +53,13 @@ class Chunk:
             decoded = [r for r in decoded if r.offset < self.end]
         return decoded
 
+    def iter_records(self) -> Iterator[Record]:
+        """The chunk's records as records() gives them, made as they are taken where the batch allows it
+        (records.iter_stored_batch)."""
+        topic, partition = self.tp.topic, self.tp.partition
+        return itertools.chain.from_iterable(iter_stored_batch(topic, partition, batch, self.first, self.end)
+                                             for batch in iter_stored_batches(self.stored))
+
 
 class ConsumerRecords:
     """The records of one poll, in offset order per partition; decoded only when iterated.
@@ -68,7 +81,7 @@ class ConsumerRecords:
         return self._count > 0
 
     def __iter__(self) -> Iterator[Record]:
-        return itertools.chain.from_iterable(map(Chunk.records, self._chunks))  # lazy, chunk by chunk, no Python step per record
+        return itertools.chain.from_iterable(map(Chunk.iter_records, self._chunks))  # chunk by chunk, as taken
 
     def partitions(self) -> set[TopicPartition]:
         return {c.tp for c in self._chunks}

@@ -214,3 +214,36 @@ def test_stream_batches_decode_to_the_records_of_their_kafka_rows_from_any_offse
     expected = [Record("t", 3, 500 + r.offset, r.key, r.value, r.headers, r.timestamp_ms) for r in K.decode_batch(blob)]
     for from_offset in (0, 500, 501, 500 + count // 2, 500 + count):
         assert R.decode_stored_batch("t", 3, batch, from_offset) == [r for r in expected if r.offset >= from_offset]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_iter_stored_batch_gives_decode_stored_batchs_records_between_the_offsets(seed):
+    """Goal: the lazy decode the consumer iterates gives exactly decode_stored_batch's Records at or above
+    from_offset and below end_offset, for stream (Kafka) batches with and without runs and for raftbus batches."""
+    from raftbus.client import kafka_batch as K
+
+    rng = random.Random(seed)
+    count = rng.choice([1, 9, 300])
+    rows = [(1_700_000_000_000 + (rng.randrange(3) if seed % 2 else 0), None, rng.randbytes(100), ())
+            for _ in range(count)]
+    if seed % 4 == 3:
+        rows[count // 2] = (rows[count // 2][0], b"k", b"x", (("h", b"1"),))
+    if seed % 4 == 2:
+        blob = encode_batch(rows)[0]  # raftbus's own format
+    else:
+        blob = R.encode_stream_batch(rows)[0]
+        assert K.is_kafka_batch(blob)
+    batch = next(iter_stored_batches(R.encode_stored_batch(700, count, 1, 2, blob)))
+    every = R.decode_stored_batch("t", 1, batch)
+    for from_offset, end_offset in [(0, None), (700, 700 + count), (701, None), (0, 700 + count // 2),
+                                    (700 + count // 3, 700 + count - 1), (700 + count, None), (0, 700)]:
+        expected = [r for r in every if r.offset >= from_offset and (end_offset is None or r.offset < end_offset)]
+        assert list(R.iter_stored_batch("t", 1, batch, from_offset, end_offset)) == expected
+
+
+def test_iter_stored_batch_refuses_a_corrupt_batch_before_giving_a_record():
+    blob = bytearray(R.encode_stream_batch([(1, None, b"v" * 10, ())] * 20)[0])
+    blob[57:61] = struct.pack(">i", 21)  # the Kafka header's record count says one more record than it holds
+    batch = next(iter_stored_batches(R.encode_stored_batch(0, 20, 1, 1, bytes(blob))))
+    with pytest.raises(CorruptBatch):
+        R.iter_stored_batch("t", 0, batch)
