@@ -631,19 +631,12 @@ _DELTAS_OF_SIZE = {1: (0, 64), 2: (64, 8192), 3: (8192, _ENCODED_DELTAS_MAX)}
 
 @lru_cache(maxsize=None)
 def _encoded_deltas(size: int, byte: int) -> bytes:
-    """Byte `byte` of the zigzag varint of every delta below _ENCODED_DELTAS_MAX whose varint has `size` bytes
-    (0 where it has another size: such a run never compares equal)."""
-    out = bytearray(_ENCODED_DELTAS_MAX)
-    for delta in range(_ENCODED_DELTAS_MAX):
-        raw, encoded = delta << 1, []
-        while True:
-            encoded.append((raw & 0x7F) | (0x80 if raw > 0x7F else 0))
-            raw >>= 7
-            if not raw:
-                break
-        if len(encoded) == size:
-            out[delta] = encoded[byte]
-    return bytes(out)
+    """Byte `byte` of the zigzag varint of every delta below _ENCODED_DELTAS_MAX, filled only over the deltas whose
+    varint has `size` bytes (_DELTAS_OF_SIZE; `_consecutive` compares nothing else)."""
+    low, high = _DELTAS_OF_SIZE[size]
+    more = 0x80 if byte < size - 1 else 0  # every byte but the last carries the continuation bit
+    column = bytes((((delta << 1) >> (7 * byte)) & 0x7F) | more for delta in range(low, high))
+    return bytes(low) + column + bytes(_ENCODED_DELTAS_MAX - high)
 
 
 class RunLayout(NamedTuple):
