@@ -35,6 +35,11 @@ QUEUED_RECORDS_MAX = 1_000_000  # librdkafka's local queue: produce() waits (pol
 # second sits idle for the rest (librdkafka's own advice: lower the backoff). docs/kafka.md, Figures.
 CONSUMER_FETCH = {"fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 8_388_608,
                   "queued.max.messages.kbytes": 262_144, "fetch.queue.backoff.ms": 10}
+# consume() returns once it has its whole batch or its timeout has passed: a consumer that reads to a known end asks
+# for no more than is left, and a group member, which does not know its share's end, waits briefly so that its last
+# partial batch is not held back.
+CONSUME_BATCH_RECORDS = 10_000
+GROUP_CONSUME_WAIT_S = 0.02
 
 
 def kafka_bootstrap(bootstrap: str) -> str:
@@ -93,7 +98,8 @@ def consume_load(spec, ready) -> dict:
     consumer.assign([TopicPartition(spec.topic, p, 0) for p in spec.partitions])
     records = value_bytes = 0
     while records < wanted:
-        for message in consumer.consume(10_000, 1.0):
+        # consume() waits for its whole batch until its timeout: never ask for more than is left to read.
+        for message in consumer.consume(min(CONSUME_BATCH_RECORDS, wanted - records), 1.0):
             if message.error() is None:
                 records += 1
                 value_bytes += len(message.value() or b"")
@@ -144,7 +150,7 @@ def group_consume_load(spec: KafkaGroupLoad, ready) -> dict:
     consumer.subscribe([spec.topic])
     try:
         while True:
-            batch = [m for m in consumer.consume(10_000, 0.2) if m.error() is None]
+            batch = [m for m in consumer.consume(CONSUME_BATCH_RECORDS, GROUP_CONSUME_WAIT_S) if m.error() is None]
             if batch:
                 if first_records_s is None:
                     first_records_s = time.monotonic()
