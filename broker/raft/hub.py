@@ -90,6 +90,11 @@ _NONCE_PAD = bytes(4)  # a GCM nonce is 12 bytes: 4 zero bytes and the 8-byte se
 GCM_JOIN_BYTES_MAX = 64 << 10  # a multi-part payload up to this size is joined for the one-shot tag
 
 RECV_BUFFER_BYTES = 1 << 20
+# A connection's receive buffer, grown for a frame larger than RECV_BUFFER_BYTES, goes back to that size once this
+# many frames in a row held no larger one. Under load a leader's large appends come with many small frames between
+# them (acknowledgements, heartbeats of other groups): a short count would free and reallocate the buffer for
+# nearly every large frame.
+RECV_BUFFER_SHRINK_AFTER_FRAMES = 4096
 RECV_BYTES_PER_POLL_MAX = 16 << 20  # per connection, so one busy peer cannot starve the others
 ACCEPTS_PER_POLL_MAX = 64
 SEND_PARTS_PER_CALL_MAX = 512
@@ -269,7 +274,7 @@ class _Connection:
         self.rstart = self.rend = 0
         self.need = HELLO.size  # bytes of the unit being read: hello, proof, frame length or frame body
         self.in_body = False
-        self.large_unit_at = 0  # recv_seq when the buffer last grew
+        self.large_unit_at = 0  # recv_seq when a unit larger than RECV_BUFFER_BYTES was last read
 
     def queue(self, data: bytes) -> None:
         self.out.append(data)
@@ -312,10 +317,11 @@ class _Connection:
         """Ensure free space after the buffered bytes and room for the whole unit being read."""
         size = self.rend - self.rstart
         capacity = len(self.rbuf)
+        if self.need > RECV_BUFFER_BYTES:
+            self.large_unit_at = self.recv_seq  # large frames still arrive: keep the grown buffer
         if self.need > capacity:
             self._replace(self.need, size)
-            self.large_unit_at = self.recv_seq
-        elif size == 0 and capacity > RECV_BUFFER_BYTES and self.recv_seq - self.large_unit_at > 64:
+        elif size == 0 and capacity > RECV_BUFFER_BYTES and self.recv_seq - self.large_unit_at > RECV_BUFFER_SHRINK_AFTER_FRAMES:
             self._replace(RECV_BUFFER_BYTES, size)  # large frames stopped: give the memory back
         elif self.rend == capacity or self.rstart + self.need > capacity:
             self.rbuf[:size] = self.rbuf[self.rstart:self.rend]  # same length: no resize

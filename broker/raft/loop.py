@@ -18,7 +18,7 @@ from collections import deque
 from concurrent.futures import Future
 from typing import Callable
 
-from raftbus.broker.raft.clock import Clock, monotonic_s
+from raftbus.broker.raft.clock import Clock, monotonic_s, thread_cpu_s
 from raftbus.broker.raft.durable_meta import DeferredMetaSync
 from raftbus.broker.raft.early_votes import EarlyVotes
 from raftbus.broker.raft.stall import LoopStallReporter
@@ -59,6 +59,7 @@ class RaftLoop:
         self._applied_since_housekeeping = True
         self.durable_meta = DeferredMetaSync()  # terms and votes of a pass, made durable before it sends
         self.pass_started_s: float | None = None  # self.clock() at the start of the running pass (stall.py)
+        self.pass_started_cpu_s = 0.0  # the loop thread's CPU time then
         self.stalls = LoopStallReporter(self, stall_report_ms)
 
     # ------------------------------------------------------------------ wiring
@@ -69,6 +70,7 @@ class RaftLoop:
     def _pass_begins(self) -> None:
         """The transport's wait ended: what follows is the pass (stall.py), the events it handles included."""
         self.pass_started_s = self.clock()
+        self.pass_started_cpu_s = thread_cpu_s()
 
     def on_message(self, peer_id: int, channel: str, message) -> None:
         if channel == CONTROL_CHANNEL:
@@ -227,7 +229,7 @@ class RaftLoop:
             self.durable_meta.deactivate()
             self.durable_meta.sync_pending()  # a pass that failed midway sends nothing before this either
             started_s, self.pass_started_s = self.pass_started_s, None
-            self.stalls.pass_ended(started_s)
+            self.stalls.pass_ended(started_s, self.pass_started_cpu_s)
 
     def _run_once(self, next_tick: float, next_housekeeping: float, wait: bool):
         now = self.clock()
@@ -236,7 +238,7 @@ class RaftLoop:
         timeout = 0.0 if busy or not wait else max(0.0, min(next_tick - now, self.tick_interval_s))
         self.hub.poll(timeout)
         if self.pass_started_s is None:  # a transport without on_woken
-            self.pass_started_s = self.clock()
+            self._pass_begins()
         if self.hub.has_pending():
             # Answers to what just arrived (a follower's acknowledgement of an append) leave now, not after the
             # ticks below, which may apply committed entries first: ticking must not lengthen a leader's commit.

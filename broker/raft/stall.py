@@ -4,7 +4,8 @@ the loop thread's stack, taken while the pass is still running.
 Every group of a broker lives on one loop thread, so a pass that blocks (a slow call, a long copy, a lock held
 elsewhere) silences all of them at once: past the election timeout the other brokers elect new leaders for every
 group this one led. The report names what the loop was doing at that moment; a second line gives the pass's
-whole length once it ends. A watcher thread checks every quarter of the threshold; it reads the loop's
+whole length once it ends, with the loop thread's CPU time in it (a pass that took far longer than its CPU time
+waited for a core or for the GIL, not on its own work). A watcher thread checks every quarter of the threshold; it reads the loop's
 `pass_started_s`, clock and thread id and nothing else.
 """
 from __future__ import annotations
@@ -13,6 +14,8 @@ import logging
 import sys
 import threading
 import traceback
+
+from raftbus.broker.raft.clock import thread_cpu_s
 
 log = logging.getLogger(__name__)
 
@@ -41,12 +44,16 @@ class LoopStallReporter:
         while not self._stopping.wait(self.report_s / 4):
             self.check(self.loop.clock())
 
-    def pass_ended(self, started_s: float | None) -> None:
-        """The loop finished the pass that began at `started_s` (loop thread): its length if it was a stall."""
+    def pass_ended(self, started_s: float | None, started_cpu_s: float) -> None:
+        """The loop finished the pass that began at `started_s`, the loop thread's CPU time then `started_cpu_s`
+        (loop thread): its length if it was a stall, and how much of it the loop thread spent on a CPU. The rest it
+        waited: for a core, for the GIL while another thread of the broker ran Python, or in a blocking call."""
         if started_s is not None and self.report_s:
             took_s = self.loop.clock() - started_s
             if took_s >= self.report_s:
-                log.warning("raft loop pass took %d ms", took_s * 1000)
+                cpu_s = thread_cpu_s() - started_cpu_s
+                log.warning("raft loop pass took %d ms, %d ms of it on the loop thread's CPU",
+                            took_s * 1000, cpu_s * 1000)
 
     def check(self, now_s: float) -> bool:
         """Report the running pass if it has lasted `report_ms` and was not reported yet; whether it did."""

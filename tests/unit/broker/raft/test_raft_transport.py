@@ -535,3 +535,41 @@ def test_gcm_frames_are_accepted_and_a_forged_or_replayed_one_closes_the_connect
         pump([b], peer.closed_by_hub, what=f"the {attack} frame to close the connection")
         assert b.messages == [(1, "meta", "genuine")], attack
         assert b.hub.stats()["frames_rejected"] == 1, attack
+
+
+def _read_unit(conn, size: int) -> None:
+    """What the hub does for one unit of `size` bytes: room for it, its bytes arrive, it is taken."""
+    from raftbus.broker.raft import hub
+
+    conn.need = size
+    conn.make_room()
+    conn.rend += size
+    assert conn.take() is not None
+    conn.recv_seq += 1
+    conn.need = hub.LENGTH.size
+
+
+def test_the_receive_buffer_stays_grown_while_large_frames_keep_arriving_and_shrinks_after():
+    """Goal: a connection that keeps receiving frames larger than RECV_BUFFER_BYTES, with many small frames
+    between them, keeps its grown buffer (no new multi-MB buffer per large frame); once large frames stop, it
+    gives the memory back."""
+    from raftbus.broker.raft import hub
+
+    a, b = socket.socketpair()
+    try:
+        conn = hub._Connection(a, dialer=False, peer_id=2, deadline=0.0)
+        large = 3 * hub.RECV_BUFFER_BYTES
+        _read_unit(conn, large)
+        grown = conn.rbuf
+        assert len(grown) >= large
+        for _ in range(5):
+            for _ in range(1000):  # heartbeats and acknowledgements between the large appends
+                _read_unit(conn, 64)
+            _read_unit(conn, large)
+            assert conn.rbuf is grown
+        for _ in range(hub.RECV_BUFFER_SHRINK_AFTER_FRAMES + 1):
+            _read_unit(conn, 64)
+        assert len(conn.rbuf) == hub.RECV_BUFFER_BYTES
+    finally:
+        a.close()
+        b.close()

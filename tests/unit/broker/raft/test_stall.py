@@ -1,6 +1,7 @@
 """Goal: a Raft loop pass that blocks past `raft_loop_stall_report_ms` is logged while it runs, with the loop
 thread's stack naming what blocks it, once per pass, and its whole length once it ends; short passes are not."""
 import logging
+import re
 import threading
 import time
 
@@ -57,8 +58,37 @@ def test_a_blocked_pass_is_reported_with_the_loop_stack_once_then_its_length(cap
     running = [r.getMessage() for r in caplog.records if "pass running for" in r.getMessage()]
     assert len(running) == 1 and loop.stalls.reports == 1  # one report for the pass, not one per check
     assert "a_call_that_blocks_the_loop" in running[0] and "time.sleep" in running[0]
-    took = [r.getMessage() for r in caplog.records if "pass took" in r.getMessage()]
-    assert len(took) == 1 and int(took[0].split()[-2]) >= 600
+    took = [_took_ms(r.getMessage()) for r in caplog.records if "pass took" in r.getMessage()]
+    assert len(took) == 1 and took[0][0] >= 600
+    assert took[0][1] < 300  # asleep, not on a CPU: the report says the pass waited
+
+
+def a_call_that_works_on_the_loop():
+    started = time.thread_time()
+    while time.thread_time() - started < 0.6:
+        pass
+    return "done"
+
+
+def test_a_pass_that_worked_reports_its_cpu_time(caplog):
+    caplog.set_level(logging.WARNING)
+    loop = RaftLoop(tick_interval_ms=20, stall_report_ms=200)
+    loop.attach(_IdleHub())
+    loop.start()
+    try:
+        assert loop.call(a_call_that_works_on_the_loop, timeout_s=30) == "done"
+        wait_for(lambda: any("pass took" in r.getMessage() for r in caplog.records))
+    finally:
+        loop.stop()
+    [(took_ms, cpu_ms)] = [_took_ms(r.getMessage()) for r in caplog.records if "pass took" in r.getMessage()]
+    assert cpu_ms >= 600 and took_ms >= cpu_ms
+
+
+def _took_ms(message: str) -> tuple[int, int]:
+    """(the pass's length, its CPU time on the loop thread) from "raft loop pass took N ms, M ms of it ..."."""
+    match = re.fullmatch(r"raft loop pass took (\d+) ms, (\d+) ms of it on the loop thread's CPU", message)
+    assert match, message
+    return int(match[1]), int(match[2])
 
 
 def test_no_report_when_off_or_between_passes(caplog):
