@@ -1,7 +1,7 @@
 """Bounds on the gRPC calls that hold a server worker for long: streams and long-polls.
 
 The gRPC server runs each call on one of `grpc_workers_max` threads. A produce or lease stream, a fetch stream
-and a long-polling Fetch, Lease or Heartbeat keep their thread for as long as they last, so without a bound a
+and a long-polling Fetch, FetchMany, Lease or Heartbeat keep their thread for as long as they last, so without a bound a
 few clients could hold every worker and starve the short calls (metadata, acks, commits). This interceptor
 admits at most `grpc_long_calls_max` such calls per broker and `grpc_long_calls_per_connection_max` per client
 connection; beyond that a call is refused at once with OVERLOADED (retriable: the SDK backs off and retries).
@@ -22,6 +22,7 @@ LONG_CALLS: dict[str, bool | str] = {
     "/raftbus.v1.Log/FetchStream": True,
     "/raftbus.v1.Queue/LeaseStream": True,
     "/raftbus.v1.Log/Fetch": "max_wait_ms",
+    "/raftbus.v1.Log/FetchMany": "max_wait_ms",
     "/raftbus.v1.Queue/Lease": "max_wait_ms",
     "/raftbus.v1.Groups/Heartbeat": "max_wait_ms",
 }

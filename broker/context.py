@@ -42,6 +42,7 @@ class PartitionReplica:
     store: object
     appended: threading.Condition = field(default_factory=threading.Condition)
     waiters: int = 0
+    watchers: set = field(default_factory=set)  # threading.Events of fetches waiting on several partitions
 
     @property
     def group_id(self) -> str:
@@ -50,6 +51,8 @@ class PartitionReplica:
     def notify_appended(self) -> None:
         with self.appended:
             self.appended.notify_all()
+            for event in self.watchers:
+                event.set()
 
     def wait_beyond(self, offset: int, timeout_s: float, waiters_max: int) -> None:
         """Block until the high watermark passes `offset` or the timeout ends (a long-poll fetch)."""
@@ -61,6 +64,30 @@ class PartitionReplica:
                 self.appended.wait_for(lambda: self.state_machine.offsets()[1] > offset, timeout_s)
             finally:
                 self.waiters -= 1
+
+
+def wait_beyond_any(positions: list[tuple["PartitionReplica", int]], timeout_s: float, waiters_max: int) -> None:
+    """Block until one replica's high watermark passes its offset in `positions`, or the timeout ends (a long-poll
+    fetch of several partitions). Each replica counts the wait against its `waiters_max`, as wait_beyond does."""
+    event = threading.Event()
+    watched = []
+    try:
+        for replica, offset in positions:
+            with replica.appended:
+                if replica.waiters >= waiters_max:
+                    raise errors.Overloaded(f"too many waiting fetches on {replica.topic}/{replica.partition} "
+                                            f"(fetch_waiters_max={waiters_max})")
+                replica.waiters += 1
+                replica.watchers.add(event)
+                watched.append(replica)
+                if replica.state_machine.offsets()[1] > offset:
+                    return  # appended before the watch began
+        event.wait(timeout_s)
+    finally:
+        for replica in watched:
+            with replica.appended:
+                replica.waiters -= 1
+                replica.watchers.discard(event)
 
 
 def wait_result(future: Future, timeout_s: float):

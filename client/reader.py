@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, CancelledError, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 import grpc
@@ -45,6 +45,16 @@ class FetchResult:
     log_start_offset: int
 
 
+@dataclass(frozen=True, slots=True)
+class PartitionRefusal:
+    """A partition a FetchMany did not serve: the error, and the partition's offsets where the broker gave them
+    (an offset out of range; -1 otherwise)."""
+
+    error: RaftbusError
+    log_start_offset: int = -1
+    high_watermark: int = -1
+
+
 def end_offset(batches: bytes, offset: int) -> int:
     """The offset after the last stored batch of a fetch answer (`offset` when the answer is empty)."""
     end = offset
@@ -62,18 +72,25 @@ def fetch_result(topic: str, partition: int, offset: int, response: pb.FetchResp
 
 @dataclass(slots=True)
 class Cursor:
-    """A read position in one partition; `end_offset` is where a stop_at_end read stops (None: never)."""
+    """A read position in one partition; `end_offset` is where a stop_at_end read stops (None: never).
+
+    A cursor of iter_topic over several partitions starts unresolved: `offset` is EARLIEST_TIMESTAMP_MS or
+    LATEST_TIMESTAMP_MS, which its first FetchMany resolves on the broker, and with `end_pending` its end is the
+    high watermark of that first answer."""
 
     partition: int
     offset: int
     end_offset: int | None
     restart_at_log_start: bool
+    end_pending: bool = False
 
     def done(self) -> bool:
-        return self.end_offset is not None and self.offset >= self.end_offset
+        return not self.end_pending and self.end_offset is not None and self.offset >= self.end_offset
 
     def advance(self, result: FetchResult) -> list[Record]:
         """Move past `result` and return its records below `end_offset`."""
+        if self.end_pending:
+            self.end_offset, self.end_pending = result.high_watermark, False
         records = result.records
         if self.end_offset is None:
             self.offset = max(self.offset, result.next_offset)
@@ -181,19 +198,190 @@ class Reader:
 
     def iter_topic(self, topic: str, from_beginning: bool = False, stop_at_end: bool = False,
                    idle_timeout_ms: int | None = None, partitions: Iterable[int] | None = None) -> Iterator[Record]:
-        """Records of every partition (or of `partitions`), round-robin; order within each partition is kept.
+        """Records of every partition (or of `partitions`); order within each partition is kept.
 
-        Starts at the log start of each partition with `from_beginning`, else at its high watermark; ends as
-        iter_partition does. The partitions' start positions are asked for at once, and after a fetch that
-        brought records the next partitions' fetches (up to READER_FETCHES_AHEAD_MAX of them, each answer at
-        most `fetch_bytes_max`) are sent before those records are handed over, so their answers travel while the
-        caller works. While several partitions are being read, each fetch answers at once and a round that
-        brought nothing is followed by `poll_idle_sleep_ms`; the last one long-polls as iter_partition does.
+        Starts at the log start of each partition with `from_beginning`, else at its high watermark; with
+        `stop_at_end` each partition ends at the high watermark of its first answer. Several partitions are read
+        with one FetchMany call per partition leader at a time (fetch_many), all leaders' calls in flight at once:
+        each long-polls until one of its partitions has records, and the next call to a leader leaves as soon as
+        its answer is in, before its records are handed over, so it travels while the caller works. A leader's
+        answer holds at most `fetch_bytes_max` per partition and READER_FETCHES_AHEAD_MAX × `fetch_bytes_max`
+        shared by the calls in flight; the partitions it names rotate from one call to the next, so none waits
+        behind the others. One partition is read as iter_partition reads it.
         """
         numbers = checked_partitions(topic, partitions, self.partitions(topic))
-        start = EARLIEST if from_beginning else LATEST
-        cursors = list(self._pool().map(lambda p: self.cursor(topic, p, start, stop_at_end), numbers))
-        yield from self._follow(topic, cursors, idle_timeout_ms)
+        if len(numbers) == 1:
+            yield from self.iter_partition(topic, numbers[0], EARLIEST if from_beginning else LATEST, stop_at_end,
+                                           idle_timeout_ms)
+            return
+        start = EARLIEST_TIMESTAMP_MS if from_beginning else LATEST_TIMESTAMP_MS
+        cursors = [Cursor(p, start, None, from_beginning, end_pending=stop_at_end) for p in numbers]
+        yield from self._follow_many(topic, cursors, IdleTimer(idle_timeout_ms, self._clock))
+
+    def fetch_many(self, topic: str, positions: list[tuple[int, int]], max_wait_ms: int = 0,
+                   max_bytes: int | None = None) -> dict[int, FetchResult | PartitionRefusal]:
+        """One read of several partitions: a FetchMany call to each of their leaders, sent together. Each
+        partition's FetchResult, or the PartitionRefusal that says why it was not served (a call that failed as a
+        whole refuses all its partitions with its error). `positions` are (partition, offset), the offset as
+        Fetch's or EARLIEST_TIMESTAMP_MS / LATEST_TIMESTAMP_MS; `max_bytes` caps each call's answer
+        (fetch_bytes_max per partition by default)."""
+        by_leader, answers = self._by_leader(topic, positions)
+        calls = {address: self._pool().submit(self._fetch_many_at, address, topic, group, max_wait_ms,
+                                              max_bytes or self.fetch_bytes_max * len(group))
+                 for address, group in by_leader.items()}
+        for future in calls.values():
+            answers.update(future.result())
+        return answers
+
+    def _by_leader(self, topic: str, positions: list[tuple[int, int]]):
+        """`positions` grouped by their partitions' leader addresses, and refusals for the partitions whose leader
+        could not be found."""
+        by_leader: dict[str, list[tuple[int, int]]] = {}
+        refused: dict[int, FetchResult | PartitionRefusal] = {}
+        for partition, offset in positions:
+            try:
+                address = self.router.leader_address(topic, partition)
+            except RaftbusError as err:
+                refused[partition] = PartitionRefusal(err)
+                continue
+            group = by_leader.setdefault(address, [])
+            if len(group) >= settings.READER_FETCH_MANY_PARTITIONS_MAX:
+                group = by_leader.setdefault(f"{address}#{len(by_leader)}", [])
+            group.append((partition, offset))
+        return by_leader, refused
+
+    def _fetch_many_at(self, address: str, topic: str, positions: list[tuple[int, int]], max_wait_ms: int,
+                       max_bytes: int) -> dict[int, FetchResult | PartitionRefusal]:
+        """One FetchMany call to `address` (a leader; a "#n" suffix only splits a leader's partitions over calls)."""
+        address = address.split("#", 1)[0]
+        request = pb.FetchManyRequest(topic=topic, max_bytes=max_bytes, max_wait_ms=max_wait_ms, partitions=[
+            pb.PartitionFetch(partition=p, offset=o, max_bytes=self.fetch_bytes_max) for p, o in positions])
+        timeout_s = self.request_timeout_s + max_wait_ms / 1000
+        try:
+            response = self.router.call_at(address, lambda conn: conn.log.FetchMany(request, timeout=timeout_s))
+        except RaftbusError as err:
+            return {p: PartitionRefusal(err) for p, _ in positions}
+        answers: dict[int, FetchResult | PartitionRefusal] = {}
+        for (partition, offset), answer in zip(positions, response.partitions):
+            if answer.HasField("error"):
+                e = answer.error
+                err = error_from_code(e.code, e.message, leader_id=e.leader_id or None,
+                                      leader_address=e.leader_address or None)
+                answers[partition] = PartitionRefusal(err, answer.log_start_offset, answer.high_watermark)
+            else:
+                answers[partition] = fetch_result(topic, partition, _resolved(offset, answer), answer)
+        return answers
+
+    def _follow_many(self, topic: str, cursors: list[Cursor], idle: "IdleTimer") -> Iterator[Record]:
+        """Reads several cursors with FetchMany calls, one in flight per leader (see iter_topic), until each is done
+        or the idle timer expires. A refused partition is fetched again after the router's delay for its error
+        (a leader change), from its log start when retention passed it (earliest-style reads), after
+        poll_idle_sleep_ms while a new leader's high watermark catches up; anything else is raised."""
+        in_flight: dict[Future, _ManyCall] = {}
+        busy: set[int] = set()  # partitions with a call in flight
+        not_before: dict[int, float] = {}  # partition -> when it may be fetched again after a refusal
+        attempts: dict[int, int] = {}
+        rotation = 0
+        try:
+            while True:
+                active = [c for c in cursors if not c.done()]
+                if not active or idle.expired():
+                    return
+                rotation = self._send_many(topic, active, in_flight, busy, not_before, idle, rotation)
+                if not in_flight:
+                    self._sleep(max(0.0, min(not_before.values()) - self._clock()))
+                    continue
+                done, _ = wait(list(in_flight), timeout=idle.left_s(), return_when=FIRST_COMPLETED)
+                handed: list[list[Record]] = []
+                for future in done:
+                    call = in_flight.pop(future)
+                    busy.difference_update(c.partition for c in call.cursors)
+                    answers = self._many_answers(topic, future, call)
+                    found = False
+                    for cursor in call.cursors:
+                        answer = answers[cursor.partition]
+                        if isinstance(answer, PartitionRefusal):
+                            self._refused(topic, cursor, answer, attempts, not_before)
+                            continue
+                        attempts.pop(cursor.partition, None)
+                        records = cursor.advance(answer)
+                        if records:
+                            found = True
+                            handed.append(records)
+                    if not found and call.wait_ms == 0:  # an answer at once with nothing: not again at once
+                        for cursor in call.cursors:
+                            not_before.setdefault(cursor.partition, self._clock() + self.poll_idle_sleep_s)
+                if handed:
+                    idle.reset()
+                    # the next calls leave before these records are handed over
+                    rotation = self._send_many(topic, [c for c in cursors if not c.done()], in_flight, busy,
+                                               not_before, idle, rotation)
+                    for records in handed:
+                        yield from records
+        finally:
+            for future in in_flight:
+                future.cancel()
+
+    def _send_many(self, topic: str, active: list[Cursor], in_flight: dict, busy: set, not_before: dict,
+                   idle: "IdleTimer", rotation: int) -> int:
+        """Send a FetchMany to each leader of the active cursors that have no call in flight and no refusal to
+        wait out; the cursors' order rotates by one per call. Returns the next rotation."""
+        now = self._clock()
+        ready = [c for c in active if c.partition not in busy and not_before.get(c.partition, 0.0) <= now]
+        if not ready:
+            return rotation
+        for partition in [p for p, t in not_before.items() if t <= now]:
+            del not_before[partition]
+        shift = rotation % len(ready)
+        ready = ready[shift:] + ready[:shift]
+        by_partition = {c.partition: c for c in ready}
+        by_leader, refused = self._by_leader(topic, [(c.partition, c.offset) for c in ready])
+        calls = len(by_leader) + len(in_flight)
+        wait_ms = idle.wait_ms(self.fetch_wait_ms)
+        for address, positions in by_leader.items():
+            group = [by_partition[p] for p, _ in positions]
+            share = max(1, min(len(group), settings.READER_FETCHES_AHEAD_MAX // max(1, calls)))
+            call = _ManyCall(group, address, positions, wait_ms, self.fetch_bytes_max * share)
+            in_flight[self._pool().submit(self._fetch_many_at, address, topic, positions, wait_ms,
+                                          call.max_bytes)] = call
+            busy.update(p for p, _ in positions)
+        for partition, refusal in refused.items():
+            future: Future = Future()
+            future.set_result({partition: refusal})
+            in_flight[future] = _ManyCall([by_partition[partition]], "", [], 0, 0)
+            busy.add(partition)
+        return rotation + 1
+
+    def _many_answers(self, topic: str, future: Future, call: "_ManyCall") -> dict:
+        """The answers of a FetchMany sent on the pool. A call the pool cancelled (the Reader was closed while it
+        waited in the queue) is made here instead, and a refusal of it is raised: a closed Reader ends the read
+        with the error any call on it gets."""
+        if not future.cancelled():
+            return future.result()
+        answers = self._fetch_many_at(call.address, topic, call.positions, call.wait_ms, call.max_bytes)
+        for answer in answers.values():
+            if isinstance(answer, PartitionRefusal):
+                raise answer.error
+        return answers
+
+    def _refused(self, topic: str, cursor: Cursor, refusal: PartitionRefusal, attempts: dict, not_before: dict):
+        """Decide when a refused partition is fetched again (see _follow_many); raises what must not be retried."""
+        err = refusal.error
+        attempt = attempts[cursor.partition] = attempts.get(cursor.partition, 0) + 1
+        if isinstance(err, OffsetOutOfRange) and refusal.log_start_offset >= 0:
+            if 0 <= cursor.offset < refusal.log_start_offset:
+                if not cursor.restart_at_log_start:
+                    raise err
+                cursor.offset = refusal.log_start_offset
+                return
+            if attempt * self.poll_idle_sleep_s > self.high_watermark_catch_up_s:
+                raise err
+            not_before[cursor.partition] = self._clock() + self.poll_idle_sleep_s
+            return
+        delay_s = self.router.note_failure(err, attempt, topic=topic, partition=cursor.partition)
+        if delay_s is None:
+            raise err
+        not_before[cursor.partition] = self._clock() + delay_s
 
     def _follow(self, topic: str, cursors: list[Cursor], idle_timeout_ms: int | None) -> Iterator[Record]:
         """Reads `cursors` round-robin until each is done or the idle timer expires (see iter_topic)."""
@@ -342,6 +530,29 @@ class Reader:
         self.close()
 
 
+@dataclass(slots=True)
+class _ManyCall:
+    """A FetchMany in flight for _follow_many: its cursors and what it asked."""
+
+    cursors: list[Cursor]
+    address: str
+    positions: list[tuple[int, int]]
+    wait_ms: int
+    max_bytes: int
+
+
+def _resolved(offset: int, answer: pb.FetchResponse) -> int:
+    """Where a FetchMany answer at `offset` starts: the offset itself, or what the broker resolved
+    EARLIEST_TIMESTAMP_MS (the log start) and LATEST_TIMESTAMP_MS (the high watermark then: the first batch of an
+    answer that waited for records, else the high watermark) to."""
+    if offset >= 0:
+        return offset
+    if offset == EARLIEST_TIMESTAMP_MS:
+        return answer.log_start_offset
+    first = next(iter_stored_batches(answer.batches), None)
+    return first.base_offset if first is not None else answer.high_watermark
+
+
 class IdleTimer:
     """Tracks time since the last record for `idle_timeout_ms` (None: never expires)."""
 
@@ -355,6 +566,12 @@ class IdleTimer:
 
     def expired(self) -> bool:
         return self.idle_timeout_s is not None and self._clock() - self._last_s >= self.idle_timeout_s
+
+    def left_s(self) -> float | None:
+        """Seconds until the timer expires (None: never)."""
+        if self.idle_timeout_s is None:
+            return None
+        return max(0.0, self.idle_timeout_s - (self._clock() - self._last_s))
 
     def wait_ms(self, fetch_wait_ms: int) -> int:
         """The long-poll wait for the next fetch: fetch_wait_ms, shortened to the idle time left."""

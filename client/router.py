@@ -430,6 +430,16 @@ class Router:
         """Run `fn` (one RPC) against the partition's leader, following hints and retrying retriable errors."""
         return self._call(lambda: self.leader_address(topic, partition), fn, topic=topic, partition=partition)
 
+    def call_at(self, address: str, fn: Callable[[Connection], T]) -> T:
+        """Run `fn` (one RPC) once against `address`: its answer, or its typed error raised (no retry: the caller
+        decides, with note_failure)."""
+        try:
+            answer = fn(self.connection(address))
+        except grpc.RpcError as exc:
+            raise self.failure_at(address, exc) from None
+        self._reachability.reached(address)
+        return answer
+
     def call_controller(self, fn: Callable[[Connection], T]) -> T:
         """Run `fn` against the controller (the metadata-group leader)."""
         return self._call(self.controller_address, fn)

@@ -65,6 +65,9 @@ POLL_IDLE_SLEEP_MS = 100
 # answers of at most fetch_bytes_max each). The sync Reader runs them on a pool of this many threads, on which
 # iter_topic also asks for its partitions' start positions; AsyncReader runs them as tasks.
 READER_FETCHES_AHEAD_MAX = 8
+# Partitions one FetchMany of a Reader names at most (a leader of more gets several calls); the broker's own bound is
+# fetch_many_partitions_max.
+READER_FETCH_MANY_PARTITIONS_MAX = 1000
 # How long a reader waits for a new leader's high watermark to catch up with an offset it already read up to.
 HIGH_WATERMARK_CATCH_UP_MS = 5_000
 

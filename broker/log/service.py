@@ -1,19 +1,33 @@
 """Produce, fetch and list offsets on stream topics: the rules, independent of gRPC."""
 from __future__ import annotations
 
+import time
 from concurrent.futures import Future
+from dataclasses import dataclass
 
 from raftbus.client import errors
 from raftbus.client.records import check_framing
 
 from raftbus.broker import commands
 from raftbus.broker.log.settings import LogSettings
-from raftbus.broker.context import BrokerContext, wait_result
+from raftbus.broker.context import BrokerContext, wait_beyond_any, wait_result
 from raftbus.broker.groups.offset_service import check_member
 from raftbus.broker.log import compaction_commands, key_index
 
 EARLIEST = -2
 LATEST = -1
+
+
+@dataclass(frozen=True)
+class PartitionRead:
+    """One partition's part of a FetchMany answer: its batches, or the typed error that refused it (with the
+    partition's offsets where they are known, as for an offset out of range)."""
+
+    partition: int
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    batches: bytes = b""
+    error: errors.RaftbusError | None = None
 
 
 class LogService:
@@ -136,6 +150,100 @@ class LogService:
             replica.wait_beyond(offset, max_wait_ms / 1000, self.settings.fetch_waiters_max)
             replica = self.context.leader_replica(topic, partition, kind="stream")
         return replica.state_machine.read(offset, max_bytes)
+
+    def fetch_many(self, topic: str, wanted: list[tuple[int, int, int]], *, max_bytes: int, max_wait_ms: int,
+                   member: tuple[str, str, int] | None = None) -> list[PartitionRead]:
+        """Fetch of many partitions of `topic`, each (partition, offset, its max bytes or 0), in request order.
+
+        Each partition is read as `fetch` reads it, once its leadership is confirmed for this read (every
+        partition's confirmation started at once); one this broker cannot serve is answered with its error while
+        the others are read. The answer holds at most `max_bytes` (at least one batch of the first partition with
+        records): partitions past it are answered without batches. When no partition has records (and none was
+        refused) the call long-polls up to `max_wait_ms` for an append to any of them. Offsets -2 and -1 name the
+        log start and the high watermark.
+        """
+        if not wanted:
+            raise errors.InvalidArgument("FetchMany names no partition")
+        if len(wanted) > self.settings.fetch_many_partitions_max:
+            raise errors.InvalidArgument(f"FetchMany names {len(wanted)} partitions; at most "
+                                         f"fetch_many_partitions_max={self.settings.fetch_many_partitions_max}")
+        if len({partition for partition, _, _ in wanted}) != len(wanted):
+            raise errors.InvalidArgument("FetchMany names a partition more than once")
+        if any(offset < EARLIEST for _, offset, _ in wanted):
+            raise errors.InvalidArgument("offsets must be >= 0, -2 (the log start) or -1 (the high watermark)")
+        max_bytes = min(max(max_bytes, 1), self.settings.fetch_bytes_max)
+        max_wait_ms = min(max(max_wait_ms, 0), self.settings.fetch_wait_max_ms)
+        replicas = self._confirmed_replicas(topic, [partition for partition, _, _ in wanted], member)
+        positions = [(partition, self._resolved(replica, offset), part_max)
+                     for (partition, offset, part_max), replica in zip(wanted, replicas)]
+        answers = self._read_many(replicas, positions, max_bytes)
+        if max_wait_ms > 0 and not any(a.batches or a.error for a in answers):
+            wait_beyond_any([(replica, offset) for replica, (_, offset, _) in zip(replicas, positions)],
+                            max_wait_ms / 1000, self.settings.fetch_waiters_max)
+            replicas = [self._still_leader(topic, partition) for partition, _, _ in positions]
+            answers = self._read_many(replicas, positions, max_bytes)
+        return answers
+
+    def _confirmed_replicas(self, topic: str, partitions: list[int], member) -> list:
+        """Each partition's replica here once its leadership is confirmed for this read, or the typed error that
+        stopped it; the confirmations run together and are waited for up to produce_timeout_ms in all."""
+        started = []
+        for partition in partitions:
+            try:
+                replica, confirmed = self.confirm_leader(topic, partition)
+                if member is not None:
+                    check_member(self.context, *member, topic, partition)
+                started.append((replica, confirmed))
+            except errors.RaftbusError as exc:
+                started.append(exc)
+        deadline_s = time.monotonic() + self.settings.produce_timeout_ms / 1000
+        replicas: list = []
+        for item in started:
+            if isinstance(item, errors.RaftbusError):
+                replicas.append(item)
+                continue
+            replica, confirmed = item
+            try:
+                wait_result(confirmed, max(0.0, deadline_s - time.monotonic()))
+                replicas.append(replica)
+            except errors.RaftbusError as exc:
+                replicas.append(exc)
+        return replicas
+
+    @staticmethod
+    def _resolved(replica, offset: int) -> int:
+        if isinstance(replica, errors.RaftbusError) or offset >= 0:
+            return offset
+        log_start, high_watermark = replica.state_machine.offsets()
+        return log_start if offset == EARLIEST else high_watermark
+
+    def _still_leader(self, topic: str, partition: int):
+        try:
+            return self.context.leader_replica(topic, partition, kind="stream")
+        except errors.RaftbusError as exc:
+            return exc
+
+    @staticmethod
+    def _read_many(replicas: list, positions: list[tuple[int, int, int]], max_bytes: int) -> list[PartitionRead]:
+        answers, total = [], 0
+        for replica, (partition, offset, part_max) in zip(replicas, positions):
+            if isinstance(replica, errors.RaftbusError):
+                answers.append(PartitionRead(partition, error=replica))
+                continue
+            sm = replica.state_machine
+            if total >= max_bytes:
+                log_start, high_watermark = sm.offsets()
+                answers.append(PartitionRead(partition, high_watermark, log_start))
+                continue
+            try:
+                found = sm.read(offset, min(part_max or max_bytes, max_bytes - total))
+            except errors.OffsetOutOfRange as exc:
+                log_start, high_watermark = sm.offsets()
+                answers.append(PartitionRead(partition, high_watermark, log_start, error=exc))
+                continue
+            total += len(found.batches)
+            answers.append(PartitionRead(partition, found.high_watermark, found.log_start_offset, found.batches))
+        return answers
 
     def list_offsets(self, topic: str, partition: int, timestamp_ms: int) -> tuple[int, int, int]:
         """(offset, log_start_offset, high_watermark) for earliest (-2), latest (-1) or a time."""

@@ -80,6 +80,19 @@ class LogServicer(pb_grpc.LogServicer):
     def Fetch(self, request, context):
         return self._fetch(request, request.offset)
 
+    @unary
+    def FetchMany(self, request, context):
+        member = (request.group, request.member_id, request.generation) if request.group else None
+        answers = self.service.fetch_many(request.topic, [(p.partition, p.offset, p.max_bytes)
+                                                          for p in request.partitions],
+                                          max_bytes=request.max_bytes or 1 << 20, max_wait_ms=request.max_wait_ms,
+                                          member=member)
+        return pb.FetchManyResponse(partitions=[
+            pb.FetchResponse(topic=request.topic, partition=a.partition, high_watermark=a.high_watermark,
+                             log_start_offset=a.log_start_offset, batches=a.batches,
+                             error=_error_proto(a.error) if a.error is not None else None)
+            for a in answers])
+
     def FetchStream(self, request, context):
         """Server-streaming long-poll: one answer per batch range, following the log until the client cancels."""
         offset = request.offset

@@ -23,6 +23,7 @@ class LogSettings:
     fetch_bytes_max: int = setting(16 * 1024 * 1024, "cap on one fetch answer")
     fetch_wait_max_ms: int = setting(30_000, "cap on a fetch long-poll")
     fetch_waiters_max: int = setting(4096, "fetch long-polls and streams waiting on one partition")
+    fetch_many_partitions_max: int = setting(1000, "partitions one FetchMany call may name")
     retention_check_interval_ms: int = setting(5000, "how often partition leaders trim what retention drops")
     producer_idle_ms: int = setting(WEEK_MS, "idempotent producer state kept this long after last use")
 
@@ -43,5 +44,5 @@ class LogSettings:
         require(1 <= self.compaction_command_bytes_max <= self.batch_bytes_max,
                 "compaction_command_bytes_max must be between 1 and batch_bytes_max")
         require(1 <= self.compacted_key_bytes_max <= 500, "compacted_key_bytes_max must be between 1 and 500")
-        at_least(self, 1, "compaction_check_interval_ms", "compaction_bytes_per_s", "compaction_key_map_bytes_max",
+        at_least(self, 1, "fetch_many_partitions_max", "compaction_check_interval_ms", "compaction_bytes_per_s", "compaction_key_map_bytes_max",
                  "table_keys_per_call_max")

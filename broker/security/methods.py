@@ -58,6 +58,7 @@ METHOD_CHECKS: dict[str, tuple[Check, ...] | None] = {
     _LOG + "ProduceStream": (topic("topic", PRODUCE),),  # every request of the stream
     _LOG + "Fetch": (topic("topic", CONSUME), group("group?", CONSUME)),
     _LOG + "FetchStream": (topic("topic", CONSUME), group("group?", CONSUME)),
+    _LOG + "FetchMany": (topic("topic", CONSUME), group("group?", CONSUME)),
     _LOG + "ListOffsets": (topic("topic", CONSUME),),
     _LOG + "GetKey": (topic("topic", CONSUME),),  # compacted topics: key-value reads
     _LOG + "ListKeys": (topic("topic", CONSUME),),

@@ -184,6 +184,40 @@ class FetchResponse(_message.Message):
     error: Error
     def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., high_watermark: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., batches: _Optional[bytes] = ..., error: _Optional[_Union[Error, _Mapping]] = ...) -> None: ...
 
+class FetchManyRequest(_message.Message):
+    __slots__ = ("topic", "partitions", "max_bytes", "max_wait_ms", "group", "member_id", "generation")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MAX_WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partitions: _containers.RepeatedCompositeFieldContainer[PartitionFetch]
+    max_bytes: int
+    max_wait_ms: int
+    group: str
+    member_id: str
+    generation: int
+    def __init__(self, topic: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[PartitionFetch, _Mapping]]] = ..., max_bytes: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., group: _Optional[str] = ..., member_id: _Optional[str] = ..., generation: _Optional[int] = ...) -> None: ...
+
+class PartitionFetch(_message.Message):
+    __slots__ = ("partition", "offset", "max_bytes")
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    partition: int
+    offset: int
+    max_bytes: int
+    def __init__(self, partition: _Optional[int] = ..., offset: _Optional[int] = ..., max_bytes: _Optional[int] = ...) -> None: ...
+
+class FetchManyResponse(_message.Message):
+    __slots__ = ("partitions",)
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    partitions: _containers.RepeatedCompositeFieldContainer[FetchResponse]
+    def __init__(self, partitions: _Optional[_Iterable[_Union[FetchResponse, _Mapping]]] = ...) -> None: ...
+
 class ListOffsetsRequest(_message.Message):
     __slots__ = ("topic", "partition", "timestamp_ms")
     TOPIC_FIELD_NUMBER: _ClassVar[int]

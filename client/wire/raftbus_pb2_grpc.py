@@ -59,6 +59,11 @@ class LogStub:
                 request_serializer=raftbus__pb2.FetchRequest.SerializeToString,
                 response_deserializer=raftbus__pb2.FetchResponse.FromString,
                 _registered_method=True)
+        self.FetchMany = channel.unary_unary(
+                '/raftbus.v1.Log/FetchMany',
+                request_serializer=raftbus__pb2.FetchManyRequest.SerializeToString,
+                response_deserializer=raftbus__pb2.FetchManyResponse.FromString,
+                _registered_method=True)
         self.ListOffsets = channel.unary_unary(
                 '/raftbus.v1.Log/ListOffsets',
                 request_serializer=raftbus__pb2.ListOffsetsRequest.SerializeToString,
@@ -126,6 +131,13 @@ class LogServicer:
 
     def FetchStream(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def FetchMany(self, request, context):
+        """many partitions of a topic, from their leader
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -205,6 +217,11 @@ def add_LogServicer_to_server(servicer, server):
                     servicer.FetchStream,
                     request_deserializer=raftbus__pb2.FetchRequest.FromString,
                     response_serializer=raftbus__pb2.FetchResponse.SerializeToString,
+            ),
+            'FetchMany': grpc.unary_unary_rpc_method_handler(
+                    servicer.FetchMany,
+                    request_deserializer=raftbus__pb2.FetchManyRequest.FromString,
+                    response_serializer=raftbus__pb2.FetchManyResponse.SerializeToString,
             ),
             'ListOffsets': grpc.unary_unary_rpc_method_handler(
                     servicer.ListOffsets,
@@ -377,6 +394,33 @@ class Log:
             '/raftbus.v1.Log/FetchStream',
             raftbus__pb2.FetchRequest.SerializeToString,
             raftbus__pb2.FetchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FetchMany(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftbus.v1.Log/FetchMany',
+            raftbus__pb2.FetchManyRequest.SerializeToString,
+            raftbus__pb2.FetchManyResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -55,6 +55,10 @@ def test_streams_are_bounded_per_connection_and_per_broker(served):
     full = refused(lambda: three.Fetch(pb.FetchRequest(topic="orders", partition=0, offset=0, max_wait_ms=5_000)))
     assert type(full) is errors.Overloaded and "grpc_long_calls_max=2" in full.message
     assert three.Fetch(pb.FetchRequest(topic="orders", partition=0, offset=0, max_wait_ms=0)).high_watermark == 0
+    many = [pb.PartitionFetch(partition=0, offset=0)]
+    full = refused(lambda: three.FetchMany(pb.FetchManyRequest(topic="orders", partitions=many, max_wait_ms=5_000)))
+    assert type(full) is errors.Overloaded and "grpc_long_calls_max=2" in full.message
+    assert three.FetchMany(pb.FetchManyRequest(topic="orders", partitions=many)).partitions[0].high_watermark == 0
     assert [t.name for t in admin.ListTopics(pb.ListTopicsRequest()).topics] == ["orders"]
     first.cancel()
     second.cancel()

@@ -56,18 +56,68 @@ class FakePartition:
 
 
 class FakeRouter:
-    """Stands in for Router: runs each RPC body against in-memory partitions and records the requests."""
+    """Stands in for Router: runs each RPC body against in-memory partitions and records the requests. Partition p
+    is led by "leader-{p % leaders}"; FetchMany answers as the broker does (broker/log/service.py), at once."""
 
-    def __init__(self, partitions: dict[tuple[str, int], FakePartition]):
+    def __init__(self, partitions: dict[tuple[str, int], FakePartition], leaders: int = 2):
         self.partitions = partitions
+        self.leaders = leaders
         self.fetches: list[pb.FetchRequest] = []
+        self.many: list[tuple[str, pb.FetchManyRequest]] = []  # (address, request) of each FetchMany answered
         self.routed: list[tuple[str, int]] = []
+        self.failures: list[tuple[str, int | None]] = []  # (error code, partition) of each note_failure
         self.after_fetch = None  # called after each fetch, to change the log between fetches
-        self.conn = SimpleNamespace(log=SimpleNamespace(Fetch=self._fetch, ListOffsets=self._list_offsets))
+        self.refuse = None  # (address, request, partition) -> an error to answer that partition with, or None
+        self.conn = SimpleNamespace(log=SimpleNamespace(Fetch=self._fetch, ListOffsets=self._list_offsets,
+                                                        FetchMany=None))
 
     def call_partition(self, topic, partition, fn):
         self.routed.append((topic, partition))
         return fn(self.conn)
+
+    def leader_address(self, topic, partition):
+        return f"leader-{partition % self.leaders}"
+
+    def call_at(self, address, fn):
+        conn = SimpleNamespace(log=SimpleNamespace(
+            FetchMany=self.conn.log.FetchMany or (lambda request, timeout=None: self._fetch_many(address, request))))
+        return fn(conn)
+
+    def note_failure(self, err, attempt, *, topic=None, partition=None):
+        self.failures.append((err.code, partition))
+        return 0.0 if attempt <= 3 and err.code in ("NOT_LEADER", "UNAVAILABLE") else None
+
+    def _fetch_many(self, address, request):
+        answers, total = [], 0
+        for wanted in request.partitions:
+            log = self.partitions[(request.topic, wanted.partition)]
+            refused = self.refuse(address, request, wanted.partition) if self.refuse else None
+            if refused is not None:
+                answers.append(pb.FetchResponse(topic=request.topic, partition=wanted.partition,
+                                                error=pb.Error(code=refused.code, message=refused.message)))
+                continue
+            offset = {-2: log.log_start_offset, -1: log.high_watermark}.get(wanted.offset, wanted.offset)
+            batches = b""
+            try:
+                if total < request.max_bytes:
+                    batches = log.read(offset, min(wanted.max_bytes, request.max_bytes - total))
+            except OffsetOutOfRange as exc:
+                answers.append(pb.FetchResponse(topic=request.topic, partition=wanted.partition,
+                                                high_watermark=log.high_watermark,
+                                                log_start_offset=log.log_start_offset,
+                                                error=pb.Error(code=exc.code, message=exc.message)))
+                continue
+            total += len(batches)
+            answers.append(pb.FetchResponse(topic=request.topic, partition=wanted.partition, batches=batches,
+                                            high_watermark=log.high_watermark, log_start_offset=log.log_start_offset))
+        self.many.append((address, request))
+        if self.after_fetch:
+            self.after_fetch()
+        return pb.FetchManyResponse(partitions=answers)
+
+    def many_positions(self) -> list[tuple[int, int]]:
+        """(partition, offset) of every partition named by a FetchMany answered, in order."""
+        return [(p.partition, p.offset) for _, request in self.many for p in request.partitions]
 
     def partitions_for(self, topic):
         return len([key for key in self.partitions if key[0] == topic])
@@ -100,8 +150,8 @@ class Sleeps:
         self.calls.append(seconds)
 
 
-def reader_for(partitions, **options) -> tuple[Reader, FakeRouter, Sleeps]:
-    router = FakeRouter(partitions)
+def reader_for(partitions, leaders: int = 2, **options) -> tuple[Reader, FakeRouter, Sleeps]:
+    router = FakeRouter(partitions, leaders)
     sleeps = Sleeps()
     return Reader(router=router, sleep=sleeps, **options), router, sleeps
 
@@ -210,22 +260,34 @@ def test_read_at_an_explicit_offset_below_the_log_start_raises(log):
         list(reader.iter_partition("t", 0, offset=1, stop_at_end=True))
 
 
-def test_iter_topic_reads_partitions_round_robin_in_order(log):
-    """iter_topic alternates between partitions one fetch at a time and keeps each partition's order."""
-    other = FakePartition()
-    other.append([b"x0", b"x1"])
-    other.append([b"x2"])
-    reader, _, _ = reader_for({("t", 0): log, ("t", 1): other}, fetch_bytes_max=1)
+def test_iter_topic_reads_several_partitions_with_one_fetch_many_per_leader_in_order(log):
+    """Goal: iter_topic reads several partitions with FetchMany calls, each naming only partitions of one leader,
+    starting at the log start the broker resolves (no ListOffsets); every partition's records arrive once, in
+    order, up to the high watermark of its first answer."""
+    logs = {("t", 0): log, **{("t", p): FakePartition() for p in (1, 2, 3)}}
+    for p in (1, 2, 3):
+        logs[("t", p)].append([f"x{p}-{i}".encode() for i in range(2)])
+        logs[("t", p)].append([f"y{p}".encode()])
+    reader, router, _ = reader_for(logs, fetch_bytes_max=1)  # one batch per partition and call
     records = list(reader.iter_topic("t", from_beginning=True, stop_at_end=True))
-    assert [(r.partition, r.offset) for r in records] == [
-        (0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (0, 3), (0, 4), (0, 5), (0, 6), (0, 7), (1, 2), (0, 8)]
+    assert [r.offset for r in records if r.partition == 0] == list(range(9))
+    for p in (1, 2, 3):
+        assert [r.value for r in records if r.partition == p] == [f"x{p}-0".encode(), f"x{p}-1".encode(),
+                                                                  f"y{p}".encode()]
+    assert router.routed == []  # no ListOffsets and no single-partition Fetch
+    for address, request in router.many:
+        assert {f"leader-{p.partition % 2}" for p in request.partitions} == {address}
+    assert sorted(p for p, o in router.many_positions() if o == -2) == [0, 1, 2, 3]  # each started once at -2
+    reader.close()
 
 
 def test_iter_topic_from_the_end_waits_for_new_records(log):
     """Without from_beginning, iter_topic returns only records produced after it started."""
     other = FakePartition()
     reader, router, sleeps = reader_for({("t", 0): log, ("t", 1): other})
-    router.after_fetch = lambda: other.append([b"new"]) if other.high_watermark == 0 else None
+    # appended once partition 1's start was resolved (its leader's call answered)
+    router.after_fetch = lambda: other.append([b"new"]) if other.high_watermark == 0 and any(
+        p.partition == 1 for p in router.many[-1][1].partitions) else None
     first = next(reader.iter_topic("t"))
     assert (first.partition, first.offset, first.value) == (1, 0, b"new")
 
@@ -341,25 +403,70 @@ def many_partitions(count: int, batches: int = 2) -> dict[tuple[str, int], FakeP
     return logs
 
 
-def test_iter_topic_sends_the_next_partitions_fetches_ahead_up_to_its_pool(monkeypatch):
-    """Goal: once a partition's records are handed over, the fetches of the partitions after it are already on
-    their way, at most READER_FETCHES_AHEAD_MAX of them; each partition's records arrive once and in order and
-    no (partition, offset) is fetched twice."""
-    from raftbus.client import settings
-
-    monkeypatch.setattr(settings, "READER_FETCHES_AHEAD_MAX", 3)
-    reader, router, _ = reader_for(many_partitions(12))
+def test_iter_topic_sends_a_leaders_next_call_before_handing_over_its_records():
+    """Goal: once a leader's FetchMany answer is in, its next call leaves before the records are handed over (the
+    caller has taken one record); each partition's records arrive once and in order and no (partition, offset) is
+    fetched twice."""
+    reader, router, _ = reader_for(many_partitions(12), fetch_bytes_max=1, leaders=1)
     records = reader.iter_topic("t", from_beginning=True, stop_at_end=True)
     first = next(records)
-    assert (first.partition, first.offset) == (0, 0)
-    assert wait_until(lambda: len(router.fetches) == 4), "the next partitions' fetches were not sent ahead"
-    time.sleep(0.1)
-    assert sorted(f.partition for f in router.fetches) == [0, 1, 2, 3]  # no more than the pool's threads
+    assert wait_until(lambda: len(router.many) >= 2), "no call was sent ahead"  # one record of three taken
     rest = [first] + list(records)
     for number in range(12):
         assert [r.value for r in rest if r.partition == number] == [
             f"p{number}-{b}-{i}".encode() for b in range(2) for i in range(3)]
-    assert sorted((f.partition, f.offset) for f in router.fetches) == [(p, 0) for p in range(12)]
+    reader.close()
+
+
+def test_iter_topic_answers_past_the_byte_cap_rotate_so_no_partition_waits_behind_the_others(monkeypatch):
+    """Goal: a leader's answer is capped (READER_FETCHES_AHEAD_MAX × fetch_bytes_max shared by the calls); the
+    partitions each call names rotate, so every partition is read although each answer holds only some."""
+    from raftbus.client import settings
+
+    monkeypatch.setattr(settings, "READER_FETCHES_AHEAD_MAX", 1)
+    logs = many_partitions(4, batches=3)
+    size = len(logs[("t", 0)].batches[0][2])
+    reader, router, _ = reader_for(logs, fetch_bytes_max=size, leaders=1)  # one batch per answer
+    records = list(reader.iter_topic("t", from_beginning=True, stop_at_end=True))
+    assert len(records) == 4 * 9
+    firsts = [request.partitions[0].partition for _, request in router.many]
+    assert set(firsts[:4]) == {0, 1, 2, 3}  # each of the first four calls led with another partition
+    reader.close()
+
+
+def test_iter_topic_fetches_a_refused_partition_again_while_the_others_are_read():
+    """Goal: a partition refused NOT_LEADER in a FetchMany answer is fetched again after the router's delay (its
+    note_failure), while the partitions answered in the same call are read on; a whole call that fails (here
+    UNAVAILABLE) is made again for all its partitions. Nothing is lost or repeated."""
+    from raftbus.client.errors import NotLeader
+
+    reader, router, _ = reader_for(many_partitions(4), leaders=2)
+    refused = []
+
+    def refuse(address, request, partition):
+        if partition == 2 and not refused:
+            refused.append(partition)
+            return NotLeader("elections")
+        return None
+
+    router.refuse = refuse
+    failed = []
+
+    def failing_once(request, timeout=None):
+        if not failed:
+            failed.append(request)
+            raise Unavailable("the leader went away")
+        return router._fetch_many("leader-x", request)
+
+    records = list(reader.iter_topic("t", from_beginning=True, stop_at_end=True))
+    assert refused == [2] and ("NOT_LEADER", 2) in router.failures
+    for number in range(4):
+        assert [r.offset for r in records if r.partition == number] == list(range(6))
+    router.conn.log.FetchMany = failing_once
+    records = list(reader.iter_topic("t", from_beginning=True, stop_at_end=True))
+    assert failed and ("UNAVAILABLE", failed[0].partitions[0].partition) in router.failures
+    for number in range(4):
+        assert [r.offset for r in records if r.partition == number] == list(range(6))
     reader.close()
 
 
@@ -368,32 +475,24 @@ def test_iter_topic_reads_only_the_partitions_asked_for():
     does not have or a non-integer is InvalidArgument before anything is read."""
     reader, router, _ = reader_for(many_partitions(5, batches=1))
     records = list(reader.iter_topic("t", from_beginning=True, stop_at_end=True, partitions=[4, 1]))
-    assert [(r.partition, r.offset) for r in records] == [(4, 0), (4, 1), (4, 2), (1, 0), (1, 1), (1, 2)]
-    assert {f.partition for f in router.fetches} == {1, 4}
+    assert sorted((r.partition, r.offset) for r in records) == [(1, 0), (1, 1), (1, 2), (4, 0), (4, 1), (4, 2)]
+    assert {p for p, _ in router.many_positions()} == {1, 4}
     for wrong in ([1, 1], [5], [-1], ["1"]):
         with pytest.raises(InvalidArgument):
             list(reader.iter_topic("t", from_beginning=True, partitions=wrong))
     reader.close()
 
 
-def test_iter_topic_restarts_a_partition_trimmed_under_its_fetch_sent_ahead():
-    """Goal: retention removes records below a partition's position while its fetch is being sent ahead; that fetch
-    fails (OffsetOutOfRange on the pool's thread) and the caller's fetch applies the earliest-read rule: the read
-    goes on from the new log start."""
-    logs = many_partitions(3)
-    reader, router, _ = reader_for(logs, fetch_bytes_max=1)
-    trimmed = []
-    fetch = router.conn.log.Fetch
-
-    def trimming_once(request, timeout=None):
-        if request.partition == 2 and not trimmed:
-            logs[("t", 2)].trim_to(3)
-            trimmed.append(threading.get_ident())
-        return fetch(request, timeout)
-
-    router.conn.log.Fetch = trimming_once
+def test_iter_topic_restarts_a_partition_trimmed_under_its_read():
+    """Goal: retention removes records below a partition's position between two of its calls; the broker answers
+    OFFSET_OUT_OF_RANGE with the new log start, and the earliest-read rule moves the read there at once (no
+    ListOffsets): it goes on from the new log start, the other partitions untouched."""
+    logs = many_partitions(3, batches=3)
+    size = len(logs[("t", 0)].batches[0][2])
+    reader, router, _ = reader_for(logs, fetch_bytes_max=size, leaders=1)  # one batch per partition and call
+    router.after_fetch = lambda: logs[("t", 2)].trim_to(6) if len(router.many) == 1 else None
     records = list(reader.iter_topic("t", from_beginning=True, stop_at_end=True))
-    assert trimmed and trimmed[0] != threading.get_ident()
-    assert [r.offset for r in records if r.partition == 2] == [3, 4, 5]
-    assert [r.offset for r in records if r.partition == 0] == list(range(6))
+    assert [r.offset for r in records if r.partition == 2] == [0, 1, 2, 6, 7, 8]  # its first batch, the new start
+    assert [r.offset for r in records if r.partition == 0] == list(range(9))
+    assert router.routed == []
     reader.close()
