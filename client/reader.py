@@ -194,7 +194,7 @@ class Reader:
         first of them is handed over, so the broker's answer travels while the caller works; a fetch sent ahead
         that fails is sent again in the caller's thread, where its error is handled as any fetch's.
         """
-        yield from self._follow(topic, [self.cursor(topic, partition, offset, stop_at_end)], idle_timeout_ms)
+        yield from self._follow(topic, self.cursor(topic, partition, offset, stop_at_end), idle_timeout_ms)
 
     def iter_topic(self, topic: str, from_beginning: bool = False, stop_at_end: bool = False,
                    idle_timeout_ms: int | None = None, partitions: Iterable[int] | None = None) -> Iterator[Record]:
@@ -383,42 +383,34 @@ class Reader:
             raise err
         not_before[cursor.partition] = self._clock() + delay_s
 
-    def _follow(self, topic: str, cursors: list[Cursor], idle_timeout_ms: int | None) -> Iterator[Record]:
-        """Reads `cursors` round-robin until each is done or the idle timer expires (see iter_topic)."""
+    def _follow_cursors(self, topic: str, cursors: list[Cursor], idle_timeout_ms: int | None) -> Iterator[Record]:
+        """Records of `cursors` until each is done or the idle timer expires: one as iter_partition reads it,
+        several as iter_topic does (Table's watches read their partitions from positions of their own)."""
+        if len(cursors) == 1:
+            return self._follow(topic, cursors[0], idle_timeout_ms)
+        return self._follow_many(topic, cursors, IdleTimer(idle_timeout_ms, self._clock))
+
+    def _follow(self, topic: str, cursor: Cursor, idle_timeout_ms: int | None) -> Iterator[Record]:
+        """Reads one cursor until it is done or the idle timer expires (see iter_partition)."""
         idle = IdleTimer(idle_timeout_ms, self._clock)
-        ahead: dict[int, Future] = {}  # partition -> its fetch sent ahead, at its cursor's offset
+        ahead: Future | None = None  # its next fetch, sent ahead at the cursor's offset
         try:
-            while not idle.expired():
-                active = [c for c in cursors if not c.done()]
-                if not active:
-                    return
-                wait_ms = idle.wait_ms(self.fetch_wait_ms) if len(active) == 1 else 0
-                found = False
-                for i, cursor in enumerate(active):
-                    result = self._fetched_ahead(ahead.pop(cursor.partition, None))
-                    if result is None:
-                        result = self._fetch_at(topic, cursor, wait_ms)
-                    records = cursor.advance(result)
-                    if records:
-                        found = True
-                        idle.reset()
-                        self._send_ahead(ahead, topic, active[i + 1:] + active[:i + 1],
-                                         idle.wait_ms(self.fetch_wait_ms) if len(active) == 1 else 0)
-                        yield from records
-                if not found and wait_ms == 0 and not idle.expired():
+            while not cursor.done() and not idle.expired():
+                result, ahead = self._fetched_ahead(ahead), None
+                wait_ms = idle.wait_ms(self.fetch_wait_ms)
+                if result is None:
+                    result = self._fetch_at(topic, cursor, wait_ms)
+                records = cursor.advance(result)
+                if records:
+                    idle.reset()
+                    if not cursor.done():
+                        ahead = self._fetch_ahead(topic, cursor, idle.wait_ms(self.fetch_wait_ms))
+                    yield from records
+                elif wait_ms == 0 and not idle.expired():
                     self._sleep(self.poll_idle_sleep_s)
         finally:
-            for future in ahead.values():
-                future.cancel()
-
-    def _send_ahead(self, ahead: dict[int, Future], topic: str, cursors: list[Cursor], max_wait_ms: int) -> None:
-        """Send the fetches of `cursors`, in that order, that are not done and have none in flight, until
-        READER_FETCHES_AHEAD_MAX are in flight."""
-        for cursor in cursors:
-            if len(ahead) >= settings.READER_FETCHES_AHEAD_MAX:
-                return
-            if cursor.partition not in ahead and not cursor.done():
-                ahead[cursor.partition] = self._fetch_ahead(topic, cursor, max_wait_ms)
+            if ahead is not None:
+                ahead.cancel()
 
     def stream_partition(self, topic: str, partition: int, offset: Position = EARLIEST,
                          stop_at_end: bool = False) -> Iterator[Record]:

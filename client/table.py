@@ -262,7 +262,7 @@ class Watch:
             snapshot, end = self._snapshot(reader, partition)
             yield from snapshot
             cursors.append(Cursor(partition, end, None, True))
-        for record in reader._follow(topic, cursors, None):
+        for record in reader._follow_cursors(topic, cursors, None):
             if record.key is not None and record.key.startswith(self._prefix):
                 self.position[record.partition] = record.offset
                 yield WatchEvent(record.key, record.value, record.offset, record.timestamp_ms, record.partition)
@@ -270,7 +270,7 @@ class Watch:
     def _snapshot(self, reader: Reader, partition: int) -> tuple[list[WatchEvent], int]:
         cursor = reader.cursor(self._table.topic, partition, EARLIEST, stop_at_end=True)
         latest: dict[bytes, WatchEvent] = {}
-        for record in reader._follow(self._table.topic, [cursor], None):
+        for record in reader._follow(self._table.topic, cursor, None):
             if record.key is not None and record.key.startswith(self._prefix):
                 latest[record.key] = WatchEvent(record.key, record.value, record.offset, record.timestamp_ms,
                                                 partition)
