@@ -237,6 +237,7 @@ class Reader:
         """`positions` grouped by their partitions' leader addresses, and refusals for the partitions whose leader
         could not be found."""
         by_leader: dict[str, list[tuple[int, int]]] = {}
+        filling: dict[str, str] = {}  # address -> the key of its call being filled
         refused: dict[int, FetchResult | PartitionRefusal] = {}
         for partition, offset in positions:
             try:
@@ -244,10 +245,10 @@ class Reader:
             except RaftbusError as err:
                 refused[partition] = PartitionRefusal(err)
                 continue
-            group = by_leader.setdefault(address, [])
-            if len(group) >= settings.READER_FETCH_MANY_PARTITIONS_MAX:
-                group = by_leader.setdefault(f"{address}#{len(by_leader)}", [])
-            group.append((partition, offset))
+            key = filling.get(address, address)
+            if len(by_leader.get(key, ())) >= settings.READER_FETCH_MANY_PARTITIONS_MAX:
+                key = filling[address] = f"{address}#{len(by_leader)}"
+            by_leader.setdefault(key, []).append((partition, offset))
         return by_leader, refused
 
     def _fetch_many_at(self, address: str, topic: str, positions: list[tuple[int, int]], max_wait_ms: int,

@@ -167,7 +167,7 @@ def _snapshot(clients: Clients, table: str, prefix: bytes, partitions: int) -> d
     for partition in range(partitions):
         latest: dict = {}
         cursor = clients.reader.cursor(table, partition, EARLIEST, stop_at_end=True)
-        for r in clients.reader._follow(table, [cursor], None):
+        for r in clients.reader._follow(table, cursor, None):
             if r.key is not None and r.key.startswith(prefix):
                 latest[r.key] = r
         position[partition] = cursor.end_offset - 1

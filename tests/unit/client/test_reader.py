@@ -496,3 +496,25 @@ def test_iter_topic_restarts_a_partition_trimmed_under_its_read():
     assert [r.offset for r in records if r.partition == 0] == list(range(9))
     assert router.routed == []
     reader.close()
+
+
+def test_fetch_many_asks_each_leader_once_within_its_partition_bound(monkeypatch):
+    """Goal: Reader.fetch_many sends one FetchMany per leader, splitting a leader's partitions over calls of at most
+    READER_FETCH_MANY_PARTITIONS_MAX, and answers every partition: its records from the resolved start, or its
+    refusal."""
+    from raftbus.client import settings
+    from raftbus.client.errors import NotLeader
+    from raftbus.client.reader import EARLIEST_TIMESTAMP_MS, PartitionRefusal
+
+    monkeypatch.setattr(settings, "READER_FETCH_MANY_PARTITIONS_MAX", 2)
+    reader, router, _ = reader_for(many_partitions(7, batches=1), leaders=2)
+    router.refuse = lambda address, request, partition: NotLeader("moved") if partition == 6 else None
+    answers = reader.fetch_many("t", [(p, EARLIEST_TIMESTAMP_MS) for p in range(7)])
+    assert sorted(answers) == list(range(7))
+    for p in range(6):
+        assert [r.value for r in answers[p].records] == [f"p{p}-0-{i}".encode() for i in range(3)]
+        assert answers[p].next_offset == 3
+    assert isinstance(answers[6], PartitionRefusal) and answers[6].error.code == "NOT_LEADER"
+    calls = sorted((address, sorted(p.partition for p in request.partitions)) for address, request in router.many)
+    assert calls == [("leader-0", [0, 2]), ("leader-0", [4, 6]), ("leader-1", [1, 3]), ("leader-1", [5])]
+    reader.close()
