@@ -234,124 +234,65 @@ class Reader:
         return answers
 
     def _by_leader(self, topic: str, positions: list[tuple[int, int]]):
-        """`positions` grouped by their partitions' leader addresses, and refusals for the partitions whose leader
-        could not be found."""
-        by_leader: dict[str, list[tuple[int, int]]] = {}
-        filling: dict[str, str] = {}  # address -> the key of its call being filled
-        refused: dict[int, FetchResult | PartitionRefusal] = {}
-        for partition, offset in positions:
+        """`positions` grouped by their partitions' leader addresses (group_by_leader)."""
+        leaders: dict[int, str | RaftbusError] = {}
+        for partition, _ in positions:
             try:
-                address = self.router.leader_address(topic, partition)
+                leaders[partition] = self.router.leader_address(topic, partition)
             except RaftbusError as err:
-                refused[partition] = PartitionRefusal(err)
-                continue
-            key = filling.get(address, address)
-            if len(by_leader.get(key, ())) >= settings.READER_FETCH_MANY_PARTITIONS_MAX:
-                key = filling[address] = f"{address}#{len(by_leader)}"
-            by_leader.setdefault(key, []).append((partition, offset))
-        return by_leader, refused
+                leaders[partition] = err
+        return group_by_leader(positions, leaders)
 
     def _fetch_many_at(self, address: str, topic: str, positions: list[tuple[int, int]], max_wait_ms: int,
                        max_bytes: int) -> dict[int, FetchResult | PartitionRefusal]:
         """One FetchMany call to `address` (a leader; a "#n" suffix only splits a leader's partitions over calls)."""
-        address = address.split("#", 1)[0]
-        request = pb.FetchManyRequest(topic=topic, max_bytes=max_bytes, max_wait_ms=max_wait_ms, partitions=[
-            pb.PartitionFetch(partition=p, offset=o, max_bytes=self.fetch_bytes_max) for p, o in positions])
+        request = fetch_many_request(topic, positions, max_wait_ms, max_bytes, self.fetch_bytes_max)
         timeout_s = self.request_timeout_s + max_wait_ms / 1000
+        address = address.split("#", 1)[0]
         try:
             response = self.router.call_at(address, lambda conn: conn.log.FetchMany(request, timeout=timeout_s))
         except RaftbusError as err:
             return {p: PartitionRefusal(err) for p, _ in positions}
-        answers: dict[int, FetchResult | PartitionRefusal] = {}
-        for (partition, offset), answer in zip(positions, response.partitions):
-            if answer.HasField("error"):
-                e = answer.error
-                err = error_from_code(e.code, e.message, leader_id=e.leader_id or None,
-                                      leader_address=e.leader_address or None)
-                answers[partition] = PartitionRefusal(err, answer.log_start_offset, answer.high_watermark)
-            else:
-                answers[partition] = fetch_result(topic, partition, _resolved(offset, answer), answer)
-        return answers
+        return many_answers(topic, positions, response)
 
     def _follow_many(self, topic: str, cursors: list[Cursor], idle: "IdleTimer") -> Iterator[Record]:
-        """Reads several cursors with FetchMany calls, one in flight per leader (see iter_topic), until each is done
-        or the idle timer expires. A refused partition is fetched again after the router's delay for its error
-        (a leader change), from its log start when retention passed it (earliest-style reads), after
-        poll_idle_sleep_ms while a new leader's high watermark catches up; anything else is raised."""
+        """Reads several cursors with FetchMany calls, one in flight per leader, until each is done or the idle
+        timer expires (ManyRead decides; see iter_topic)."""
+        plan = ManyRead(self, topic, cursors, idle, self._clock)
         in_flight: dict[Future, _ManyCall] = {}
-        busy: set[int] = set()  # partitions with a call in flight
-        not_before: dict[int, float] = {}  # partition -> when it may be fetched again after a refusal
-        attempts: dict[int, int] = {}
-        rotation = 0
         try:
-            while True:
-                active = [c for c in cursors if not c.done()]
-                if not active or idle.expired():
-                    return
-                rotation = self._send_many(topic, active, in_flight, busy, not_before, idle, rotation)
+            while not plan.finished():
+                self._send_many(plan, in_flight)
                 if not in_flight:
-                    self._sleep(max(0.0, min(not_before.values()) - self._clock()))
+                    self._sleep(plan.sleep_s())
                     continue
                 done, _ = wait(list(in_flight), timeout=idle.left_s(), return_when=FIRST_COMPLETED)
                 handed: list[list[Record]] = []
                 for future in done:
                     call = in_flight.pop(future)
-                    busy.difference_update(c.partition for c in call.cursors)
-                    answers = self._many_answers(topic, future, call)
-                    found = False
-                    for cursor in call.cursors:
-                        answer = answers[cursor.partition]
-                        if isinstance(answer, PartitionRefusal):
-                            self._refused(topic, cursor, answer, attempts, not_before)
-                            continue
-                        attempts.pop(cursor.partition, None)
-                        records = cursor.advance(answer)
-                        if records:
-                            found = True
-                            handed.append(records)
-                    if not found and call.wait_ms == 0:  # an answer at once with nothing: not again at once
-                        for cursor in call.cursors:
-                            not_before.setdefault(cursor.partition, self._clock() + self.poll_idle_sleep_s)
+                    handed += plan.answered(call, self._many_answers(topic, future, call))
                 if handed:
-                    idle.reset()
-                    # the next calls leave before these records are handed over
-                    rotation = self._send_many(topic, [c for c in cursors if not c.done()], in_flight, busy,
-                                               not_before, idle, rotation)
+                    self._send_many(plan, in_flight)  # the next calls leave before these records are handed over
                     for records in handed:
                         yield from records
         finally:
             for future in in_flight:
                 future.cancel()
 
-    def _send_many(self, topic: str, active: list[Cursor], in_flight: dict, busy: set, not_before: dict,
-                   idle: "IdleTimer", rotation: int) -> int:
-        """Send a FetchMany to each leader of the active cursors that have no call in flight and no refusal to
-        wait out; the cursors' order rotates by one per call. Returns the next rotation."""
-        now = self._clock()
-        ready = [c for c in active if c.partition not in busy and not_before.get(c.partition, 0.0) <= now]
-        if not ready:
-            return rotation
-        for partition in [p for p, t in not_before.items() if t <= now]:
-            del not_before[partition]
-        shift = rotation % len(ready)
-        ready = ready[shift:] + ready[:shift]
-        by_partition = {c.partition: c for c in ready}
-        by_leader, refused = self._by_leader(topic, [(c.partition, c.offset) for c in ready])
-        calls = len(by_leader) + len(in_flight)
-        wait_ms = idle.wait_ms(self.fetch_wait_ms)
-        for address, positions in by_leader.items():
-            group = [by_partition[p] for p, _ in positions]
-            share = max(1, min(len(group), settings.READER_FETCHES_AHEAD_MAX // max(1, calls)))
-            call = _ManyCall(group, address, positions, wait_ms, self.fetch_bytes_max * share)
-            in_flight[self._pool().submit(self._fetch_many_at, address, topic, positions, wait_ms,
-                                          call.max_bytes)] = call
-            busy.update(p for p, _ in positions)
-        for partition, refusal in refused.items():
-            future: Future = Future()
-            future.set_result({partition: refusal})
-            in_flight[future] = _ManyCall([by_partition[partition]], "", [], 0, 0)
-            busy.add(partition)
-        return rotation + 1
+    def _send_many(self, plan: "ManyRead", in_flight: dict) -> None:
+        """Send the calls of the cursors that are due (ManyRead.calls) on the pool."""
+        due = plan.due()
+        if not due:
+            return
+        by_leader, refused = self._by_leader(plan.topic, [(c.partition, c.offset) for c in due])
+        for call in plan.calls(due, by_leader, refused):
+            if call.refusal is not None:
+                future: Future = Future()
+                future.set_result(call.refusal)
+            else:
+                future = self._pool().submit(self._fetch_many_at, call.address, plan.topic, call.positions,
+                                             call.wait_ms, call.max_bytes)
+            in_flight[future] = call
 
     def _many_answers(self, topic: str, future: Future, call: "_ManyCall") -> dict:
         """The answers of a FetchMany sent on the pool. A call the pool cancelled (the Reader was closed while it
@@ -364,25 +305,6 @@ class Reader:
             if isinstance(answer, PartitionRefusal):
                 raise answer.error
         return answers
-
-    def _refused(self, topic: str, cursor: Cursor, refusal: PartitionRefusal, attempts: dict, not_before: dict):
-        """Decide when a refused partition is fetched again (see _follow_many); raises what must not be retried."""
-        err = refusal.error
-        attempt = attempts[cursor.partition] = attempts.get(cursor.partition, 0) + 1
-        if isinstance(err, OffsetOutOfRange) and refusal.log_start_offset >= 0:
-            if 0 <= cursor.offset < refusal.log_start_offset:
-                if not cursor.restart_at_log_start:
-                    raise err
-                cursor.offset = refusal.log_start_offset
-                return
-            if attempt * self.poll_idle_sleep_s > self.high_watermark_catch_up_s:
-                raise err
-            not_before[cursor.partition] = self._clock() + self.poll_idle_sleep_s
-            return
-        delay_s = self.router.note_failure(err, attempt, topic=topic, partition=cursor.partition)
-        if delay_s is None:
-            raise err
-        not_before[cursor.partition] = self._clock() + delay_s
 
     def _follow_cursors(self, topic: str, cursors: list[Cursor], idle_timeout_ms: int | None) -> Iterator[Record]:
         """Records of `cursors` until each is done or the idle timer expires: one as iter_partition reads it,
@@ -525,13 +447,157 @@ class Reader:
 
 @dataclass(slots=True)
 class _ManyCall:
-    """A FetchMany in flight for _follow_many: its cursors and what it asked."""
+    """A FetchMany of a ManyRead: its cursors and what it asks; or, with `refusal`, the answer of partitions whose
+    leader could not be found, handed back without a call."""
 
     cursors: list[Cursor]
     address: str
     positions: list[tuple[int, int]]
     wait_ms: int
     max_bytes: int
+    refusal: dict | None = None
+
+
+class ManyRead:
+    """What a read of several cursors with FetchMany calls decides, for Reader.iter_topic and AsyncReader.iter_topic
+    (they make the calls): which cursors are due, a round's calls (one per leader, with its wait and its share of
+    READER_FETCHES_AHEAD_MAX × fetch_bytes_max), and what an answer changes.
+
+    The cursors due rotate by one per round, so a partition past a call's byte cap leads a later call. A refused
+    partition is fetched again after the router's delay for its error (a leader change); from its log start when
+    retention passed it (earliest-style reads); after poll_idle_sleep while a new leader's high watermark catches
+    up, for at most high_watermark_catch_up; anything else is raised. A call answered at once without records is
+    not made again before poll_idle_sleep."""
+
+    def __init__(self, reader, topic: str, cursors: list[Cursor], idle: "IdleTimer", clock: Callable[[], float]):
+        self.reader = reader  # fetch_bytes_max, fetch_wait_ms, poll_idle_sleep_s, high_watermark_catch_up_s, router
+        self.topic = topic
+        self.cursors = cursors
+        self.idle = idle
+        self._clock = clock
+        self._busy: set[int] = set()  # partitions with a call in flight
+        self._not_before: dict[int, float] = {}  # partition -> when it may be fetched again
+        self._attempts: dict[int, int] = {}  # partition -> refusals in a row
+        self._rotation = 0
+        self._in_flight = 0
+
+    def finished(self) -> bool:
+        return self.idle.expired() or all(c.done() for c in self.cursors)
+
+    def due(self) -> list[Cursor]:
+        """The cursors to fetch now: not done, no call in flight, no refusal or empty answer to wait out."""
+        now = self._clock()
+        for partition in [p for p, t in self._not_before.items() if t <= now]:
+            del self._not_before[partition]
+        ready = [c for c in self.cursors
+                 if not c.done() and c.partition not in self._busy and c.partition not in self._not_before]
+        if not ready:
+            return []
+        shift = self._rotation % len(ready)
+        self._rotation += 1
+        return ready[shift:] + ready[:shift]
+
+    def calls(self, due: list[Cursor], by_leader: dict[str, list[tuple[int, int]]],
+              refused: dict[int, "PartitionRefusal"]) -> list[_ManyCall]:
+        """The calls of a round over `due`, grouped as group_by_leader grouped them; the caller sends each."""
+        by_partition = {c.partition: c for c in due}
+        wait_ms = self.idle.wait_ms(self.reader.fetch_wait_ms)
+        count = len(by_leader) + self._in_flight
+        calls = []
+        for address, positions in by_leader.items():
+            group = [by_partition[p] for p, _ in positions]
+            share = max(1, min(len(group), settings.READER_FETCHES_AHEAD_MAX // max(1, count)))
+            calls.append(_ManyCall(group, address, positions, wait_ms, self.reader.fetch_bytes_max * share))
+        calls += [_ManyCall([by_partition[p]], "", [], 0, 0, refusal={p: refusal}) for p, refusal in refused.items()]
+        for call in calls:
+            self._busy.update(c.partition for c in call.cursors)
+        self._in_flight += len(calls)
+        return calls
+
+    def answered(self, call: _ManyCall, answers: dict) -> list[list[Record]]:
+        """Take a call's answers: each cursor moves past its records or waits out its refusal (raising what
+        must not be retried). The records to hand over, one list per partition that brought some."""
+        self._in_flight -= 1
+        self._busy.difference_update(c.partition for c in call.cursors)
+        handed = []
+        for cursor in call.cursors:
+            answer = answers[cursor.partition]
+            if isinstance(answer, PartitionRefusal):
+                self._refused(cursor, answer)
+                continue
+            self._attempts.pop(cursor.partition, None)
+            records = cursor.advance(answer)
+            if records:
+                handed.append(records)
+        if handed:
+            self.idle.reset()
+        elif call.wait_ms == 0 and call.refusal is None:
+            for cursor in call.cursors:
+                self._not_before.setdefault(cursor.partition, self._clock() + self.reader.poll_idle_sleep_s)
+        return handed
+
+    def sleep_s(self) -> float:
+        """How long until a cursor is due again (nothing in flight)."""
+        now = self._clock()
+        return max(0.0, min(self._not_before.values(), default=now) - now)
+
+    def _refused(self, cursor: Cursor, refusal: "PartitionRefusal") -> None:
+        err = refusal.error
+        attempt = self._attempts[cursor.partition] = self._attempts.get(cursor.partition, 0) + 1
+        if isinstance(err, OffsetOutOfRange) and refusal.log_start_offset >= 0:
+            if 0 <= cursor.offset < refusal.log_start_offset:
+                if not cursor.restart_at_log_start:
+                    raise err
+                cursor.offset = refusal.log_start_offset
+                return
+            if attempt * self.reader.poll_idle_sleep_s > self.reader.high_watermark_catch_up_s:
+                raise err
+            self._not_before[cursor.partition] = self._clock() + self.reader.poll_idle_sleep_s
+            return
+        delay_s = self.reader.router.note_failure(err, attempt, topic=self.topic, partition=cursor.partition)
+        if delay_s is None:
+            raise err
+        self._not_before[cursor.partition] = self._clock() + delay_s
+
+
+def group_by_leader(positions: list[tuple[int, int]], leaders: dict[int, "str | RaftbusError"]):
+    """`positions` grouped by their partitions' leader addresses in `leaders` (a leader's partitions split over calls
+    of at most READER_FETCH_MANY_PARTITIONS_MAX, keyed "address#n"), and a PartitionRefusal for each partition
+    whose leader lookup failed."""
+    by_leader: dict[str, list[tuple[int, int]]] = {}
+    filling: dict[str, str] = {}  # address -> the key of its call being filled
+    refused: dict[int, PartitionRefusal] = {}
+    for partition, offset in positions:
+        address = leaders[partition]
+        if isinstance(address, RaftbusError):
+            refused[partition] = PartitionRefusal(address)
+            continue
+        key = filling.get(address, address)
+        if len(by_leader.get(key, ())) >= settings.READER_FETCH_MANY_PARTITIONS_MAX:
+            key = filling[address] = f"{address}#{len(by_leader)}"
+        by_leader.setdefault(key, []).append((partition, offset))
+    return by_leader, refused
+
+
+def fetch_many_request(topic: str, positions: list[tuple[int, int]], max_wait_ms: int, max_bytes: int,
+                       partition_bytes_max: int) -> pb.FetchManyRequest:
+    return pb.FetchManyRequest(topic=topic, max_bytes=max_bytes, max_wait_ms=max_wait_ms, partitions=[
+        pb.PartitionFetch(partition=p, offset=o, max_bytes=partition_bytes_max) for p, o in positions])
+
+
+def many_answers(topic: str, positions: list[tuple[int, int]],
+                 response: pb.FetchManyResponse) -> dict[int, FetchResult | PartitionRefusal]:
+    """Each partition's FetchResult, or its PartitionRefusal, from a FetchMany answer to `positions`."""
+    answers: dict[int, FetchResult | PartitionRefusal] = {}
+    for (partition, offset), answer in zip(positions, response.partitions):
+        if answer.HasField("error"):
+            e = answer.error
+            err = error_from_code(e.code, e.message, leader_id=e.leader_id or None,
+                                  leader_address=e.leader_address or None)
+            answers[partition] = PartitionRefusal(err, answer.log_start_offset, answer.high_watermark)
+        else:
+            answers[partition] = fetch_result(topic, partition, _resolved(offset, answer), answer)
+    return answers
 
 
 def _resolved(offset: int, answer: pb.FetchResponse) -> int:

@@ -10,14 +10,13 @@ started at "earliest" and falls below the log start (retention) restarts there; 
 raises OffsetOutOfRange. A position above the high watermark (a new leader catching up) is retried for up
 to `high_watermark_catch_up_ms`.
 
-Fetching ahead: when a fetch for a partition returns records, the fetches of the partitions after it in the
-round, and its own next one (at the position after those records, with the wait the next round would give it),
-start as asyncio tasks before the first record is handed over, so the brokers' answers travel while the caller
-works: at most READER_FETCHES_AHEAD_MAX at once, each partition at most one, so each partition's order is kept.
-The round awaits a partition's task instead of fetching again. A fetch sent ahead that failed with a typed
+Fetching ahead: when a fetch of iter_partition returns records, its next one (at the position after those
+records, with the wait the next round would give it) starts as an asyncio task before the first record is
+handed over, so the broker's answer travels while the caller works. A fetch sent ahead that failed with a typed
 error, or was cancelled (by `close()`), is made again in the iterating coroutine, where its error is handled as
-any fetch's: the OffsetOutOfRange rules above, the router's own errors raised unchanged. Closing an iterator
-(`break`, `aclose()`) cancels and awaits its fetches sent ahead.
+any fetch's: the OffsetOutOfRange rules above, the router's own errors raised unchanged. iter_topic over several
+partitions reads them with FetchMany calls as the sync Reader does (client/reader.py, ManyRead). Closing an
+iterator (`break`, `aclose()`) cancels and awaits its calls in flight.
 """
 from __future__ import annotations
 
@@ -28,8 +27,9 @@ from contextlib import aclosing
 from raftbus.client import settings
 from raftbus.client.credentials import TlsSource
 from raftbus.client.errors import InvalidArgument, OffsetOutOfRange, RaftbusError
-from raftbus.client.reader import EARLIEST, EARLIEST_TIMESTAMP_MS, LATEST, Cursor, FetchResult, IdleTimer, Position, \
-    checked_partitions, fetch_result
+from raftbus.client.reader import EARLIEST, EARLIEST_TIMESTAMP_MS, LATEST, LATEST_TIMESTAMP_MS, Cursor, FetchResult, \
+    IdleTimer, ManyRead, PartitionRefusal, Position, _ManyCall, checked_partitions, fetch_many_request, fetch_result, \
+    group_by_leader, many_answers
 from raftbus.client.records import Record
 from raftbus.client.wire import raftbus_pb2 as pb
 
@@ -113,17 +113,105 @@ class AsyncReader(AsyncClient):
     async def iter_topic(self, topic: str, from_beginning: bool = False, stop_at_end: bool = False,
                          idle_timeout_ms: int | None = None,
                          partitions: Iterable[int] | None = None) -> AsyncIterator[Record]:
-        """Records of every partition (or of `partitions`), fetched round-robin; order within each partition is kept.
+        """Records of every partition (or of `partitions`); order within each partition is kept.
 
-        The partitions' start positions are asked for at once, and fetches are sent ahead as the module docstring
-        says, so fetches for several partitions may be outstanding at once.
+        As the sync Reader's iter_topic: several partitions are read with one FetchMany call per partition leader
+        at a time, each long-polling until one of its partitions has records, the next call to a leader started
+        as a task before the records of its last answer are handed over (client/reader.py, ManyRead decides); with
+        `stop_at_end` each partition ends at the high watermark of its first answer. One partition is read as
+        iter_partition reads it. Leaving the loop cancels and awaits the calls in flight.
         """
         numbers = checked_partitions(topic, partitions, await self.partitions(topic))
-        start = EARLIEST if from_beginning else LATEST
-        cursors = list(await asyncio.gather(*(self.cursor(topic, p, start, stop_at_end) for p in numbers)))
-        async with aclosing(self._follow(topic, cursors, idle_timeout_ms)) as records:
+        if len(numbers) == 1:
+            records = self.iter_partition(topic, numbers[0], EARLIEST if from_beginning else LATEST, stop_at_end,
+                                          idle_timeout_ms)
+        else:
+            start = EARLIEST_TIMESTAMP_MS if from_beginning else LATEST_TIMESTAMP_MS
+            cursors = [Cursor(p, start, None, from_beginning, end_pending=stop_at_end) for p in numbers]
+            records = self._follow_many(topic, cursors, IdleTimer(idle_timeout_ms, asyncio.get_running_loop().time))
+        async with aclosing(records) as records:
             async for record in records:
                 yield record
+
+    def _follow_cursors(self, topic: str, cursors: list[Cursor], idle_timeout_ms: int | None) -> AsyncIterator[Record]:
+        """Records of `cursors` until each is done or the idle timer expires: one as iter_partition reads it,
+        several as iter_topic does (AsyncTable's watches read their partitions from positions of their own)."""
+        if len(cursors) == 1:
+            return self._follow(topic, cursors, idle_timeout_ms)
+        return self._follow_many(topic, cursors, IdleTimer(idle_timeout_ms, asyncio.get_running_loop().time))
+
+    async def _follow_many(self, topic: str, cursors: list[Cursor], idle: IdleTimer) -> AsyncIterator[Record]:
+        """Reads several cursors with FetchMany calls, one task in flight per leader, until each is done or the
+        idle timer expires; the calls still in flight are cancelled and awaited when the read ends."""
+        plan = ManyRead(self, topic, cursors, idle, asyncio.get_running_loop().time)
+        in_flight: dict[asyncio.Future, _ManyCall] = {}
+        try:
+            while not plan.finished():
+                await self._send_many(plan, in_flight)
+                if not in_flight:
+                    await asyncio.sleep(plan.sleep_s())
+                    continue
+                done, _ = await asyncio.wait(list(in_flight), timeout=idle.left_s(),
+                                             return_when=asyncio.FIRST_COMPLETED)
+                handed: list[list[Record]] = []
+                for task in done:
+                    call = in_flight.pop(task)
+                    handed += plan.answered(call, await self._many_answers(topic, task, call))
+                if handed:
+                    await self._send_many(plan, in_flight)  # the next calls start before these records are handed
+                    for records in handed:
+                        for record in records:
+                            yield record
+        finally:
+            await _cancelled(in_flight)
+
+    async def _send_many(self, plan: ManyRead, in_flight: dict) -> None:
+        """Start the calls of the cursors that are due (ManyRead.calls) as tasks."""
+        due = plan.due()
+        if not due:
+            return
+        leaders: dict[int, str | RaftbusError] = {}
+        for cursor in due:
+            try:
+                leaders[cursor.partition] = await self.router.leader_address(plan.topic, cursor.partition)
+            except RaftbusError as err:
+                leaders[cursor.partition] = err
+        by_leader, refused = group_by_leader([(c.partition, c.offset) for c in due], leaders)
+        loop = asyncio.get_running_loop()
+        for call in plan.calls(due, by_leader, refused):
+            if call.refusal is not None:
+                task = loop.create_future()
+                task.set_result(call.refusal)
+            else:
+                task = loop.create_task(self._fetch_many_at(call.address, plan.topic, call.positions, call.wait_ms,
+                                                            call.max_bytes))
+                self._ahead.add(task)
+                task.add_done_callback(self._ahead.discard)
+            in_flight[task] = call
+
+    async def _fetch_many_at(self, address: str, topic: str, positions: list[tuple[int, int]], max_wait_ms: int,
+                             max_bytes: int) -> dict:
+        """One FetchMany call to `address` (a leader; a "#n" suffix only splits a leader's partitions over calls):
+        each partition's FetchResult or PartitionRefusal (a failed call refuses all of them with its error)."""
+        request = fetch_many_request(topic, positions, max_wait_ms, max_bytes, self.fetch_bytes_max)
+        timeout_s = self.router.request_timeout_s + max_wait_ms / 1000
+        try:
+            response = await self.router.call_at(address.split("#", 1)[0],
+                                                 lambda conn: conn.log.FetchMany(request, timeout=timeout_s))
+        except RaftbusError as err:
+            return {p: PartitionRefusal(err) for p, _ in positions}
+        return many_answers(topic, positions, response)
+
+    async def _many_answers(self, topic: str, task: asyncio.Future, call: _ManyCall) -> dict:
+        """A call's answers. A call cancelled by close() is made again here, and a refusal of it raised: a closed
+        reader ends the read with the error any call on it gets."""
+        if not task.cancelled():
+            return task.result()
+        answers = await self._fetch_many_at(call.address, topic, call.positions, call.wait_ms, call.max_bytes)
+        for answer in answers.values():
+            if isinstance(answer, PartitionRefusal):
+                raise answer.error
+        return answers
 
     async def _follow(self, topic: str, cursors: list[Cursor], idle_timeout_ms: int | None) -> AsyncIterator[Record]:
         """Fetch the cursors round-robin until each is done or the idle timeout passes, sending fetches ahead after

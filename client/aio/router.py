@@ -141,6 +141,16 @@ class AsyncRouter(Router):
         return await self._retrying(lambda: self.leader_address(topic, partition), fn,
                                     dict(topic=topic, partition=partition))
 
+    async def call_at(self, address: str, fn: AsyncCall) -> T:
+        """Await `fn` (one RPC) once on `address`: its answer, or its typed error raised (no retry: the caller
+        decides, with note_failure)."""
+        try:
+            answer = await fn(self.connection(address))
+        except grpc.RpcError as exc:
+            raise await asyncio.to_thread(self.failure_at, address, exc) from None
+        self._reachability.reached(address)
+        return answer
+
     async def call_controller(self, fn: AsyncCall) -> T:
         return await self._retrying(self.controller_address, fn, {})
 

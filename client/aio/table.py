@@ -129,7 +129,7 @@ class AsyncTable(AsyncClient):
             for event in sorted((e for e in latest.values() if e.value is not None), key=lambda e: e.revision):
                 yield event
             cursors.append(Cursor(partition, cursor.end_offset, None, True))
-        async for r in self._reader._follow(self.topic, cursors, None):
+        async for r in self._reader._follow_cursors(self.topic, cursors, None):
             if r.key is not None and r.key.startswith(raw):
                 position[r.partition] = r.offset
                 yield WatchEvent(r.key, r.value, r.offset, r.timestamp_ms, r.partition)

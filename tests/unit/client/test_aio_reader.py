@@ -12,7 +12,7 @@ import pytest
 from raftbus.client.aio import AsyncReader
 from raftbus.client.errors import OffsetOutOfRange, Unavailable
 from raftbus.client.wire import raftbus_pb2 as pb
-from tests.unit.client.test_reader import FakePartition
+from tests.unit.client.test_reader import FakePartition, FakeRouter
 
 FETCH_WAIT_MS = 500
 
@@ -23,8 +23,12 @@ class FakeAsyncRouter:
 
     request_timeout_s = 1.0
 
-    def __init__(self, partitions: dict[tuple[str, int], FakePartition]):
+    def __init__(self, partitions: dict[tuple[str, int], FakePartition], leaders: int = 2):
         self.partitions = partitions
+        self.sync = FakeRouter(partitions, leaders)  # FetchMany's answers, leaders and note_failure, as the broker's
+        self.calls_in_flight = self.calls_in_flight_max = self.calls_started = 0
+        self.calls_held: asyncio.Event | None = None  # FetchMany calls after the first wait for it
+        self.calls_cancelled = 0
         self.fetches: list[pb.FetchRequest] = []
         self.senders: list[asyncio.Task] = []  # the task that sent each fetch
         self.in_flight = self.in_flight_max = 0
@@ -33,6 +37,33 @@ class FakeAsyncRouter:
         self.after_fetch = None  # called after each answer, to change the log between fetches
         self.closed = False
         self.conn = SimpleNamespace(log=SimpleNamespace(Fetch=self._fetch, ListOffsets=self._list_offsets))
+
+    async def leader_address(self, topic, partition):
+        return self.sync.leader_address(topic, partition)
+
+    def note_failure(self, err, attempt, *, topic=None, partition=None):
+        return self.sync.note_failure(err, attempt, topic=topic, partition=partition)
+
+    async def call_at(self, address, fn):
+        if self.closed:
+            raise Unavailable("router is closed")
+
+        async def fetch_many(request, timeout=None):
+            self.calls_started += 1
+            self.calls_in_flight += 1
+            self.calls_in_flight_max = max(self.calls_in_flight_max, self.calls_in_flight)
+            try:
+                await asyncio.sleep(0)
+                if self.calls_held is not None and self.sync.many:
+                    await self.calls_held.wait()
+                return self.sync._fetch_many(address, request)
+            except asyncio.CancelledError:
+                self.calls_cancelled += 1
+                raise
+            finally:
+                self.calls_in_flight -= 1
+
+        return await fn(SimpleNamespace(log=SimpleNamespace(FetchMany=fetch_many)))
 
     async def call_partition(self, topic, partition, fn):
         if self.closed:
@@ -77,9 +108,9 @@ class FakeAsyncRouter:
                                       high_watermark=log.high_watermark)
 
 
-def reader_for(partitions, **options) -> tuple[AsyncReader, FakeAsyncRouter]:
+def reader_for(partitions, leaders: int = 2, **options) -> tuple[AsyncReader, FakeAsyncRouter]:
     reader = AsyncReader("127.0.0.1:1", fetch_bytes_max=1, fetch_wait_ms=FETCH_WAIT_MS, **options)
-    reader.router = FakeAsyncRouter(partitions)  # one fetch per stored batch (fetch_bytes_max=1)
+    reader.router = FakeAsyncRouter(partitions, leaders)  # one fetch per stored batch (fetch_bytes_max=1)
     return reader, reader.router
 
 
@@ -292,9 +323,9 @@ def test_closing_the_reader_mid_read_ends_the_read_with_the_routers_error(log):
 
 
 def test_iter_topic_over_three_partitions_keeps_each_partitions_order(log):
-    """Three partitions read round-robin, each with its own fetch sent ahead: fetches for several partitions are
-    outstanding at once, all without a long-poll wait, yet each partition's records come in offset order and
-    each offset is fetched once."""
+    """Three partitions on two leaders read with FetchMany calls, both leaders' calls in flight at once, each naming
+    only its leader's partitions and starting at the log start the broker resolves (no ListOffsets, no Fetch):
+    each partition's records come in offset order, every one once."""
     second, third = FakePartition(), FakePartition()
     for size in (2, 1, 4):
         second.append([b"x"] * size)
@@ -308,38 +339,68 @@ def test_iter_topic_over_three_partitions_keeps_each_partitions_order(log):
     records = run(main())
     for partition, end in ((0, 9), (1, 7), (2, 6)):
         assert [o for p, o in records if p == partition] == list(range(end))
-    assert Counter((f.partition, f.offset) for f in router.fetches) == {
-        (0, 0): 1, (0, 3): 1, (0, 8): 1, (1, 0): 1, (1, 2): 1, (1, 3): 1, (2, 0): 1, (2, 1): 1, (2, 2): 1, (2, 3): 1}
-    assert router.in_flight_max >= 2
-    assert {f.max_wait_ms for f in router.fetches} == {0}
+    assert router.fetches == [] and router.calls_in_flight_max == 2
+    for address, request in router.sync.many:
+        assert {f"leader-{p.partition % 2}" for p in request.partitions} == {address}
+    assert sorted(p for p, o in router.sync.many_positions() if o == -2) == [0, 1, 2]
 
 
-def test_iter_topic_keeps_at_most_its_limit_of_fetches_ahead(monkeypatch):
-    """Twelve partitions with READER_FETCHES_AHEAD_MAX 3: at most 3 fetches sent ahead are outstanding beside the
-    iterating coroutine's own, so at most 3 answers wait in memory; each partition's records still come in order."""
-    from raftbus.client import settings
-
-    monkeypatch.setattr(settings, "READER_FETCHES_AHEAD_MAX", 3)
+def test_iter_topic_keeps_one_call_in_flight_per_leader():
+    """Twelve partitions on three leaders: at most one FetchMany per leader is in flight, and the next one starts
+    before the records of the last answer are handed over; each partition's records still come in order."""
     logs = {}
     for number in range(12):
         partition = FakePartition()
         for size in (2, 3):
             partition.append([b"z"] * size)
         logs[("t", number)] = partition
-    reader, router = reader_for(logs)
+    reader, router = reader_for(logs, leaders=3)
 
     async def main():
-        return [(r.partition, r.offset) async for r in reader.iter_topic("t", from_beginning=True, stop_at_end=True)]
+        records = reader.iter_topic("t", from_beginning=True, stop_at_end=True)
+        first = await anext(records)
+        await asyncio.sleep(0)  # a call created before the record was handed over starts now
+        started = router.calls_started
+        return [(first.partition, first.offset)] + [(r.partition, r.offset) async for r in records], started
 
-    records = run(main())
+    records, started = run(main())
     for number in range(12):
         assert [o for p, o in records if p == number] == list(range(5))
-    assert 3 <= router.in_flight_max <= 4
+    assert router.calls_in_flight_max == 3
+    assert started > 3  # the first leader's next call started before its first record was handed over
+
+
+@pytest.mark.parametrize("leave", ["aclose", "close the reader"])
+def test_leaving_a_read_of_several_partitions_leaves_no_call_running(log, leave):
+    """The caller takes one record of a two-partition read while the next calls wait for their answers: aclose()
+    cancels and awaits them; closing the reader cancels them too, and the read then ends with the closed router's
+    Unavailable. No task is left behind and nothing is reported about one."""
+    other = FakePartition()
+    other.append([b"x"] * 2)
+    other.append([b"x"] * 2)
+    reader, router = reader_for({("t", 0): log, ("t", 1): other}, leaders=1)
+
+    async def main():
+        records = reader.iter_topic("t", from_beginning=True, stop_at_end=True)
+        assert (await anext(records)).offset == 0
+        await turns_until(lambda: router.calls_in_flight == 1, "the next call in flight")
+        if leave == "aclose":
+            await records.aclose()
+        else:
+            await reader.close()
+            with pytest.raises(Unavailable, match="router is closed"):
+                while True:
+                    await asyncio.wait_for(anext(records), 5)
+        return other_tasks()
+
+    router.calls_held = asyncio.Event()
+    assert run(main()) == set()
+    assert router.calls_cancelled == 1
 
 
 def test_iter_topic_reads_only_the_partitions_asked_for(log):
-    """`partitions` limits the read to those partitions, in the order given; a repeat or a number the topic does not
-    have is InvalidArgument."""
+    """`partitions` limits the read to those partitions; a repeat or a number the topic does not have is
+    InvalidArgument."""
     from raftbus.client.errors import InvalidArgument
 
     other = FakePartition()
@@ -355,6 +416,6 @@ def test_iter_topic_reads_only_the_partitions_asked_for(log):
         return read
 
     records = run(main())
-    assert records[:2] == [(1, 0), (1, 1)]
+    assert [o for p, o in records if p == 1] == [0, 1]
     assert [o for p, o in records if p == 0] == list(range(9))
-    assert {f.partition for f in router.fetches} == {0, 1}
+    assert {p for p, _ in router.sync.many_positions()} == {0, 1}
