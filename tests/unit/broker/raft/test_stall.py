@@ -43,18 +43,30 @@ def a_call_that_blocks_the_loop():
     return "done"
 
 
-def test_a_blocked_pass_is_reported_with_the_loop_stack_once_then_its_length(caplog):
+def stalled_loop(caplog, *calls) -> RaftLoop:
+    """A loop reporting passes over 200 ms, made to run `calls` in turn, stopped once the last pass's length is
+    logged."""
     caplog.set_level(logging.WARNING)
     loop = RaftLoop(tick_interval_ms=20, stall_report_ms=200)
     loop.attach(_IdleHub())
     loop.start()
     try:
-        assert loop.call(lambda: "quick") == "quick"
-        assert loop.stalls.reports == 0
-        assert loop.call(a_call_that_blocks_the_loop, timeout_s=5) == "done"
+        for call in calls:
+            assert loop.call(call, timeout_s=30) in ("quick", "done")
+            if call is quick:
+                assert loop.stalls.reports == 0
         wait_for(lambda: any("pass took" in r.getMessage() for r in caplog.records))
     finally:
         loop.stop()
+    return loop
+
+
+def quick():
+    return "quick"
+
+
+def test_a_blocked_pass_is_reported_with_the_loop_stack_once_then_its_length(caplog):
+    loop = stalled_loop(caplog, quick, a_call_that_blocks_the_loop)
     running = [r.getMessage() for r in caplog.records if "pass running for" in r.getMessage()]
     assert len(running) == 1 and loop.stalls.reports == 1  # one report for the pass, not one per check
     assert "a_call_that_blocks_the_loop" in running[0] and "time.sleep" in running[0]
@@ -71,15 +83,7 @@ def a_call_that_works_on_the_loop():
 
 
 def test_a_pass_that_worked_reports_its_cpu_time(caplog):
-    caplog.set_level(logging.WARNING)
-    loop = RaftLoop(tick_interval_ms=20, stall_report_ms=200)
-    loop.attach(_IdleHub())
-    loop.start()
-    try:
-        assert loop.call(a_call_that_works_on_the_loop, timeout_s=30) == "done"
-        wait_for(lambda: any("pass took" in r.getMessage() for r in caplog.records))
-    finally:
-        loop.stop()
+    stalled_loop(caplog, a_call_that_works_on_the_loop)
     [(took_ms, cpu_ms)] = [_took_ms(r.getMessage()) for r in caplog.records if "pass took" in r.getMessage()]
     assert cpu_ms >= 600 and took_ms >= cpu_ms
 
