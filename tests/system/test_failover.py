@@ -141,3 +141,44 @@ def test_full_cluster_restart_keeps_every_record(cluster):
     records = read_everything(cluster.bootstrap)
     history.check(records, PARTITIONS)
     assert len(records) == 5500
+
+
+READ_TOPIC = "read-across-kill"
+READ_PARTITIONS = 6
+READ_RECORDS = 12_000
+
+
+@secure_only
+def test_a_reader_of_many_partitions_reads_every_record_once_across_a_leader_kill(cluster):
+    """Goal: Reader.iter_topic over 6 partitions (FetchMany calls to each leader) keeps reading while the broker
+    leading some of them is killed -9 mid-read: the calls to it fail, the partitions move to new leaders and the
+    read goes on there, and every record comes once, in offset order per partition, up to the end it started
+    with."""
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topic(READ_TOPIC, partitions=READ_PARTITIONS, replication_factor=3)
+    with Producer(cluster.bootstrap, linger_ms=5) as producer:
+        futures = [producer.send(READ_TOPIC, f"r-{i}".encode(), partition=i % READ_PARTITIONS)
+                   for i in range(READ_RECORDS)]
+        producer.flush()
+    assert all(f.exception(timeout=60) is None for f in futures)
+    with Admin(cluster.bootstrap) as admin:
+        leaders = {p.partition: p.leader_id for p in admin.describe_topic(READ_TOPIC).partitions}
+    victim = leaders[0]
+    read: dict[int, list[int]] = {p: [] for p in range(READ_PARTITIONS)}
+    values = set()
+    with Reader(cluster.bootstrap, fetch_bytes_max=4096) as reader:  # many small answers: the kill lands mid-read
+        for count, record in enumerate(reader.iter_topic(READ_TOPIC, from_beginning=True, stop_at_end=True)):
+            if count == 1_000:
+                cluster.broker(victim).kill()
+                left_at_kill = READ_RECORDS // READ_PARTITIONS - len(read[0])
+            read[record.partition].append(record.offset)
+            values.add(record.value)
+    assert left_at_kill > 0  # partition 0 was still being read from the killed leader
+    assert sum(map(len, read.values())) == READ_RECORDS and len(values) == READ_RECORDS
+    for partition, offsets in read.items():
+        assert offsets == list(range(READ_RECORDS // READ_PARTITIONS)), partition
+    moved = [p for p, leader in leaders.items() if leader == victim]
+    with Admin(cluster.bootstrap) as admin:
+        now = {p.partition: p.leader_id for p in admin.describe_topic(READ_TOPIC).partitions}
+    assert all(now[p] != victim for p in moved)
+    cluster.broker(victim).start()
