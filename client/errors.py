@@ -631,6 +631,12 @@ def all_error_classes() -> list[type[RaftbusError]]:
     return found
 
 
+def error_from_proto(error) -> "RaftbusError":
+    """The typed error of a wire `Error` message (in a stream's answer or a FetchMany partition's)."""
+    return error_from_code(error.code, error.message, leader_id=error.leader_id or None,
+                           leader_address=error.leader_address or None)
+
+
 def error_from_code(code: str, message: str = "", **hints) -> RaftbusError:
     """Rebuild the typed error for a stable code; unknown codes become InternalError."""
     cls = ERRORS_BY_CODE.get(code, InternalError)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import grpc
 
-from raftbus.client.errors import RaftbusError, RequestTimedOut, Unavailable, error_from_code, error_from_rpc
+from raftbus.client.errors import RaftbusError, RequestTimedOut, Unavailable, error_from_proto, error_from_rpc
 from raftbus.client.router import Connection, Router
 from raftbus.client.wire import raftbus_pb2 as pb
 
@@ -29,8 +29,7 @@ _CLOSE = None
 def response_error(response: pb.ProduceResponse) -> RaftbusError | None:
     if not response.HasField("error"):
         return None
-    e = response.error
-    return error_from_code(e.code, e.message, leader_id=e.leader_id or None, leader_address=e.leader_address or None)
+    return error_from_proto(response.error)
 
 
 class _Stream:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import grpc
 
 from raftbus.client import settings
-from raftbus.client.errors import InvalidArgument, OffsetOutOfRange, RaftbusError, error_from_code, error_from_rpc
+from raftbus.client.errors import InvalidArgument, OffsetOutOfRange, RaftbusError, error_from_proto, error_from_rpc
 from raftbus.client.records import Record, decode_fetched, iter_stored_batches
 from raftbus.client.credentials import TlsSource
 from raftbus.client.router import Router
@@ -226,10 +226,10 @@ class Reader:
         Fetch's or EARLIEST_TIMESTAMP_MS / LATEST_TIMESTAMP_MS; `max_bytes` caps each call's answer
         (fetch_bytes_max per partition by default)."""
         by_leader, answers = self._by_leader(topic, positions)
-        calls = {address: self._pool().submit(self._fetch_many_at, address, topic, group, max_wait_ms,
-                                              max_bytes or self.fetch_bytes_max * len(group))
-                 for address, group in by_leader.items()}
-        for future in calls.values():
+        calls = [self._pool().submit(self._fetch_many_at, address, topic, group, max_wait_ms,
+                                     max_bytes or self.fetch_bytes_max * len(group))
+                 for address, group in by_leader]
+        for future in calls:
             answers.update(future.result())
         return answers
 
@@ -245,10 +245,9 @@ class Reader:
 
     def _fetch_many_at(self, address: str, topic: str, positions: list[tuple[int, int]], max_wait_ms: int,
                        max_bytes: int) -> dict[int, FetchResult | PartitionRefusal]:
-        """One FetchMany call to `address` (a leader; a "#n" suffix only splits a leader's partitions over calls)."""
+        """One FetchMany call to `address`, a leader of every partition in `positions`."""
         request = fetch_many_request(topic, positions, max_wait_ms, max_bytes, self.fetch_bytes_max)
         timeout_s = self.request_timeout_s + max_wait_ms / 1000
-        address = address.split("#", 1)[0]
         try:
             response = self.router.call_at(address, lambda conn: conn.log.FetchMany(request, timeout=timeout_s))
         except RaftbusError as err:
@@ -366,9 +365,7 @@ class Reader:
         try:
             for response in call:
                 if response.HasField("error"):
-                    e = response.error
-                    raise error_from_code(e.code, e.message, leader_id=e.leader_id or None,
-                                          leader_address=e.leader_address or None)
+                    raise error_from_proto(response.error)
                 yield fetch_result(topic, cursor.partition, cursor.offset, response)
         except grpc.RpcError as exc:
             raise error_from_rpc(exc) from None
@@ -497,14 +494,14 @@ class ManyRead:
         self._rotation += 1
         return ready[shift:] + ready[:shift]
 
-    def calls(self, due: list[Cursor], by_leader: dict[str, list[tuple[int, int]]],
+    def calls(self, due: list[Cursor], by_leader: list[tuple[str, list[tuple[int, int]]]],
               refused: dict[int, "PartitionRefusal"]) -> list[_ManyCall]:
         """The calls of a round over `due`, grouped as group_by_leader grouped them; the caller sends each."""
         by_partition = {c.partition: c for c in due}
         wait_ms = self.idle.wait_ms(self.reader.fetch_wait_ms)
         count = len(by_leader) + self._in_flight
         calls = []
-        for address, positions in by_leader.items():
+        for address, positions in by_leader:
             group = [by_partition[p] for p, _ in positions]
             share = max(1, min(len(group), settings.READER_FETCHES_AHEAD_MAX // max(1, count)))
             calls.append(_ManyCall(group, address, positions, wait_ms, self.reader.fetch_bytes_max * share))
@@ -561,22 +558,21 @@ class ManyRead:
 
 
 def group_by_leader(positions: list[tuple[int, int]], leaders: dict[int, "str | RaftbusError"]):
-    """`positions` grouped by their partitions' leader addresses in `leaders` (a leader's partitions split over calls
-    of at most READER_FETCH_MANY_PARTITIONS_MAX, keyed "address#n"), and a PartitionRefusal for each partition
-    whose leader lookup failed."""
-    by_leader: dict[str, list[tuple[int, int]]] = {}
-    filling: dict[str, str] = {}  # address -> the key of its call being filled
+    """The calls that read `positions`: (leader address, its positions) for each leader in `leaders`, a leader's
+    partitions split over calls of at most READER_FETCH_MANY_PARTITIONS_MAX; and a PartitionRefusal for each
+    partition whose leader lookup failed."""
+    by_address: dict[str, list[tuple[int, int]]] = {}
     refused: dict[int, PartitionRefusal] = {}
     for partition, offset in positions:
         address = leaders[partition]
         if isinstance(address, RaftbusError):
             refused[partition] = PartitionRefusal(address)
-            continue
-        key = filling.get(address, address)
-        if len(by_leader.get(key, ())) >= settings.READER_FETCH_MANY_PARTITIONS_MAX:
-            key = filling[address] = f"{address}#{len(by_leader)}"
-        by_leader.setdefault(key, []).append((partition, offset))
-    return by_leader, refused
+        else:
+            by_address.setdefault(address, []).append((partition, offset))
+    most = settings.READER_FETCH_MANY_PARTITIONS_MAX
+    calls = [(address, group[i:i + most])
+             for address, group in by_address.items() for i in range(0, len(group), most)]
+    return calls, refused
 
 
 def fetch_many_request(topic: str, positions: list[tuple[int, int]], max_wait_ms: int, max_bytes: int,
@@ -591,10 +587,8 @@ def many_answers(topic: str, positions: list[tuple[int, int]],
     answers: dict[int, FetchResult | PartitionRefusal] = {}
     for (partition, offset), answer in zip(positions, response.partitions):
         if answer.HasField("error"):
-            e = answer.error
-            err = error_from_code(e.code, e.message, leader_id=e.leader_id or None,
-                                  leader_address=e.leader_address or None)
-            answers[partition] = PartitionRefusal(err, answer.log_start_offset, answer.high_watermark)
+            answers[partition] = PartitionRefusal(error_from_proto(answer.error), answer.log_start_offset,
+                                                  answer.high_watermark)
         else:
             answers[partition] = fetch_result(topic, partition, _resolved(offset, answer), answer)
     return answers

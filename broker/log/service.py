@@ -236,7 +236,7 @@ class LogService:
                 answers.append(PartitionRead(partition, high_watermark, log_start))
                 continue
             try:
-                found = sm.read(offset, min(part_max or max_bytes, max_bytes - total))
+                found = sm.read(offset, min(max(part_max, 0) or max_bytes, max_bytes - total))
             except errors.OffsetOutOfRange as exc:
                 log_start, high_watermark = sm.offsets()
                 answers.append(PartitionRead(partition, high_watermark, log_start, error=exc))

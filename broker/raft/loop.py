@@ -70,7 +70,8 @@ class RaftLoop:
     def _pass_begins(self) -> None:
         """The transport's wait ended: what follows is the pass (stall.py), the events it handles included."""
         self.pass_started_s = self.clock()
-        self.pass_started_cpu_s = thread_cpu_s()
+        if self.stalls.report_s:  # read only where a stall may be reported: one call less per pass otherwise
+            self.pass_started_cpu_s = thread_cpu_s()
 
     def on_message(self, peer_id: int, channel: str, message) -> None:
         if channel == CONTROL_CHANNEL:

@@ -191,12 +191,12 @@ class AsyncReader(AsyncClient):
 
     async def _fetch_many_at(self, address: str, topic: str, positions: list[tuple[int, int]], max_wait_ms: int,
                              max_bytes: int) -> dict:
-        """One FetchMany call to `address` (a leader; a "#n" suffix only splits a leader's partitions over calls):
-        each partition's FetchResult or PartitionRefusal (a failed call refuses all of them with its error)."""
+        """One FetchMany call to `address`, a leader of every partition in `positions`: each partition's FetchResult
+        or PartitionRefusal (a failed call refuses all of them with its error)."""
         request = fetch_many_request(topic, positions, max_wait_ms, max_bytes, self.fetch_bytes_max)
         timeout_s = self.router.request_timeout_s + max_wait_ms / 1000
         try:
-            response = await self.router.call_at(address.split("#", 1)[0],
+            response = await self.router.call_at(address,
                                                  lambda conn: conn.log.FetchMany(request, timeout=timeout_s))
         except RaftbusError as err:
             return {p: PartitionRefusal(err) for p, _ in positions}

@@ -30,7 +30,7 @@ from raftbus.client.errors import (
     RequestTimedOut,
     Unavailable,
     WrongTopicKind,
-    error_from_code,
+    error_from_proto,
     error_from_rpc,
 )
 from raftbus.client.queues.leases import (
@@ -414,9 +414,7 @@ class QueueConsumer:
                     call.cancel()
                 for response in call:
                     if response.HasField("error") and response.error.code:
-                        raise error_from_code(response.error.code, response.error.message,
-                                              leader_id=response.error.leader_id or None,
-                                              leader_address=response.error.leader_address or None)
+                        raise error_from_proto(response.error)
                     failures = 0
                     messages = leased_messages(topic, partition, response, self._settler)
                     self.leases.received(messages, now_ms())
