@@ -28,12 +28,23 @@ again. Under a produce load every batch (up to a MiB) is copied through several 
 faulted in and zeroed afresh. So the broker also holds the trim threshold at `malloc_trim_threshold_bytes`
 (16 MiB; `hold_malloc_trim_threshold`): up to that much stays free at the top of each heap for the next batch, at
 the price of that much more RSS (docs/performance.md, "Produce", has what it saves).
+
+Free pages inside a heap, below its top, go back only when glibc is asked (`malloc_trim`). A broker's Raft logs
+are held in memory until compaction (tens of MiB per group, in allocations of a batch each, below the mmap
+threshold); a compaction frees them in the middle of the heaps of the threads that made them, so without a trim
+the broker's anonymous memory keeps the high-water mark of every log it ever held (a broker that caught up after a
+restart kept ~650 MB where its peers held ~450). So every `malloc_trim_interval_ms` (10 s) a thread of its own
+(`HeapTrimmer`) asks glibc to return every free page of every heap; the next allocations there fault pages in
+again, once per interval instead of once per batch. A trim takes each heap's lock in turn, so a thread allocating
+from the heap being trimmed waits for it (docs/storage.md, "The C heap", has how long a trim takes).
 """
 from __future__ import annotations
 
 import ctypes
 import gc
 import logging
+import os
+import threading
 import time
 
 log = logging.getLogger(__name__)
@@ -52,6 +63,65 @@ def hold_malloc_trim_threshold(threshold_bytes: int) -> bool:
     """Return free memory at the top of a heap to the system only past `threshold_bytes` (glibc; 0 leaves glibc's
     own threshold). True when set."""
     return _mallopt(_M_TRIM_THRESHOLD, threshold_bytes)
+
+
+def trim_heap() -> bool:
+    """Return every free page of every heap to the system (glibc's malloc_trim). True when glibc gave some back;
+    False also where there is no glibc."""
+    try:
+        malloc_trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return False
+    return bool(malloc_trim(0))
+
+
+def anonymous_bytes() -> int:
+    """This process's resident anonymous memory now (RssAnon of /proc/self/status), 0 where unknown."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"RssAnon:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+class HeapTrimmer:
+    """Trims the C heaps every `interval_ms` on a thread of its own (registry thread `raftbus-heap-trim`)."""
+
+    def __init__(self, interval_ms: int, *, trim=trim_heap, anonymous=anonymous_bytes, clock=time.monotonic):
+        self.interval_s = interval_ms / 1000
+        self._trim, self._anonymous, self._clock = trim, anonymous, clock
+        self._lock = threading.Lock()
+        self.trims = 0
+        self.busy_s = 0.0
+        self.longest_ms = 0.0
+        self.returned_bytes = 0
+
+    def run(self, stopping: threading.Event) -> None:
+        if self.interval_s <= 0:
+            return
+        while not stopping.wait(self.interval_s):
+            self.trim_once()
+
+    def trim_once(self) -> None:
+        before = self._anonymous()
+        started = self._clock()
+        self._trim()
+        took = self._clock() - started
+        returned = max(0, before - self._anonymous())
+        with self._lock:
+            self.trims += 1
+            self.busy_s += took
+            self.longest_ms = max(self.longest_ms, took * 1000)
+            self.returned_bytes += returned
+
+    def stats(self) -> dict:
+        """BrokerStats' heap figures (any thread)."""
+        with self._lock:
+            return {"heap_trims": self.trims, "heap_trim_busy_s": self.busy_s,
+                    "heap_trim_longest_ms": self.longest_ms, "heap_trim_returned_bytes": self.returned_bytes}
 
 
 def _mallopt(parameter: int, value: int) -> bool:

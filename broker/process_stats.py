@@ -1,5 +1,5 @@
-"""What a broker reports about its process in BrokerStats: memory, CPU, uptime, groups, the group-commit window
-and its faults."""
+"""What a broker reports about its process in BrokerStats: memory, CPU, uptime, groups, the group-commit window,
+its faults and its heap trims."""
 from __future__ import annotations
 
 import os
@@ -21,8 +21,9 @@ def resident_bytes() -> int:
 class ProcessStats:
     """Called from any thread (AdminService.broker_stats)."""
 
-    def __init__(self, loop, group_commit, faults):
+    def __init__(self, loop, group_commit, faults, heap_trimmer=None):
         self.loop = loop
+        self.heap_trimmer = heap_trimmer
         self.group_commit = group_commit
         self.faults = faults
         self.started_monotonic = time.monotonic()
@@ -41,6 +42,7 @@ class ProcessStats:
             "durability_window_max_ms": _or_missing(window["max_ms"]),
             "group_commit_rounds": self.group_commit.rounds, "pid": os.getpid(), **self.faults.stats(),
             "groups_quiesced": len(quiescence.quiesced) if quiescence is not None else 0,
+            **(self.heap_trimmer.stats() if self.heap_trimmer is not None else {}),
         }
 
 

@@ -16,7 +16,7 @@ from raftbus.broker.assembly import assemble
 from raftbus.broker.clock import SystemClock
 from raftbus.broker.context import METADATA_GROUP, BrokerContext
 from raftbus.broker.grpc_server import build_server
-from raftbus.broker.heap import FrozenHeap, hold_malloc_trim_threshold, pin_malloc_mmap_threshold
+from raftbus.broker.heap import FrozenHeap, HeapTrimmer, hold_malloc_trim_threshold, pin_malloc_mmap_threshold
 from raftbus.broker.leaders import LeaderTable
 from raftbus.broker.leadership.gossip import Gossip
 from raftbus.broker.leadership.placement import LeaderPlacement, hand_off_leaderships
@@ -133,6 +133,7 @@ class Broker:
         pin_malloc_mmap_threshold(storage.malloc_mmap_threshold_bytes)  # before stores open and close (heap.py)
         hold_malloc_trim_threshold(storage.malloc_trim_threshold_bytes)  # free heap kept for the next batch (heap.py)
         self.heap = FrozenHeap(storage.gc_drops_collect_fraction)  # short collector pauses with many replicas
+        self.heap_trimmer = HeapTrimmer(storage.malloc_trim_interval_ms)  # free heap pages go back (heap.py)
         self.loop.stopped_listeners.append(self.faults.on_group_stopped)
         self.loop.quiescence = Quiescence(self.loop, self.hub, self.node_id, s.quiesce, excluded={METADATA_GROUP})
         self.loop.stopped_listeners.append(self.loop.quiescence.on_group_stopped)
@@ -171,13 +172,14 @@ class Broker:
         registry = self.registry
         registry.on_applied(self.group_commit.mark)
         registry.thread("raftbus-group-commit", self.group_commit.run)
+        registry.thread("raftbus-heap-trim", self.heap_trimmer.run)
         self.metrics.register(registry)
         self.features, self.replicas = assemble(
             self.settings, registry, self.context, files, loop=self.loop,
             opener=ThreadPoolExecutor(max_workers=1, thread_name_prefix="raftbus-replica-opener"),
             faults=self.faults, heap=self.heap, group_commit=self.group_commit, stopping=self.stopping,
             bounded_start=self.settings.raft.quiesce.enabled, data_dir=self.data_dir,
-            process_stats=ProcessStats(self.loop, self.group_commit, self.faults),
+            process_stats=ProcessStats(self.loop, self.group_commit, self.faults, self.heap_trimmer),
             metrics_url=lambda: self.metrics.url,
             raft_peers=RaftPeers(self.context, self.peers, self.hub.set_peers))
         self.gossip.register(registry)

@@ -163,6 +163,10 @@ class BrokerStats:
     compaction_bytes_removed: int = 0
     compaction_busy_s: float = 0.0
     compaction_key_map_peak_bytes: int = 0
+    heap_trims: int = 0                   # free C heap pages returned to the system (malloc_trim_interval_ms)
+    heap_trim_busy_s: float = 0.0
+    heap_trim_longest_ms: float = 0.0
+    heap_trim_returned_bytes: int = 0     # anonymous memory the trims gave back
 
     @classmethod
     def from_proto(cls, info: pb.BrokerStatsResponse) -> "BrokerStats":

@@ -137,14 +137,15 @@ BENCH_QUEUE_LEASE_BATCH_MESSAGES = 1_000
 # stream topic's retention (bytes per partition: it bounds the data kept), and the verdicts' targets.
 BENCH_SOAK_MINUTES = 60.0
 BENCH_SOAK_KILL_EVERY_MINUTES = 10.0
-BENCH_SOAK_SAMPLE_SECONDS = 10.0
+BENCH_SOAK_SAMPLE_SECONDS = 2.0
 BENCH_SOAK_PEAK_SECONDS = 15.0          # each load alone, unpaced, when its rate is not given
 BENCH_SOAK_RETENTION_BYTES = 128 * 1024 * 1024
 BENCH_SOAK_BATCH_RECORDS = 500          # records per send_batch of the produce load
 BENCH_SOAK_LATENCY_SAMPLES_MAX = 20_000  # latency samples a load keeps per report interval (thinned evenly beyond)
 BENCH_SOAK_DRAIN_TIMEOUT_MS = 120_000   # at the end: readers catching up, the queue acking what is left
 BENCH_SOAK_RESTART_DELAY_MS = 5_000     # from a broker's kill -9 to its restart
-BENCH_SOAK_GROWTH_PERCENT_MAX = 5.0     # memory, open files and file sizes: last interval vs the first kill's
+BENCH_SOAK_GROWTH_PERCENT_MAX = 5.0     # memory, open files and file sizes: the end against the first kill
+BENCH_SOAK_GROWTH_WINDOW_MINUTES = 5.0  # ... each the largest sample of this long (saw-tooth figures)
 BENCH_SOAK_P99_RATIO_MAX = 2.0          # latency p99 of each later kill period vs the first
 
 

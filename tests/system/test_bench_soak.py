@@ -45,3 +45,32 @@ def test_short_soak_kills_samples_and_loses_nothing(tmp_path):
     assert all(g["max_percent"] is not None for g in result["growth"].values())
     assert all(r["ratio"] is not None for r in result["p99_ratio"].values())
     assert "| acknowledged records lost | produce → group | 0 | 0 |" in table.read_text()
+    assert set(result["heap_trims"]) == {"1", "2", "3"}  # BrokerStats read at the end
+    assert result["heap_trims"]["3"]["trims"] >= 2  # never killed: up the whole run, a trim every 10 s
+    assert "Heap trims since each broker last started: broker 1: " in table.read_text()
+
+
+def test_peaks_measured_together_run_every_load_at_once_and_stop_the_group():
+    """Goal: `--peaks together` (the default) measures produce and queue with the group reading beside them, as the
+    soak runs them; both rates come back and no load process is left running."""
+    import argparse
+    import multiprocessing
+
+    from raftbus.bench import ops as bench_ops
+    from raftbus.bench import soak
+    from raftbus.client.admin import Admin
+
+    args = argparse.Namespace(produce_rate_per_s=0, queue_rate_per_s=0, peaks="together", peak_seconds=3.0,
+                              group_members=2, record_bytes=100)
+    messages = []
+    with bench_ops.fresh_cluster(3, messages.append) as cluster:
+        with Admin(cluster.bootstrap) as admin:
+            admin.create_topic(soak.STREAM_TOPIC + "-peak", partitions=soak.PARTITIONS, replication_factor=3)
+            admin.create_topic(soak.QUEUE_TOPIC + "-peak", partitions=soak.PARTITIONS, replication_factor=3,
+                               kind="queue")
+        peaks = soak.measure_peaks(cluster, args, messages.append)
+        assert set(peaks) == {"produce", "queue"} and peaks["produce"] > 0 and peaks["queue"] > 0
+        assert "soak: measuring the peak of produce + group + queue for 3 s" in messages
+        assert multiprocessing.active_children() == []
+        with Admin(cluster.bootstrap) as admin:  # the group read beside them, in a group of its own
+            assert soak.PEAK_GROUP in {g.name for g in admin.list_groups()}

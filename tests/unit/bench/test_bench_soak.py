@@ -39,13 +39,14 @@ def test_queue_accounting_counts_messages_never_acked_and_acks_twice():
 def args(**overrides):
     values = dict(minutes=3.0, kill_every_minutes=1.0, report_seconds=60.0, sample_seconds=10.0, group_members=3,
                   produce_rate_per_s=1000, queue_rate_per_s=100, peak_seconds=5.0, plot_out=None,
-                  retention_bytes=1 << 20, record_bytes=100)
+                  retention_bytes=1 << 20, record_bytes=100, growth_window_minutes=1.0,
+                  peaks="together")
     values.update(overrides)
     return argparse.Namespace(**values)
 
 
 @pytest.mark.parametrize("bad", [dict(minutes=0), dict(kill_every_minutes=3.0), dict(produce_rate_per_s=-1),
-                                 dict(report_seconds=0), dict(group_members=4)])
+                                 dict(report_seconds=0), dict(group_members=4), dict(growth_window_minutes=0)])
 def test_bad_arguments_are_refused(bad):
     with pytest.raises(errors.InvalidArgument):
         soak.check_soak_args(args(**bad))
@@ -86,3 +87,24 @@ def test_report_gives_growth_against_the_first_kill_latency_ratios_and_losses():
     run.unfinished = ["group"]
     assert soak.report(run, {"produce": 1000, "queue": 100}, {}, 180.0, args())["lost"]["produce"] is None
     assert table.count("\n| 0 |") + table.count("\n| 60 |") + table.count("\n| 120 |") == 3
+
+
+def test_growth_compares_the_largest_samples_of_a_window_before_the_first_kill_and_at_the_end():
+    """A saw-tooth figure (teeth in intervals 1, 4 and 8) is flat by its largest samples over 2-minute windows,
+    while the last interval against the one ending at the first kill compares a trough with a tooth."""
+    run = FakeRun()
+    run.intervals = {(load, i): (600, [10.0] * 100) for load in soak.LOADS for i in range(9)}
+    sample = {"anon_mb": 100.0, "file_mb": 50.0, "lmdb_mapped_mb": 20.0, "open_files": 50, "lmdb_mb": 30.0,
+              "journal_mb": 10.0}
+    run.samples = {(b, i): dict(sample) for b in (1, 2) for i in range(9)}
+    for i in (1, 4, 8):
+        run.samples[(1, i)]["journal_mb"] = 15.0
+    run.samples[(2, 8)]["lmdb_mb"] = 33.0  # a real rise at the end
+    result = soak.report(run, {"produce": 1000, "queue": 100}, {}, 540.0,
+                         args(minutes=9.0, kill_every_minutes=3.0, growth_window_minutes=2.0))
+    journal, lmdb = result["growth"]["journal_mb"], result["growth"]["lmdb_mb"]
+    assert result["baseline_interval"] == 2 and result["growth_window_intervals"] == 2
+    assert journal["per_broker_percent"]["1"] == 0.0 and journal["met"]
+    assert journal["per_broker_point_percent"]["1"] == 50.0  # the tooth of interval 8 against interval 2's trough
+    assert lmdb["per_broker_percent"]["2"] == 10.0 and not lmdb["met"]
+    assert "(last interval against the first kill's: 10.0 %)" in soak.markdown(result)

@@ -96,3 +96,44 @@ def test_the_mmap_and_trim_thresholds_are_held_on_glibc_and_left_alone_at_zero()
         assert hold_malloc_trim_threshold(16 << 20) is True
     assert load_settings().storage.malloc_mmap_threshold_bytes == 1 << 20
     assert load_settings().storage.malloc_trim_threshold_bytes == 16 << 20
+
+
+def test_a_trim_returns_free_pages_in_the_middle_of_the_heap():
+    """Goal: memory freed below a live allocation stays resident until trim_heap asks glibc for it back."""
+    import platform
+
+    from raftbus.broker.heap import anonymous_bytes, hold_malloc_trim_threshold, pin_malloc_mmap_threshold, trim_heap
+
+    if platform.libc_ver()[0] != "glibc":
+        assert trim_heap() is False
+        return
+    pin_malloc_mmap_threshold(1 << 20)
+    hold_malloc_trim_threshold(16 << 20)
+    chunks = [bytearray(50_000) for _ in range(1_300)]  # ~65 MB of batch-sized blocks below the mmap threshold
+    for chunk in chunks:
+        chunk[::4096] = b"x" * len(chunk[::4096])  # touch every page
+    pinned = bytearray(50_000)  # a live block above them: the free space is not at the heap's top
+    chunks.clear()
+    before = anonymous_bytes()
+    assert trim_heap() is True
+    assert before - anonymous_bytes() >= 32_000_000
+    del pinned
+
+
+def test_the_trimmer_counts_its_trims_and_what_they_returned():
+    import threading
+
+    from raftbus.broker.heap import HeapTrimmer
+
+    anonymous = iter([500, 300, 300, 400])  # before and after each of two trims
+    times = iter([1.0, 1.004, 2.0, 2.010])
+    trimmer = HeapTrimmer(10_000, trim=lambda: True, anonymous=lambda: next(anonymous), clock=lambda: next(times))
+    trimmer.trim_once()
+    trimmer.trim_once()  # memory grew meanwhile: nothing counted as returned
+    stats = trimmer.stats()
+    assert stats["heap_trims"] == 2 and stats["heap_trim_returned_bytes"] == 200
+    assert abs(stats["heap_trim_busy_s"] - 0.014) < 1e-9 and abs(stats["heap_trim_longest_ms"] - 10.0) < 1e-6
+    stopping = threading.Event()
+    off = HeapTrimmer(0, trim=lambda: (_ for _ in ()).throw(AssertionError("trimmed while off")))
+    off.run(stopping)  # returns at once without trimming
+    assert off.stats()["heap_trims"] == 0

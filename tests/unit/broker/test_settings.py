@@ -84,12 +84,13 @@ def test_every_number_carries_its_unit_in_its_name():
 
 def test_the_operators_keys_are_unchanged():
     """Goal: the 152 keys of the flat file (and RAFTBUS_<KEY>) are those operators set before the sections, with
-    the 38 added since (the Kafka port's 16, batch_decompressed_bytes_max, listen_reuse_port, tls_principal_rules,
+    the 39 added since (the Kafka port's 16, batch_decompressed_bytes_max, listen_reuse_port, tls_principal_rules,
     allow_insecure_network, metrics_token_file, metadata_voters_max, membership_join_catch_up_timeout_ms,
     raft_reads_waiting_max, auth_scram_iterations, compaction's 6, grpc_connections_max,
     grpc_connections_per_address_max, grpc_handshake_timeout_ms, storage_raft_fds_reserved,
-    raft_loop_stall_report_ms, queue_lease_failover_grace_ms and fetch_many_partitions_max)."""
-    assert len(KEYS) == 152 + 38 and "listen_reuse_port" in KEYS and "raft_reads_waiting_max" in KEYS
+    raft_loop_stall_report_ms, queue_lease_failover_grace_ms, fetch_many_partitions_max and
+    malloc_trim_interval_ms)."""
+    assert len(KEYS) == 152 + 39 and "listen_reuse_port" in KEYS and "raft_reads_waiting_max" in KEYS
     assert "raft_loop_stall_report_ms" in KEYS and "queue_lease_failover_grace_ms" in KEYS
     assert "fetch_many_partitions_max" in KEYS
     for name in ("node_id", "raft_election_timeout_min_ms", "isr_lag_time_ms", "raft_quiesce_enabled",
