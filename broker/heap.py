@@ -32,18 +32,17 @@ the price of that much more RSS (docs/performance.md, "Produce", has what it sav
 Free pages inside a heap, below its top, go back only when glibc is asked (`malloc_trim`). A broker's Raft logs
 are held in memory until compaction (tens of MiB per group, in allocations of a batch each, below the mmap
 threshold); a compaction frees them in the middle of the heaps of the threads that made them, so without a trim
-the broker's anonymous memory keeps the high-water mark of every log it ever held (a broker that caught up after a
-restart kept ~650 MB where its peers held ~450). So every `malloc_trim_interval_ms` (10 s) a thread of its own
-(`HeapTrimmer`) asks glibc to return every free page of every heap; the next allocations there fault pages in
-again, once per interval instead of once per batch. A trim takes each heap's lock in turn, so a thread allocating
-from the heap being trimmed waits for it (docs/storage.md, "The C heap", has how long a trim takes).
+the broker's anonymous memory keeps the high-water mark of the logs it held. So every `malloc_trim_interval_ms`
+(10 s) a thread of its own (`HeapTrimmer`) asks glibc to return every free page of every heap; the next
+allocations there fault pages in again, once per interval instead of once per batch. The call runs without the
+GIL; it takes each heap's lock in turn, so a thread allocating from the heap being trimmed waits for it
+(docs/storage.md, "Free pages inside the heaps", has what a trim returns and how long it takes).
 """
 from __future__ import annotations
 
 import ctypes
 import gc
 import logging
-import os
 import threading
 import time
 
