@@ -36,7 +36,7 @@ class ProcessStats:
         return {
             "rss_bytes": resident_bytes(), "cpu_user_s": times.user, "cpu_system_s": times.system,
             "uptime_s": time.monotonic() - self.started_monotonic, "groups_hosted": len(groups),
-            "groups_led": sum(1 for g in groups if g.is_leader),
+            "groups_led": sum(1 for g in groups if g.is_leader), "raft_log_bytes": sum(g.log_bytes for g in groups),
             "durability_window_p50_ms": _or_missing(window["p50_ms"]),
             "durability_window_p99_ms": _or_missing(window["p99_ms"]),
             "durability_window_max_ms": _or_missing(window["max_ms"]),

@@ -167,6 +167,7 @@ class BrokerStats:
     heap_trim_busy_s: float = 0.0
     heap_trim_longest_ms: float = 0.0
     heap_trim_returned_bytes: int = 0     # anonymous memory the trims gave back
+    raft_log_bytes: int = 0               # Raft log its groups hold in memory now
 
     @classmethod
     def from_proto(cls, info: pb.BrokerStatsResponse) -> "BrokerStats":

@@ -143,6 +143,7 @@ BENCH_SOAK_RETENTION_BYTES = 128 * 1024 * 1024
 BENCH_SOAK_BATCH_RECORDS = 500          # records per send_batch of the produce load
 BENCH_SOAK_LATENCY_SAMPLES_MAX = 20_000  # latency samples a load keeps per report interval (thinned evenly beyond)
 BENCH_SOAK_DRAIN_TIMEOUT_MS = 120_000   # at the end: readers catching up, the queue acking what is left
+BENCH_SOAK_STATS_TIMEOUT_MS = 1_000     # a broker's BrokerStats (its Raft log in memory) at each sample
 BENCH_SOAK_RESTART_DELAY_MS = 5_000     # from a broker's kill -9 to its restart
 BENCH_SOAK_GROWTH_PERCENT_MAX = 5.0     # memory, open files and file sizes: the end against the first kill
 BENCH_SOAK_GROWTH_WINDOW_MINUTES = 5.0  # ... each the largest sample of this long (saw-tooth figures)

@@ -107,7 +107,7 @@ _STATS_FIELDS = ("broker_id", "rss_bytes", "cpu_user_s", "cpu_system_s", "uptime
                  "group_commit_rounds", "pid", "stopped_groups", "disk_full", "damaged_stores",
                  "groups_quiesced", "compaction_passes", "compaction_bytes_scanned", "compaction_bytes_removed",
                  "compaction_busy_s", "compaction_key_map_peak_bytes", "heap_trims", "heap_trim_busy_s",
-                 "heap_trim_longest_ms", "heap_trim_returned_bytes")
+                 "heap_trim_longest_ms", "heap_trim_returned_bytes", "raft_log_bytes")
 
 
 def broker_stats_proto(stats: dict) -> pb.BrokerStatsResponse:

@@ -18,7 +18,8 @@ machine room to drain what a kill holds up), or each load alone (`--peaks alone`
 is used. Every `--sample-seconds` each broker process is sampled: anonymous memory (RssAnon of
 /proc/PID/status), file-backed memory (RssFile) and, within it, the pages of LMDB maps (the Rss of the `.mdb`
 mappings in /proc/PID/smaps), open files (/proc/PID/fd), the LMDB files' sizes and the Raft journals' sizes
-under its data dir. Every `--kill-every-minutes` one broker (in turn) is killed -9 and restarted on its data dir
+under its data dir, and the Raft log its groups hold in memory (BrokerStats `raft_log_bytes`, at the same
+instant: `anon_beside_log_mb` is the anonymous memory less that log). Every `--kill-every-minutes` one broker (in turn) is killed -9 and restarted on its data dir
 BENCH_SOAK_RESTART_DELAY_MS later.
 
 At the end the producer stops, the group consumer reads up to the high watermarks and the queue consumer acks what
@@ -50,6 +51,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import grpc
+
 from raftbus.client import settings
 from raftbus.client.admin import Admin
 from raftbus.client.consumer import Consumer
@@ -58,12 +61,14 @@ from raftbus.client.producer import Producer
 from raftbus.client.queues.consumer import QueueConsumer
 from raftbus.client.queues.ids import SEQ_MASK
 from raftbus.client.reader import Reader
+from raftbus.client.wire import raftbus_pb2 as pb
 
 STREAM_TOPIC, QUEUE_TOPIC, GROUP, PEAK_GROUP = "soak-stream", "soak-queue", "soak-group", "soak-peak-group"
 PARTITIONS = 3
 RECORD_ID = struct.Struct(">Q")
 LOADS = ("produce", "group", "queue")
-BROKER_FIGURES = ("anon_mb", "file_mb", "lmdb_mapped_mb", "open_files", "lmdb_mb", "journal_mb")
+BROKER_FIGURES = ("anon_mb", "file_mb", "lmdb_mapped_mb", "open_files", "lmdb_mb", "journal_mb", "raft_log_mb",
+                  "anon_beside_log_mb")
 
 
 def add_soak_arguments(parser) -> None:
@@ -447,6 +452,7 @@ class SoakRun:
         self.finals: dict[str, list[dict]] = {}
         self.unfinished: list[str] = []
         self._reported = -1
+        self._admin: Admin | None = None
 
     def run_loads(self, rates: dict[str, int], seconds: float) -> float:
         """Run the three loads for `seconds` with kills and samples; returns the soak's start (monotonic)."""
@@ -514,9 +520,29 @@ class SoakRun:
                 sample = broker_sample(proc.pid, self.cluster.root / f"broker-{node_id}")
             except (FileNotFoundError, ProcessLookupError):
                 continue  # it went away between the check and the read
+            log_bytes = self._raft_log_bytes(node_id)
+            if log_bytes is not None:  # the anonymous memory beside the Raft logs held in memory, at one instant
+                sample["raft_log_mb"] = log_bytes / 1e6
+                sample["anon_beside_log_mb"] = sample["anon_mb"] - log_bytes / 1e6
             kept = self.samples.setdefault((node_id, interval), {})
             for name, value in sample.items():
                 kept[name] = max(kept.get(name, value), value)
+
+    def _raft_log_bytes(self, node_id: int) -> int | None:
+        """The broker's Raft log held in memory (BrokerStats), None when it does not answer within a second."""
+        address = self.cluster.bootstrap.split(",")[node_id - 1]
+        if self._admin is None:
+            self._admin = Admin(self.cluster.bootstrap)
+        try:
+            stats = self._admin.router.connection(address).admin.BrokerStats(
+                pb.BrokerStatsRequest(), timeout=settings.BENCH_SOAK_STATS_TIMEOUT_MS / 1000)
+        except grpc.RpcError:
+            return None
+        return stats.raft_log_bytes
+
+    def close(self) -> None:
+        if self._admin is not None:
+            self._admin.close()
 
     def _take_results(self, timeout_s: float) -> None:
         try:
@@ -708,7 +734,7 @@ def markdown(result: dict) -> str:
               f"| queue deliveries per message | queue | ≤ 1.05 | {q['deliveries_per_message']} |",
               f"| queue messages acked twice | queue | 0 | {q['acked_twice']} |", "",
               "| from s | produce /s | p50 / p99 ms | group /s | p50 / p99 ms | queue /s | p50 / p99 ms | "
-              + " | ".join(f"b{b} anon / file (lmdb) MB, fds, lmdb / journal MB" for b in
+              + " | ".join(f"b{b} anon (beside the Raft log) / file (lmdb) MB, fds, lmdb / journal MB" for b in
                            range(1, result["brokers"] + 1)) + " |",
               "|" + "---:|" * (7 + result["brokers"])]
     span = result["report_seconds"]
@@ -719,7 +745,8 @@ def markdown(result: dict) -> str:
             cells += [f"{x['count'] / span:,.0f}", f"{_fmt(x['p50_ms'])} / {_fmt(x['p99_ms'])}"]
         for b in range(1, result["brokers"] + 1):
             s = row["brokers"][str(b)]
-            cells.append(f"{_fmt(s.get('anon_mb'))} / {_fmt(s.get('file_mb'))} ({_fmt(s.get('lmdb_mapped_mb'))}), "
+            cells.append(f"{_fmt(s.get('anon_mb'))} ({_fmt(s.get('anon_beside_log_mb'))}) / {_fmt(s.get('file_mb'))} "
+                         f"({_fmt(s.get('lmdb_mapped_mb'))}), "
                          f"{_fmt(s.get('open_files'))}, {_fmt(s.get('lmdb_mb'))} / {_fmt(s.get('journal_mb'))}"
                          if s else "—")
         lines.append("| " + " | ".join(cells) + " |")
@@ -744,6 +771,8 @@ def plot(result: dict, path: str) -> None:
     for b in range(1, result["brokers"] + 1):
         series = [row["brokers"][str(b)] for row in result["intervals"]]
         axes[0].plot(minutes, [s.get("anon_mb") for s in series], label=f"broker {b} anonymous")
+        axes[0].plot(minutes, [s.get("anon_beside_log_mb") for s in series], linestyle="--",
+                     label=f"broker {b} anonymous beside the Raft log")
         axes[0].plot(minutes, [s.get("lmdb_mapped_mb") for s in series], linestyle=":", label=f"broker {b} LMDB maps")
         axes[1].plot(minutes, [s.get("open_files") for s in series], label=f"broker {b}")
         axes[2].plot(minutes, [s.get("lmdb_mb") for s in series], label=f"broker {b} LMDB")
@@ -776,7 +805,10 @@ def bench_soak(args, fresh_cluster, progress) -> dict:
         progress(f"soak: {args.minutes:g} minutes at {rates}, a broker killed every {args.kill_every_minutes:g} "
                  "minutes")
         run = SoakRun(cluster, args.brokers, args, progress)
-        run.run_loads(rates, seconds)
+        try:
+            run.run_loads(rates, seconds)
+        finally:
+            run.close()
         heap = heap_trims(cluster)
     result = report(run, rates, peaks, seconds, args) | {"heap_trims": heap}
     if args.plot_out:

@@ -565,7 +565,7 @@ class BrokerStatsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class BrokerStatsResponse(_message.Message):
-    __slots__ = ("broker_id", "rss_bytes", "cpu_user_s", "cpu_system_s", "uptime_s", "groups_hosted", "groups_led", "durability_window_p50_ms", "durability_window_p99_ms", "durability_window_max_ms", "group_commit_rounds", "pid", "stopped_groups", "disk_full", "damaged_stores", "groups_quiesced", "compaction_passes", "compaction_bytes_scanned", "compaction_bytes_removed", "compaction_busy_s", "compaction_key_map_peak_bytes", "heap_trims", "heap_trim_busy_s", "heap_trim_longest_ms", "heap_trim_returned_bytes")
+    __slots__ = ("broker_id", "rss_bytes", "cpu_user_s", "cpu_system_s", "uptime_s", "groups_hosted", "groups_led", "durability_window_p50_ms", "durability_window_p99_ms", "durability_window_max_ms", "group_commit_rounds", "pid", "stopped_groups", "disk_full", "damaged_stores", "groups_quiesced", "compaction_passes", "compaction_bytes_scanned", "compaction_bytes_removed", "compaction_busy_s", "compaction_key_map_peak_bytes", "heap_trims", "heap_trim_busy_s", "heap_trim_longest_ms", "heap_trim_returned_bytes", "raft_log_bytes")
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     RSS_BYTES_FIELD_NUMBER: _ClassVar[int]
     CPU_USER_S_FIELD_NUMBER: _ClassVar[int]
@@ -591,6 +591,7 @@ class BrokerStatsResponse(_message.Message):
     HEAP_TRIM_BUSY_S_FIELD_NUMBER: _ClassVar[int]
     HEAP_TRIM_LONGEST_MS_FIELD_NUMBER: _ClassVar[int]
     HEAP_TRIM_RETURNED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    RAFT_LOG_BYTES_FIELD_NUMBER: _ClassVar[int]
     broker_id: int
     rss_bytes: int
     cpu_user_s: float
@@ -616,4 +617,5 @@ class BrokerStatsResponse(_message.Message):
     heap_trim_busy_s: float
     heap_trim_longest_ms: float
     heap_trim_returned_bytes: int
-    def __init__(self, broker_id: _Optional[int] = ..., rss_bytes: _Optional[int] = ..., cpu_user_s: _Optional[float] = ..., cpu_system_s: _Optional[float] = ..., uptime_s: _Optional[float] = ..., groups_hosted: _Optional[int] = ..., groups_led: _Optional[int] = ..., durability_window_p50_ms: _Optional[float] = ..., durability_window_p99_ms: _Optional[float] = ..., durability_window_max_ms: _Optional[float] = ..., group_commit_rounds: _Optional[int] = ..., pid: _Optional[int] = ..., stopped_groups: _Optional[_Iterable[str]] = ..., disk_full: _Optional[bool] = ..., damaged_stores: _Optional[_Iterable[str]] = ..., groups_quiesced: _Optional[int] = ..., compaction_passes: _Optional[int] = ..., compaction_bytes_scanned: _Optional[int] = ..., compaction_bytes_removed: _Optional[int] = ..., compaction_busy_s: _Optional[float] = ..., compaction_key_map_peak_bytes: _Optional[int] = ..., heap_trims: _Optional[int] = ..., heap_trim_busy_s: _Optional[float] = ..., heap_trim_longest_ms: _Optional[float] = ..., heap_trim_returned_bytes: _Optional[int] = ...) -> None: ...
+    raft_log_bytes: int
+    def __init__(self, broker_id: _Optional[int] = ..., rss_bytes: _Optional[int] = ..., cpu_user_s: _Optional[float] = ..., cpu_system_s: _Optional[float] = ..., uptime_s: _Optional[float] = ..., groups_hosted: _Optional[int] = ..., groups_led: _Optional[int] = ..., durability_window_p50_ms: _Optional[float] = ..., durability_window_p99_ms: _Optional[float] = ..., durability_window_max_ms: _Optional[float] = ..., group_commit_rounds: _Optional[int] = ..., pid: _Optional[int] = ..., stopped_groups: _Optional[_Iterable[str]] = ..., disk_full: _Optional[bool] = ..., damaged_stores: _Optional[_Iterable[str]] = ..., groups_quiesced: _Optional[int] = ..., compaction_passes: _Optional[int] = ..., compaction_bytes_scanned: _Optional[int] = ..., compaction_bytes_removed: _Optional[int] = ..., compaction_busy_s: _Optional[float] = ..., compaction_key_map_peak_bytes: _Optional[int] = ..., heap_trims: _Optional[int] = ..., heap_trim_busy_s: _Optional[float] = ..., heap_trim_longest_ms: _Optional[float] = ..., heap_trim_returned_bytes: _Optional[int] = ..., raft_log_bytes: _Optional[int] = ...) -> None: ...

@@ -41,7 +41,8 @@ def test_short_soak_kills_samples_and_loses_nothing(tmp_path):
                                                                                           "queue")), row
         sampled = [b for b, figures in row["brokers"].items() if figures]
         assert len(sampled) >= 2, row  # a killed broker may miss an interval's samples, never two of three
-    assert set(result["growth"]) == {"anon_mb", "file_mb", "lmdb_mapped_mb", "open_files", "lmdb_mb", "journal_mb"}
+    assert set(result["growth"]) == {"anon_mb", "file_mb", "lmdb_mapped_mb", "open_files", "lmdb_mb", "journal_mb",
+                                     "raft_log_mb", "anon_beside_log_mb"}
     assert all(g["max_percent"] is not None for g in result["growth"].values())
     assert all(r["ratio"] is not None for r in result["p99_ratio"].values())
     assert "| acknowledged records lost | produce → group | 0 | 0 |" in table.read_text()
