@@ -17,10 +17,10 @@ unpaced: side by side as the soak runs them (`--peaks together`, the default; a 
 machine room to drain what a kill holds up), or each load alone (`--peaks alone`); half of it
 is used. Every `--sample-seconds` each broker process is sampled: anonymous memory (RssAnon of
 /proc/PID/status), file-backed memory (RssFile) and, within it, the pages of LMDB maps (the Rss of the `.mdb`
-mappings in /proc/PID/smaps), open files (/proc/PID/fd), the LMDB files' sizes and the Raft journals' sizes
-under its data dir, and the Raft log its groups hold in memory (BrokerStats `raft_log_bytes`, at the same
-instant: `anon_beside_log_mb` is the anonymous memory less that log). Every `--kill-every-minutes` one broker (in turn) is killed -9 and restarted on its data dir
-BENCH_SOAK_RESTART_DELAY_MS later.
+mappings in /proc/PID/smaps), open files (/proc/PID/fd), the LMDB files' sizes and the sizes of the Raft
+directories (journals and snapshots) under its data dir, and the Raft log its groups hold in memory (BrokerStats `raft_log_bytes`, at the same
+instant: `anon_beside_log_mb` is the anonymous memory less that log). Every `--kill-every-minutes` one broker
+(in turn) is killed -9 and restarted on its data dir BENCH_SOAK_RESTART_DELAY_MS later.
 
 At the end the producer stops, the group consumer reads up to the high watermarks and the queue consumer acks what
 is left, then the history is checked: every acknowledged record must have been read back by the group at the
@@ -690,7 +690,8 @@ def report(run: SoakRun, started_rates: dict, peaks: dict, seconds: float, args)
     messages = max(1, queue_final["enqueued"])
     return {"bench": "soak", "minutes": args.minutes, "kill_every_minutes": args.kill_every_minutes,
             "report_seconds": report_s, "sample_seconds": args.sample_seconds, "brokers": run.brokers,
-            "rates_per_s": started_rates, "peaks_per_s": peaks, "peaks": args.peaks, "retention_bytes": args.retention_bytes,
+            "rates_per_s": started_rates, "peaks_per_s": peaks, "peaks": args.peaks,
+            "retention_bytes": args.retention_bytes,
             "kills": run.kills, "intervals": intervals, "baseline_interval": baseline_index,
             "growth_window_intervals": window,
             "growth": growth, "p99_ratio": p99_ratio,
