@@ -815,7 +815,7 @@ def bench_soak(args, fresh_cluster, progress) -> dict:
             run.run_loads(rates, seconds)
         finally:
             run.close()
-        heap = heap_trims(cluster)
+        heap = heap_trims(cluster, args.brokers)
     result = report(run, rates, peaks, seconds, args) | {"heap_trims": heap}
     if args.plot_out:
         plot(result, args.plot_out)
@@ -823,14 +823,19 @@ def bench_soak(args, fresh_cluster, progress) -> dict:
     return result
 
 
-def heap_trims(cluster) -> dict:
-    """Each broker's heap trims since it last started (BrokerStats), by broker id."""
+def heap_trims(cluster, brokers: int) -> dict:
+    """Each broker's heap trims since it last started (BrokerStats), by broker id; a broker restarted just before
+    the end is waited for up to BENCH_CLUSTER_READY_TIMEOUT_MS (then left out)."""
+    deadline = time.monotonic() + settings.BENCH_CLUSTER_READY_TIMEOUT_MS / 1000
     with Admin(cluster.bootstrap) as admin:
-        return {str(s.broker_id): {"uptime_s": round(s.uptime_s), "trims": s.heap_trims,
-                                   "busy_s": round(s.heap_trim_busy_s, 3),
-                                   "longest_ms": round(s.heap_trim_longest_ms, 1),
-                                   "returned_mb": round(s.heap_trim_returned_bytes / 1e6, 1)}
-                for s in admin.broker_stats()}
+        while True:
+            stats = admin.broker_stats()
+            if len(stats) >= brokers or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+    return {str(s.broker_id): {"uptime_s": round(s.uptime_s), "trims": s.heap_trims,
+                               "busy_s": round(s.heap_trim_busy_s, 3), "longest_ms": round(s.heap_trim_longest_ms, 1),
+                               "returned_mb": round(s.heap_trim_returned_bytes / 1e6, 1)} for s in stats}
 
 
 def write_outputs(result: dict, args, progress) -> None:
