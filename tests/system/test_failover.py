@@ -103,7 +103,8 @@ def test_leader_kill_under_load_loses_nothing(cluster):
     history.check(read_everything(cluster.bootstrap), PARTITIONS)
 
     # Move leadership once more (graceful stop hands it off) and check the same history from the new leader.
-    leader = partition_view(cluster.bootstrap, 0).leader_id
+    # The restarted broker may be taking back a leadership it prefers: wait for a leader to be known.
+    leader = wait_until(lambda: partition_view(cluster.bootstrap, 0).leader_id, 30, what="a leader for partition 0")
     assert cluster.broker(leader).terminate() == 0
     wait_until(lambda: partition_view(cluster.bootstrap, 0).leader_id not in (None, 0, leader), 30,
                what="leadership handed off")
