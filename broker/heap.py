@@ -46,8 +46,6 @@ import logging
 import threading
 import time
 
-from raftbus.broker.process_stats import anonymous_bytes
-
 log = logging.getLogger(__name__)
 
 DROPS_MIN = 16
@@ -74,6 +72,18 @@ def trim_heap() -> bool:
     except (OSError, AttributeError):
         return False
     return bool(malloc_trim(0))
+
+
+def anonymous_bytes() -> int:
+    """This process's resident anonymous memory now (RssAnon of /proc/self/status), 0 where unknown."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"RssAnon:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 class HeapTrimmer:
