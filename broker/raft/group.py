@@ -474,16 +474,24 @@ class RaftGroup:
 
     @property
     def log_bytes(self) -> int:
-        """Bytes of Raft log this group holds in memory (its journal's entries)."""
-        return self.raft.log.size_bytes
+        """Bytes of Raft log this group holds in memory (its journal's commands not released to the file only)."""
+        return self.raft.log.resident_bytes
+
+    def release_log(self) -> None:
+        """Let the journal hold in the file only what every replica that needs it from memory has (housekeeping)."""
+        raft = self.raft
+        raft.log.release_through(raft.release_point())
 
     def maybe_compact(self, force: bool = False) -> None:
         """Start a snapshot copy once enough log has accumulated (or at once with `force`, when the broker's
         logs together pass their memory budget); hand it to the Raft core once complete. A leader's core keeps the
         entries its live followers still need (`RaftNode.compact`) unless the log has reached
         raft_log_bytes_max or raft_log_entries_max, or `force` says the broker's budget is spent."""
+        if self.stopped is not None:
+            return
+        self.release_log()
         snapshot = self._snapshot
-        if snapshot.busy or self.stopped is not None:
+        if snapshot.busy:
             return
         if snapshot.ready_index is not None:
             journal, settings = self.raft.log, self.settings

@@ -29,8 +29,15 @@ Durability: writes reach the page cache; the group-commit thread fsyncs the file
 descriptors the journal keeps open, so a group commit opens no file: a process out of descriptors (EMFILE) still
 makes its journals durable.
 
+Entries are held in memory from their append until they are released (`release_through`): the group releases
+those applied here and held by every live follower (`RaftNode.release_point`), once a housekeeping round. A released
+entry keeps its index and term in memory and its command only in the file; reading it (a follower that was away, a
+snapshot's footer) reads its records back with one `pread`, their CRCs checked. The first entry and the last
+`RESIDENT_TAIL` stay in memory, so the core's first and last index and term never read the file. A compaction's
+rewrite copies the records' bytes from the old file to the new one (`copy_file_range`), released or not.
+
 With a budget (broker/storage/open_files.py) an idle journal may be parked: fsynced, then its files closed, opened
-again by the next write. The entries stay in memory either way; a parked journal has nothing left to fsync.
+again by the next write or read. A parked journal has nothing left to fsync.
 """
 from __future__ import annotations
 
@@ -49,20 +56,31 @@ RECORD = struct.Struct(">IQQI")
 _INDEX_TERM = struct.Struct(">QQ")
 _SYNCED = struct.Struct(">Q")
 READ_CHUNK_BYTES = 1 << 20
+RESIDENT_TAIL = 2  # the last entries never released: the core reads the last index and term all the time
 
 
 def _crc(index: int, term: int, command) -> int:
     return crc32(command, crc32(_INDEX_TERM.pack(index, term)))
 
 
-def _write_records(fd: int, entries, end: int) -> tuple[list[int], int]:
-    """Write `entries` as records from byte `end` on: (their offsets, the new end)."""
-    offsets = []
-    for command, idx, term in entries:
-        header = RECORD.pack(len(command), idx, term, _crc(idx, term, command))
-        offsets.append(end)
-        end += os.pwritev(fd, [header, command], end)
-    return offsets, end
+def _copy_range(source: int, target: int, begin: int, end: int, at: int) -> None:
+    """Copy bytes [begin, end) of file `source` to file `target` at `at`; _Abandoned when the source is shorter
+    (truncated meanwhile)."""
+    while begin < end:
+        try:
+            copied = os.copy_file_range(source, target, end - begin, begin, at)
+        except OSError:  # a filesystem without it: through a buffer
+            data = os.pread(source, min(end - begin, READ_CHUNK_BYTES), begin)
+            copied = os.pwrite(target, data, at) if data else 0
+        if copied <= 0:
+            raise _Abandoned
+        begin += copied
+        at += copied
+
+
+def _held_bytes(entries: list, first: int, stop: int) -> int:
+    """Bytes of the commands held in memory among entries[first:stop]."""
+    return sum(len(entry[0]) for entry in entries[first:stop] if entry[0] is not None)
 
 
 class _Abandoned(Exception):
@@ -180,6 +198,9 @@ class AppendJournal:
         self._synced_lock = threading.Lock()  # the group commit marks, the loop thread truncates
         self._kept_since_sync_point: int | None = None  # the lowest last-kept index of a truncation since then
         self._entries, self._offsets, end = read_entries(self._path, self._synced_index)
+        # entries at positions [1, _released_end) hold None for their command: it is in the file only
+        self._released_end = 1
+        self._resident_bytes = sum(len(entry[0]) for entry in self._entries)
         # a budget may park the file, and the group commit rewrite it, from other threads: the descriptor, the
         # entries, their offsets and the end change together under this lock
         self._fd_lock = threading.Lock()
@@ -264,6 +285,7 @@ class AppendJournal:
             self._entries.append((command, idx, term))
             self._offsets.append(self._end)
             self._end += written
+            self._resident_bytes += len(command)
 
     def _lower_synced(self, index: int) -> None:
         """Entries above `index` are being replaced and are not fsynced yet: lower the mark first, durably, so a
@@ -282,6 +304,8 @@ class AppendJournal:
             self._compacted = False
             self._entries = []
             self._offsets = []
+            self._released_end = 1
+            self._resident_bytes = 0
             self._end = len(MAGIC)
             os.ftruncate(self._file(), self._end)
 
@@ -329,10 +353,13 @@ class AppendJournal:
         self._lower_synced(self._entries[position][1] - 1)
         with self._fd_lock:
             self._truncations += 1
-            self._end = self._offsets[position]
+            self._resident_bytes -= _held_bytes(self._entries, position, len(self._entries))
+            end = self._offsets[position]
+            os.ftruncate(self._file(), end)
             del self._entries[position:]
             del self._offsets[position:]
-            os.ftruncate(self._file(), self._end)
+            self._end = end
+            self._restore_tail()
 
     def delete_to(self, position: int) -> None:
         """Drop the entries before `position` (compaction), from memory: the group commit rewrites the file
@@ -340,38 +367,112 @@ class AppendJournal:
         if position <= 0:
             return
         with self._fd_lock:
-            del self._entries[:position]
+            entries = self._entries
+            self._resident_bytes -= _held_bytes(entries, 0, min(position, len(entries)))
+            if 1 <= position < self._released_end:  # the new first entry is held again
+                entries[position] = self._read_locked(position, position + 1)[0]
+                self._resident_bytes += len(entries[position][0])
+            self._released_end = max(1, self._released_end - position)
+            del entries[:position]
             del self._offsets[:position]
             self._compacted = True
 
+    # ------------------------------------------------------------------ released entries (module docstring)
+    def release_through(self, index: int) -> int:
+        """Drop from memory the commands of the entries up to `index`, but the first and the last RESIDENT_TAIL:
+        they are read back from the file when asked for. Bytes released."""
+        with self._fd_lock:
+            entries = self._entries
+            if not entries:
+                return 0
+            stop = min(index - entries[0][1] + 1, len(entries) - RESIDENT_TAIL)
+            released = 0
+            for position in range(self._released_end, stop):
+                command, idx, term = entries[position]
+                released += len(command)
+                entries[position] = (None, idx, term)
+            if stop > self._released_end:
+                self._released_end = stop
+            self._resident_bytes -= released
+            return released
+
+    @property
+    def resident_bytes(self) -> int:
+        """Bytes of commands held in memory (entries appended and not released, compacted or truncated)."""
+        return self._resident_bytes
+
+    def term_at(self, position: int) -> int:
+        """The term of the entry at `position`, never read from the file."""
+        return self._entries[position][2]
+
+    def _restore_tail(self) -> None:
+        """After a truncation, read back released entries that are now among the last RESIDENT_TAIL (caller holds
+        `_fd_lock`)."""
+        entries = self._entries
+        keep_from = max(1, len(entries) - RESIDENT_TAIL)
+        stop = min(self._released_end, len(entries))
+        if keep_from < stop:
+            for offset, entry in enumerate(self._read_locked(keep_from, stop)):
+                entries[keep_from + offset] = entry
+                self._resident_bytes += len(entry[0])
+        self._released_end = min(self._released_end, keep_from)
+
+    def _read_locked(self, first: int, stop: int) -> list:
+        """The entries at positions [first, stop), read from the file with one pread (caller holds `_fd_lock`)."""
+        offsets = self._offsets
+        begin = offsets[first]
+        end = offsets[stop] if stop < len(offsets) else self._end
+        data = os.pread(self._file(), end - begin, begin)
+        view, position, entries = memoryview(data), 0, []
+        for _ in range(stop - first):
+            record = _record_at(view, position)
+            if record is None:
+                raise JournalCorrupt(f"{self._path}: the record at byte {begin + position} no longer reads back "
+                                     f"(cut short or failing its CRC): the disk lost or changed written data")
+            command, idx, term, position = record
+            entries.append((command, idx, term))
+        return entries
+
+    def _read_released(self, first: int, stop: int) -> list:
+        with self._fd_lock:
+            return self._read_locked(first, stop)
+
     def rewrite_compacted(self) -> bool:
-        """Write the file again without the entries `delete_to` dropped: the entries held go to a new file, which
-        is fsynced, renamed over the journal, and the directory fsynced (group-commit thread; see the module
+        """Write the file again without the entries `delete_to` dropped: the records held are copied to a new file,
+        which is fsynced, renamed over the journal, and the directory fsynced (group-commit thread; see the module
         docstring). Whether it rewrote: not for a journal with nothing dropped, parked (its next round after a
         write does it), closed, or truncated meanwhile (the next round tries again)."""
         with self._fd_lock:
             if not self._compacted or self._fd < 0 or self._destroyed:
                 return False
-            kept, truncations = list(self._entries), self._truncations
+            source = os.dup(self._fd)  # read outside the lock; a park meanwhile does not close it
+            kept_offsets, kept_end, truncations = list(self._offsets), self._end, self._truncations
+            kept_last = self.last_index
         staging = self._path + ".compact"
         fd = os.open(staging, os.O_RDWR | os.O_CREAT | os.O_TRUNC, FILE_MODE)
         old_fd = -1
         try:
             os.pwrite(fd, MAGIC, 0)
-            offsets, end = _write_records(fd, kept, len(MAGIC))
+            begin = kept_offsets[0] if kept_offsets else kept_end
+            _copy_range(source, fd, begin, kept_end, len(MAGIC))
+            shift = begin - len(MAGIC)
+            end = kept_end - shift
             os.fsync(fd)
             with self._fd_lock:
-                # the entries held now: those of `kept` a later compaction left, then those appended since (a
-                # later compaction past the end of `kept` leaves nothing to join them to: the next round rewrites)
+                # the records held now: those of the copy a later compaction left, then those appended since (a
+                # later compaction past the end of the copy leaves nothing to join them to: the next round rewrites)
                 entries = self._entries
                 if self._truncations != truncations or self._fd < 0 or self._destroyed or \
-                        (kept and (not entries or entries[0][1] > kept[-1][1] + 1)):
+                        (kept_offsets and (not entries or entries[0][1] > kept_last + 1)):
                     raise _Abandoned
-                appended = entries[len(entries) - (self.last_index - kept[-1][1]):] if kept else list(entries)
-                more, end = _write_records(fd, appended, end)
-                dropped = len(kept) + len(appended) - len(entries)
+                appended = self.last_index - kept_last if kept_offsets else len(entries)
+                more = self._offsets[len(entries) - appended:]
+                _copy_range(source, fd, kept_end, self._end, end)
+                offsets = [offset - shift for offset in kept_offsets] + [offset - shift for offset in more]
+                end += self._end - kept_end
+                dropped = len(kept_offsets) + appended - len(entries)
                 os.replace(staging, self._path)
-                old_fd, self._fd, self._offsets, self._end = self._fd, fd, (offsets + more)[dropped:], end
+                old_fd, self._fd, self._offsets, self._end = self._fd, fd, offsets[dropped:], end
                 self._compacted = dropped > 0
                 self.last_used = next_use()
         except BaseException as exc:
@@ -384,6 +485,8 @@ class AppendJournal:
                 if isinstance(exc, _Abandoned):
                     return False
             raise
+        finally:
+            os.close(source)
         try:
             os.close(old_fd)
         except OSError:
@@ -392,7 +495,21 @@ class AppendJournal:
         return True
 
     def __getitem__(self, item):
-        return self._entries[item]
+        entries = self._entries
+        if type(item) is int:
+            entry = entries[item]
+            if entry[0] is None:
+                position = item % len(entries)
+                return self._read_released(position, position + 1)[0]
+            return entry
+        start, stop, step = item.indices(len(entries))
+        if step != 1:
+            raise ValueError("journal slices take no step")
+        chunk = entries[start:stop]
+        first, last = max(start, 1), min(stop, self._released_end)
+        if first < last:
+            chunk[first - start:last - start] = self._read_released(first, last)
+        return chunk
 
     def __len__(self):
         return len(self._entries)

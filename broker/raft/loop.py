@@ -175,8 +175,15 @@ class RaftLoop:
         return group
 
     def suspend(self, group_id: str) -> None:
-        """Stop ticking a group (it quiesced) until `resume`."""
-        self.awake.pop(group_id, None)
+        """Stop ticking a group (it quiesced) until `resume`; what every replica has applied goes to its file only
+        (housekeeping, which releases the awake groups' logs, skips it until then)."""
+        group = self.awake.pop(group_id, None)
+        release = getattr(group, "release_log", None)
+        if release is not None:
+            try:
+                release()
+            except Exception:
+                log.exception("releasing the log of %s failed", group_id)
 
     def resume(self, group) -> None:
         if self.groups.get(group.group_id) is group:

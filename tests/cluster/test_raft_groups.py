@@ -65,6 +65,33 @@ def test_leader_loss_keeps_committed_entries_and_restart_catches_up(raft_cluster
     raft_cluster.run_until(lambda: replicas_equal(raft_cluster, 300), what="restarted replica caught up")
 
 
+def only_ends_in_memory(group) -> bool:
+    """The group's journal holds in memory only the commands of its first entry and its last two."""
+    journal = group.raft.log
+    return group.log_bytes == sum(len(journal[position][0]) for position in (0, -2, -1))
+
+
+def test_applied_entries_leave_memory_and_a_returning_follower_catches_up_from_the_file(raft_cluster):
+    """Entries applied everywhere stay in the journal file only; a follower silent past the leader fallback
+    timeout is not waited for, and when it returns the leader reads what it lacks back from the file."""
+    for node_id in (1, 2, 3):
+        raft_cluster.start(node_id)
+    raft_cluster.produce(200)
+    raft_cluster.run_until(lambda: replicas_equal(raft_cluster, 200), what="identical replicas")
+    raft_cluster.run_until(lambda: all(only_ends_in_memory(n.groups[GROUP]) for n in raft_cluster.nodes.values()),
+                           what="every replica's applied log released")
+    leader = raft_cluster.leader()
+    follower = next(n for n, node in raft_cluster.nodes.items() if not node.groups[GROUP].is_leader)
+    raft_cluster.stop(follower)
+    raft_cluster.produce(200, first_sequence=200)
+    assert raft_cluster.leader() is leader
+    raft_cluster.run_until(lambda: only_ends_in_memory(leader), what="the leader's log released without the follower")
+    assert len(leader.raft.log) > 200  # not compacted: the follower gets entries, read from the file
+    raft_cluster.start(follower)
+    raft_cluster.run_until(lambda: replicas_equal(raft_cluster, 400), what="returning follower caught up")
+    assert leader.is_leader and leader.raft.first_index == 1
+
+
 def test_snapshot_brings_an_empty_replica_up_to_date(tmp_path):
     """After log compaction, a replica that starts empty receives the store snapshot plus the journal tail and
     ends with the same log as the others."""

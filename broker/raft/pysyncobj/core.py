@@ -849,8 +849,16 @@ class RaftNode:
 
     def _compaction_point(self) -> int:
         """The index the next compaction would snapshot at (see `compact`)."""
-        point = self.applied_index
         if self.role == _LEADER and self._compaction_keeps_followers:
+            return self.release_point()
+        return self.applied_index
+
+    def release_point(self) -> int:
+        """The last index whose command the journal may hold in the file only (`AppendJournal.release_through`):
+        applied here and, on a leader, held by every follower that answered within `leader_fallback_timeout_s` (the
+        entries a live follower still needs are sent from memory; one silent for longer reads them from the file)."""
+        point = self.applied_index
+        if self.role == _LEADER:
             live_since = self.clock() - self._options.leader_fallback_timeout_s
             for peer in self.voters | self.learners:
                 if self.last_response.get(peer, live_since - 1) >= live_since:

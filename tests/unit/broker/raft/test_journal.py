@@ -279,3 +279,86 @@ def test_an_append_does_not_wait_for_a_group_commit_fsync_in_progress(path, monk
         syncing.join(10)
     monkeypatch.setattr(journal_module.os, "fsync", real_fsync)
     assert entries(AppendJournal(path)) == [(b"command-1", 1, 1), (b"command-2", 2, 1)]
+
+
+def held_in_memory(journal):
+    """Positions whose command the journal holds in memory (a released entry holds None there)."""
+    return [position for position, entry in enumerate(journal._entries) if entry[0] is not None]
+
+
+def test_released_entries_leave_memory_and_read_back_unchanged(path):
+    journal = AppendJournal(path)
+    fill(journal, 10)
+    expected = entries(journal)
+    before = journal.resident_bytes
+    released = journal.release_through(9)
+    assert held_in_memory(journal) == [0, 8, 9]  # the first entry and the last two stay
+    assert released == sum(len(e[0]) for e in expected[1:8]) and journal.resident_bytes == before - released
+    assert entries(journal) == expected and journal[2:9] == expected[2:9] and journal[-3] == expected[-3]
+    assert journal[:] == expected and journal[5:5] == [] and journal.term_at(4) == 1
+    assert journal.release_through(9) == 0  # released once
+    journal.close()
+    assert entries(AppendJournal(path)) == expected
+
+
+def test_a_compaction_and_its_rewrite_keep_released_entries_readable(path):
+    journal = AppendJournal(path)
+    fill(journal, 10)
+    expected = entries(journal)
+    journal.release_through(8)
+    journal.delete_to(3)  # the new first entry (index 4) was released: it is held again
+    assert held_in_memory(journal)[0] == 0 and entries(journal) == expected[3:]
+    fill(journal, 2, first=11)
+    assert journal.rewrite_compacted() is True  # records copied from the old file, released ones too
+    assert entries(journal) == expected[3:] + [(b"command-11", 11, 1), (b"command-12", 12, 1)]
+    journal.release_through(12)
+    assert entries(journal)[1:4] == expected[4:7]  # offsets are the new file's
+    journal.close()
+    assert [e[1] for e in entries(AppendJournal(path))] == list(range(4, 13))
+
+
+def test_released_entries_appended_to_during_the_rewrite_read_back(path, monkeypatch):
+    journal = AppendJournal(path)
+    fill(journal, 8)
+    journal.release_through(6)
+    journal.delete_to(2)
+    _during_the_rewrite(monkeypatch, journal, lambda j: (fill(j, 2, first=9), j.release_through(9)))
+    assert journal.rewrite_compacted() is True
+    monkeypatch.undo()
+    assert [e[1] for e in entries(journal)] == list(range(3, 11))
+    assert entries(journal)[1] == (b"command-4", 4, 1) and entries(journal)[-1] == (b"command-10", 10, 1)
+
+
+def test_a_truncation_holds_the_new_tail_in_memory_again(path):
+    journal = AppendJournal(path)
+    fill(journal, 10)
+    journal.release_through(8)
+    journal.delete_from(5)  # entries 1..5 left; 4 and 5 were released
+    assert held_in_memory(journal) == [0, 3, 4]
+    assert journal.resident_bytes == sum(len(e[0]) for e in journal._entries if e[0] is not None)
+    journal.add(b"replacement", 6, 2)
+    assert journal[-2] == (b"command-5", 5, 1) and journal[-1] == (b"replacement", 6, 2)
+    journal.clear()
+    assert journal.resident_bytes == 0 and len(journal) == 0
+
+
+def test_a_parked_journal_reads_released_entries_by_opening_its_file(path):
+    journal = AppendJournal(path)
+    fill(journal, 6)
+    journal.release_through(6)
+    assert journal.park() is True and journal.parked
+    assert journal[2] == (b"command-3", 3, 1)
+    assert not journal.parked
+
+
+def test_a_released_record_changed_on_disk_reads_as_corruption(path):
+    journal = AppendJournal(path)
+    fill(journal, 6)
+    journal.release_through(6)
+    offset = journal._offsets[2] + RECORD.size
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        f.write(b"X")
+    with pytest.raises(journal_module.JournalCorrupt):
+        journal[2]
+    assert journal[1] == (b"command-2", 2, 1)
