@@ -24,7 +24,7 @@ GROUP_COMMENTS = {
     "log_compaction_bytes": "snapshot a group once this much log has been applied since the last (while its "
                             "store is at most raft_snapshot_copy_ratio_max times that log)",
     "log_compaction_entries": "... or this many entries",
-    "log_bytes_max": "snapshot regardless once the log held in memory reaches this",
+    "log_bytes_max": "snapshot regardless once a group's log (its journal) reaches this",
     "log_entries_max": "... or this many entries",
     "snapshot_copy_ratio_max": "a snapshot copies the store: a larger store than this many times the log since the "
                                "last snapshot waits for raft_log_bytes_max",
@@ -57,8 +57,9 @@ class RaftSection:
     tick_interval_ms: int = setting(100, "every group is ticked this often for its timers (heartbeats, elections)")
     loop_stall_report_ms: int = setting(500, "a Raft loop pass running this long is logged with the loop thread's "
                                              "stack (0: never)")
-    log_bytes_broker_max: int = setting(512 * 1024 * 1024, "all groups' logs in memory together; above it the "
-                                                           "largest snapshots first")
+    log_bytes_broker_max: int = setting(512 * 1024 * 1024, "all groups' logs held in memory together (entries not "
+                                                           "yet applied everywhere); above it the largest "
+                                                           "snapshots first")
     replicas_starting_max: int = setting(64, "new replicas started and not quiesced yet, at most; the others wait "
                                              "their turn")
     replica_starting_timeout_ms: int = setting(10_000, "... a new replica stops counting after this long even if "
