@@ -29,10 +29,10 @@ faulted in and zeroed afresh. So the broker also holds the trim threshold at `ma
 (16 MiB; `hold_malloc_trim_threshold`): up to that much stays free at the top of each heap for the next batch, at
 the price of that much more RSS (docs/performance.md, "Produce", has what it saves).
 
-Free pages inside a heap, below its top, go back only when glibc is asked (`malloc_trim`). A broker's Raft logs
-are held in memory until compaction (tens of MiB per group, in allocations of a batch each, below the mmap
-threshold); a compaction frees them in the middle of the heaps of the threads that made them, so without a trim
-the broker's anonymous memory keeps the high-water mark of the logs it held. So every `malloc_trim_interval_ms`
+Free pages inside a heap, below its top, go back only when glibc is asked (`malloc_trim`). A broker's Raft
+entries are held in memory until they are applied everywhere (in allocations of a batch each, below the mmap
+threshold); releasing them frees them in the middle of the heaps of the threads that made them, so without a trim
+the broker's anonymous memory keeps the high-water mark of the entries it held. So every `malloc_trim_interval_ms`
 (10 s) a thread of its own (`HeapTrimmer`) asks glibc to return every free page of every heap; the next
 allocations there fault pages in again, once per interval instead of once per batch. The call runs without the
 GIL; it takes each heap's lock in turn, so a thread allocating from the heap being trimmed waits for it
@@ -45,6 +45,8 @@ import gc
 import logging
 import threading
 import time
+
+from raftbus.broker.process_stats import anonymous_bytes
 
 log = logging.getLogger(__name__)
 
@@ -72,18 +74,6 @@ def trim_heap() -> bool:
     except (OSError, AttributeError):
         return False
     return bool(malloc_trim(0))
-
-
-def anonymous_bytes() -> int:
-    """This process's resident anonymous memory now (RssAnon of /proc/self/status), 0 where unknown."""
-    try:
-        with open("/proc/self/status", "rb") as f:
-            for line in f:
-                if line.startswith(b"RssAnon:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
 
 
 class HeapTrimmer:

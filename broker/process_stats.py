@@ -9,13 +9,26 @@ _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 _MISSING = -1.0
 
 
-def resident_bytes() -> int:
-    """Resident memory of this process now (Linux /proc), 0 where unknown."""
+def _statm() -> list[int]:
+    """/proc/self/statm (Linux): size, resident, shared (file-backed and shmem) ... in pages; [] where unknown."""
     try:
         with open("/proc/self/statm", "rb") as f:
-            return int(f.read().split()[1]) * _PAGE_BYTES
-    except (OSError, ValueError, IndexError):
-        return 0
+            return [int(x) for x in f.read().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def resident_bytes() -> int:
+    """Resident memory of this process now (Linux /proc), 0 where unknown."""
+    pages = _statm()
+    return pages[1] * _PAGE_BYTES if len(pages) > 1 else 0
+
+
+def anonymous_bytes() -> int:
+    """Resident anonymous memory of this process now (RssAnon: resident less file-backed and shared), 0 where
+    unknown."""
+    pages = _statm()
+    return (pages[1] - pages[2]) * _PAGE_BYTES if len(pages) > 2 else 0
 
 
 class ProcessStats:

@@ -10,8 +10,6 @@ from __future__ import annotations
 import weakref
 from collections import deque
 
-ENTRIES_PER_SLICE = 64  # log entries looked at per step while filling one message
-
 
 class PeerShares:
     """The part of each peer's send buffer that entries and snapshot chunks may use, split evenly between the
@@ -83,16 +81,16 @@ class EntryWindow:
 
 def entries_within(journal, first_index: int, budget: int, at_least_one: bool) -> tuple[list, int]:
     """Entries from `first_index` on whose commands add up to at most `budget` bytes (with `at_least_one`, one
-    entry even if it is larger), and that sum."""
+    entry even if it is larger), and that sum. The sizes come first (`AppendJournal.command_bytes` knows a released
+    entry's from the file's offsets), then the entries in one slice: a journal reads released ones back with one
+    pread of just those."""
     start = first_index - journal[0][1]
-    entries, size = [], 0
-    while True:
-        batch = journal[start + len(entries):start + len(entries) + ENTRIES_PER_SLICE]
-        if not batch:
-            return entries, size
-        for entry in batch:
-            length = len(entry[0])
-            if size + length > budget and (entries or not at_least_one):
-                return entries, size
-            entries.append(entry)
-            size += length
+    command_bytes = getattr(journal, "command_bytes", None) or (lambda position: len(journal[position][0]))
+    end, size, total = start, 0, len(journal)
+    while end < total:
+        length = command_bytes(end)
+        if size + length > budget and (end > start or not at_least_one):
+            break
+        size += length
+        end += 1
+    return (journal[start:end] if end > start else []), size

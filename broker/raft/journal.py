@@ -401,6 +401,14 @@ class AppendJournal:
         """Bytes of commands held in memory (entries appended and not released, compacted or truncated)."""
         return self._resident_bytes
 
+    def command_bytes(self, position: int) -> int:
+        """The length of the command at `position`, never read from the file."""
+        command = self._entries[position][0]
+        if command is not None:
+            return len(command)
+        offsets = self._offsets  # one list: a rewrite swaps it whole, keeping positions (a released entry is never last)
+        return offsets[position + 1] - offsets[position] - RECORD.size
+
     def term_at(self, position: int) -> int:
         """The term of the entry at `position`, never read from the file."""
         return self._entries[position][2]

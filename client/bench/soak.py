@@ -31,8 +31,8 @@ acked by the queue consumer (`lost.queue`, with `queue.acked_twice` and deliveri
 Figures per report interval (`--report-seconds`, a minute): each load's count and latency p50/p99, each broker's
 largest samples. Verdicts: `growth`: per figure and broker, the largest sample of the last `--growth-window-minutes`
 against the largest of as long before the first kill (the baseline, "the 10-minute mark"), target at most
-BENCH_SOAK_GROWTH_PERCENT_MAX %: memory and journals saw-tooth (logs held in memory and on disk until compaction,
-snapshots written beside the old ones), so one interval's sample against another's measures where each tooth
+BENCH_SOAK_GROWTH_PERCENT_MAX %: memory and journals saw-tooth (freed heap pages until the next trim, journals until
+compaction, snapshots written beside the old ones), so one interval's sample against another's measures where each tooth
 fell; the report also gives that point comparison (the last interval against the one ending at the first kill,
 `max_point_percent`). `p99_ratio`: each
 load's latency p99 over each kill period after the first against the first (target at most
@@ -265,6 +265,15 @@ def _pace(started: float, done: int, rate_per_s: int, stop) -> None:
         stop.wait(max(0.0, started + done / rate_per_s - time.monotonic()))
 
 
+def _due(started: float, done: int, rate_per_s: int) -> int:
+    """Sends due now to keep `rate_per_s` since `started` (1 when unpaced). A paced loop sends them in one go and
+    then sleeps (`_pace`): a thread waking from a sleep waits for the GIL while another thread of its process runs
+    (up to the switch interval), and that wait then delays one burst, not every send."""
+    if not rate_per_s:
+        return 1
+    return max(0, int((time.monotonic() - started) * rate_per_s) + 1 - done)
+
+
 def produce_load(spec: LoadSpec, results, stop, drain) -> dict:
     intervals = Intervals(spec, results)
     pad = bytes(max(0, spec.record_bytes - RECORD_ID.size))
@@ -368,8 +377,9 @@ def queue_load(spec: LoadSpec, results, stop, drain) -> dict:
         started, sent = time.monotonic(), 0
         with Producer(spec.bootstrap, linger_ms=5) as producer:
             while not stop.is_set():
-                producer.send(spec.topic, value).add_done_callback(enqueue_answered)
-                sent += 1
+                for _ in range(_due(started, sent, spec.rate_per_s)):
+                    producer.send(spec.topic, value).add_done_callback(enqueue_answered)
+                    sent += 1
                 _pace(started, sent, spec.rate_per_s, stop)
             producer.flush(settings.BENCH_SOAK_DRAIN_TIMEOUT_MS / 1000)
 

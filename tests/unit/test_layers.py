@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # broker: layer of a module -> layers it may import (its own layer always allowed)
 BROKER_KERNEL = {"model", "clock", "commands", "context", "leaders", "peer_calls", "grpc_server", "call_limits", "content_digest",
-                 "node", "raft_settings", "registry", "process_stats"}
+                 "node", "raft_settings", "registry", "process_stats", "heap"}
 # settings composes every feature's section, assembly builds every feature, replicas makes the partition replicas of
 # each kind: they build a broker from its parts, as server does; ports checks the process's listeners before main
 # starts it

@@ -108,3 +108,13 @@ def test_growth_compares_the_largest_samples_of_a_window_before_the_first_kill_a
     assert journal["per_broker_point_percent"]["1"] == 50.0  # the tooth of interval 8 against interval 2's trough
     assert lmdb["per_broker_percent"]["2"] == 10.0 and not lmdb["met"]
     assert "(last interval against the first kill's: 10.0 %)" in soak.markdown(result)
+
+
+def test_a_paced_loop_sends_what_is_due_since_the_start_in_one_go(monkeypatch):
+    """A sender late by half a second at 1,000/s sends the 500 due at once, then nothing until the next is due;
+    unpaced it sends one at a time."""
+    monkeypatch.setattr(soak.time, "monotonic", lambda: 10.5)
+    assert soak._due(10.0, 0, 1000) == 501
+    assert soak._due(10.0, 501, 1000) == 0
+    assert soak._due(10.0, 600, 1000) == 0
+    assert soak._due(10.0, 123, 0) == 1

@@ -89,3 +89,20 @@ def test_entries_within_fill_a_message_up_to_the_budget_but_always_one_when_aske
     assert [e[1] for e in entries] == [7] and size == 10
     entries, size = entries_within(journal, 100, budget=10_000, at_least_one=False)
     assert [e[1] for e in entries] == list(range(100, 205)) and size == 1050  # past several slices, to the end
+
+
+def test_entries_within_reads_back_only_the_released_entries_it_sends(tmp_path, monkeypatch):
+    from raftbus.broker.raft import journal as journal_module
+    from raftbus.broker.raft.flow_control import entries_within
+    from raftbus.broker.raft.journal import AppendJournal
+
+    journal = AppendJournal(str(tmp_path / "raft.journal"))
+    for index in range(1, 101):
+        journal.add(bytes([index]) * 1000, index, 1)
+    journal.release_through(100)
+    real_pread, read = journal_module.os.pread, []
+    monkeypatch.setattr(journal_module.os, "pread", lambda fd, n, at: read.append(n) or real_pread(fd, n, at))
+    entries, size = entries_within(journal, 11, budget=5_500, at_least_one=True)
+    assert [e[1] for e in entries] == [11, 12, 13, 14, 15] and size == 5_000
+    assert all(e[0] == bytes([e[1]]) * 1000 for e in entries)
+    assert len(read) == 1 and read[0] < 6_000  # one pread of the five records, not of a whole slice

@@ -362,3 +362,16 @@ def test_a_released_record_changed_on_disk_reads_as_corruption(path):
     with pytest.raises(journal_module.JournalCorrupt):
         journal[2]
     assert journal[1] == (b"command-2", 2, 1)
+
+
+def test_command_lengths_are_known_without_reading_released_entries(path, monkeypatch):
+    journal = AppendJournal(path)
+    for idx in range(1, 9):
+        journal.add(b"c" * idx * 10, idx, 1)
+    journal.release_through(8)
+
+    def no_read(*args):
+        raise AssertionError("read the file")
+
+    monkeypatch.setattr(journal_module.os, "pread", no_read)
+    assert [journal.command_bytes(p) for p in range(8)] == [idx * 10 for idx in range(1, 9)]
