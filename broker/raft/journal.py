@@ -406,12 +406,8 @@ class AppendJournal:
         command = self._entries[position][0]
         if command is not None:
             return len(command)
-        offsets = self._offsets  # one list: a rewrite swaps it whole, keeping positions (a released entry is never last)
+        offsets = self._offsets  # one list: a rewrite swaps it whole; a released entry is never the last
         return offsets[position + 1] - offsets[position] - RECORD.size
-
-    def term_at(self, position: int) -> int:
-        """The term of the entry at `position`, never read from the file."""
-        return self._entries[position][2]
 
     def _restore_tail(self) -> None:
         """After a truncation, read back released entries that are now among the last RESIDENT_TAIL (caller holds

@@ -295,7 +295,7 @@ def test_released_entries_leave_memory_and_read_back_unchanged(path):
     assert held_in_memory(journal) == [0, 8, 9]  # the first entry and the last two stay
     assert released == sum(len(e[0]) for e in expected[1:8]) and journal.resident_bytes == before - released
     assert entries(journal) == expected and journal[2:9] == expected[2:9] and journal[-3] == expected[-3]
-    assert journal[:] == expected and journal[5:5] == [] and journal.term_at(4) == 1
+    assert journal[:] == expected and journal[5:5] == []
     assert journal.release_through(9) == 0  # released once
     journal.close()
     assert entries(AppendJournal(path)) == expected
