@@ -1,38 +1,33 @@
 """Term and vote writes made durable once per loop pass, before anything that pass sends.
 
 Raft needs a replica's term and vote on disk before it answers a vote request or a message of a newer term
-(journal.DurableMetaStorer). Made durable one file at a time (fsync of the file and of its directory), thousands
-of new groups electing at once would make the loop do thousands of fsyncs in a row, answer the votes after the
-candidates' election timeouts, and keep the groups electing.
+(journal.DurableMetaStorer). Made durable one file after another, thousands of new groups electing at once would
+make the loop wait for thousands of flushes in a row, answer the votes after the candidates' election timeouts,
+and keep the groups electing.
 
 On the loop thread the storer writes the file (in place, `meta_slots`) and records it here instead; the loop calls
-`sync_pending` just before it hands the pass's outgoing messages to the sockets (`RaftLoop.run_once`), and one
-syncfs(2) of the file system makes every term and vote of the pass durable. Nothing of the pass reaches a peer
-before that: the same guarantee as one fsync per write. If syncfs fails, each file and its directory are fsynced
-one by one; if that fails too, the process exits rather than send a vote it could forget.
+`sync_pending` just before it hands the pass's outgoing messages to the sockets (`RaftLoop.run_once`), which
+fdatasyncs the pass's files side by side on up to META_SYNC_THREADS threads (the block layer merges the flushes of
+concurrent syncs), then the directories of files created in the pass. Nothing of the pass reaches a peer before
+that: the same guarantee as one fsync per write. If a sync fails, the process exits rather than send a vote it
+could forget.
+
+Only the files written are synced: a syncfs(2) of the whole file system would also write back every dirty page of
+the broker's partitions and journals (hundreds of MB under load), which made an election's pass wait for seconds
+and the groups of that broker elect again (docs/replication.md, Stall reports).
 """
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 log = logging.getLogger(__name__)
 
 _state = threading.local()
 _EXIT_CODE = 75
-
-
-def _load_syncfs():
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.syncfs
-    except (OSError, AttributeError):  # not Linux: per-file fsync
-        return None
-
-
-_syncfs = _load_syncfs()
+META_SYNC_THREADS = 8  # fdatasyncs of one pass's term/vote files run side by side on at most this many threads
 
 
 class DeferredMetaSync:
@@ -40,7 +35,9 @@ class DeferredMetaSync:
 
     def __init__(self):
         self.pending: set = set()  # meta_slots.SlotFile written this pass
+        self.created_dirs: set[str] = set()  # directories of files created this pass: their entries need a sync
         self.syncs = 0
+        self._pool: ThreadPoolExecutor | None = None
 
     def activate(self) -> None:
         """Defer durable meta writes made on this thread from now on (until `deactivate`)."""
@@ -50,42 +47,43 @@ class DeferredMetaSync:
     def deactivate() -> None:
         _state.current = None
 
-    def add(self, slots) -> None:
+    def add(self, slots, *, created: bool = False) -> None:
         self.pending.add(slots)
+        if created:
+            self.created_dirs.add(os.path.dirname(slots.path) or ".")
 
     def sync_pending(self) -> None:
         if not self.pending:
             return
-        files, self.pending = self.pending, set()
+        files, self.pending = list(self.pending), set()
+        dirs, self.created_dirs = list(self.created_dirs), set()
         self.syncs += 1
-        if _syncfs is not None and _syncfs_all(files):
-            for slots in files:
-                slots.synced()
-            return
         try:
-            for slots in files:
-                slots.fsync()
-                fsync_path(os.path.dirname(slots.path) or ".")
+            self._each(_sync_data, files)
+            self._each(fsync_path, dirs)
         except OSError as exc:
             log.critical("a Raft term or vote could not be made durable (%s); exiting before sending it", exc)
             os._exit(_EXIT_CODE)
 
+    def _each(self, sync, items) -> None:
+        """`sync` of every item, side by side when there are several (each releases the GIL while it waits)."""
+        if len(items) <= 1:
+            for item in items:
+                sync(item)
+            return
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(META_SYNC_THREADS, thread_name_prefix="raftbus-meta-sync")
+        for _ in self._pool.map(sync, items):  # re-raises the first failure
+            pass
 
-def _syncfs_all(files) -> bool:
-    """One syncfs per file system holding one of the slot files `files`, through a descriptor a file holds open
-    (a pass opens no file, so a broker out of descriptors still makes its votes durable); False if any failed."""
-    by_device: dict[int, tuple[int, str]] = {}
-    for slots in files:
-        fd = slots.fileno()
-        if fd < 0:  # closed since its write (its journal was parked or closed): fsynced one by one
-            return False
-        by_device.setdefault(os.fstat(fd).st_dev, (fd, slots.path))
-    for fd, path in by_device.values():
-        if _syncfs(fd) != 0:
-            log.error("syncfs of the file system of %s failed (errno %d); fsyncing %d term/vote files one by one",
-                      path, ctypes.get_errno(), len(files))
-            return False
-    return True
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+
+def _sync_data(slots) -> None:
+    slots.sync_data()
 
 
 def current() -> DeferredMetaSync | None:

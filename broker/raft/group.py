@@ -23,7 +23,7 @@ from pathlib import Path
 
 from raftbus.client import errors
 
-from raftbus.broker.raft import configuration, reconfigure, snapshot_footer
+from raftbus.broker.raft import configuration, reconfigure, retire, snapshot_footer
 from raftbus.broker.raft.group_transport import GroupStopped, GroupTransport
 from raftbus.broker.raft.journal import AppendJournal, JournalCorrupt
 from raftbus.broker.raft.latency import LatencyHistogram
@@ -54,6 +54,7 @@ def raft_options(settings: RaftSettings, data_dir: Path, eager_commit_notify: bo
         message_bytes_max=settings.command_bytes_max + 64 * 1024,
         snapshot_path=str(data_dir / "raft.snapshot"),
         eager_commit_notify=eager_commit_notify,
+        replace_file=retire.replace,
     )
 
 
@@ -92,6 +93,7 @@ class RaftGroup:
         self._loop = loop
         self._clock = loop.clock
         self._snapshot = SnapshotWriter(self.data_dir)
+        retire.remove_retired(str(self.data_dir / "raft.snapshot"))
         self._bytes_since_compaction = 0
         self._entries_since_compaction = 0
         self.leader_changes = 0
@@ -496,7 +498,7 @@ class RaftGroup:
         if snapshot.ready_index is not None:
             journal, settings = self.raft.log, self.settings
             full = journal.size_bytes >= settings.log_bytes_max or len(journal) >= settings.log_entries_max
-            self.raft.compact(floor=snapshot.ready_index, keep_for_followers=not (force or full))
+            self.raft.compact(snapshot.ready_index, keep_for_followers=not (force or full))
             return
         if not force and not compaction_due(self.settings, self._bytes_since_compaction,
                                             self._entries_since_compaction, self.store.size_bytes):
@@ -590,13 +592,13 @@ class RaftGroup:
             raft.restart_election_timer()
 
     def _serialize(self, tmp_file: str, last_entry, prev_entry, cluster) -> None:
-        """The core's serializer: turn the completed copy into the snapshot file (fast, no data copy)."""
+        """The core's serializer: turn the completed copy into the snapshot file (fast, no data copy). The core
+        snapshots at the copy's index (`RaftNode.compact`), so the footer carries no entries after it."""
         data_index = self._snapshot.ready_index
         if data_index is None or not self._snapshot.ready.exists():
             raise RuntimeError("no completed snapshot copy to hand over")
-        journal = self.raft.log
-        first_idx = journal[0][1]
-        tail = journal[data_index + 1 - first_idx: last_entry[1] + 1 - first_idx]
+        if last_entry[1] != data_index:
+            raise RuntimeError(f"a snapshot at {last_entry[1]} asked of a store copy at {data_index}")
         data_len = self._snapshot.ready.stat().st_size
         os.replace(self._snapshot.ready, tmp_file)
         self._snapshot.ready_index = None
@@ -606,7 +608,7 @@ class RaftGroup:
             "cluster": sorted(str(peer) for peer in cluster),
             "data_len": data_len,
             "data_index": data_index,
-            "entries": [(bytes(entry[0]), entry[1]) for entry in tail],
+            "entries": [],  # read back when present (the entries after the copy, replayed on load)
             "membership": (self.membership.index, sorted(self.membership.voters), sorted(self.membership.learners)),
         }
         with open(tmp_file, "ab", opener=private_opener) as f:

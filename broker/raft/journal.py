@@ -158,7 +158,7 @@ class DurableMetaStorer:
 
     After a power loss a replica must not forget a vote it granted (it could vote twice in one term, which Raft
     forbids). Term and vote change only at elections, so they are made durable then: on the Raft loop by the
-    pass's one syncfs before it sends anything (`durable_meta`), elsewhere by an fsync at once. The commit index,
+    pass's batched sync before it sends anything (`durable_meta`), elsewhere by an fsync at once. The commit index,
     saved at most once a second, is only a hint and is not synced on its own.
     """
 
@@ -182,9 +182,9 @@ class DurableMetaStorer:
         self._durable_vote = vote
         deferred = durable_meta.current()
         if deferred is not None:  # made durable before the loop sends anything (durable_meta.py)
-            deferred.add(self._slots)
+            deferred.add(self._slots, created=created)
             return
-        self._slots.fsync()
+        self._slots.sync_data()
         if created:
             durable_meta.fsync_path(os.path.dirname(self._slots.path) or ".")
 

@@ -227,6 +227,7 @@ class RaftLoop:
                 self.remove_group(group_id)
             except Exception:
                 log.exception("closing group %s failed", group_id)
+        self.durable_meta.close()
 
     def run_once(self, next_tick: float = 0.0, next_housekeeping: float = 0.0, *, wait: bool = True):
         """One iteration (tests drive the loop by hand with this)."""

@@ -7,7 +7,7 @@ of groups electing at once, renames cost the file system a journal transaction e
 
 Reading takes the valid slot (magic and CRC) with the highest sequence. Writes never touch the slot holding the
 last record made durable (`durable_slot`): they go to the other one, and only once that write is made durable
-(fsync, or the loop's syncfs, `durable_meta.py`) does it become the durable slot. A torn or lost write therefore
+(fdatasync, on the loop batched per pass, `durable_meta.py`) does it become the durable slot. A torn or lost write therefore
 leaves the last durable term and vote readable. A file of the older single-record format (the meta alone, no
 magic) is read and replaced by slots at the first write. The file stays open between writes (a write or an fsync
 opens nothing once it is) and closes when its journal is parked or closed.
@@ -235,14 +235,12 @@ class SlotFile:
         self._written_slot = slot
         self.on_disk = True
 
-    def fsync(self) -> None:
+    def sync_data(self) -> None:
+        """Make the writes so far durable (fdatasync: a slot's bytes and, for a new file, its length) and mark
+        them so (`synced`)."""
         with self._fd_lock:
-            os.fsync(self._file())
+            os.fdatasync(self._file())
         self.synced()
-
-    def fileno(self) -> int:
-        """The open file's descriptor, -1 when it is closed (for a syncfs of its file system)."""
-        return self._fd
 
     def close(self, *, wait: bool = True) -> bool:
         """Close the file (it reopens at the next write); without `wait`, only if no write holds it now."""

@@ -1,8 +1,10 @@
 """A group's snapshots: when to take one, the store copy made off the loop thread, and reading the copy back.
 
 A snapshot is the group's store copied at an applied index A (`SnapshotWriter`, on a thread of its own, from a
-pinned read transaction), then handed to the Raft core, whose serializer renames it into place and appends the
-footer (`snapshot_footer`): the last two log entries, the entries after A, the configuration.
+pinned read transaction), then handed to the Raft core, which snapshots at A once its compaction point reached it:
+its serializer renames the copy into place and appends the footer (`snapshot_footer`): the log entries A - 1 and
+A, the configuration. The entries after A stay in the log; a footer of entries after A (none are written) is
+replayed on load.
 """
 from __future__ import annotations
 

@@ -86,6 +86,8 @@ class RaftOptions:
     snapshot_path: str
     eager_commit_notify: bool = False  # send followers the new commit index after every apply on the leader
     reads_waiting_max: int = 100_000   # reads waiting for a confirmation round or the apply (0: unbounded)
+    # renames a new snapshot over the old one (the broker's frees the old file's blocks off the loop thread)
+    replace_file: Callable[[str, str], None] = os.replace
 
     def __post_init__(self):
         if not self.election_timeout_min_s > 3 * self.heartbeat_interval_s:
@@ -691,7 +693,7 @@ class RaftNode:
         if term < self.term:
             return False
         self._follow(peer, term)
-        os.replace(path, self._options.snapshot_path)
+        self._options.replace_file(path, self._options.snapshot_path)
         self._load_snapshot(clear_log=True)
         self._reply(peer, success=True)
         self._commit_to(commit_index, self.last_index)  # a snapshot holds committed entries only
@@ -834,17 +836,16 @@ class RaftNode:
             return []
         return self.log[first - start:first - start + count]
 
-    def compact(self, *, floor: int = 0, keep_for_followers: bool = False) -> None:
-        """Snapshot at the applied index at the next tick (the serializer writes the file) and drop the log
-        before it.
-
-        With `keep_for_followers`, a leader keeps the entries its followers still need: it snapshots at the lowest
-        match index of the followers that answered within `leader_fallback_timeout_s` when that is below the
-        applied index, and not at all while that is below `floor` (the index the snapshot's store copy holds),
-        so a follower a little behind goes on by appends instead of receiving the whole store. A follower silent
-        for longer is not waited for; the caller bounds the log kept by asking without it."""
+    def compact(self, at: int, *, keep_for_followers: bool = False) -> None:
+        """At the next tick, snapshot at index `at` (the index the store copy holds; the serializer writes the file)
+        and drop the log before it, once the compaction point has reached `at`: the applied index or, with
+        `keep_for_followers` on a leader, the lowest match index of the followers that answered within
+        `leader_fallback_timeout_s`, so a follower a little behind goes on by appends instead of receiving the whole
+        store. A follower silent for longer is not waited for; the caller bounds the log kept by asking without it.
+        The entries after `at` stay in the log (the snapshot carries none of them), so a compaction reads and
+        writes no entries."""
         self._compaction_asked = True
-        self._compaction_floor = floor
+        self._compaction_floor = at
         self._compaction_keeps_followers = keep_for_followers
 
     def _compaction_point(self) -> int:
@@ -867,9 +868,9 @@ class RaftNode:
 
     def _compact(self) -> None:
         self._compaction_asked = False
-        point = self._compaction_point()
-        if point < self._compaction_floor:
+        if self._compaction_point() < self._compaction_floor:
             return  # a live follower is behind the store copy: asked again later
+        point = self._compaction_floor  # the store copy's index: the snapshot holds no entries after it
         entries = self._entries(point - 1, 2)
         if len(entries) < 2 or entries[0][1] == self._last_snapshot_index:
             return
@@ -877,7 +878,7 @@ class RaftNode:
         path = self._options.snapshot_path
         try:
             self._serialize(path + ".tmp", last, prev, sorted(self.voters | {self.self_id}))
-            os.replace(path + ".tmp", path)
+            self._options.replace_file(path + ".tmp", path)
         except Exception:
             log.exception("%s: storing the snapshot failed", self.name)
             return

@@ -99,3 +99,48 @@ def test_a_pass_that_queued_nothing_while_polling_flushes_once(journal):
     loop.mark_dirty("p0")
     loop.run_once(wait=False)
     assert [event[0] for event in hub.events] == ["polled", "tick", "flush"]
+
+
+def test_each_file_of_a_pass_is_synced_and_the_directories_of_new_ones(tmp_path, monkeypatch):
+    for i in range(3):
+        (tmp_path / f"g{i}").mkdir()
+    journals = [AppendJournal(str(tmp_path / f"g{i}" / "raft.journal")) for i in range(3)]
+    journals[0].set_term(1, "1")  # on disk before the pass: its directory entry is durable already
+    synced, dirs = [], []
+    real_fdatasync = durable_meta.os.fdatasync
+    monkeypatch.setattr(durable_meta.os, "fdatasync", lambda fd: (synced.append(fd), real_fdatasync(fd)))
+    monkeypatch.setattr(durable_meta, "fsync_path", lambda path: dirs.append(path))
+    deferred = durable_meta.DeferredMetaSync()
+    deferred.activate()
+    try:
+        for term, journal in enumerate(journals, start=2):
+            journal.set_term(term, "2")
+        assert synced == [] and dirs == []  # nothing until the pass sends
+        deferred.sync_pending()
+    finally:
+        deferred.deactivate()
+        deferred.close()
+    assert sorted(synced) == sorted(j._meta_storer._slots._fd for j in journals)
+    assert sorted(dirs) == [str(tmp_path / "g1"), str(tmp_path / "g2")]
+    for term, journal in enumerate(journals, start=2):
+        assert AppendJournal(journal._path).current_term == term
+        journal.close()
+
+
+def test_a_vote_that_cannot_be_made_durable_ends_the_process_before_the_pass_sends(journal, monkeypatch):
+    def failing(fd):
+        raise OSError(5, "Input/output error")
+
+    class Exited(Exception):
+        pass
+
+    def exit_(code):
+        raise Exited(code)
+
+    monkeypatch.setattr(durable_meta.os, "fdatasync", failing)
+    monkeypatch.setattr(durable_meta.os, "_exit", exit_)
+    deferred = durable_meta.DeferredMetaSync()
+    deferred.activate()
+    journal.set_term(4, "3")
+    with pytest.raises(Exited):
+        deferred.sync_pending()

@@ -14,7 +14,7 @@ def test_the_newest_write_is_read_back(tmp_path):
     slots = SlotFile(path)
     for term in range(1, 6):
         slots.write({"currentTerm": term, "votedForNodeId": "2"})
-        slots.fsync()
+        slots.sync_data()
     assert read_slots(path)[0] == {"currentTerm": 5, "votedForNodeId": "2"}
     assert SlotFile(path).meta["currentTerm"] == 5
 
@@ -29,7 +29,7 @@ def test_a_torn_write_leaves_the_last_durable_vote(tmp_path):
     path = str(tmp_path / "m")
     slots = SlotFile(path)
     slots.write({"currentTerm": 3, "votedForNodeId": "1"})
-    slots.fsync()
+    slots.sync_data()
     durable = slots.durable_slot
     slots.write({"currentTerm": 3, "votedForNodeId": "1", "raftCommitIndex": 9})  # a hint, not synced
     slots.write({"currentTerm": 4, "votedForNodeId": "3"})  # torn by a power loss before the pass's sync
@@ -41,7 +41,7 @@ def test_writes_never_overwrite_the_durable_slot_until_they_are_durable(tmp_path
     path = str(tmp_path / "m")
     slots = SlotFile(path)
     slots.write({"currentTerm": 1})
-    slots.fsync()
+    slots.sync_data()
     durable = slots.durable_slot
     for commit in range(5):
         slots.write({"currentTerm": 1, "raftCommitIndex": commit})

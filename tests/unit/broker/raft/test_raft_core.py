@@ -329,9 +329,9 @@ def test_a_snapshot_newer_than_the_journal_keeps_the_entries_after_it(follower, 
 
 # ---------------------------------------------------------------------------------------------- compaction
 def test_a_leader_keeps_the_entries_a_live_follower_still_needs(leader):
-    """With keep_for_followers a leader snapshots at the lowest match index of the followers that answered within
-    leader_fallback_timeout_s, not at all while that is below the store copy's index (floor), and at its applied
-    index once the follower is silent or when asked without it (the caller's log bounds)."""
+    """A snapshot is taken at the store copy's index, once the compaction point reached it: with
+    keep_for_followers the lowest match index of the followers that answered within leader_fallback_timeout_s,
+    else (or once that follower is silent) the applied index. The entries after the copy stay in the log."""
     node, snapshots = leader.node, []
     node._serialize = lambda path, last, prev, cluster: (snapshots.append((prev[1], last[1])),
                                                          open(path, "wb").close())
@@ -342,26 +342,29 @@ def test_a_leader_keeps_the_entries_a_live_follower_still_needs(leader):
     _acknowledged(node, 3, 5)
     node.tick()
     assert node.applied_index == 8 and node.match_index[3] == 4
-    node.compact(floor=5, keep_for_followers=True)
+    node.compact(5, keep_for_followers=True)
     node.tick()
     assert snapshots == [] and node.first_index == 1  # follower 3 is behind the copy: nothing dropped
-    node.compact(floor=3, keep_for_followers=True)
+    node.compact(3, keep_for_followers=True)
     node.tick()
-    assert snapshots == [(3, 4)] and node.first_index == 3  # what follower 3 still needs stays
+    assert snapshots == [(2, 3)] and node.first_index == 2  # at the copy: what follower 3 still needs stays
     leader.clock.now += OPTIONS["leader_fallback_timeout_s"] + 1
     _acknowledged(node, 2, 9)
-    node.compact(floor=5, keep_for_followers=True)
+    node.compact(7, keep_for_followers=True)
     node.tick()
-    assert snapshots[-1] == (7, 8) and node.first_index == 7  # follower 3 went silent: not waited for
+    assert snapshots[-1] == (6, 7) and node.first_index == 6  # follower 3 went silent: not waited for
     for n in range(2):
         node.propose(f"d{n}".encode(), None)
     node.tick()
     _acknowledged(node, 2, 11)
     _acknowledged(node, 3, 9)
     node.tick()
-    node.compact(floor=9)
+    node.compact(11)
     node.tick()
-    assert snapshots[-1] == (9, 10) and node.first_index == 9  # without keep_for_followers: the applied index
+    assert snapshots == [(2, 3), (6, 7)]  # the copy is ahead of what is applied: not yet
+    node.compact(9)
+    node.tick()
+    assert snapshots[-1] == (8, 9) and node.first_index == 8 and node.applied_index == 10
 
 
 def _acknowledged(node, peer: int, next_index: int) -> None:
