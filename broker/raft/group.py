@@ -33,7 +33,7 @@ from raftbus.broker.raft.snapshots import LimitedReader, SnapshotWriter, compact
 from raftbus.broker.raft.throttle import CatchUpThrottle
 from raftbus.broker.raft.transfer import Replication
 from raftbus.broker.storage.base import is_disk_full
-from raftbus.broker.storage.private import private_dir, private_opener
+from raftbus.broker.storage.private import private_dir
 
 __all__ = ["RaftGroup", "RaftSettings", "GroupStopped", "compaction_due", "error_for_outcome"]
 
@@ -503,9 +503,30 @@ class RaftGroup:
         if not force and not compaction_due(self.settings, self._bytes_since_compaction,
                                             self._entries_since_compaction, self.store.size_bytes):
             return
+        footer = self._footer_at(self.raft.applied_index)
+        if footer is None:
+            return
         self._bytes_since_compaction = 0
         self._entries_since_compaction = 0
-        snapshot.start(self.store.snapshot(), self.raft.applied_index)
+        snapshot.start(self.store.snapshot(), footer)
+
+    def _footer_at(self, index: int) -> dict | None:
+        """The footer of a snapshot at applied index `index` (all but the copy's length, which its writer adds):
+        the log entries `index` - 1 and `index`, what the core checks on load; None while the log lacks them."""
+        journal = self.raft.log
+        first = journal[0][1]
+        if index - 1 < first or index - first >= len(journal):
+            return None
+        prev, last = journal[index - 1 - first:index + 1 - first]
+        membership = self.membership
+        return {
+            "last": (bytes(last[0]), last[1], last[2]),
+            "prev": (bytes(prev[0]), prev[1], prev[2]),
+            "cluster": sorted(str(peer) for peer in self.raft.voters | {self._self_id}),
+            "data_index": index,
+            "entries": [],  # read back when present (entries after the copy, replayed on load)
+            "membership": (membership.index, sorted(membership.voters), sorted(membership.learners)),
+        }
 
     def sync(self) -> None:
         """Make everything applied and journaled so far durable: the store first, then the Raft journal (so the
@@ -592,29 +613,16 @@ class RaftGroup:
             raft.restart_election_timer()
 
     def _serialize(self, tmp_file: str, last_entry, prev_entry, cluster) -> None:
-        """The core's serializer: turn the completed copy into the snapshot file (fast, no data copy). The core
-        snapshots at the copy's index (`RaftNode.compact`), so the footer carries no entries after it."""
+        """The core's serializer: the completed copy, its footer written and fsynced by the copy's thread, becomes
+        the snapshot file by a rename (no write or sync on the loop thread). The core snapshots at the copy's index
+        (`RaftNode.compact`), whose entries the footer holds."""
         data_index = self._snapshot.ready_index
         if data_index is None or not self._snapshot.ready.exists():
             raise RuntimeError("no completed snapshot copy to hand over")
-        if last_entry[1] != data_index:
-            raise RuntimeError(f"a snapshot at {last_entry[1]} asked of a store copy at {data_index}")
-        data_len = self._snapshot.ready.stat().st_size
+        if (last_entry[1], last_entry[2]) != self._snapshot.ready_last:
+            raise RuntimeError(f"a snapshot at {last_entry[1:]} asked of a store copy at {self._snapshot.ready_last}")
         os.replace(self._snapshot.ready, tmp_file)
         self._snapshot.ready_index = None
-        footer = {
-            "last": tuple(last_entry),
-            "prev": tuple(prev_entry),
-            "cluster": sorted(str(peer) for peer in cluster),
-            "data_len": data_len,
-            "data_index": data_index,
-            "entries": [],  # read back when present (the entries after the copy, replayed on load)
-            "membership": (self.membership.index, sorted(self.membership.voters), sorted(self.membership.learners)),
-        }
-        with open(tmp_file, "ab", opener=private_opener) as f:
-            snapshot_footer.write_footer(f, footer)
-            f.flush()
-            os.fsync(f.fileno())
 
     def _deserialize(self, file_name: str):
         """The core's deserializer: restore the store if ours is older, replay the entries after the copy.

@@ -1,10 +1,10 @@
 """A group's snapshots: when to take one, the store copy made off the loop thread, and reading the copy back.
 
-A snapshot is the group's store copied at an applied index A (`SnapshotWriter`, on a thread of its own, from a
-pinned read transaction), then handed to the Raft core, which snapshots at A once its compaction point reached it:
-its serializer renames the copy into place and appends the footer (`snapshot_footer`): the log entries A - 1 and
-A, the configuration. The entries after A stay in the log; a footer of entries after A (none are written) is
-replayed on load.
+A snapshot is the group's store copied at an applied index A and the footer (`snapshot_footer`: the log entries
+A - 1 and A, the configuration), written and fsynced by `SnapshotWriter` on a thread of its own from a pinned read
+transaction, then handed to the Raft core, which snapshots at A once its compaction point reached it: its serializer
+only renames the file into place. The entries after A stay in the log; a footer of entries after A (none are
+written) is replayed on load.
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import os
 import threading
 from pathlib import Path
 
+from raftbus.broker.raft import snapshot_footer
 from raftbus.broker.raft.pysyncobj import REGULAR
 from raftbus.broker.raft.settings import RaftSettings
 from raftbus.broker.storage.private import private_opener
@@ -35,13 +36,15 @@ def compaction_due(settings: RaftSettings, log_bytes: int, entries: int, store_b
 
 
 class SnapshotWriter:
-    """Copies a pinned store view to `snapshot.ready` on a thread of its own."""
+    """Writes a snapshot file on a thread of its own: a pinned store view copied to `snapshot.partial`, the
+    footer after it, fsynced, renamed to `snapshot.ready`."""
 
     def __init__(self, data_dir: Path):
         self.partial = data_dir / "snapshot.partial"
         self.ready = data_dir / "snapshot.ready"
         self._thread: threading.Thread | None = None
         self.ready_index: int | None = None
+        self.ready_last: tuple[int, int] | None = None  # (index, term) of the ready snapshot's last entry
         self.failed = False
         for stale in (self.partial, self.ready):
             stale.unlink(missing_ok=True)
@@ -50,8 +53,9 @@ class SnapshotWriter:
     def busy(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    def start(self, pinned, index: int) -> None:
-        self.ready_index = None
+    def start(self, pinned, footer: dict) -> None:
+        """Copy `pinned` (a store view at footer["data_index"]) and append `footer` with the copy's length."""
+        self.ready_index = self.ready_last = None
         self.failed = False
 
         def run():
@@ -59,9 +63,12 @@ class SnapshotWriter:
                 with open(self.partial, "wb", opener=private_opener) as f:
                     pinned.write_to(f)
                     f.flush()
+                    snapshot_footer.write_footer(f, {**footer, "data_len": f.tell()})
+                    f.flush()
                     os.fsync(f.fileno())
                 os.replace(self.partial, self.ready)
-                self.ready_index = index
+                self.ready_last = tuple(footer["last"][1:])
+                self.ready_index = footer["data_index"]
             except Exception:
                 log.exception("snapshot copy failed")
                 self.failed = True
