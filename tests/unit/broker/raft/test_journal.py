@@ -375,3 +375,61 @@ def test_command_lengths_are_known_without_reading_released_entries(path, monkey
 
     monkeypatch.setattr(journal_module.os, "pread", no_read)
     assert [journal.command_bytes(p) for p in range(8)] == [idx * 10 for idx in range(1, 9)]
+
+
+# ---------------------------------------------------------------------------------------------- reserved blocks
+def test_the_group_commit_reserves_blocks_ahead_of_a_busy_journal_only(path, monkeypatch):
+    """Twice what was appended since the last round is reserved past the end, at most PREALLOCATE_BYTES_MAX, once
+    less than half of it is left; a journal that appended nothing reserves nothing; the file's length is untouched."""
+    asked = []
+    monkeypatch.setattr(journal_module, "reserve_blocks", lambda fd, offset, length: asked.append((offset, length)) or 0)
+    journal = AppendJournal(path)
+    journal.fsync_open()
+    assert asked == []  # nothing appended
+    journal.add(b"x" * 1000, 1, 1)
+    end = journal._end
+    journal.fsync_open()
+    assert asked == [(end, 2 * (end - len(MAGIC)))]
+    journal.add(b"y" * 100, 2, 1)
+    journal.fsync_open()
+    assert len(asked) == 1  # more than half of the new reservation (2 x 124 bytes) is still ahead
+    journal.fsync_open()
+    assert len(asked) == 1  # nothing appended since
+    journal.add(b"z" * (journal_module.PREALLOCATE_BYTES_MAX), 3, 1)
+    end = journal._end
+    journal.fsync_open()
+    reserved_from = asked[0][0] + asked[0][1]
+    assert asked[-1] == (end, journal_module.PREALLOCATE_BYTES_MAX) and end > reserved_from
+    assert os.path.getsize(path) == end
+    journal.close()
+
+
+def test_reserved_blocks_are_allocated_past_the_length_and_a_truncation_gives_them_back(path):
+    journal = AppendJournal(path)
+    fill(journal, 200)
+    journal.fsync_open()
+    end = journal._end
+    if journal_module.reserve_blocks(journal._fd, end, 1) != 0:
+        pytest.fail("this file system refuses fallocate(FALLOC_FL_KEEP_SIZE); the reservation test needs one that "
+                    "allocates (ext4, xfs, btrfs, tmpfs)")
+    assert os.path.getsize(path) == end
+    assert os.stat(path).st_blocks * 512 >= end + (journal._reserved_end - end) - 4096
+    journal.delete_from(100)
+    assert os.stat(path).st_blocks * 512 < end and journal._reserved_end == journal._end
+    assert [e[1] for e in entries(journal)] == list(range(1, 101))
+    journal.close()
+    assert [e[1] for e in entries(AppendJournal(path))] == list(range(1, 101))
+
+
+def test_a_file_system_without_fallocate_stops_the_asking_and_a_full_disk_asks_again(path, monkeypatch):
+    import errno
+
+    codes = [errno.ENOSPC, errno.EOPNOTSUPP]
+    asked = []
+    monkeypatch.setattr(journal_module, "reserve_blocks", lambda fd, offset, length: asked.append(offset) or codes.pop(0))
+    journal = AppendJournal(path)
+    for idx in (1, 2, 3):
+        journal.add(b"x" * 1000, idx, 1)
+        journal.fsync_open()
+    assert len(asked) == 2 and journal._reserved_end < journal._end  # ENOSPC: again next round; EOPNOTSUPP: never
+    journal.close()
