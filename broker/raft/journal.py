@@ -36,21 +36,11 @@ snapshot's footer) reads its records back with one `pread`, their CRCs checked. 
 `RESIDENT_TAIL` stay in memory, so the core's first and last index and term never read the file. A compaction's
 rewrite copies the records' bytes from the old file to the new one (`copy_file_range`), released or not.
 
-The group commit also reserves the file's next blocks ahead of the appends (`fsync_open`: fallocate with
-FALLOC_FL_KEEP_SIZE, twice what was appended since the last round, at most PREALLOCATE_BYTES_MAX ahead; nothing
-for a group that appended nothing). Without it ext4 allocates a journal's blocks when it writes the pages back —
-inside the group commit's fsync, holding the tail page locked while it reads the allocator's bitmaps — and the Raft
-loop's next append to that page waited for it. The file's length stays the length written, so opening and
-reading are unchanged; a truncation or a rewrite gives the reserved blocks back.
-
 With a budget (broker/storage/open_files.py) an idle journal may be parked: fsynced, then its files closed, opened
 again by the next write or read. A parked journal has nothing left to fsync.
 """
 from __future__ import annotations
 
-import ctypes
-import errno
-import logging
 import os
 import struct
 import threading
@@ -67,31 +57,6 @@ _INDEX_TERM = struct.Struct(">QQ")
 _SYNCED = struct.Struct(">Q")
 READ_CHUNK_BYTES = 1 << 20
 RESIDENT_TAIL = 2  # the last entries never released: the core reads the last index and term all the time
-PREALLOCATE_BYTES_MAX = 8 << 20  # bytes a journal's blocks are reserved ahead of its end, at most
-_FALLOC_FL_KEEP_SIZE = 1
-
-log = logging.getLogger(__name__)
-
-
-def _load_fallocate():
-    try:
-        fallocate = ctypes.CDLL(None, use_errno=True).fallocate
-    except (OSError, AttributeError):  # not Linux: blocks are allocated as the pages are written back
-        return None
-    fallocate.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
-    fallocate.restype = ctypes.c_int
-    return fallocate
-
-
-_fallocate = _load_fallocate()
-
-
-def reserve_blocks(fd: int, offset: int, length: int) -> int:
-    """Allocate the file's blocks in [offset, offset + length) without changing its length: 0, or the errno of a
-    failure (a reservation is never needed: the blocks are allocated at write-back then)."""
-    if _fallocate is None:
-        return errno.ENOSYS
-    return 0 if _fallocate(fd, _FALLOC_FL_KEEP_SIZE, offset, length) == 0 else ctypes.get_errno()
 
 
 def _crc(index: int, term: int, command) -> int:
@@ -247,9 +212,6 @@ class AppendJournal:
         self._budget: OpenBudget | None = None
         self.last_used = next_use()
         self._end = end
-        self._reserved_end = end  # the file's blocks are allocated up to here (fsync_open)
-        self._end_at_last_sync = end
-        self._reserve = _fallocate is not None
         self._meta_storer = DurableMetaStorer(self._path + ".meta")
         self._meta = self._meta_storer.load()
         self._meta_saved = True
@@ -344,7 +306,7 @@ class AppendJournal:
             self._offsets = []
             self._released_end = 1
             self._resident_bytes = 0
-            self._end = self._reserved_end = self._end_at_last_sync = len(MAGIC)
+            self._end = len(MAGIC)
             os.ftruncate(self._file(), self._end)
 
     def sync_point(self) -> int:
@@ -393,10 +355,10 @@ class AppendJournal:
             self._truncations += 1
             self._resident_bytes -= _held_bytes(self._entries, position, len(self._entries))
             end = self._offsets[position]
-            os.ftruncate(self._file(), end)  # also frees the blocks reserved past the end
+            os.ftruncate(self._file(), end)
             del self._entries[position:]
             del self._offsets[position:]
-            self._end = self._reserved_end = self._end_at_last_sync = end
+            self._end = end
             self._restore_tail()
 
     def delete_to(self, position: int) -> None:
@@ -515,7 +477,6 @@ class AppendJournal:
                 dropped = len(kept_offsets) + appended - len(entries)
                 os.replace(staging, self._path)
                 old_fd, self._fd, self._offsets, self._end = self._fd, fd, offsets[dropped:], end
-                self._reserved_end = self._end_at_last_sync = end
                 self._compacted = dropped > 0
                 self.last_used = next_use()
         except BaseException as exc:
@@ -585,36 +546,10 @@ class AppendJournal:
             except OSError:
                 os.fsync(self._fd)
                 return
-            reserve = self._blocks_to_reserve()
         try:
-            if reserve is not None:
-                self._reserved(reserve_blocks(fd, *reserve))
             os.fsync(fd)
         finally:
             os.close(fd)
-
-    def _blocks_to_reserve(self) -> tuple[int, int] | None:
-        """(offset, length) of the blocks to reserve ahead of the appends, if due (caller holds `_fd_lock`): twice
-        what was appended since the last round, once less than half of that is left reserved."""
-        end = self._end
-        ahead = min(2 * (end - self._end_at_last_sync), PREALLOCATE_BYTES_MAX)
-        self._end_at_last_sync = end
-        if not self._reserve or ahead <= 0 or self._reserved_end - end >= ahead // 2:
-            return None
-        start = max(self._reserved_end, end)
-        self._reserved_end = end + ahead
-        return start, self._reserved_end - start
-
-    def _reserved(self, code: int) -> None:
-        if code == 0:
-            return
-        unsupported = code in (errno.EOPNOTSUPP, errno.ENOSYS)
-        with self._fd_lock:
-            self._reserved_end = self._end  # asked again next round (a full disk may have room by then)
-            if unsupported:
-                self._reserve = False  # this file system cannot: blocks are allocated at write-back
-        if not unsupported and code != errno.ENOSPC:
-            log.warning("reserving blocks of %s failed: %s", self._path, os.strerror(code))
 
     def close(self) -> None:
         with self._fd_lock:
