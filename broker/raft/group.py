@@ -29,7 +29,8 @@ from raftbus.broker.raft.journal import AppendJournal, JournalCorrupt
 from raftbus.broker.raft.latency import LatencyHistogram
 from raftbus.broker.raft.pysyncobj import Outcome, RaftNode, RaftOptions, Role
 from raftbus.broker.raft.settings import RaftSettings
-from raftbus.broker.raft.snapshots import LimitedReader, SnapshotWriter, compaction_due, journal_command
+from raftbus.broker.raft.snapshots import (SNAPSHOT_FILE, LimitedReader, SnapshotWriter, compaction_due,
+                                          journal_command)
 from raftbus.broker.raft.throttle import CatchUpThrottle
 from raftbus.broker.raft.transfer import Replication
 from raftbus.broker.storage.base import is_disk_full
@@ -52,7 +53,7 @@ def raft_options(settings: RaftSettings, data_dir: Path, eager_commit_notify: bo
         reads_waiting_max=settings.reads_waiting_max,
         # Larger than any command (the API refuses bigger ones): every entry travels whole.
         message_bytes_max=settings.command_bytes_max + 64 * 1024,
-        snapshot_path=str(data_dir / "raft.snapshot"),
+        snapshot_path=str(data_dir / SNAPSHOT_FILE),
         eager_commit_notify=eager_commit_notify,
         replace_file=retire.replace,
     )
@@ -93,7 +94,6 @@ class RaftGroup:
         self._loop = loop
         self._clock = loop.clock
         self._snapshot = SnapshotWriter(self.data_dir)
-        retire.remove_retired(str(self.data_dir / "raft.snapshot"))
         self._bytes_since_compaction = 0
         self._entries_since_compaction = 0
         self.leader_changes = 0
@@ -135,7 +135,7 @@ class RaftGroup:
         if self._journal_budget is not None:
             journal.attach_budget(self._journal_budget)
         first_index = journal[0][1] if len(journal) else 1
-        if first_index > 1 and not (self.data_dir / "raft.snapshot").exists():
+        if first_index > 1 and not (self.data_dir / SNAPSHOT_FILE).exists():
             self.close()
             raise JournalCorrupt(f"{self.group_id}: the journal starts at index {first_index} and no snapshot covers "
                                  "the entries before it; remove the group's directory to rebuild it from the leader")

@@ -13,12 +13,14 @@ import os
 import threading
 from pathlib import Path
 
-from raftbus.broker.raft import snapshot_footer
+from raftbus.broker.raft import retire, snapshot_footer
 from raftbus.broker.raft.pysyncobj import REGULAR
 from raftbus.broker.raft.settings import RaftSettings
 from raftbus.broker.storage.private import private_opener
 
 log = logging.getLogger(__name__)
+
+SNAPSHOT_FILE = "raft.snapshot"  # a group's snapshot, in its data directory
 
 
 def compaction_due(settings: RaftSettings, log_bytes: int, entries: int, store_bytes) -> bool:
@@ -48,6 +50,7 @@ class SnapshotWriter:
         self.failed = False
         for stale in (self.partial, self.ready):
             stale.unlink(missing_ok=True)
+        retire.remove_retired(str(data_dir / SNAPSHOT_FILE))  # old snapshots a crash left under a second name
 
     @property
     def busy(self) -> bool:

@@ -179,7 +179,7 @@ class RaftNode:
         self._seconds = 0
         self._snapshot_loaded = False
         self._compaction_asked = False
-        self._compaction_floor = 0
+        self._compaction_at = 0
         self._compaction_keeps_followers = False
         self._last_snapshot_index: int | None = None
 
@@ -845,7 +845,7 @@ class RaftNode:
         The entries after `at` stay in the log (the snapshot carries none of them), so a compaction reads and
         writes no entries."""
         self._compaction_asked = True
-        self._compaction_floor = at
+        self._compaction_at = at
         self._compaction_keeps_followers = keep_for_followers
 
     def _compaction_point(self) -> int:
@@ -868,9 +868,9 @@ class RaftNode:
 
     def _compact(self) -> None:
         self._compaction_asked = False
-        if self._compaction_point() < self._compaction_floor:
+        if self._compaction_point() < self._compaction_at:
             return  # a live follower is behind the store copy: asked again later
-        point = self._compaction_floor  # the store copy's index: the snapshot holds no entries after it
+        point = self._compaction_at  # the store copy's index: the snapshot holds no entries after it
         entries = self._entries(point - 1, 2)
         if len(entries) < 2 or entries[0][1] == self._last_snapshot_index:
             return
