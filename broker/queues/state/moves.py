@@ -314,7 +314,7 @@ class MessageMoves:
             value = bytes(self.txn.get(IN_FLIGHT_T, key))
             if self.runs.any:
                 self.open_runs_in_flight(time_of(key), value)
-            entry = in_flight_entry(self.txn, key, value)
+            entry = in_flight_entry(self.txn, key, value, rows_only=True)  # its runs opened just above
             self.txn.delete(IN_FLIGHT_T, key)
             for seq, m in entry:
                 self.retry(seq, m, queue_commands.BACKOFF, LEASE_EXPIRED)

@@ -97,25 +97,36 @@ def ready_messages(txn, max_messages: int) -> list[tuple[int, StoredMessage]]:
     return [(seq, m) for seq, m in found if m is not None]
 
 
-def in_flight_entry(txn, key: bytes, value: bytes) -> list[tuple[int, StoredMessage]]:
+def in_flight_entry(txn, key: bytes, value: bytes, rows_only: bool = False) -> list[tuple[int, StoredMessage]]:
     """The messages of an in-flight index entry that are still in flight under that deadline. The entry outlives
     the acks of its messages (the in-flight index is cleaned when the deadline comes), so most of its seqs usually
     have no locator left: the locators are looked up through one cursor, rows only for those found (and, for the
-    seqs without one, the runs: readers see messages inside runs; a command opens expired runs first)."""
+    seqs without one, the runs: readers see messages inside runs). With `rows_only` the runs are not looked into:
+    the caller opened the runs holding this entry's live leases first (`MessageMoves.open_runs_in_flight`), so
+    no message left inside a run is in flight under this deadline."""
     deadline = time_of(key)
     size = SEQ.size
     seq_keys = [value[i:i + size] for i in range(0, len(value), size)]
     row_keys = txn.get_many(LOCATORS, seq_keys)
-    finder = runs.RunFinder(txn)
-    found = [(seq_key, bytes(row_key)) for seq_key, row_key in zip(seq_keys, row_keys) if row_key is not None]
-    if not found and not finder.any:
-        return []
-    stored = iter(txn.get_many(MESSAGES, [row_key for _, row_key in found]))
+    finder = None if rows_only else runs.RunFinder(txn)
+    if finder is None or not finder.any:
+        found = [(seq_key, bytes(row_key)) for seq_key, row_key in zip(seq_keys, row_keys) if row_key is not None]
+        if not found:
+            return []
+        live = []
+        for (seq_key, _), raw in zip(found, txn.get_many(MESSAGES, [row_key for _, row_key in found])):
+            if raw is None:
+                continue
+            m = decode_message(raw)
+            if m.state == IN_FLIGHT and m.deadline_ms == deadline:
+                live.append((SEQ.unpack(seq_key)[0], m))
+        return live
+    found = [row_key for row_key in row_keys if row_key is not None]
+    stored = iter(txn.get_many(MESSAGES, [bytes(row_key) for row_key in found]))
     live, loaded = [], {}
     for seq_key, row_key in zip(seq_keys, row_keys):
         seq = SEQ.unpack(seq_key)[0]
-        raw = next(stored) if row_key is not None else runs.run_message(txn, seq, finder, loaded) if finder.any \
-            else None
+        raw = next(stored) if row_key is not None else runs.run_message(txn, seq, finder, loaded)
         if raw is None:
             continue
         m = decode_message(raw)

@@ -196,13 +196,15 @@ def batch_entry(first_seq: int, last_seq: int, run_keys: list[bytes], run_of_seq
 
 class RunFinder:
     """Finds the run of a seq through `run_batches`, caching the batch last read (a command's seqs are usually
-    neighbours)."""
+    neighbours) and the span of seqs the last lookup found no batch for (the seqs of an expired lease are mostly
+    acked already, their batches gone: each is answered without a read)."""
 
     def __init__(self, txn):
         self.txn = txn
         self._first = self._last = -1
         self._keys: list[bytes] = []
         self._run_of = b""
+        self._gap = (-1, -1)  # seqs no batch holds, first and last (last None: every seq from first on)
         self.any = txn.first(RUN_BATCHES) is not None
 
     def run_key(self, seq: int) -> bytes | None:
@@ -210,15 +212,24 @@ class RunFinder:
         if not self.any:
             return None
         if not self._first <= seq <= self._last:
+            gap_first, gap_last = self._gap
+            if gap_first <= seq and (gap_last is None or seq <= gap_last):
+                return None
             found = next(self.txn.items(RUN_BATCHES, _SEQ.pack(seq)), None)
             if found is None:
-                self._first = self._last = -1
+                self._gap = (seq, None)
                 return None
             self._load(bytes(found[0]), bytes(found[1]))
             if not self._first <= seq <= self._last:
+                self._gap = (seq, self._first - 1)
                 return None
         number = self._run_of[seq - self._first]
         return None if number == NOT_IN_RUN else self._keys[number]
+
+    def added(self) -> None:
+        """A batch of runs was written through this finder's transaction."""
+        self.any = True
+        self._gap = (-1, -1)
 
     def _load(self, key: bytes, value: bytes) -> None:
         self._last = _SEQ.unpack(key)[0]
@@ -229,6 +240,7 @@ class RunFinder:
 
     def forget(self) -> None:
         self._first = self._last = -1
+        self._gap = (-1, -1)
 
 
 def load_run(txn, key: bytes) -> Run | None:

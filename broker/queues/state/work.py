@@ -184,7 +184,7 @@ class QueueWork(MessageMoves):
             txn.put_new_many(runs.RUN_READY, run_ready)
             txn.put_new_many(runs.RUN_BATCHES, [runs.batch_entry(first_seq, self.next_seq - 1, run_keys,
                                                                              run_of_seq)])
-            self.runs.any = True
+            self.runs.added()
         return left
 
     def _enqueue_one(self, item: queue_commands.EnqueueItem) -> Enqueued:

@@ -204,3 +204,32 @@ def test_an_ack_of_a_run_message_at_the_wrong_delivery_is_refused_alone():
     assert answers[0] is None and answers[2] is None
     assert isinstance(answers[1], errors.LeaseLost)
     assert harness.sm.counts() == (0, 0, 2, 0)
+
+
+class CountingBatches:
+    """A transaction's view of `run_batches` (a sorted dict) that counts the seeks a finder makes."""
+
+    def __init__(self, entries: dict[bytes, bytes]):
+        self.entries, self.seeks = entries, 0
+
+    def first(self, table):
+        return min(self.entries.items()) if self.entries else None
+
+    def items(self, table, start: bytes):
+        self.seeks += 1
+        return iter(sorted((k, v) for k, v in self.entries.items() if k >= start))
+
+
+def test_the_finder_answers_seqs_between_batches_without_reading_again():
+    key = b"r" * runs.RUN_KEY_BYTES
+    txn = CountingBatches(dict([runs.batch_entry(20, 23, [key], bytearray(4))]))  # seqs 20..23, all in run 0
+    finder = runs.RunFinder(txn)
+    assert [finder.run_key(seq) for seq in range(10, 20)] == [None] * 10  # no batch holds 10..19: one seek
+    assert txn.seeks == 1
+    assert [finder.run_key(seq) for seq in range(20, 24)] == [key] * 4  # the batch that seek read
+    assert txn.seeks == 1
+    assert [finder.run_key(seq) for seq in (24, 30, 99)] == [None] * 3  # past the last batch: one seek
+    assert txn.seeks == 2
+    txn.entries.update([runs.batch_entry(40, 41, [key], bytearray(2))])
+    finder.added()  # a batch written since: the span past the last batch is no longer known to be empty
+    assert finder.run_key(40) == key and finder.run_key(30) is None
