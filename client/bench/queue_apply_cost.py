@@ -1,10 +1,10 @@
 """What one replica's queue state machine spends applying leases and acks, without a cluster around it.
 
-`python -m raftbus.bench.queue_apply_cost [--messages N] [--batch B] [--rows]` enqueues N messages (100-byte
-records, priorities 0-9, seeded) into a QueueStateMachine over a real LmdbStore in a temporary directory (as runs,
-state/runs.py, the way a broker with `queue_runs_enabled` stores them; as rows with `--rows`), then applies
-leases of B messages, each followed by one ack of the batch (packed, with a settler), until the partition is
-empty, then ticks past the leases' deadline until no in-flight index entry is left (acked messages leave that
+`python -m raftbus.bench.queue_apply_cost [--messages N] [--batch B] [--rows] [--backlog K]` enqueues N messages
+(100-byte records, priorities 0-9, seeded) into a QueueStateMachine over a real LmdbStore in a temporary directory
+(as runs, state/runs.py, the way a broker with `queue_runs_enabled` stores them; as rows with `--rows`), and K more
+at priority 10 (delivered after them: a backlog that stays stored), then applies leases of B messages, each
+followed by one ack of the batch (packed, with a settler), until the N messages are acked, then ticks past the leases' deadline until no in-flight index entry is left (acked messages leave that
 index lazily, when their deadline comes), and prints one JSON line: the process CPU time per message of the
 enqueue, lease, ack and expiry-tick commands, and of reading each lease's rows (`answer_cpu_us_per_message`: what
 only the leader that answers a lease does; rows are built by every replica's lease). With
@@ -48,13 +48,14 @@ class Replica:
         return self.machine.apply(self.index, command)
 
 
-def fill(replica: Replica, messages: int, batch: int, runs: bool) -> float:
-    """Enqueue the messages; the CPU seconds of the enqueue commands."""
+def fill(replica: Replica, messages: int, batch: int, runs: bool, priority: int | None = None) -> float:
+    """Enqueue the messages (priorities 0-9 seeded, or all at `priority`); the CPU seconds of the enqueue commands."""
     rng = random.Random(messages)
     record = bytes(RECORD_BYTES)
     spent = 0.0
     for start in range(0, messages, batch):
-        items = [queue_commands.EnqueueItem(rng.randrange(PRIORITIES), 0, 0, 0, 0, b"", b"", b"", record)
+        items = [queue_commands.EnqueueItem(rng.randrange(PRIORITIES) if priority is None else priority, 0, 0, 0, 0,
+                                            b"", b"", b"", record)
                  for _ in range(min(batch, messages - start))]
         command = queue_commands.encode_enqueue(STAMPED_MS, queue_commands.QueuePolicy(), items, runs=runs)
         started = time.process_time()
@@ -63,14 +64,16 @@ def fill(replica: Replica, messages: int, batch: int, runs: bool) -> float:
     return spent
 
 
-def drain(replica: Replica, batch: int) -> dict:
-    """Lease and ack until nothing is ready; CPU seconds of each kind of command and the messages acked."""
+def drain(replica: Replica, batch: int, messages: int) -> dict:
+    """Lease and ack until `messages` are acked or nothing is ready; CPU seconds of each kind of command and the
+    messages acked."""
     lease_s = ack_s = answer_s = 0.0
     acked = 0
     policy = queue_commands.QueuePolicy()
     for sequence in range(1, sys.maxsize):
         started = time.process_time()
-        leased = replica.apply(queue_commands.encode_lease(STAMPED_MS, policy, batch, LEASE_BYTES_MAX, VISIBILITY_MS))
+        leased = replica.apply(queue_commands.encode_lease(STAMPED_MS, policy, min(batch, messages - acked),
+                                                          LEASE_BYTES_MAX, VISIBILITY_MS)) if acked < messages else None
         leased_at = time.process_time()
         if not leased:
             break
@@ -98,22 +101,25 @@ def expire(replica: Replica) -> dict:
     return {"expiry_cpu_s": time.process_time() - started, "expiry_ticks": ticks}
 
 
-def run(messages: int, batch: int, fill_only: bool, runs: bool = True) -> dict:
+def run(messages: int, batch: int, fill_only: bool, runs: bool = True, backlog: int = 0) -> dict:
     path = tempfile.mkdtemp(prefix="raftbus-apply-cost-")
     store = LmdbStore(path, QueueStateMachine.TABLES, MAP_SIZE_BYTES)
     try:
         replica = Replica(store)
         enqueue_s = fill(replica, messages, batch, runs)
+        if backlog:
+            fill(replica, backlog, batch, runs, priority=PRIORITIES)
         if fill_only:
-            return {"messages": messages, "batch": batch, "runs": runs, "drained": False}
-        drained = drain(replica, batch)
+            return {"messages": messages, "batch": batch, "runs": runs, "backlog": backlog, "drained": False}
+        drained = drain(replica, batch, messages)
         drained.update(expire(replica))
         left = replica.machine.counts()
     finally:
         store.close()
         shutil.rmtree(path, ignore_errors=True)
     per = 1e6 / max(drained["acked"], 1)
-    return {"messages": messages, "batch": batch, "runs": runs, "drained": True, "acked": drained["acked"],
+    return {"messages": messages, "batch": batch, "runs": runs, "backlog": backlog, "drained": True,
+            "acked": drained["acked"],
             "left": list(left), "enqueue_cpu_us_per_message": round(enqueue_s * per, 2),
             "lease_cpu_us_per_message": round(drained["lease_cpu_s"] * per, 2),
             "answer_cpu_us_per_message": round(drained["answer_cpu_s"] * per, 2),
@@ -128,10 +134,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=1_000, help="messages per lease and per ack")
     parser.add_argument("--fill-only", action="store_true", help="enqueue only (the baseline to subtract)")
     parser.add_argument("--rows", action="store_true", help="store the messages as rows (ENQUEUE), not runs")
+    parser.add_argument("--backlog", type=int, default=0,
+                        help="messages enqueued after them and left stored (delivered last)")
     args = parser.parse_args(argv)
-    if args.messages < 1 or args.batch < 1:
-        parser.error("--messages and --batch must be >= 1")
-    print(json.dumps(run(args.messages, args.batch, args.fill_only, runs=not args.rows)), flush=True)
+    if args.messages < 1 or args.batch < 1 or args.backlog < 0:
+        parser.error("--messages and --batch must be >= 1, --backlog >= 0")
+    print(json.dumps(run(args.messages, args.batch, args.fill_only, runs=not args.rows, backlog=args.backlog)),
+          flush=True)
     return 0
 
 
