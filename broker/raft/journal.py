@@ -101,56 +101,33 @@ def read_synced_index(path: str) -> int:
     return _SYNCED.unpack(data)[0] if len(data) == _SYNCED.size else 0
 
 
-def read_entries(path: str, synced_index: int = 0, resident_tail: int | None = None) -> tuple[list, list[int], int]:
+def read_entries(path: str, synced_index: int = 0) -> tuple[list, list[int], int]:
     """(entries, their file offsets, end of the last valid record) of a journal file; a missing or empty file
     reads as empty, a file of another format raises ValueError, a bad record at or below `synced_index`
-    raises JournalCorrupt. The file is read READ_CHUNK_BYTES at a time (a record longer than that whole). With
-    `resident_tail`, only the first entry and the last `resident_tail` keep their command; the others hold None
-    (released: read back from the file when asked for), so opening a long journal does not hold it in memory."""
+    raises JournalCorrupt."""
     entries: list = []
     offsets: list[int] = []
     try:
-        f = open(path, "rb")
+        with open(path, "rb") as f:
+            data = f.read()
     except FileNotFoundError:
         return entries, offsets, len(MAGIC)
-    with f:
-        head = f.read(len(MAGIC))
-        if not head:
-            return entries, offsets, len(MAGIC)
-        if head != MAGIC:
-            raise ValueError(f"{path} is not a raftbus journal (no {MAGIC!r} header); refusing to overwrite it")
-        size = os.fstat(f.fileno()).st_size
-        position = len(MAGIC)  # the file offset of `data[at]`
-        data, at = b"", 0
-        while True:
-            whole = _record_length(data, at)
-            if not whole or len(data) - at < whole:  # the record goes on past what was read
-                left = size - f.tell()  # a length that lies is never read past the file's end
-                if left > 0:
-                    data, at = data[at:] + f.read(min(max(READ_CHUNK_BYTES, whole), left)), 0
-                    continue
-            if at == len(data):  # the end of the file, after a whole record
-                break
-            record = _record_at(memoryview(data), at)
-            if record is None:  # cut short at the end of the file, or failing its CRC
-                _check_torn_tail(path, entries, position, synced_index)
-                break
-            command, index, term, end = record
-            entries.append((command, index, term))
-            offsets.append(position)
-            if resident_tail is not None and len(entries) > resident_tail + 1:
-                released = len(entries) - resident_tail - 1
-                entries[released] = (None, *entries[released][1:])
-            position += end - at
-            at = end
+    if not data:
+        return entries, offsets, len(MAGIC)
+    if not data.startswith(MAGIC):
+        raise ValueError(f"{path} is not a raftbus journal (no {MAGIC!r} header); refusing to overwrite it")
+    view = memoryview(data)
+    position = len(MAGIC)
+    while position < len(data):
+        record = _record_at(view, position)
+        if record is None:
+            _check_torn_tail(path, entries, position, synced_index)
+            break
+        command, index, term, end = record
+        entries.append((command, index, term))
+        offsets.append(position)
+        position = end
     return entries, offsets, position
-
-
-def _record_length(data: bytes, at: int) -> int:
-    """The whole length of the record starting at `data[at]` as far as its header tells (0 without a header)."""
-    if len(data) - at < RECORD.size:
-        return 0
-    return RECORD.size + RECORD.unpack_from(data, at)[0]
 
 
 def _record_at(view, position: int):
@@ -220,11 +197,10 @@ class AppendJournal:
         self._synced_index = read_synced_index(self._path)
         self._synced_lock = threading.Lock()  # the group commit marks, the loop thread truncates
         self._kept_since_sync_point: int | None = None  # the lowest last-kept index of a truncation since then
-        self._entries, self._offsets, end = read_entries(self._path, self._synced_index, RESIDENT_TAIL)
-        # entries at positions [1, _released_end) hold None for their command: it is in the file only (a journal
-        # opens with all but its first and last RESIDENT_TAIL entries released: replay reads them back)
-        self._released_end = max(1, len(self._entries) - RESIDENT_TAIL)
-        self._resident_bytes = sum(len(entry[0]) for entry in self._entries if entry[0] is not None)
+        self._entries, self._offsets, end = read_entries(self._path, self._synced_index)
+        # entries at positions [1, _released_end) hold None for their command: it is in the file only
+        self._released_end = 1
+        self._resident_bytes = sum(len(entry[0]) for entry in self._entries)
         # a budget may park the file, and the group commit rewrite it, from other threads: the descriptor, the
         # entries, their offsets and the end change together under this lock
         self._fd_lock = threading.Lock()

@@ -375,34 +375,3 @@ def test_command_lengths_are_known_without_reading_released_entries(path, monkey
 
     monkeypatch.setattr(journal_module.os, "pread", no_read)
     assert [journal.command_bytes(p) for p in range(8)] == [idx * 10 for idx in range(1, 9)]
-
-
-def test_a_reopened_journal_holds_only_its_ends_in_memory_and_reads_the_rest_back(path, monkeypatch):
-    journal = AppendJournal(path)
-    commands = [os.urandom(50 + idx) for idx in range(1, 201)]
-    for idx, command in enumerate(commands, 1):
-        journal.add(command, idx, 1 + idx // 100)
-    journal.close()
-    monkeypatch.setattr(journal_module, "READ_CHUNK_BYTES", 777)  # records cut across reads of the file
-    reopened = AppendJournal(path)
-    tail = journal_module.RESIDENT_TAIL
-    assert reopened.resident_bytes == len(commands[0]) + sum(len(c) for c in commands[-tail:])
-    assert entries(reopened) == [(command, idx, 1 + idx // 100) for idx, command in enumerate(commands, 1)]
-    assert reopened[10:150] == entries(reopened)[10:150]
-    reopened.add(b"next", 201, 3)  # an append after the reopen keeps the last entries resident
-    assert reopened[-1] == (b"next", 201, 3) and reopened[199] == (commands[-1], 200, 3)
-    reopened.delete_from(150)  # a truncation into the released entries reads the new tail back into memory
-    assert entries(reopened)[-1] == (commands[149], 150, 2)
-    assert len(reopened) == 150
-
-
-def test_reading_in_chunks_finds_the_same_records_as_one_read(path, monkeypatch):
-    journal = AppendJournal(path)
-    fill(journal, 60)
-    journal.close()
-    with open(path, "ab") as f:
-        f.write(RECORD.pack(1 << 30, 61, 1, 0))  # a torn tail whose length lies: never read past the file's end
-    whole = journal_module.read_entries(path)
-    monkeypatch.setattr(journal_module, "READ_CHUNK_BYTES", 40)
-    assert journal_module.read_entries(path) == whole
-    assert [entry[1] for entry in whole[0]] == list(range(1, 61)) and whole[2] == os.path.getsize(path) - RECORD.size
