@@ -4,7 +4,8 @@
 (100-byte records, priorities 0-9, seeded) into a QueueStateMachine over a real LmdbStore in a temporary directory
 (as runs, state/runs.py, the way a broker with `queue_runs_enabled` stores them; as rows with `--rows`), and K more
 at priority 10 (delivered after them: a backlog that stays stored), then applies leases of B messages, each
-followed by one ack of the batch (packed, with a settler), until the N messages are acked, then ticks past the leases' deadline until no in-flight index entry is left (acked messages leave that
+followed by one ack of the batch (packed, with a settler), until the N messages are acked, then ticks past the
+leases' deadline until no in-flight index entry is left (acked messages leave that
 index lazily, when their deadline comes), and prints one JSON line: the process CPU time per message of the
 enqueue, lease, ack and expiry-tick commands, and of reading each lease's rows (`answer_cpu_us_per_message`: what
 only the leader that answers a lease does; rows are built by every replica's lease). With
@@ -71,9 +72,11 @@ def drain(replica: Replica, batch: int, messages: int) -> dict:
     acked = 0
     policy = queue_commands.QueuePolicy()
     for sequence in range(1, sys.maxsize):
+        if acked >= messages:
+            break
         started = time.process_time()
         leased = replica.apply(queue_commands.encode_lease(STAMPED_MS, policy, min(batch, messages - acked),
-                                                          LEASE_BYTES_MAX, VISIBILITY_MS)) if acked < messages else None
+                                                          LEASE_BYTES_MAX, VISIBILITY_MS))
         leased_at = time.process_time()
         if not leased:
             break

@@ -109,18 +109,25 @@ def in_flight_entry(txn, key: bytes, value: bytes, rows_only: bool = False) -> l
     seq_keys = [value[i:i + size] for i in range(0, len(value), size)]
     row_keys = txn.get_many(LOCATORS, seq_keys)
     finder = None if rows_only else runs.RunFinder(txn)
-    if finder is None or not finder.any:
-        found = [(seq_key, bytes(row_key)) for seq_key, row_key in zip(seq_keys, row_keys) if row_key is not None]
-        if not found:
-            return []
-        live = []
-        for (seq_key, _), raw in zip(found, txn.get_many(MESSAGES, [row_key for _, row_key in found])):
-            if raw is None:
-                continue
-            m = decode_message(raw)
-            if m.state == IN_FLIGHT and m.deadline_ms == deadline:
-                live.append((SEQ.unpack(seq_key)[0], m))
-        return live
+    in_runs = finder is not None and finder.any
+    found = [bytes(row_key) for row_key in row_keys if row_key is not None]
+    if not found and not in_runs:
+        return []
+    stored = iter(txn.get_many(MESSAGES, found))
+    live, loaded = [], {}
+    for seq_key, row_key in zip(seq_keys, row_keys):
+        if row_key is not None:
+            raw = next(stored)
+        elif in_runs:
+            raw = runs.run_message(txn, SEQ.unpack(seq_key)[0], finder, loaded)
+        else:
+            continue
+        if raw is None:
+            continue
+        m = decode_message(raw)
+        if m.state == IN_FLIGHT and m.deadline_ms == deadline:
+            live.append((SEQ.unpack(seq_key)[0], m))
+    return live
     found = [row_key for row_key in row_keys if row_key is not None]
     stored = iter(txn.get_many(MESSAGES, [bytes(row_key) for row_key in found]))
     live, loaded = [], {}
