@@ -92,10 +92,11 @@ class _QueueBatch(PendingBatch):
     """Messages bound for one partition, as (record, priority, group, deliver_at_ms, idempotency_key) tuples;
     the EnqueueRequest is built when the batch first goes out and kept for its retries."""
 
-    __slots__ = ("messages", "outcome", "request")
+    __slots__ = ("messages", "outcome", "request", "partition_count")
 
-    def __init__(self, topic: str, partition: int, now_s: float, linger_s: float):
+    def __init__(self, topic: str, partition: int, now_s: float, linger_s: float, partition_count: int):
         super().__init__(topic, partition, now_s, linger_s)
+        self.partition_count = partition_count  # the topic's, when the batch opened (for the sticky partition)
         self.messages: list[tuple] = []
         self.outcome = _QueueOutcome(topic, partition)
         self.request: qpb.EnqueueRequest | None = None
@@ -147,7 +148,7 @@ class QueueSender(SenderCore):
                 self._close(tp, count)
                 batch, wake = None, True
             if batch is None:
-                batch = self._open[tp] = _QueueBatch(topic, partition, self._clock(), self.linger_s)
+                batch = self._open[tp] = _QueueBatch(topic, partition, self._clock(), self.linger_s, count)
                 self._lane(tp).queue.append(batch)
                 wake = True
             index = len(batch.messages)
@@ -197,9 +198,11 @@ class QueueSender(SenderCore):
         return lane
 
     def _taken(self, batch: _QueueBatch) -> None:
+        """A batch leaves for the network: it takes no more messages, and the topic's sticky partition moves on
+        (as on a full batch), so keyless messages spread over the partitions batch by batch."""
         tp = (batch.topic, batch.partition)
         if self._open.get(tp) is batch:
-            self._open.pop(tp)
+            self._close(tp, batch.partition_count)
         batch.closed = True
 
     # ------------------------------------------------------------------ sender thread

@@ -104,6 +104,21 @@ def test_messages_of_a_partition_go_out_in_one_request_and_settle_in_order():
         sender.close(1.0)
 
 
+def test_keyless_messages_move_to_the_next_partition_when_their_batch_leaves():
+    """Goal: the sticky partition moves on when its batch goes out after its linger, not only when a batch fills,
+    so keyless messages sent slower than they fill batches spread over every partition."""
+    sender, stub = sender_with(linger_ms=0)
+    try:
+        futures = []
+        for i in range(6):
+            futures.append(sender.send("q", None, 3, message(i)))
+            assert sender.flush(5.0)
+        assert [r.partition for r in stub.requests] == [0, 1, 2, 0, 1, 2]
+        assert [f.result(timeout=1).partition for f in futures] == [0, 1, 2, 0, 1, 2]
+    finally:
+        sender.close(1.0)
+
+
 def test_a_retried_batch_keeps_its_messages_and_sequence_under_a_new_request_id():
     sender, stub = sender_with([LeaderNotAvailable("election"), _ok])
     try:
