@@ -42,7 +42,7 @@ CONSUME_BATCH_RECORDS = 10_000
 GROUP_CONSUME_WAIT_S = 0.02
 # The light-load sender's report thread waits this long in poll(), which returns as soon as a report is served.
 DELIVERY_POLL_S = 0.1
-LIGHT_LOAD_FLUSH_S = 30
+LIGHT_LOAD_FLUSH_S = 30  # how long the last reports may take once the sends end
 
 
 def kafka_bootstrap(bootstrap: str) -> str:
