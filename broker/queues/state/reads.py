@@ -128,18 +128,6 @@ def in_flight_entry(txn, key: bytes, value: bytes, rows_only: bool = False) -> l
         if m.state == IN_FLIGHT and m.deadline_ms == deadline:
             live.append((SEQ.unpack(seq_key)[0], m))
     return live
-    found = [row_key for row_key in row_keys if row_key is not None]
-    stored = iter(txn.get_many(MESSAGES, [bytes(row_key) for row_key in found]))
-    live, loaded = [], {}
-    for seq_key, row_key in zip(seq_keys, row_keys):
-        seq = SEQ.unpack(seq_key)[0]
-        raw = next(stored) if row_key is not None else runs.run_message(txn, seq, finder, loaded)
-        if raw is None:
-            continue
-        m = decode_message(raw)
-        if m.state == IN_FLIGHT and m.deadline_ms == deadline:
-            live.append((seq, m))
-    return live
 
 
 def peek_in_flight(txn, max_messages: int) -> list[tuple[int, StoredMessage]]:
