@@ -29,6 +29,13 @@ faulted in and zeroed afresh. So the broker also holds the trim threshold at `ma
 (16 MiB; `hold_malloc_trim_threshold`): up to that much stays free at the top of each heap for the next batch, at
 the price of that much more RSS (docs/performance.md, "Produce", has what it saves).
 
+Each thread of a process allocates from a C heap of its own (a glibc arena) until there are 8 per core, and each
+heap keeps its own free top and its own fragments. A broker's threads come and go with its clients and its peers
+(gRPC's handler threads, a produce stream's reader), so a peer's death, which brings its clients and the entries
+held for it, grows heaps that stay. So the broker lets its threads share at most `malloc_arenas_max` heaps (2),
+set when it starts, before its threads allocate (`limit_malloc_arenas`; docs/performance.md, "Soak", has what it
+changed).
+
 Free pages inside a heap, below its top, go back only when glibc is asked (`malloc_trim`). A broker's Raft
 entries are held in memory until they are applied everywhere (in allocations of a batch each, below the mmap
 threshold); releasing them frees them in the middle of the heaps of the threads that made them, so without a trim
@@ -53,11 +60,18 @@ log = logging.getLogger(__name__)
 DROPS_MIN = 16
 _M_TRIM_THRESHOLD = -1  # glibc's mallopt parameters
 _M_MMAP_THRESHOLD = -3
+_M_ARENA_MAX = -8
 
 
 def pin_malloc_mmap_threshold(threshold_bytes: int) -> bool:
     """Hold the C library's mmap threshold at `threshold_bytes` (glibc; 0 leaves it alone). True when set."""
     return _mallopt(_M_MMAP_THRESHOLD, threshold_bytes)
+
+
+def limit_malloc_arenas(count: int) -> bool:
+    """Let the process's threads share at most `count` C heaps (glibc's malloc arenas; 0 leaves glibc's limit of 8
+    per core). Takes effect for arenas created after it, so call it before threads allocate. True when set."""
+    return _mallopt(_M_ARENA_MAX, count)
 
 
 def hold_malloc_trim_threshold(threshold_bytes: int) -> bool:

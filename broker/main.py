@@ -85,6 +85,7 @@ def check_files(settings) -> None:
 
 
 def start_broker(args) -> int:
+    from raftbus.broker.heap import limit_malloc_arenas
     from raftbus.broker.settings import load_settings
 
     restrict_umask()  # every file the broker writes is owner-only (docs/security.md, "Data at rest")
@@ -93,6 +94,7 @@ def start_broker(args) -> int:
                              raft_listen=args.raft_listen, peers=args.peers, join=args.join,
                              advertised_listen=args.advertised_listen, metrics_listen=args.metrics_listen,
                              kafka_listen=args.kafka_listen)
+    limit_malloc_arenas(settings.storage.malloc_arenas_max)  # before any thread allocates (broker/heap.py)
     check_files(settings)
     settings, held = hold_port_zero(settings)
     try:

@@ -36,12 +36,15 @@ class StorageSettings:
                                                             "docs/storage.md)")
     malloc_trim_threshold_bytes: int = setting(16 * 1024 * 1024, "free C heap kept for reuse before it goes back to "
                                                                  "the system (glibc; 0: its default; broker/heap.py)")
+    malloc_arenas_max: int = setting(2, "C heaps (glibc's malloc arenas) the broker's threads share at most, set "
+                                        "when it starts (0: glibc's default, 8 per core; broker/heap.py)")
     malloc_trim_interval_ms: int = setting(10_000, "free pages inside the C heaps go back to the system this often "
                                                    "(glibc's malloc_trim; 0: never; broker/heap.py)")
 
     def validate(self) -> None:
         require(self.malloc_mmap_threshold_bytes >= 0, "malloc_mmap_threshold_bytes must be >= 0")
         require(self.malloc_trim_threshold_bytes >= 0, "malloc_trim_threshold_bytes must be >= 0")
+        require(self.malloc_arenas_max >= 0, "malloc_arenas_max must be >= 0")
         require(self.malloc_trim_interval_ms >= 0, "malloc_trim_interval_ms must be >= 0")
         require(self.gc_freeze_interval_ms >= 0 and 0 < self.gc_drops_collect_fraction <= 1,
                 "need gc_freeze_interval_ms >= 0 and 0 < gc_drops_collect_fraction <= 1")

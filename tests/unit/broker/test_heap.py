@@ -137,3 +137,49 @@ def test_the_trimmer_counts_its_trims_and_what_they_returned():
     off = HeapTrimmer(0, trim=lambda: (_ for _ in ()).throw(AssertionError("trimmed while off")))
     off.run(stopping)  # returns at once without trimming
     assert off.stats()["heap_trims"] == 0
+
+
+ARENAS_SCRIPT = """
+import ctypes, sys, threading
+from raftbus.broker.heap import limit_malloc_arenas
+limit = int(sys.argv[1])
+if limit:
+    assert limit_malloc_arenas(limit)
+held, ready, done = [], threading.Barrier(7), threading.Event()
+def allocate():
+    held.append(bytearray(300_000))  # a malloc in this thread, from the heap it is given
+    ready.wait()
+    done.wait()
+threads = [threading.Thread(target=allocate) for _ in range(6)]
+for thread in threads:
+    thread.start()
+ready.wait()
+ctypes.CDLL(None).malloc_stats()  # one "Arena N:" paragraph per heap, on stderr
+done.set()
+for thread in threads:
+    thread.join()
+"""
+
+
+def test_the_threads_of_a_process_share_at_most_malloc_arenas_max_heaps():
+    """Goal: with the limit set before its threads allocate, six threads share two C heaps; without it glibc gives
+    them heaps of their own (so the count can tell the two apart)."""
+    import platform
+    import subprocess
+    import sys
+
+    from raftbus.broker.heap import limit_malloc_arenas
+    from raftbus.broker.settings import load_settings
+
+    assert limit_malloc_arenas(0) is False
+    assert load_settings().storage.malloc_arenas_max == 2
+    if platform.libc_ver()[0] != "glibc":
+        return
+
+    def arenas(limit: int) -> int:
+        done = subprocess.run([sys.executable, "-c", ARENAS_SCRIPT, str(limit)], capture_output=True, text=True,
+                              timeout=60, check=True)
+        return sum(1 for line in done.stderr.splitlines() if line.startswith("Arena "))
+
+    assert arenas(2) <= 2
+    assert arenas(0) > 2

@@ -84,15 +84,15 @@ def test_every_number_carries_its_unit_in_its_name():
 
 def test_the_operators_keys_are_unchanged():
     """Goal: the 152 keys of the flat file (and RAFTBUS_<KEY>) are those operators set before the sections, with
-    the 39 added since (the Kafka port's 16, batch_decompressed_bytes_max, listen_reuse_port, tls_principal_rules,
+    the 40 added since (the Kafka port's 16, batch_decompressed_bytes_max, listen_reuse_port, tls_principal_rules,
     allow_insecure_network, metrics_token_file, metadata_voters_max, membership_join_catch_up_timeout_ms,
     raft_reads_waiting_max, auth_scram_iterations, compaction's 6, grpc_connections_max,
     grpc_connections_per_address_max, grpc_handshake_timeout_ms, storage_raft_fds_reserved,
-    raft_loop_stall_report_ms, queue_lease_failover_grace_ms, fetch_many_partitions_max and
-    malloc_trim_interval_ms)."""
-    assert len(KEYS) == 152 + 39 and "listen_reuse_port" in KEYS and "raft_reads_waiting_max" in KEYS
+    raft_loop_stall_report_ms, queue_lease_failover_grace_ms, fetch_many_partitions_max,
+    malloc_trim_interval_ms and malloc_arenas_max)."""
+    assert len(KEYS) == 152 + 40 and "listen_reuse_port" in KEYS and "raft_reads_waiting_max" in KEYS
     assert "raft_loop_stall_report_ms" in KEYS and "queue_lease_failover_grace_ms" in KEYS
-    assert "fetch_many_partitions_max" in KEYS
+    assert "fetch_many_partitions_max" in KEYS and "malloc_arenas_max" in KEYS
     for name in ("node_id", "raft_election_timeout_min_ms", "isr_lag_time_ms", "raft_quiesce_enabled",
                  "raft_liveness_timeout_ms", "raft_tls_ca_file", "leader_gossip_interval_ms", "join",
                  "storage_sync_interval_ms", "batch_bytes_max", "default_partitions", "session_timeout_ms",
@@ -168,6 +168,7 @@ SECTION_RULES = [
     (StorageSettings, {"gc_drops_collect_fraction": 0.0}, "gc_drops_collect_fraction"),
     (StorageSettings, {"storage_fds_reserved": -1}, "storage_fds_reserved"),
     (StorageSettings, {"malloc_trim_threshold_bytes": -1}, "malloc_trim_threshold_bytes"),
+    (StorageSettings, {"malloc_arenas_max": -1}, "malloc_arenas_max"),
     (TopicSettings, {"topics_max": 0}, "topics_max"),
     (GroupSettings, {"heartbeat_interval_ms": 7_000}, "heartbeat_interval_ms"),
     (GroupSettings, {"offsets_retention_ms": 0}, "offsets_retention_ms"),
