@@ -24,9 +24,11 @@ others keep the largest: a compacted log's pages count as anonymous until the ne
 (in turn) is killed -9 and restarted on its data dir BENCH_SOAK_RESTART_DELAY_MS later.
 
 At the end the producer stops, the group consumer reads up to the high watermarks and the queue consumer acks what
-is left, then the history is checked: every acknowledged record must have been read back by the group at the
-offset it was acknowledged with, holding the id it was sent with (`lost.produce`), and every acknowledged enqueue
-acked by the queue consumer (`lost.queue`, with `queue.acked_twice` and deliveries per message).
+is left, each for as long as it makes progress and BENCH_SOAK_DRAIN_TIMEOUT_MS past its last (`DrainBound`: a
+backlog left by rates the machine could not keep up with is drained, not counted as lost), then the history is
+checked: every acknowledged record must have been read back by the group at the offset it was acknowledged with,
+holding the id it was sent with (`lost.produce`), and every acknowledged enqueue acked by the queue consumer
+(`lost.queue`, with `queue.acked_twice` and deliveries per message).
 
 Figures per report interval (`--report-seconds`, a minute): each load's count and latency p50/p99, each broker's
 largest samples. Verdicts: `growth`: per figure and broker, the largest sample of the last `--growth-window-minutes`
@@ -71,6 +73,8 @@ LOADS = ("produce", "group", "queue")
 # A compacted log's memory stays anonymous until the next heap trim (broker/heap.py, up to malloc_trim_interval_ms):
 # the minute's least sample of the memory beside the log is the one without freed, untrimmed log in it.
 LEAST_KEPT = ("anon_beside_log_mb",)
+# The peak run's loads send their figures this often, which it does not use: a load still draining is seen alive.
+PEAK_REPORT_S = 10.0
 BROKER_FIGURES = ("anon_mb", "file_mb", "lmdb_mapped_mb", "open_files", "lmdb_mb", "journal_mb", "raft_log_mb",
                   "anon_beside_log_mb")
 
@@ -251,6 +255,26 @@ class Intervals:
             self._roll()
 
 
+class DrainBound:
+    """How long a load drains at the end: while it makes progress, and BENCH_SOAK_DRAIN_TIMEOUT_MS past its last
+    progress. A machine slower than the rates asked of it leaves a backlog that takes longer than any fixed bound
+    to drain; what is still unread or unacked once the drain stops is then what no longer moves."""
+
+    def __init__(self, clock=time.monotonic):
+        self._clock = clock
+        self._done: int | None = None
+        self._until = 0.0
+
+    def progressed(self, done: int) -> None:
+        """Note how much the load has done so far (records read, messages acked)."""
+        if done != self._done:
+            self._done = done
+            self._until = self._clock() + settings.BENCH_SOAK_DRAIN_TIMEOUT_MS / 1000
+
+    def expired(self) -> bool:
+        return self._done is not None and self._clock() > self._until
+
+
 def load_main(spec: LoadSpec, results, stop, drain) -> None:
     """Entry of a load process: run until `stop` (then drain until `drain` is answered), report at the end."""
     try:
@@ -323,7 +347,7 @@ def group_load(spec: LoadSpec, results, stop, drain) -> dict:
     intervals = Intervals(spec, results)
     segments: list[list[list[int]]] = [[] for _ in range(PARTITIONS)]
     ends = None
-    drain_until = None
+    read, bound = 0, DrainBound()
     started = time.monotonic()
     with Consumer(spec.bootstrap, group=spec.group, topics=[spec.topic], auto_offset_reset="earliest") as consumer:
         while True:
@@ -344,12 +368,12 @@ def group_load(spec: LoadSpec, results, stop, drain) -> dict:
                 intervals.tick()
             if drain.is_set():
                 if ends is None:  # the producer has stopped: read up to where the log ends now
-                    drain_until = time.monotonic() + settings.BENCH_SOAK_DRAIN_TIMEOUT_MS / 1000
                     with Reader(spec.bootstrap) as reader:
                         ends = [reader.offsets(spec.topic, p)[1] for p in range(PARTITIONS)]
+                read += len(polled)
+                bound.progressed(read)
                 owned = consumer.assignment()
-                if all(consumer.position(tp) >= ends[tp.partition] for tp in owned) or \
-                        time.monotonic() > drain_until:
+                if all(consumer.position(tp) >= ends[tp.partition] for tp in owned) or bound.expired():
                     break
     intervals.flush()
     return {"read": sum(end - start for segs in segments for start, end, _ in segs), "segments": segments,
@@ -396,7 +420,7 @@ def queue_load(spec: LoadSpec, results, stop, drain) -> dict:
 
     producer_thread = threading.Thread(target=enqueue, name="soak-enqueue", daemon=True)
     producer_thread.start()
-    started, drain_until = time.monotonic(), None
+    started, bound = time.monotonic(), DrainBound()
     with QueueConsumer(spec.bootstrap, topics=[spec.topic]) as consumer:
         while True:
             messages = consumer.poll(0.5)
@@ -406,10 +430,10 @@ def queue_load(spec: LoadSpec, results, stop, drain) -> dict:
                 message.ack().add_done_callback(lambda f, m=message: ack_answered(f, m))
             intervals.tick()
             if drain.is_set() and not producer_thread.is_alive():
-                drain_until = drain_until or time.monotonic() + settings.BENCH_SOAK_DRAIN_TIMEOUT_MS / 1000
                 with lock:
-                    done = tallies["acked"] >= tallies["enqueued"]
-                if done or time.monotonic() > drain_until:
+                    acks, done = tallies["acked"], tallies["acked"] >= tallies["enqueued"]
+                bound.progressed(acks)
+                if done or bound.expired():
                     break
         consumer.flush(settings.BENCH_SOAK_DRAIN_TIMEOUT_MS / 1000)
         lease_counts = consumer.lease_counts()
@@ -464,6 +488,7 @@ class SoakRun:
         self.samples: dict[tuple[int, int], dict] = {}  # (broker, interval) -> largest (LEAST_KEPT: least) of each figure
         self.kills: list[dict] = []
         self.finals: dict[str, list[dict]] = {}
+        self.heard_from: dict[str, float] = {}  # load -> when it last sent anything (monotonic)
         self.unfinished: list[str] = []
         self._reported = -1
         self._admin: Admin | None = None
@@ -566,6 +591,7 @@ class SoakRun:
             return
         while True:
             kind, load, *rest = item
+            self.heard_from[load] = time.monotonic()
             if kind == "error":
                 raise RaftbusError(f"soak {load} load failed: {rest[0]}")
             if kind == "final":
@@ -580,13 +606,17 @@ class SoakRun:
                 return
 
     def _wait_final(self, loads: dict[str, int], procs) -> None:
-        """Until each load's processes reported; one that does not within twice the drain bound is noted in
-        `unfinished` (the report says its history was not checked) instead of failing the whole run."""
-        deadline = time.monotonic() + 2 * settings.BENCH_SOAK_DRAIN_TIMEOUT_MS / 1000
+        """Until each load's processes reported; one that sends nothing (neither an interval's figures nor its
+        final report) for twice the drain bound and a report interval is noted in `unfinished` (the report says its
+        history was not checked) instead of failing the whole run. A load still draining sends its figures every
+        report interval."""
+        bound_s = 2 * settings.BENCH_SOAK_DRAIN_TIMEOUT_MS / 1000 + self.args.report_seconds
+        began = time.monotonic()
         while True:
             waiting = [load for load, count in loads.items() if len(self.finals.get(load, ())) < count]
             if not waiting:
                 return
+            deadline = max([began] + [self.heard_from.get(load, began) for load in waiting]) + bound_s
             dead = [(load, p.exitcode) for (load, _), p in procs.items() if load in waiting
                     and p.exitcode not in (None, 0)]
             if dead:
@@ -622,7 +652,7 @@ def _peak_run(cluster, args, progress, members: dict[str, int]) -> dict[str, int
     procs = {}
     for load, count in members.items():
         topic = f"{QUEUE_TOPIC if load == 'queue' else STREAM_TOPIC}-peak"
-        spec = LoadSpec(cluster.bootstrap, load, topic, 0, started, 3600.0, args.record_bytes, group=PEAK_GROUP)
+        spec = LoadSpec(cluster.bootstrap, load, topic, 0, started, PEAK_REPORT_S, args.record_bytes, group=PEAK_GROUP)
         for member in range(count):
             procs[(load, member)] = ctx.Process(target=load_main, args=(spec, results, stop, drain), daemon=True)
             procs[(load, member)].start()
@@ -635,8 +665,8 @@ def _peak_run(cluster, args, progress, members: dict[str, int]) -> dict[str, int
             if load in awaited:
                 if load == "queue":
                     drain.set()
-                while load not in finals:  # results.get raises queue.Empty if the load never answers
-                    kind, name, *rest = results.get(timeout=settings.BENCH_SOAK_DRAIN_TIMEOUT_MS / 1000)
+                while load not in finals:  # results.get raises queue.Empty if the load stops answering
+                    kind, name, *rest = results.get(timeout=settings.BENCH_SOAK_DRAIN_TIMEOUT_MS / 1000 + PEAK_REPORT_S)
                     if kind == "error":
                         raise RaftbusError(f"soak {name} peak failed: {rest[0]}")
                     if kind == "final" and name in awaited:

@@ -118,3 +118,59 @@ def test_a_paced_loop_sends_what_is_due_since_the_start_in_one_go(monkeypatch):
     assert soak._due(10.0, 501, 1000) == 0
     assert soak._due(10.0, 600, 1000) == 0
     assert soak._due(10.0, 123, 0) == 1
+
+
+class _Clock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_a_drain_goes_on_while_it_progresses_and_stops_a_bound_after_its_last_progress(monkeypatch):
+    """A backlog that takes longer than the bound to drain is drained (each read or ack restarts the bound); a
+    drain that stops moving ends one bound after its last progress."""
+    monkeypatch.setattr(soak.settings, "BENCH_SOAK_DRAIN_TIMEOUT_MS", 10_000)
+    clock = _Clock()
+    bound = soak.DrainBound(clock)
+    assert not bound.expired()  # nothing noted yet: the drain has not begun
+    bound.progressed(0)
+    for done in range(1, 10):  # 45 s of draining, 5 s between acks
+        clock.now += 5
+        bound.progressed(done * 1000)
+        assert not bound.expired()
+    clock.now += 9.9
+    bound.progressed(9000)  # the same count: no progress
+    assert not bound.expired()
+    clock.now += 0.2
+    assert bound.expired()
+
+
+def test_waiting_for_the_final_reports_gives_up_only_on_a_load_silent_for_the_bound(monkeypatch):
+    """A load that keeps sending its figures is waited for however long it drains; one silent for twice the drain
+    bound and a report interval is noted as unfinished."""
+    monkeypatch.setattr(soak.settings, "BENCH_SOAK_DRAIN_TIMEOUT_MS", 10_000)
+    clock = _Clock()
+    monkeypatch.setattr(soak.time, "monotonic", clock)
+    run = object.__new__(soak.SoakRun)
+    run.args, run.progress = args(report_seconds=5.0), lambda message: None
+    run.finals, run.heard_from, run.unfinished, run.intervals = {}, {}, [], {}
+    sent = []
+
+    def take_results(timeout_s):  # the queue load reports figures every 5 s for 60 s, then its final report
+        clock.now += timeout_s
+        if clock.now - 100.0 < 60 and (not sent or clock.now - sent[-1] >= 5):
+            sent.append(clock.now)
+            run.heard_from["queue"] = clock.now
+        elif clock.now - 100.0 >= 60:
+            run.finals["queue"] = [{"acked": 1}]
+
+    run._take_results = take_results
+    run._wait_final({"queue": 1}, {})
+    assert run.finals["queue"] and run.unfinished == [] and clock.now >= 160.0
+
+    clock.now, run.finals, run.heard_from = 100.0, {}, {}
+    run._take_results = lambda timeout_s: setattr(clock, "now", clock.now + timeout_s)  # silent
+    run._wait_final({"queue": 1}, {})
+    assert run.unfinished == ["queue"] and 125.0 <= clock.now <= 126.0
