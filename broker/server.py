@@ -19,7 +19,7 @@ from raftbus.broker.grpc_server import build_server
 from raftbus.broker.heap import FrozenHeap, HeapTrimmer, hold_malloc_trim_threshold, pin_malloc_mmap_threshold
 from raftbus.broker.leaders import LeaderTable
 from raftbus.broker.leadership.gossip import Gossip
-from raftbus.broker.leadership.placement import LeaderPlacement, hand_off_leaderships
+from raftbus.broker.leadership.placement import LeaderPlacement
 from raftbus.broker.log.verify import check_on_open
 from raftbus.broker.metadata.join import membership_at_start
 from raftbus.broker.metadata.raft_peers import RaftPeers
@@ -143,7 +143,7 @@ class Broker:
         meta_dir = self.data_dir / "metadata"
         self.leaders = LeaderTable(stale_after_s=self.settings.leadership.leaders_stale_after_s)
         self.gossip = Gossip(self.node_id, self.settings.leadership, loop=self.loop, hub=self.hub,
-                             leaders=self.leaders, faults=self.faults)
+                             leaders=self.leaders, faults=self.faults, stopping=self.stopping)
         self.metadata_store = LmdbStore(str(meta_dir / "store"), tables=MetadataStateMachine.TABLES,
                                         map_size_bytes=self.settings.storage.storage_map_size_bytes)
         self.metadata_sm = MetadataStateMachine(self.metadata_store)
@@ -183,7 +183,8 @@ class Broker:
             metrics_url=lambda: self.metrics.url,
             raft_peers=RaftPeers(self.context, self.peers, self.hub.set_peers))
         self.gossip.register(registry)
-        LeaderPlacement(self.context, self.settings.leadership, hub=self.hub, faults=self.faults).register(registry)
+        self.placement = LeaderPlacement(self.context, self.settings.leadership, hub=self.hub, faults=self.faults)
+        self.placement.register(registry)
         self.loop.add_group(self.metadata_group)
         self.loop.on_control = self.gossip.on_control
         self.loop.peer_listeners.append(self.gossip.on_peer)
@@ -209,7 +210,7 @@ class Broker:
         self.stopping.set()
         self.context.stopping.set()
         self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
-        hand_off_leaderships(self.loop, self.settings.node.shutdown_timeout_ms / 2000)
+        self.placement.hand_off(self.loop, self.settings.node.shutdown_timeout_ms / 2000, tell=self.gossip.round)
         self.server.stop(grace=1.0).wait(2.0)
         self.address_bound.stop()
         self.metrics.stop()

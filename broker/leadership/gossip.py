@@ -1,7 +1,9 @@
 """This broker's side of the leader gossip (leaders.py): each round it tells its peers what changed among the
-groups it leads, with its disk state and damaged stores; from theirs it learns who leads what elsewhere and which
-peers cannot take leaderships (a full disk, a damaged store)."""
+groups it leads, with its disk state, its damaged stores and whether it is stopping; from theirs it learns who
+leads what elsewhere and which peers cannot take leaderships (a full disk, a damaged store, a broker stopping)."""
 from __future__ import annotations
+
+import threading
 
 from raftbus.broker.leaders import LeaderGossip, LeaderTable
 from raftbus.broker.leadership.settings import LeadershipSettings
@@ -11,13 +13,15 @@ DUE_CHECK_INTERVAL_MS = 50  # a round asked for (a leadership change, a peer con
 
 
 class Gossip:
-    def __init__(self, node_id: int, settings: LeadershipSettings, *, loop, hub, leaders: LeaderTable, faults):
+    def __init__(self, node_id: int, settings: LeadershipSettings, *, loop, hub, leaders: LeaderTable, faults,
+                 stopping: threading.Event):
         self.node_id = node_id
         self.settings = settings
         self.loop = loop  # RaftLoop: its groups, awake groups and quiescence
         self.hub = hub
         self.leaders = leaders
         self.faults = faults
+        self.stopping = stopping  # set once this broker stops: its peers stop handing it leaderships
         self.gossip = LeaderGossip(full_every_rounds=settings.full_every_rounds)
         self._due = True
         self._led_quiesced: dict[str, tuple] = {}  # quiesced group led here → (term, isr) as last gossiped
@@ -40,6 +44,7 @@ class Gossip:
             self._due = True
         else:
             self.leaders.forget_broker(peer_id)
+            self.faults.peers_stopping.discard(peer_id)  # back, it says afresh
 
     def on_store_damaged(self, group_id: str) -> None:
         """A store failed its checksum (any thread): the leaders elsewhere stop handing this replica its preferred
@@ -52,13 +57,18 @@ class Gossip:
         self._due = True
 
     def on_control(self, peer_id: int, message) -> None:
-        """A peer's gossip message: its disk state, its damaged stores and the groups it leads."""
+        """A peer's gossip message: its disk state, its damaged stores, whether it is stopping and the groups it
+        leads."""
         if not isinstance(message, dict):
             return
         if message.get("disk_full"):
             self.faults.peers_disk_full.add(peer_id)
         else:
             self.faults.peers_disk_full.discard(peer_id)
+        if message.get("stopping"):
+            self.faults.peers_stopping.add(peer_id)
+        else:
+            self.faults.peers_stopping.discard(peer_id)
         damaged = message.get("damaged", ())
         self.faults.peers_damaged[peer_id] = {str(g) for g in damaged} if isinstance(damaged, list) else set()
         try:
@@ -75,7 +85,8 @@ class Gossip:
 
     def round(self) -> None:
         updates = self._led_updates()
-        extra = {"disk_full": self.faults.disk.full, "damaged": self.faults.stats()["damaged_stores"]}
+        extra = {"disk_full": self.faults.disk.full, "damaged": self.faults.stats()["damaged_stores"],
+                 "stopping": self.stopping.is_set()}
         for peer, message in self.gossip.round(updates, self.hub.connected_peers(), extra).items():
             self.hub.send(peer, CONTROL_CHANNEL, message)
         self._due = False

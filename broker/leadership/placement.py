@@ -1,6 +1,6 @@
 """Where the groups this broker leads should be led: by their preferred replica (the first of its placement)
 when it is up, has room and an undamaged store; by another broker while this one drains; by a follower once this
-broker stops."""
+broker stops. A broker that said it is stopping (leader gossip) is handed none of them."""
 from __future__ import annotations
 
 import time
@@ -26,8 +26,8 @@ class LeaderPlacement:
         return {b.broker_id for b in self.context.metadata_sm.brokers().values() if b.draining}
 
     def prefer_leaders(self) -> None:
-        """Leaders move to their preferred replica, unless it is draining or its disk is full."""
-        connected = self.hub.connected_peers()
+        """Leaders move to their preferred replica, unless it is draining or stopping or its disk is full."""
+        connected = self.hub.connected_peers() - self.faults.peers_stopping
         draining = self.draining_brokers()
         if self.context.node_id in draining or self.faults.disk.full:
             return
@@ -40,12 +40,13 @@ class LeaderPlacement:
                 group.maybe_transfer_to_preferred()
 
     def drain(self) -> None:
-        """A draining broker hands every group it leads to a connected replica that is not draining (the metadata
-        group included); a denied hand-over (target behind) is tried again at the next check."""
+        """A draining broker hands every group it leads to a connected replica that is neither draining nor
+        stopping (the metadata group included); a denied hand-over (target behind) is tried again at the next
+        check."""
         draining = self.draining_brokers()
         if self.context.node_id not in draining:
             return
-        connected = self.hub.connected_peers()
+        connected = self.hub.connected_peers() - self.faults.peers_stopping
         groups = [self.context.metadata_group, *(r.group for r in list(self.context.partitions.values()))]
         for group in groups:
             if not group.is_leader:
@@ -54,24 +55,35 @@ class LeaderPlacement:
             if targets:
                 group.hand_over(targets[0])
 
+    def hand_off(self, loop, timeout_s: float, *, tell) -> None:
+        """This broker is stopping: `tell` its peers so (a gossip round), then ask the most caught-up voter of
+        each group led here that is connected and not stopping itself to take it over, and wait (bounded by
+        `timeout_s`) until no group led here has such a voter. A group whose other voters are all gone or
+        stopping stays as it is, so a whole cluster stopping at once does not wait out the bound."""
+        if not loop.running:
+            return
+        deadline = time.monotonic() + timeout_s
 
-def hand_off_leaderships(loop, timeout_s: float) -> None:
-    """Ask a caught-up follower to take over each group led here, and wait (bounded) for it to do so (a broker
-    stopping)."""
-    if not loop.running:
-        return
-    deadline = time.monotonic() + timeout_s
+        def transfer() -> int:
+            able = self.hub.connected_peers() - self.faults.peers_stopping
+            handed = 0
+            for group in list(loop.groups.values()):
+                if not group.is_leader:
+                    continue
+                targets = [p for p in group.membership.voters if p in able and p != self.context.node_id]
+                if targets:
+                    group.hand_over(group.most_caught_up(targets))
+                    handed += 1
+            return handed
 
-    def transfer():
-        led = [g for g in loop.groups.values() if g.is_leader and g.transport.nodes]
-        for group in led:
-            group.hand_over()
-        return len(led)
-
-    while time.monotonic() < deadline:
         try:
-            if loop.call(transfer, timeout_s=1.0) == 0:
-                return
+            loop.call(tell, timeout_s=1.0)
         except Exception:
             return
-        time.sleep(HAND_OFF_RETRY_S)
+        while time.monotonic() < deadline:
+            try:
+                if loop.call(transfer, timeout_s=1.0) == 0:
+                    return
+            except Exception:
+                return
+            time.sleep(HAND_OFF_RETRY_S)

@@ -32,6 +32,7 @@ class FaultWatch:
         self.stopped: dict[str, tuple[str, bool]] = {}  # group id -> (reason, stopped for lack of space)
         self.peers_disk_full: set[int] = set()
         self.peers_damaged: dict[int, set[str]] = {}  # what each peer last said of its damaged stores
+        self.peers_stopping: set[int] = set()  # peers that said they are stopping (they hand leaderships away)
         self.damaged: set[str] = set()  # groups whose store failed its checksum when opened, until rebuilt
         self._health = None
 

@@ -454,6 +454,12 @@ class RaftGroup:
             return
         self.hand_over(target)
 
+    def most_caught_up(self, peers) -> int:
+        """Of `peers`, the one holding the most of this leader's log (the highest id among equals, as the Raft
+        core's own choice of a transfer target)."""
+        match = self.raft.match_index
+        return max(peers, key=lambda peer: (match.get(peer, 0), peer))
+
     def hand_over(self, target: int | None = None) -> None:
         """Raft's leadership transfer, done as the paper says: stop taking new commands (LEADER_NOT_AVAILABLE, so
         clients back off briefly and look again) for up to one election timeout, and send TimeoutNow only once every command

@@ -90,3 +90,13 @@ def test_no_hand_over_starts_while_submitted_commands_wait_to_be_appended(cluste
     cluster.run_until(future.done, what="the queued command committed")
     hand_over(cluster, 1, 2)
     assert produce_one(cluster, 2, 4) == 4
+
+
+def test_the_most_caught_up_voter_is_the_one_holding_most_of_the_log(cluster):
+    """Goal: of voters holding the same log the highest id is named; once node 3 stops and node 1 commits one more
+    record with node 2, node 2 is named over node 3."""
+    leader = cluster.nodes[1].groups[GROUP]
+    assert leader.most_caught_up([2, 3]) == 3
+    cluster.stop(3)
+    produce_one(cluster, 1, 3)
+    assert leader.most_caught_up([2, 3]) == 2
