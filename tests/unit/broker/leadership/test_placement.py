@@ -145,3 +145,14 @@ def test_a_loop_not_running_hands_nothing():
     loop.running = False
     rules.hand_off(loop, timeout_s=5.0, tell=lambda: None)
     assert loop.calls == [] and led.handed_to == []
+
+
+def test_a_tell_that_fails_does_not_keep_the_groups_from_being_handed_off():
+    led = Group("p1.0", 1, match={2: 9, 3: 9})
+    rules, _ = placement([led])
+
+    def tell():
+        raise RuntimeError("no round")
+
+    rules.hand_off(Loop([led]), timeout_s=5.0, tell=tell)
+    assert led.handed_to == [3] and not led.is_leader
