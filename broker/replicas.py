@@ -20,6 +20,7 @@ from raftbus.broker.context import METADATA_GROUP, BrokerContext, PartitionRepli
 from raftbus.broker.log.state import PartitionStateMachine
 from raftbus.broker.log.verify import check_on_open
 from raftbus.broker.queues.state.machine import QueueStateMachine
+from raftbus.broker.raft import durable_meta
 from raftbus.broker.raft.first_election import stagger_first_election
 from raftbus.broker.raft.group import RaftGroup
 from raftbus.broker.storage.base import is_disk_full
@@ -259,8 +260,12 @@ class ReplicaFiles:
 
     def delete(self, group_id: str) -> None:
         """Delete a closed replica's directory: renamed at once (a replica placed here again starts from an empty
-        directory), removed on a thread of its own."""
+        directory), removed on a thread of its own. On the Raft loop, a term or vote the replica wrote in this pass
+        is first taken out of the pass's sync (durable_meta): its file would be gone by then."""
         path = self.partitions_dir / group_id
+        deferred = durable_meta.current()
+        if deferred is not None:
+            deferred.forget_under(str(path))
         doomed = path.with_name(f"{group_id}.deleted-{time.monotonic_ns()}")
         try:
             path.rename(doomed)

@@ -10,7 +10,8 @@ On the loop thread the storer writes the file (in place, `meta_slots`) and recor
 fdatasyncs the pass's files side by side on up to META_SYNC_THREADS threads (the block layer merges the flushes of
 concurrent syncs), then the directories of files created in the pass. Nothing of the pass reaches a peer before
 that: the same guarantee as one fsync per write. If a sync fails, the process exits rather than send a vote it
-could forget.
+could forget. A replica deleted during the pass (moved off this broker) takes its writes out first (`forget_under`):
+it will never vote again, so what it wrote need not last, and its files are gone by the time the pass syncs.
 
 Only the files written are synced: a syncfs(2) of the whole file system would also write back every dirty page of
 the broker's partitions and journals (hundreds of MB under load), which made an election's pass wait for seconds
@@ -51,6 +52,12 @@ class DeferredMetaSync:
         self.pending.add(slots)
         if created:
             self.created_dirs.add(os.path.dirname(slots.path) or ".")
+
+    def forget_under(self, directory: str) -> None:
+        """Drop the pending writes of files in `directory` (a replica being deleted), and its created directories."""
+        inside = directory.rstrip(os.sep) + os.sep
+        self.pending = {slots for slots in self.pending if not slots.path.startswith(inside)}
+        self.created_dirs = {d for d in self.created_dirs if d != directory and not d.startswith(inside)}
 
     def sync_pending(self) -> None:
         if not self.pending:

@@ -144,3 +144,51 @@ def test_a_vote_that_cannot_be_made_durable_ends_the_process_before_the_pass_sen
     journal.set_term(4, "3")
     with pytest.raises(Exited):
         deferred.sync_pending()
+
+
+def test_a_replica_deleted_in_the_pass_that_wrote_its_vote_leaves_the_pass_sync_alone(tmp_path, monkeypatch):
+    """Goal: a replica moved off this broker is deleted in the same loop pass in which its group wrote a new term
+    (it stood for election once no longer in the configuration): the pass's sync makes the other groups' writes
+    durable and does not end the process over the deleted file."""
+    from raftbus.broker.replicas import ReplicaFiles
+
+    exits = []
+    monkeypatch.setattr(durable_meta.os, "_exit", lambda code: exits.append(code))
+    partitions = tmp_path / "partitions"
+    (partitions / "p1.0" / "raft").mkdir(parents=True)
+    (partitions / "p1.1" / "raft").mkdir(parents=True)
+    leaving = AppendJournal(str(partitions / "p1.0" / "raft" / "raft.journal"))
+    staying = AppendJournal(str(partitions / "p1.1" / "raft" / "raft.journal"))
+    deferred = durable_meta.DeferredMetaSync()
+    deferred.activate()
+    try:
+        leaving.set_term(4, "1")
+        staying.set_term(6, "2")
+        leaving.close()
+        files = ReplicaFiles(partitions, node_id=1, hub=None, loop=None, raft_settings=None, storage_settings=None,
+                             open_stores=None, open_journals=None, disk=None, election_timeout_max_ms=0,
+                             on_store_damaged=lambda group_id: None)
+        files.delete("p1.0")
+        deferred.sync_pending()
+    finally:
+        durable_meta.DeferredMetaSync.deactivate()
+        staying.close()
+    assert exits == [] and deferred.syncs == 1
+    assert not (partitions / "p1.0").exists()
+    assert AppendJournal(str(partitions / "p1.1" / "raft" / "raft.journal")).current_term == 6
+
+
+def test_forget_under_drops_only_the_writes_inside_the_directory(tmp_path):
+    deferred = durable_meta.DeferredMetaSync()
+    (tmp_path / "a").mkdir()
+    inside, beside = AppendJournal(str(tmp_path / "a" / "raft.journal")), AppendJournal(str(tmp_path / "ab.journal"))
+    deferred.activate()
+    try:
+        inside.set_term(1, "1")
+        beside.set_term(1, "1")
+        deferred.forget_under(str(tmp_path / "a"))
+        assert {f.path for f in deferred.pending} == {str(tmp_path / "ab.journal.meta")}
+    finally:
+        durable_meta.DeferredMetaSync.deactivate()
+        inside.close()
+        beside.close()
