@@ -25,9 +25,13 @@ class LeaderPlacement:
     def draining_brokers(self) -> set[int]:
         return {b.broker_id for b in self.context.metadata_sm.brokers().values() if b.draining}
 
+    def peers_able_to_lead(self) -> set[int]:
+        """The connected peers that did not say they are stopping."""
+        return self.hub.connected_peers() - self.faults.peers_stopping
+
     def prefer_leaders(self) -> None:
         """Leaders move to their preferred replica, unless it is draining or stopping or its disk is full."""
-        connected = self.hub.connected_peers() - self.faults.peers_stopping
+        connected = self.peers_able_to_lead()
         draining = self.draining_brokers()
         if self.context.node_id in draining or self.faults.disk.full:
             return
@@ -46,7 +50,7 @@ class LeaderPlacement:
         draining = self.draining_brokers()
         if self.context.node_id not in draining:
             return
-        connected = self.hub.connected_peers() - self.faults.peers_stopping
+        connected = self.peers_able_to_lead()
         groups = [self.context.metadata_group, *(r.group for r in list(self.context.partitions.values()))]
         for group in groups:
             if not group.is_leader:
@@ -65,7 +69,7 @@ class LeaderPlacement:
         deadline = time.monotonic() + timeout_s
 
         def transfer() -> int:
-            able = self.hub.connected_peers() - self.faults.peers_stopping
+            able = self.peers_able_to_lead()
             handed = 0
             for group in list(loop.groups.values()):
                 if not group.is_leader:
