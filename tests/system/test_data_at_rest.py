@@ -23,13 +23,21 @@ ENV = {"RAFTBUS_RAFT_LOG_COMPACTION_BYTES": "65536"}
 
 
 def loose_entries(root: Path) -> list[str]:
-    """Every entry under `root` (itself included) that is a directory not 0700 or a file not 0600."""
+    """Every entry under `root` (itself included) that is a directory not 0700 or a file not 0600. The brokers run
+    while this looks: an entry renamed or removed between the listing and its stat (a `snapshot.partial` becoming
+    `raft.snapshot`) is gone, so it is not counted."""
     found = []
-    for path in [root, *root.rglob("*")]:
-        if path.is_symlink():
+    # os.walk passes over a directory that goes mid-walk; rglob would raise
+    paths = [root] + [Path(top) / name for top, dirs, files in os.walk(root) for name in dirs + files]
+    for path in paths:
+        try:
+            info = path.lstat()
+        except FileNotFoundError:
             continue
-        mode = stat.S_IMODE(path.lstat().st_mode)
-        if mode != (0o700 if path.is_dir() else 0o600):
+        if stat.S_ISLNK(info.st_mode):
+            continue
+        mode = stat.S_IMODE(info.st_mode)
+        if mode != (0o700 if stat.S_ISDIR(info.st_mode) else 0o600):
             found.append(f"{path.relative_to(root.parent)} {oct(mode)}")
     return found
 
