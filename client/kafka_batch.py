@@ -262,7 +262,10 @@ def _varint(value: int) -> bytes:
 _SMALL_VARINTS = [bytes((n,)) for n in range(0x80)]
 # zigzag varints of 0..VARINT_TABLE_SIZE-1 (lengths, offset and timestamp deltas), looked up instead of encoded
 VARINT_TABLE_SIZE = 1 << 14
-VARINTS = [_varint(n) for n in range(VARINT_TABLE_SIZE)]
+# built by encoded length (zigzag doubles a value >= 0: 1 byte below 64, 2 below 8,192, 3 above), as _varint would
+VARINTS = ([bytes((2 * n,)) for n in range(64)]
+           + [bytes((2 * n & 0x7F | 0x80, 2 * n >> 7)) for n in range(64, 8192)]
+           + [bytes((2 * n & 0x7F | 0x80, 2 * n >> 7 & 0x7F | 0x80, 2 * n >> 14)) for n in range(8192, VARINT_TABLE_SIZE)])
 
 
 def count_records(records) -> int:

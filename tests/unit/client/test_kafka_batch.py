@@ -38,6 +38,13 @@ def test_many_records_cross_varint_sizes():
         (i, 1000 + 70 * i, str(i).encode()) for i in range(300)]
 
 
+def test_the_varint_table_holds_each_value_encoded():
+    """VARINTS, built by encoded length, is what encoding each value one by one gives, across every length's edge."""
+    assert len(K.VARINTS) == K.VARINT_TABLE_SIZE
+    assert K.VARINTS == [K._varint(n) for n in range(K.VARINT_TABLE_SIZE)]
+    assert [len(K.VARINTS[n]) for n in (63, 64, 8191, 8192)] == [1, 2, 2, 3]
+
+
 def test_log_append_time_rewrites_the_header_and_keeps_the_crc_valid():
     """Goal: a LogAppendTime batch passes its CRC and gives every record the append time."""
     blob = K.with_log_append_time(K.encode_batch(RECORDS), 1_800_000_000_000)
