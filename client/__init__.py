@@ -10,6 +10,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
+from raftbus.client import errors  # the error hierarchy: light, and what every part of the package raises
+
 # every public name, by the module that defines it
 _EXPORTS = {
     "raftbus.client.admin": ("Admin", "BrokerDescription", "BrokerStats", "ClusterStatus", "PartitionDescription",
@@ -49,7 +51,6 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # what type checkers and editors read; at run time the names load on first use
-    from raftbus.client import errors
     from raftbus.client.admin import (Admin, BrokerDescription, BrokerStats, ClusterStatus, PartitionDescription,
                                       TopicDescription)
     from raftbus.client.consumer import Consumer

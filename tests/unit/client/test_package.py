@@ -29,6 +29,12 @@ def test_star_import_gives_every_public_name():
     assert set(sdk.__all__) <= set(scope)
 
 
+def test_the_errors_module_is_an_attribute_of_a_freshly_imported_package():
+    code = "import raftbus.client as sdk; print(sdk.errors.RaftbusError.__name__)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == "RaftbusError", done.stderr
+
+
 def test_one_module_of_the_package_loads_no_client():
     code = ("import sys, raftbus.client.errors, raftbus.client.records; "
             "print(sorted(m for m in sys.modules if m.startswith('raftbus.client.')))")
